@@ -1,0 +1,367 @@
+"""``LocalCheckpointStore``: checkpoints in a local (or mounted) directory.
+
+Layout, one directory per key (the key percent-encoded into one name, so that keys never
+nest into each other)::
+
+    root/
+      fraud-retrain%2Frun-42%2Ftrain/
+        .lock                      flock held by the writer or pruner of this key
+        000000000001/              committed: renamed into place whole
+          manifest.json
+          data/<file names>
+        .tmp-<random>/             a save in progress, or one killed mid-way
+
+A save writes ``data/`` and fsyncs every file, writes and fsyncs ``manifest.json``, fsyncs
+the directories, then renames the temp directory to its id in the same directory (atomic on
+POSIX) and fsyncs the key directory. A prune renames a checkpoint back to a temp name
+before deleting it, so a reader never sees a half-deleted committed checkpoint.
+
+Writers of one key are serialised by an flock on ``.lock`` (released by the kernel when a
+writer dies), so any temp directory found while holding it is abandoned and is deleted.
+Readers take no lock. Without ``fcntl`` (not POSIX) there is no lock and leftovers are
+only removed once older than ``stale_after`` seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import secrets
+import stat
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import quote
+
+from .checkpoint import (
+    CHUNK,
+    CheckpointInfo,
+    FileEntry,
+    FileSource,
+    LoadedCheckpoint,
+    decode_manifest,
+    encode_manifest,
+    format_checkpoint_id,
+    log,
+    mismatch_error,
+    parse_checkpoint_id,
+    remove_tree,
+    validate_file_names,
+    validate_key,
+)
+from .errors import CheckpointError, SerializationError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["LocalCheckpointStore"]
+
+MANIFEST_NAME = "manifest.json"
+DATA_DIR = "data"
+TMP_PREFIX = ".tmp-"
+LOCK_NAME = ".lock"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_durable(dest: Path, source: FileSource) -> FileEntry:
+    """Write ``source`` to the new file ``dest``, hashing as it goes, and fsync it."""
+    h, size = hashlib.sha256(), 0
+    if not isinstance(source, bytes | bytearray | memoryview):
+        # Checked before opening: opening a FIFO would block.
+        if not stat.S_ISREG(os.stat(source).st_mode):
+            raise SerializationError(f"cannot checkpoint {os.fspath(source)}: not a regular file")
+    with open(dest, "xb") as out:
+        if isinstance(source, bytes | bytearray | memoryview):
+            view = memoryview(source)
+            view = (view if view.c_contiguous else memoryview(view.tobytes())).cast("B")
+            out.write(view)
+            h.update(view)
+            size = view.nbytes
+        else:
+            with open(source, "rb") as src:
+                while chunk := src.read(CHUNK):
+                    out.write(chunk)
+                    h.update(chunk)
+                    size += len(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    return FileEntry(sha256=h.hexdigest(), size=size)
+
+
+class LocalCheckpointStore:
+    """A :class:`~interlock.core.checkpoint.CheckpointStore` on a local directory."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        *,
+        lock_timeout: float = 600.0,
+        stale_after: float = 3600.0,
+    ) -> None:
+        self.root = Path(root)
+        self.lock_timeout = lock_timeout
+        self.stale_after = stale_after
+
+    def __repr__(self) -> str:
+        return f"LocalCheckpointStore({str(self.root)!r})"
+
+    # --- layout ---
+
+    def key_dir(self, key: str) -> Path:
+        name = quote(validate_key(key), safe="")
+        if len(name.encode()) > 255:
+            raise CheckpointError(
+                f"checkpoint key {key!r} is too long for a directory name once encoded",
+                hint="use a shorter key (pipeline/run_id/step)",
+            )
+        return self.root / name
+
+    def checkpoint_dir(self, key: str, checkpoint_id: str) -> Path:
+        return self.key_dir(key) / checkpoint_id
+
+    def _candidates(self, kdir: Path) -> list[tuple[int, Path]]:
+        """Id-named directories, oldest first (committed or not)."""
+        try:
+            entries = list(os.scandir(kdir))
+        except FileNotFoundError:
+            return []
+        out = []
+        for e in entries:
+            seq = parse_checkpoint_id(e.name)
+            if seq is not None and e.is_dir(follow_symlinks=False):
+                out.append((seq, Path(e.path)))
+        return sorted(out)
+
+    def _read_info(self, key: str, cdir: Path) -> CheckpointInfo | None:
+        """The manifest's info; None when there is no manifest (not committed)."""
+        try:
+            data = (cdir / MANIFEST_NAME).read_bytes()
+        except FileNotFoundError:
+            return None
+        return decode_manifest(data, key=key, checkpoint_id=cdir.name)
+
+    # --- locking and cleaning ---
+
+    @contextlib.contextmanager
+    def _locked(self, kdir: Path) -> Iterator[None]:
+        if fcntl is None:  # pragma: no cover - not POSIX
+            yield
+            return
+        fd = os.open(kdir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            delay = 0.005
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        err = CheckpointError(
+                            f"checkpoint directory {kdir} is locked by another writer "
+                            f"for over {self.lock_timeout:g}s",
+                            hint="another attempt of this step may still be running",
+                        )
+                        err.retryable = True
+                        raise err from None
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.2)
+            yield
+        finally:
+            os.close(fd)  # releases the flock
+
+    def _clean_leftovers(self, kdir: Path) -> list[str]:
+        """Delete abandoned temp directories; call only while holding the key's lock."""
+        removed = []
+        now = time.time()
+        for e in list(os.scandir(kdir)):
+            if not e.name.startswith(TMP_PREFIX):
+                continue
+            if fcntl is None and now - e.stat(follow_symlinks=False).st_mtime < self.stale_after:
+                continue  # pragma: no cover - without a lock, a young one may be live
+            remove_tree(Path(e.path))
+            removed.append(e.name)
+        if removed:
+            log.info("removed %d abandoned checkpoint temp dir(s) in %s", len(removed), kdir)
+        return removed
+
+    # --- the protocol ---
+
+    def save(
+        self,
+        key: str,
+        files: Mapping[str, FileSource],
+        *,
+        step: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CheckpointInfo:
+        kdir = self.key_dir(key)
+        names = list(files)
+        validate_file_names(names)
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+            raise CheckpointError(f"checkpoint step must be an int or None, got {step!r}")
+        for name, src in files.items():
+            if isinstance(src, str) or not isinstance(
+                src, bytes | bytearray | memoryview | os.PathLike
+            ):
+                raise SerializationError(
+                    f"checkpoint file {name!r}: expected bytes or a path-like, got {type(src).__name__}",
+                    hint="wrap a path in pathlib.Path; a str is ambiguous",
+                )
+        try:
+            created = not kdir.exists()
+            kdir.mkdir(parents=True, exist_ok=True)
+            if created:
+                _fsync_dir(kdir.parent)
+            with self._locked(kdir):
+                self._clean_leftovers(kdir)
+                return self._save_locked(key, kdir, files, step, dict(metadata or {}))
+        except OSError as exc:
+            err = CheckpointError(f"cannot save a checkpoint of key {key!r} in {kdir}: {exc}")
+            err.retryable = exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)
+            raise err from exc
+
+    def _save_locked(
+        self,
+        key: str,
+        kdir: Path,
+        files: Mapping[str, FileSource],
+        step: int | None,
+        metadata: dict[str, Any],
+    ) -> CheckpointInfo:
+        tmp = kdir / f"{TMP_PREFIX}{secrets.token_hex(8)}"
+        tmp.mkdir()
+        try:
+            data = tmp / DATA_DIR
+            data.mkdir()
+            entries: dict[str, FileEntry] = {}
+            dirs = {data}
+            for name in sorted(files):
+                dest = data.joinpath(*name.split("/"))
+                if dest.parent not in dirs:
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dirs.update([dest.parent, *dest.parent.parents])
+                entries[name] = _write_durable(dest, files[name])
+            for d in sorted(p for p in dirs if p.is_relative_to(data)):
+                _fsync_dir(d)
+            # The id is chosen under the lock, above every id-named directory present
+            # (even uncommitted ones), so the rename below never meets an existing name.
+            existing = self._candidates(kdir)
+            seq = existing[-1][0] + 1 if existing else 1
+            info = CheckpointInfo(
+                key=key,
+                id=format_checkpoint_id(seq),
+                step=step,
+                created_at=time.time(),
+                files=entries,
+                metadata=metadata,
+            )
+            manifest = encode_manifest(info)
+            with open(tmp / MANIFEST_NAME, "xb") as out:
+                out.write(manifest)
+                out.flush()
+                os.fsync(out.fileno())
+            _fsync_dir(tmp)
+            os.rename(tmp, kdir / info.id)  # the commit point
+        except BaseException:
+            remove_tree(tmp)
+            raise
+        _fsync_dir(kdir)
+        return info
+
+    def load_latest(self, key: str, *, fallback: bool = False) -> LoadedCheckpoint | None:
+        kdir = self.key_dir(key)
+        first_error: CheckpointError | None = None
+        # A prune may remove a checkpoint while we read it; then we list again.
+        for _ in range(5):
+            vanished = False
+            for _seq, cdir in reversed(self._candidates(kdir)):
+                try:
+                    info = self._read_info(key, cdir)
+                    if info is None:
+                        continue  # not committed: ignore
+                    loaded = LoadedCheckpoint(info, self._opener(cdir, info))
+                    loaded.verify()
+                    return loaded
+                except (CheckpointError, OSError) as exc:
+                    if not cdir.exists():
+                        vanished = True
+                        break
+                    if isinstance(exc, OSError):
+                        exc = CheckpointError(
+                            f"checkpoint {cdir.name} of key {key!r}: cannot read: {exc}"
+                        )
+                    if not fallback:
+                        raise exc
+                    first_error = first_error or exc
+                    log.warning("skipping corrupt checkpoint (fallback=True): %s", exc.message)
+            if not vanished:
+                break
+        if first_error is not None:
+            raise CheckpointError(
+                f"no checkpoint of key {key!r} verifies; the newest failed with: {first_error.message}"
+            ) from first_error
+        return None
+
+    def _opener(self, cdir: Path, info: CheckpointInfo):
+        data = cdir / DATA_DIR
+
+        def open_file(name: str) -> BinaryIO:
+            path = data.joinpath(*name.split("/"))
+            try:
+                return open(path, "rb")
+            except FileNotFoundError as exc:
+                raise mismatch_error(info, name, "file is missing") from exc
+
+        return open_file
+
+    def list(self, key: str) -> list[CheckpointInfo]:
+        kdir = self.key_dir(key)
+        out = []
+        for _seq, cdir in self._candidates(kdir):
+            try:
+                info = self._read_info(key, cdir)
+            except CheckpointError as exc:
+                log.warning(
+                    "ignoring checkpoint with an invalid manifest in list(): %s", exc.message
+                )
+                continue
+            except FileNotFoundError:  # pruned while listing
+                continue
+            if info is not None:
+                out.append(info)
+        return out
+
+    def prune(self, key: str, keep: int) -> list[CheckpointInfo]:
+        if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
+            raise CheckpointError(f"prune keep must be an int >= 0, got {keep!r}")
+        kdir = self.key_dir(key)
+        if not kdir.exists():
+            return []
+        with self._locked(kdir):
+            self._clean_leftovers(kdir)
+            committed = self.list(key)
+            kept = committed[-keep:] if keep else []
+            doomed = committed[: len(committed) - len(kept)]
+            # Id-named debris (no or bad manifest) older than the oldest kept goes too.
+            kept_from = kept[0].sequence if kept else (None if keep else float("inf"))
+            doomed_ids = {i.id for i in doomed}
+            for seq, cdir in self._candidates(kdir):
+                if cdir.name in doomed_ids or (kept_from is not None and seq < kept_from):
+                    grave = kdir / f"{TMP_PREFIX}pruned-{cdir.name}-{secrets.token_hex(4)}"
+                    os.rename(cdir, grave)  # uncommit atomically, then delete
+                    remove_tree(grave)
+            _fsync_dir(kdir)
+        return doomed

@@ -1,0 +1,386 @@
+"""The contract every ``CheckpointStore`` must meet, as a reusable test base class.
+
+Use it for a store by subclassing it in a ``test_*.py`` file under a ``Test*`` name and
+implementing the hooks below (they reach under the store's API to simulate crashes and
+corruption). Override the ``store`` fixture instead of ``make_store`` when the store needs
+other fixtures (an S3 store needs a moto server)::
+
+    contract = load_checkpoint_contract()   # see test_checkpoint_local.py
+
+    class TestMyStore(contract.CheckpointStoreContract):
+        @pytest.fixture
+        def store(self, tmp_path, moto_server): ...
+        def leave_uncommitted(self, store, key, checkpoint_id, files): ...
+        ...
+
+This module is not collected on its own (no ``test_`` prefix, base class not ``Test*``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from interlock.core.checkpoint import (
+    Checkpointer,
+    CheckpointInfo,
+    CheckpointStore,
+    LoadedCheckpoint,
+)
+from interlock.core.errors import CheckpointError, InterlockError, SerializationError
+
+KEY = "fraud-retrain/run-1/train"
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def payload(seed: int, size: int = 4096) -> bytes:
+    """Distinct, deterministic content per seed (so a mix-up between checkpoints shows)."""
+    block = hashlib.sha256(str(seed).encode()).digest()
+    return (block * (size // len(block) + 1))[:size]
+
+
+class CheckpointStoreContract:
+    """Behaviour shared by every store. Subclasses implement the hooks."""
+
+    # --- hooks ---------------------------------------------------------------------
+
+    def make_store(self, tmp_path: Path) -> CheckpointStore:
+        raise NotImplementedError
+
+    def reopen(self, store: CheckpointStore) -> CheckpointStore:
+        """A new store object on the same backing storage (a retry in a new process)."""
+        raise NotImplementedError
+
+    def leave_uncommitted(
+        self, store: CheckpointStore, key: str, checkpoint_id: str, files: dict[str, bytes]
+    ) -> None:
+        """Leave data where checkpoint ``checkpoint_id`` would live, but no manifest."""
+        raise NotImplementedError
+
+    def leave_torn_write(self, store: CheckpointStore, key: str) -> None:
+        """Leave what a writer killed half-way through a save leaves behind."""
+        raise NotImplementedError
+
+    def leftovers(self, store: CheckpointStore, key: str) -> list[str]:
+        """Names of abandoned in-progress writes still present for ``key``."""
+        raise NotImplementedError
+
+    def flip_byte(self, store: CheckpointStore, info: CheckpointInfo, name: str, offset: int) -> None:
+        """Flip one bit of byte ``offset`` of committed file ``name`` in place."""
+        raise NotImplementedError
+
+    def corrupt_manifest(self, store: CheckpointStore, info: CheckpointInfo) -> None:
+        """Change one value inside the committed manifest (still valid JSON)."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> CheckpointStore:
+        return self.make_store(tmp_path)
+
+    # --- helpers -------------------------------------------------------------------
+
+    @staticmethod
+    def read_all(loaded: LoadedCheckpoint) -> dict[str, bytes]:
+        return {n: loaded.read_bytes(n) for n in loaded.names}
+
+    # --- empty store ---------------------------------------------------------------
+
+    def test_empty_store_has_nothing(self, store: CheckpointStore) -> None:
+        assert isinstance(store, CheckpointStore)
+        assert store.load_latest(KEY) is None
+        assert store.load_latest(KEY, fallback=True) is None
+        assert store.list(KEY) == []
+        assert store.prune(KEY, keep=1) == []
+        ck = Checkpointer(store, KEY)
+        assert ck.load() is None
+        assert ck.latest_step is None
+        assert ck.latest is None
+
+    # --- round trips ---------------------------------------------------------------
+
+    def test_save_and_load_files_round_trip(self, store: CheckpointStore, tmp_path: Path) -> None:
+        big = os.urandom(3 * (1 << 20) + 17)  # several read chunks, odd size
+        src = tmp_path / "src.bin"
+        src.write_bytes(big)
+        files: dict[str, Any] = {
+            "weights.bin": payload(1, 10_000),
+            "optim/state.bin": bytearray(payload(2, 333)),
+            "empty.bin": b"",
+            "from_path.bin": src,
+            "unicodé name.txt": "héllo".encode(),
+        }
+        info = store.save(KEY, files, step=7, metadata={"epoch": 3, "note": "ünï"})
+        assert info.key == KEY and info.step == 7
+        assert info.metadata == {"epoch": 3, "note": "ünï"}
+        expected = {n: (v.read_bytes() if isinstance(v, Path) else bytes(v)) for n, v in files.items()}
+        assert {n: (e.sha256, e.size) for n, e in info.files.items()} == {
+            n: (sha(b), len(b)) for n, b in expected.items()
+        }
+        loaded = store.load_latest(KEY)
+        assert loaded is not None
+        assert loaded.info == info
+        assert loaded.names == sorted(expected)
+        assert self.read_all(loaded) == expected
+        out = loaded.copy_to(tmp_path / "restored")
+        for name, data in expected.items():
+            assert out.joinpath(*name.split("/")).read_bytes() == data
+
+    def test_checkpointer_bytes_round_trip(self, store: CheckpointStore) -> None:
+        ck = Checkpointer(store, KEY)
+        data = payload(9, 100_001)
+        info = ck.save(data, step=1)
+        assert info.metadata["interlock.kind"] == "bytes"
+        got = ck.load()
+        assert type(got) is bytes and got == data
+        assert ck.latest_step == 1
+
+    def test_checkpointer_json_round_trip(self, store: CheckpointStore) -> None:
+        ck = Checkpointer(store, KEY)
+        state = {"epoch": 4, "lr": 0.000125, "best": None, "ok": True, "name": "ünï ✓",
+                 "history": [1.5, 2.25, {"nested": [1, 2, [3]]}]}
+        ck.save(state, step=4)
+        assert ck.load() == state
+        ck.save([1, "two", 3.0], step=5)
+        assert ck.load() == [1, "two", 3.0]
+        assert ck.latest_step == 5
+
+    def test_checkpointer_directory_round_trip(self, store: CheckpointStore, tmp_path: Path) -> None:
+        src = tmp_path / "model"
+        (src / "shards" / "deep").mkdir(parents=True)
+        (src / "empty_dir" / "inner").mkdir(parents=True)
+        content = {
+            "config.json": b'{"layers": 2}',
+            "shards/0.bin": payload(1, 50_000),
+            "shards/deep/1.bin": payload(2, 7),
+            "zero.bin": b"",
+        }
+        for name, data in content.items():
+            (src / name).write_bytes(data)
+        ck = Checkpointer(store, KEY)
+        info = ck.save(src, step=10)
+        assert info.metadata["interlock.kind"] == "directory"
+        assert set(info.files) == set(content)
+
+        restored = ck.load()
+        assert isinstance(restored, Path) and restored.is_dir() and restored != src
+        for name, data in content.items():
+            assert (restored / name).read_bytes() == data
+        assert (restored / "empty_dir" / "inner").is_dir()
+        got = {p.relative_to(restored).as_posix() for p in restored.rglob("*") if p.is_file()}
+        assert got == set(content)
+
+        dest = tmp_path / "into"
+        assert ck.load(dest) == dest
+        assert (dest / "shards/deep/1.bin").read_bytes() == content["shards/deep/1.bin"]
+        # Restoring on top of other files would mix two states: refused.
+        with pytest.raises(CheckpointError, match="not an empty directory"):
+            ck.load(dest)
+
+    def test_checkpointer_single_file_round_trip(self, store: CheckpointStore, tmp_path: Path) -> None:
+        f = tmp_path / "model.pt"
+        f.write_bytes(payload(5, 2048))
+        ck = Checkpointer(store, KEY)
+        ck.save(f, step=2)
+        got = ck.load(tmp_path / "out")
+        assert got == tmp_path / "out" / "model.pt"
+        assert got.read_bytes() == payload(5, 2048)
+
+    def test_checkpointer_refuses_ambiguous_or_unserialisable_state(self, store: CheckpointStore) -> None:
+        ck = Checkpointer(store, KEY)
+        with pytest.raises(SerializationError, match="pathlib.Path"):
+            ck.save("/some/dir")
+        with pytest.raises(SerializationError, match="not JSON-able"):
+            ck.save({"x": object()})
+        with pytest.raises(SerializationError):
+            ck.save(3.5)
+        with pytest.raises(CheckpointError, match="reserved"):
+            ck.save(b"x", metadata={"interlock.kind": "json"})
+        assert store.list(KEY) == []
+
+    def test_save_rejects_str_content_and_bad_names(self, store: CheckpointStore) -> None:
+        with pytest.raises(SerializationError, match="str is ambiguous"):
+            store.save(KEY, {"a.bin": "not bytes"})  # type: ignore[dict-item]
+        for bad in ["../escape", "/abs", "a//b", "a/./b", "", "back\\slash", "nul\x00"]:
+            with pytest.raises(CheckpointError):
+                store.save(KEY, {bad: b"x"})
+        with pytest.raises(CheckpointError, match="also used as a directory"):
+            store.save(KEY, {"a": b"1", "a/b": b"2"})
+        assert store.list(KEY) == []
+
+    def test_invalid_keys_are_rejected(self, store: CheckpointStore) -> None:
+        for bad in ["", "a//b", "../etc", "a/../b", "a/.", "/lead", "trail/", "ctl\x01"]:
+            with pytest.raises(CheckpointError):
+                store.save(bad, {"x": b"1"})
+            with pytest.raises(CheckpointError):
+                store.load_latest(bad)
+            with pytest.raises(CheckpointError):
+                Checkpointer(store, bad)
+
+    # --- listing and pruning -------------------------------------------------------
+
+    def test_list_is_committed_oldest_first(self, store: CheckpointStore) -> None:
+        infos = [store.save(KEY, {"s": payload(i)}, step=i * 10) for i in range(5)]
+        listed = store.list(KEY)
+        assert [i.id for i in listed] == [i.id for i in infos]
+        assert [i.step for i in listed] == [0, 10, 20, 30, 40]
+        ids = [i.id for i in listed]
+        # Monotonic and sortable both as text and as numbers.
+        assert ids == sorted(ids) and len(set(ids)) == 5
+        assert [int(i) for i in ids] == sorted(int(i) for i in ids)
+        assert all(a.created_at <= b.created_at for a, b in zip(listed, listed[1:], strict=False))
+        loaded = store.load_latest(KEY)
+        assert loaded is not None and loaded.info.step == 40
+        assert loaded.read_bytes("s") == payload(4)
+
+    def test_prune_keeps_the_newest(self, store: CheckpointStore) -> None:
+        infos = [store.save(KEY, {"s": payload(i)}, step=i) for i in range(5)]
+        removed = store.prune(KEY, keep=2)
+        assert [i.id for i in removed] == [i.id for i in infos[:3]]
+        assert [i.id for i in store.list(KEY)] == [i.id for i in infos[3:]]
+        loaded = store.load_latest(KEY)
+        assert loaded is not None and loaded.read_bytes("s") == payload(4)
+        assert store.prune(KEY, keep=2) == []
+        # The survivors still verify after their neighbours were deleted.
+        assert store.prune(KEY, keep=1) == [infos[3]]
+        loaded = store.load_latest(KEY)
+        assert loaded is not None and loaded.info == infos[4]
+        assert store.prune(KEY, keep=0) == [infos[4]]
+        assert store.load_latest(KEY) is None and store.list(KEY) == []
+        with pytest.raises(CheckpointError):
+            store.prune(KEY, keep=-1)
+
+    def test_checkpointer_prunes_to_keep(self, store: CheckpointStore) -> None:
+        ck = Checkpointer(store, KEY, keep=2)
+        for step in range(1, 5):
+            ck.save({"step": step}, step=step)
+        assert [i.step for i in store.list(KEY)] == [3, 4]
+        assert ck.load() == {"step": 4}
+        with pytest.raises(CheckpointError):
+            Checkpointer(store, KEY, keep=0)
+
+    # --- keys ----------------------------------------------------------------------
+
+    def test_keys_are_isolated(self, store: CheckpointStore) -> None:
+        keys = [
+            "fraud-retrain/run-1/train",
+            "fraud-retrain/run-2/train",
+            "fraud-retrain/run-1",  # a prefix of the first key
+            "fraud-retrain/run-1/train2",  # shares a text prefix
+            "fraud-retrain/run-1/train/sub",  # nests under the first key
+            "fraud retrain/run 1/train",  # spaces, encoded differently
+        ]
+        for n, key in enumerate(keys):
+            store.save(key, {"s": payload(n)}, step=n)
+            store.save(key, {"s": payload(100 + n)}, step=100 + n)
+        for n, key in enumerate(keys):
+            listed = store.list(key)
+            assert [i.step for i in listed] == [n, 100 + n], key
+            assert all(i.key == key for i in listed)
+            loaded = store.load_latest(key)
+            assert loaded is not None and loaded.read_bytes("s") == payload(100 + n)
+        store.prune(keys[0], keep=0)
+        assert store.list(keys[0]) == []
+        for n, key in enumerate(keys[1:], start=1):
+            assert len(store.list(key)) == 2
+            loaded = store.load_latest(key)
+            assert loaded is not None and loaded.read_bytes("s") == payload(100 + n)
+
+    def test_retry_resumes_and_new_run_starts_fresh(self, store: CheckpointStore) -> None:
+        first = Checkpointer(store, "fraud-retrain/run-1/train", keep=2)
+        first.save({"epoch": 3}, step=3)
+        # A retry of the same run: new process, new store object, same key.
+        retry = Checkpointer(self.reopen(store), "fraud-retrain/run-1/train", keep=2)
+        assert retry.latest_step == 3
+        assert retry.load() == {"epoch": 3}
+        retry.save({"epoch": 4}, step=4)
+        assert first.load() == {"epoch": 4}
+        # A new run: another key, nothing to resume.
+        fresh = Checkpointer(self.reopen(store), "fraud-retrain/run-2/train")
+        assert fresh.load() is None and fresh.latest_step is None
+
+    # --- crashes -------------------------------------------------------------------
+
+    def test_checkpoint_without_manifest_is_ignored(self, store: CheckpointStore) -> None:
+        good = store.save(KEY, {"s": payload(1)}, step=1)
+        stray_id = f"{int(good.id) + 1:0{len(good.id)}d}"
+        self.leave_uncommitted(store, KEY, stray_id, {"s": payload(2)})
+        loaded = store.load_latest(KEY)
+        assert loaded is not None and loaded.info == good
+        assert loaded.read_bytes("s") == payload(1)
+        assert [i.id for i in store.list(KEY)] == [good.id]
+        # The next save commits normally and is the one loaded.
+        new = store.save(KEY, {"s": payload(3)}, step=3)
+        assert int(new.id) > int(good.id)
+        loaded = store.load_latest(KEY)
+        assert loaded is not None and loaded.info == new and loaded.read_bytes("s") == payload(3)
+        assert [i.id for i in store.list(KEY)] == [good.id, new.id]
+
+    def test_torn_write_is_ignored_and_cleaned(self, store: CheckpointStore) -> None:
+        good = store.save(KEY, {"s": payload(1)}, step=1)
+        self.leave_torn_write(store, KEY)
+        assert self.leftovers(store, KEY), "the hook must leave something behind"
+        loaded = store.load_latest(KEY)
+        assert loaded is not None and loaded.info == good and loaded.read_bytes("s") == payload(1)
+        assert store.list(KEY) == [good]
+        new = store.save(KEY, {"s": payload(2)}, step=2)
+        assert self.leftovers(store, KEY) == []
+        loaded = store.load_latest(KEY)
+        assert loaded is not None and loaded.info == new
+        # prune cleans too.
+        self.leave_torn_write(store, KEY)
+        assert self.leftovers(store, KEY)
+        assert store.prune(KEY, keep=5) == []
+        assert self.leftovers(store, KEY) == []
+        assert store.list(KEY) == [good, new]
+
+    # --- corruption ----------------------------------------------------------------
+
+    def test_flipped_byte_is_refused(self, store: CheckpointStore) -> None:
+        old = store.save(KEY, {"weights.bin": payload(1, 10_000)}, step=1)
+        new = store.save(KEY, {"weights.bin": payload(2, 10_000), "b": b"ok"}, step=2)
+        self.flip_byte(store, new, "weights.bin", 5_000)
+        with pytest.raises(CheckpointError) as err:
+            store.load_latest(KEY)
+        msg = str(err.value)
+        assert KEY in msg and new.id in msg and "weights.bin" in msg
+        assert err.value.code == "CHECKPOINT" and isinstance(err.value, InterlockError)
+        # Explicit opt-in: the newest checkpoint that verifies, with its own content.
+        loaded = store.load_latest(KEY, fallback=True)
+        assert loaded is not None and loaded.info == old
+        assert loaded.read_bytes("weights.bin") == payload(1, 10_000)
+
+    def test_flipped_byte_is_refused_by_checkpointer(self, store: CheckpointStore, tmp_path: Path) -> None:
+        src = tmp_path / "d"
+        src.mkdir()
+        (src / "w.bin").write_bytes(payload(1, 4096))
+        ck = Checkpointer(store, KEY)
+        info = ck.save(src, step=1)
+        self.flip_byte(store, info, "w.bin", 0)
+        with pytest.raises(CheckpointError, match="w.bin"):
+            ck.load(tmp_path / "out")
+        with pytest.raises(CheckpointError, match="no checkpoint of key .* verifies"):
+            Checkpointer(store, KEY, fallback=True).load(tmp_path / "out2")
+
+    def test_flip_in_an_older_checkpoint_does_not_affect_the_newest(self, store: CheckpointStore) -> None:
+        old = store.save(KEY, {"s": payload(1)}, step=1)
+        store.save(KEY, {"s": payload(2)}, step=2)
+        self.flip_byte(store, old, "s", 10)
+        loaded = store.load_latest(KEY)
+        assert loaded is not None and loaded.read_bytes("s") == payload(2)
+
+    def test_corrupt_manifest_is_refused(self, store: CheckpointStore) -> None:
+        old = store.save(KEY, {"s": payload(1)}, step=1)
+        new = store.save(KEY, {"s": payload(2)}, step=2)
+        self.corrupt_manifest(store, new)
+        with pytest.raises(CheckpointError) as err:
+            store.load_latest(KEY)
+        assert KEY in str(err.value) and new.id in str(err.value) and "manifest" in str(err.value)
+        assert [i.id for i in store.list(KEY)] == [old.id]
+        loaded = store.load_latest(KEY, fallback=True)
+        assert loaded is not None and loaded.info == old and loaded.read_bytes("s") == payload(1)

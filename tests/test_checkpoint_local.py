@@ -1,0 +1,277 @@
+"""LocalCheckpointStore: the store contract, plus what is specific to a local directory."""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import json
+import os
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from interlock.core.checkpoint import Checkpointer, CheckpointInfo, CheckpointStore
+from interlock.core.checkpoint_local import LocalCheckpointStore
+from interlock.core.errors import CheckpointError, SerializationError
+
+
+def load_checkpoint_contract():
+    """Import tests/checkpoint_contract.py by path (tests/ is not on sys.path)."""
+    name = "interlock_tests.checkpoint_contract"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).with_name("checkpoint_contract.py")
+        )
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+contract = load_checkpoint_contract()
+KEY = contract.KEY
+payload = contract.payload
+
+
+class TestLocalCheckpointStoreContract(contract.CheckpointStoreContract):
+    def make_store(self, tmp_path: Path) -> CheckpointStore:
+        return LocalCheckpointStore(tmp_path / "ckpts", lock_timeout=5)
+
+    def reopen(self, store: CheckpointStore) -> CheckpointStore:
+        assert isinstance(store, LocalCheckpointStore)
+        return LocalCheckpointStore(store.root)
+
+    def leave_uncommitted(self, store, key, checkpoint_id, files) -> None:
+        data = store.checkpoint_dir(key, checkpoint_id) / "data"
+        data.mkdir(parents=True)
+        for name, content in files.items():
+            (data / name).write_bytes(content)
+
+    def leave_torn_write(self, store, key) -> None:
+        tmp = store.key_dir(key) / f".tmp-torn{len(os.listdir(store.key_dir(key)))}"
+        (tmp / "data").mkdir(parents=True)
+        (tmp / "data" / "s").write_bytes(payload(99)[:100])  # half a file, no manifest
+
+    def leftovers(self, store, key) -> list[str]:
+        return sorted(n for n in os.listdir(store.key_dir(key)) if n.startswith(".tmp-"))
+
+    def flip_byte(self, store, info: CheckpointInfo, name: str, offset: int) -> None:
+        path = store.checkpoint_dir(info.key, info.id) / "data" / name
+        with open(path, "r+b") as f:
+            f.seek(offset)
+            b = f.read(1)
+            f.seek(offset)
+            f.write(bytes([b[0] ^ 0x01]))
+
+    def corrupt_manifest(self, store, info: CheckpointInfo) -> None:
+        path = store.checkpoint_dir(info.key, info.id) / "manifest.json"
+        doc = json.loads(path.read_bytes())
+        doc["step"] = (doc["step"] or 0) + 1
+        path.write_text(json.dumps(doc))
+
+
+# --- local specifics -------------------------------------------------------------------
+
+
+def test_on_disk_layout_and_manifest(tmp_path: Path) -> None:
+    store = LocalCheckpointStore(tmp_path)
+    info = store.save(KEY, {"a/b.bin": b"xyz"}, step=3, metadata={"m": 1})
+    kdir = tmp_path / "fraud-retrain%2Frun-1%2Ftrain"
+    assert store.key_dir(KEY) == kdir
+    cdir = kdir / info.id
+    assert info.id == "000000000001"
+    assert sorted(os.listdir(cdir)) == ["data", "manifest.json"]
+    assert (cdir / "data" / "a" / "b.bin").read_bytes() == b"xyz"
+    doc = json.loads((cdir / "manifest.json").read_text())
+    assert doc["format"] == "interlock.checkpoint" and doc["version"] == 1
+    assert doc["key"] == KEY and doc["id"] == info.id and doc["step"] == 3
+    assert doc["files"] == {"a/b.bin": {"sha256": contract.sha(b"xyz"), "size": 3}}
+    assert doc["metadata"] == {"m": 1} and len(doc["manifest_sha256"]) == 64
+    # Nothing but the committed checkpoint and the lock file is left behind.
+    assert sorted(os.listdir(kdir)) == [".lock", info.id]
+
+
+def test_a_manifest_moved_to_another_checkpoint_is_refused(tmp_path: Path) -> None:
+    store = LocalCheckpointStore(tmp_path)
+    a = store.save(KEY, {"s": payload(1)})
+    b = store.save(KEY, {"s": payload(2)})
+    # Manifest of `a` copied over `b`: valid checksum, but it names another id.
+    (store.checkpoint_dir(KEY, b.id) / "manifest.json").write_bytes(
+        (store.checkpoint_dir(KEY, a.id) / "manifest.json").read_bytes()
+    )
+    with pytest.raises(CheckpointError, match=f"checkpoint {b.id} of key .*manifest names"):
+        store.load_latest(KEY)
+
+
+def test_missing_data_file_is_refused(tmp_path: Path) -> None:
+    store = LocalCheckpointStore(tmp_path)
+    info = store.save(KEY, {"s": payload(1), "t": payload(2)})
+    (store.checkpoint_dir(KEY, info.id) / "data" / "t").unlink()
+    with pytest.raises(CheckpointError, match="file 't' does not match its manifest \\(file is missing\\)"):
+        store.load_latest(KEY)
+
+
+def test_truncated_and_extended_files_are_refused(tmp_path: Path) -> None:
+    store = LocalCheckpointStore(tmp_path)
+    info = store.save(KEY, {"s": payload(1, 1000)})
+    path = store.checkpoint_dir(KEY, info.id) / "data" / "s"
+    path.write_bytes(payload(1, 999))
+    with pytest.raises(CheckpointError, match="size expected 1000, got 999"):
+        store.load_latest(KEY)
+    path.write_bytes(payload(1, 1000) + b"!")
+    with pytest.raises(CheckpointError, match="longer than 1000 bytes"):
+        store.load_latest(KEY)
+
+
+def test_uncommitted_id_dirs_are_skipped_by_ids_and_pruned(tmp_path: Path) -> None:
+    store = LocalCheckpointStore(tmp_path)
+    a = store.save(KEY, {"s": payload(1)})
+    stray = store.checkpoint_dir(KEY, "000000000002")
+    stray.mkdir()
+    b = store.save(KEY, {"s": payload(2)})
+    assert b.id == "000000000003"  # never renamed onto the stray directory
+    c = store.save(KEY, {"s": payload(3)})
+    assert store.prune(KEY, keep=2) == [a]
+    assert not stray.exists()  # debris older than what is kept goes too
+    assert [i.id for i in store.list(KEY)] == [b.id, c.id]
+
+
+def test_save_waits_for_the_key_lock_and_times_out(tmp_path: Path) -> None:
+    store = LocalCheckpointStore(tmp_path, lock_timeout=0.3)
+    store.save(KEY, {"s": b"1"})
+    fd = os.open(store.key_dir(KEY) / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another writer of this key
+        start = time.monotonic()
+        with pytest.raises(CheckpointError, match="locked by another writer") as err:
+            store.save(KEY, {"s": b"2"})
+        assert err.value.retryable is True
+        assert 0.25 < time.monotonic() - start < 5
+        # Reads take no lock.
+        loaded = store.load_latest(KEY)
+        assert loaded is not None and loaded.read_bytes("s") == b"1"
+    finally:
+        os.close(fd)
+    assert store.save(KEY, {"s": b"2"}).id == "000000000002"
+
+
+def test_concurrent_writers_get_distinct_ids(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+    saved: list[CheckpointInfo] = []
+
+    def writer(n: int) -> None:
+        try:
+            store = LocalCheckpointStore(tmp_path)  # one store object per writer
+            for i in range(3):
+                saved.append(store.save(KEY, {"s": payload(n * 10 + i)}, step=n * 10 + i))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    store = LocalCheckpointStore(tmp_path)
+    listed = store.list(KEY)
+    assert len(listed) == 12 and len({i.id for i in listed}) == 12
+    assert sorted(i.id for i in saved) == [i.id for i in listed]
+    for info in listed:
+        content = (store.checkpoint_dir(KEY, info.id) / "data" / "s").read_bytes()
+        assert content == payload(info.step)
+
+
+def test_readers_never_see_a_half_pruned_checkpoint(tmp_path: Path) -> None:
+    store = LocalCheckpointStore(tmp_path)
+    ck = Checkpointer(store, KEY, keep=1)
+    ck.save(payload(0, 200_000), step=0)
+    stop = threading.Event()
+    problems: list[str] = []
+    loads = 0
+
+    def reader() -> None:
+        nonlocal loads
+        reader_store = LocalCheckpointStore(tmp_path)
+        while not stop.is_set():
+            try:
+                loaded = reader_store.load_latest(KEY)
+            except CheckpointError as exc:
+                problems.append(str(exc))
+                continue
+            if loaded is None:
+                problems.append("load_latest returned None")
+                continue
+            try:
+                data = loaded.read_bytes("state.bin")
+            except CheckpointError:
+                continue  # pruned between verify and read: refused, never wrong data
+            if data != payload(loaded.info.step, 200_000):
+                problems.append(f"wrong content for step {loaded.info.step}")
+            loads += 1
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for step in range(1, 60):
+            ck.save(payload(step, 200_000), step=step)
+    finally:
+        stop.set()
+        t.join()
+    assert problems == []
+    assert loads > 0
+    assert [i.step for i in store.list(KEY)] == [59]
+
+
+def test_directory_checkpoint_refuses_symlinked_dirs(tmp_path: Path) -> None:
+    src = tmp_path / "d"
+    src.mkdir()
+    (src / "f").write_bytes(b"1")
+    (src / "loop").symlink_to(src, target_is_directory=True)
+    ck = Checkpointer(LocalCheckpointStore(tmp_path / "store"), KEY)
+    with pytest.raises(SerializationError, match="symlink to a directory"):
+        ck.save(src)
+
+
+def test_file_symlinks_are_saved_as_content(tmp_path: Path) -> None:
+    src = tmp_path / "d"
+    src.mkdir()
+    (tmp_path / "real.bin").write_bytes(b"real")
+    (src / "link.bin").symlink_to(tmp_path / "real.bin")
+    ck = Checkpointer(LocalCheckpointStore(tmp_path / "store"), KEY)
+    ck.save(src)
+    out = ck.load(tmp_path / "out")
+    assert (out / "link.bin").read_bytes() == b"real" and not (out / "link.bin").is_symlink()
+
+
+def test_a_fifo_source_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    store = LocalCheckpointStore(tmp_path / "store")
+    with pytest.raises(SerializationError, match="not a regular file"):
+        store.save(KEY, {"p": fifo})
+    assert store.list(KEY) == [] and os.listdir(store.key_dir(KEY)) == [".lock"]
+
+
+def test_failed_save_leaves_no_temp_dir(tmp_path: Path) -> None:
+    store = LocalCheckpointStore(tmp_path)
+    with pytest.raises(CheckpointError):
+        store.save(KEY, {"a": b"1", "b": tmp_path / "missing.bin"})
+    assert store.list(KEY) == []
+    assert [n for n in os.listdir(store.key_dir(KEY)) if n.startswith(".tmp-")] == []
+
+
+def test_overlong_key_is_refused_clearly(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="too long"):
+        LocalCheckpointStore(tmp_path).save("x/" * 120 + "y", {"a": b"1"})
+
+
+def test_checkpoint_modules_do_not_use_pickle() -> None:
+    core = Path(__file__).resolve().parents[1] / "core"
+    for name in ("checkpoint.py", "checkpoint_local.py"):
+        source = (core / name).read_text()
+        assert not re.search(r"^\s*(import|from)\s+(c?pickle|dill|cloudpickle)\b", source, re.M)
