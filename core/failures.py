@@ -1,0 +1,706 @@
+"""Failure taxonomy and the rule table that classifies an exception escaping a step.
+
+Every failure gets one kind, and the kind decides what the runtime does next (retry.py):
+
+- TRANSIENT   a flake (NCCL timeout, connection reset, throttling): retry at once, 1-2 times.
+- CONTENTION  no capacity now (GPUs, scheduling, quota): retry with exponential backoff.
+- FATAL       retrying cannot help (OOM, hardware, driver mismatch, bad config or data).
+- PREEMPTED   SIGTERM from a spot reclaim: checkpoint, retry, do not spend the budget.
+
+The table is ordered: the first rule that matches any exception in the chain (the
+exception, then its ``__cause__``/``__context__``, outermost first) wins. Hardware and OOM
+rules come before network rules on purpose: a collective that timed out because a peer's
+GPU fell off the bus must stop, not retry. Users extend the table with
+``register_rule(...)`` (or ``Classifier.add``); their rules go first.
+
+An exception that matches nothing is FATAL. Most unknown errors in training code are
+deterministic bugs (a shape mismatch, a KeyError, a bad path); retrying one reruns the
+whole step, GPU hours included, to fail the same way. A missed transient costs one manual
+rerun; a retried bug costs attempts x step time on every failure. So FATAL is the safe
+default, and the hint says how to add a rule for an error that really is transient.
+
+Core stays stdlib-only: foreign exception types (torch, botocore, requests) are matched by
+qualified name, never imported.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .errors import (
+    CheckpointError,
+    InterlockError,
+    PipelineDefinitionError,
+    PolicyError,
+    SerializationError,
+    ValidationFailed,
+)
+
+__all__ = [
+    "DEFAULT_RULES",
+    "Classifier",
+    "Failure",
+    "FailureKind",
+    "Preempted",
+    "Rule",
+    "classify",
+    "default_classifier",
+    "exception_chain",
+    "qualified_name",
+    "register_rule",
+]
+
+MAX_MESSAGE_CHARS = 1000
+MAX_CHAIN = 32
+HALVE_BATCH = "halve_batch"  # Rule/Failure.remediation: the runtime may halve the batch and retry
+
+
+class FailureKind(StrEnum):
+    """A str: ``FailureKind.FATAL == "FATAL"``, and it serializes to JSON as such."""
+
+    TRANSIENT = "TRANSIENT"
+    CONTENTION = "CONTENTION"
+    FATAL = "FATAL"
+    PREEMPTED = "PREEMPTED"
+
+    @property
+    def retryable(self) -> bool:
+        return self is not FailureKind.FATAL
+
+
+def _kind(value: Any, where: str) -> FailureKind:
+    if isinstance(value, FailureKind):
+        return value
+    try:
+        return FailureKind(str(value).upper())
+    except ValueError:
+        kinds = ", ".join(k.value for k in FailureKind)
+        raise PolicyError(f"{where}={value!r} is not a failure kind; use one of {kinds}") from None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The classification of one exception, JSON-able for receipts and markers.
+
+    ``exc_type`` and ``message`` describe the exception in the chain that the rule matched
+    (the root cause when a wrapper was raised ``from`` it); ``remediation`` is set when the
+    runtime may change something and retry (``"halve_batch"`` for CUDA OOM).
+    """
+
+    kind: FailureKind
+    reason: str
+    hint: str | None = None
+    rule: str = "unclassified"
+    exc_type: str = ""
+    message: str = ""
+    remediation: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", _kind(self.kind, "Failure.kind"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "reason": self.reason,
+            "hint": self.hint,
+            "rule": self.rule,
+            "exc_type": self.exc_type,
+            "message": self.message,
+            "remediation": self.remediation,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Failure:
+        known = {"kind", "reason", "hint", "rule", "exc_type", "message", "remediation"}
+        unknown = set(data) - known
+        if unknown:
+            raise PolicyError(f"Failure has no field(s) {sorted(unknown)}")
+        return cls(**data)
+
+
+class Preempted(InterlockError):
+    """Raised by the runtime when SIGTERM arrives (spot reclaim, node drain).
+
+    Classified PREEMPTED: the runtime checkpoints and retries without spending the step's
+    retry budget.
+    """
+
+    code = "PREEMPTED"
+    retryable = True
+
+    def __init__(
+        self,
+        message: str = "preempted: SIGTERM received (spot reclaim or node drain)",
+        *,
+        signum: int | None = 15,
+        hint: str | None = None,
+    ) -> None:
+        self.signum = signum
+        super().__init__(message, hint=hint)
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def qualified_name(cls: type) -> str:
+    """``module.QualName``; bare name for builtins ("ConnectionResetError")."""
+    mod, name = getattr(cls, "__module__", ""), getattr(cls, "__qualname__", cls.__name__)
+    return name if mod == "builtins" else f"{mod}.{name}"
+
+
+def _type_names(cls: type) -> set[str]:
+    names: set[str] = set()
+    for c in cls.__mro__:
+        q = qualified_name(c)
+        names.add(q)
+        if "." not in q:
+            names.add(f"builtins.{q}")
+    return names
+
+
+def exception_chain(exc: BaseException, limit: int = MAX_CHAIN) -> Iterator[BaseException]:
+    """The exception, then what caused it, outermost first (breadth first, no repeats).
+
+    Follows ``__cause__``, ``__context__`` (unless suppressed by ``raise ... from None``)
+    and the members of exception groups.
+    """
+    seen: set[int] = set()
+    queue: list[BaseException] = [exc]
+    while queue and len(seen) < limit:
+        cur = queue.pop(0)
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        yield cur
+        if isinstance(cur, BaseExceptionGroup):
+            queue.extend(cur.exceptions)
+        if cur.__cause__ is not None:
+            queue.append(cur.__cause__)
+        if cur.__context__ is not None and not cur.__suppress_context__:
+            queue.append(cur.__context__)
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not break failure handling
+        return f"<unprintable {qualified_name(type(exc))}>"
+
+
+_CREDENTIALS_IN_URL = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
+
+
+def _clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    # Messages land in receipts and logs: drop user:password from URLs, bound the size.
+    text = _CREDENTIALS_IN_URL.sub("***@", text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more chars]"
+
+
+Predicate = Callable[[BaseException], bool]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the classification table.
+
+    A rule matches an exception when every criterion it sets holds for that exception:
+
+    - ``types``: classes or qualified names ("torch.OutOfMemoryError"); an exception
+      matches if any class in its MRO is one of them. Names match without importing.
+    - ``pattern``: a regex searched in ``str(exc)``.
+    - ``when``: a predicate on the exception (for codes and attributes).
+
+    ``hint`` says what to change or how to resume; without one the exception's own ``hint``
+    attribute (interlock errors carry one) is used. ``remediation`` marks failures the
+    runtime may fix itself (``"halve_batch"``).
+    """
+
+    name: str
+    kind: FailureKind
+    reason: str
+    hint: str | None = None
+    types: tuple[type[BaseException] | str, ...] = ()
+    pattern: str | re.Pattern[str] | None = None
+    when: Predicate | None = field(default=None, compare=False)
+    remediation: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise PolicyError(f"Rule name={self.name!r} must be a non-empty string")
+        object.__setattr__(self, "kind", _kind(self.kind, f"Rule {self.name!r} kind"))
+        if not isinstance(self.reason, str) or not self.reason.strip():
+            raise PolicyError(f"Rule {self.name!r} reason={self.reason!r} must be a non-empty string")
+        types = self.types
+        if isinstance(types, type | str):
+            types = (types,)
+        types = tuple(types)
+        for t in types:
+            ok = (isinstance(t, type) and issubclass(t, BaseException)) or (
+                isinstance(t, str) and t.strip() == t and t != ""
+            )
+            if not ok:
+                raise PolicyError(
+                    f"Rule {self.name!r} types entry {t!r} must be an exception class or a "
+                    'qualified name such as "torch.OutOfMemoryError"'
+                )
+        object.__setattr__(self, "types", types)
+        if isinstance(self.pattern, str):
+            try:
+                object.__setattr__(self, "pattern", re.compile(self.pattern))
+            except re.error as exc:
+                raise PolicyError(f"Rule {self.name!r} pattern={self.pattern!r} is not a regex: {exc}") from exc
+        elif self.pattern is not None and not isinstance(self.pattern, re.Pattern):
+            raise PolicyError(f"Rule {self.name!r} pattern={self.pattern!r} must be a regex string")
+        if self.when is not None and not callable(self.when):
+            raise PolicyError(f"Rule {self.name!r} when={self.when!r} must be callable")
+        if not types and self.pattern is None and self.when is None:
+            raise PolicyError(f"Rule {self.name!r} matches everything; give types, pattern or when")
+
+    def _matches_one(self, exc: BaseException) -> bool:
+        if self.types:
+            classes = tuple(t for t in self.types if isinstance(t, type))
+            names = {t for t in self.types if isinstance(t, str)}
+            if not (isinstance(exc, classes) or (names and names & _type_names(type(exc)))):
+                return False
+        if self.pattern is not None:
+            assert isinstance(self.pattern, re.Pattern)
+            if not self.pattern.search(_safe_str(exc)):
+                return False
+        if self.when is not None:
+            try:
+                if not self.when(exc):
+                    return False
+            except Exception:  # a faulty predicate is a non-match, never a crash while failing
+                return False
+        return True
+
+    def match(self, exc: BaseException) -> BaseException | None:
+        """The first exception in ``exc``'s chain that this rule matches, or None."""
+        for e in exception_chain(exc):
+            if self._matches_one(e):
+                return e
+        return None
+
+
+# --------------------------------------------------------------------------- the classifier
+
+
+def _explicit(exc: BaseException) -> tuple[BaseException, FailureKind] | None:
+    for e in exception_chain(exc):
+        declared = getattr(e, "interlock_failure_kind", None)
+        if declared is None:
+            continue
+        try:
+            return e, _kind(declared, "interlock_failure_kind")
+        except PolicyError:
+            continue  # a bad declaration is ignored rather than breaking failure handling
+    return None
+
+
+def _own_hint(exc: BaseException) -> str | None:
+    hint = getattr(exc, "hint", None)
+    return hint if isinstance(hint, str) and hint else None
+
+
+class Classifier:
+    """An ordered rule table. ``classify(exc)`` never raises on a real exception."""
+
+    def __init__(self, rules: Iterable[Rule] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._rules: tuple[Rule, ...] = ()
+        for rule in DEFAULT_RULES if rules is None else rules:
+            self.add(rule, first=False)
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        return self._rules
+
+    def add(self, rule: Rule, *, first: bool = True, replace: bool = False) -> Rule:
+        """Add ``rule`` before every other rule (``first=True``) or after them.
+
+        A rule with the same name raises ``PolicyError`` unless ``replace=True``.
+        """
+        if not isinstance(rule, Rule):
+            raise PolicyError(f"{rule!r} is not a Rule")
+        with self._lock:
+            rules = list(self._rules)
+            clash = [r for r in rules if r.name == rule.name]
+            if clash and not replace:
+                raise PolicyError(
+                    f"a rule named {rule.name!r} exists already",
+                    hint="pick another name or pass replace=True",
+                )
+            rules = [r for r in rules if r.name != rule.name]
+            rules = [rule, *rules] if first else [*rules, rule]
+            self._rules = tuple(rules)  # swap atomically: classify reads without the lock
+        return rule
+
+    def remove(self, name: str) -> Rule:
+        with self._lock:
+            found = [r for r in self._rules if r.name == name]
+            if not found:
+                raise PolicyError(f"no rule named {name!r}")
+            self._rules = tuple(r for r in self._rules if r.name != name)
+        return found[0]
+
+    def copy(self) -> Classifier:
+        return Classifier(self._rules)
+
+    def classify(self, exc: BaseException) -> Failure:
+        if not isinstance(exc, BaseException):
+            raise TypeError(f"classify() needs an exception, got {type(exc).__name__}")
+        explicit = _explicit(exc)
+        if explicit is not None:
+            e, kind = explicit
+            return Failure(
+                kind=kind,
+                reason=f"{qualified_name(type(e))} declares {kind.value}",
+                hint=_own_hint(e),
+                rule="explicit",
+                exc_type=qualified_name(type(e)),
+                message=_clip(_safe_str(e)),
+            )
+        for rule in self._rules:
+            hit = rule.match(exc)
+            if hit is not None:
+                return Failure(
+                    kind=rule.kind,
+                    reason=rule.reason,
+                    hint=rule.hint or _own_hint(hit),
+                    rule=rule.name,
+                    exc_type=qualified_name(type(hit)),
+                    message=_clip(_safe_str(hit)),
+                    remediation=rule.remediation,
+                )
+        name = qualified_name(type(exc))
+        text = _safe_str(exc)
+        return Failure(
+            kind=FailureKind.FATAL,
+            reason=_clip(f"unclassified {name}: {text}" if text else f"unclassified {name}", 200),
+            hint=(
+                "not retried: an unknown error is treated as FATAL because retrying a "
+                "deterministic bug burns GPU hours. If this error is transient, add a rule, "
+                f'e.g. il.register_rule(il.Rule("my-rule", il.FailureKind.TRANSIENT, "why", types="{name}")), '
+                "or give the exception an interlock_failure_kind attribute"
+            ),
+            rule="unclassified",
+            exc_type=name,
+            message=_clip(text),
+        )
+
+
+# --------------------------------------------------------------------------- default rules
+
+_RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
+_THROTTLE_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "RequestThrottledException",
+        "ServiceUnavailable",
+    }
+)
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """An HTTP status carried by common client exceptions (botocore, requests, urllib)."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):  # botocore ClientError
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if isinstance(status, int):
+            return status
+    status = getattr(response, "status_code", None)  # requests HTTPError
+    if isinstance(status, int):
+        return status
+    for attr in ("status_code", "status"):
+        status = getattr(exc, attr, None)
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status
+    if type(exc).__name__ == "HTTPError":  # urllib.error.HTTPError keeps it in .code
+        code = getattr(exc, "code", None)
+        if isinstance(code, int):
+            return code
+    return None
+
+
+def _is_throttled(exc: BaseException) -> bool:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        if code in _THROTTLE_CODES:
+            return True
+    return _http_status(exc) in _RETRYABLE_HTTP
+
+
+def _is_sigterm_exit(exc: BaseException) -> bool:
+    # 143 = 128 + SIGTERM (a shell's view); -15 = killed by SIGTERM (subprocess's view).
+    return isinstance(exc, SystemExit) and exc.code in (143, -15)
+
+
+_CORDON = (
+    "cordon the node (kubectl cordon <node>) and report it to the cluster admins; "
+    "a retry on the same node fails again"
+)
+
+DEFAULT_RULES: tuple[Rule, ...] = (
+    # Preemption first: whatever broke while the node was being reclaimed, the cause is the
+    # reclaim.
+    Rule(
+        "preempted",
+        FailureKind.PREEMPTED,
+        "preempted (SIGTERM: spot reclaim or node drain)",
+        "resumes from the latest committed checkpoint; save often with ctx.checkpoint.save",
+        types=(Preempted,),
+    ),
+    Rule(
+        "sigterm-exit",
+        FailureKind.PREEMPTED,
+        "exited on SIGTERM (spot reclaim or node drain)",
+        "resumes from the latest committed checkpoint",
+        types=(SystemExit,),
+        when=_is_sigterm_exit,
+    ),
+    # Hardware and driver: FATAL, and before the network rules (see module doc).
+    Rule(
+        "gpu-ecc",
+        FailureKind.FATAL,
+        "uncorrectable GPU ECC error (hardware)",
+        _CORDON,
+        pattern=r"(?i)uncorrectable ECC error",
+    ),
+    Rule(
+        "gpu-xid",
+        FailureKind.FATAL,
+        "GPU Xid error (hardware or driver fault)",
+        _CORDON,
+        pattern=r"\bXid\b",
+    ),
+    Rule(
+        "gpu-lost",
+        FailureKind.FATAL,
+        "GPU fell off the bus (hardware)",
+        _CORDON,
+        pattern=r"(?i)fallen off the bus",
+    ),
+    Rule(
+        "cuda-illegal-address",
+        FailureKind.FATAL,
+        "CUDA illegal memory access (kernel bug or faulty GPU)",
+        "rerun with CUDA_LAUNCH_BLOCKING=1 to find the op; if it happens on one node only, " + _CORDON,
+        pattern=r"(?i)illegal memory access",
+    ),
+    Rule(
+        "cuda-device-assert",
+        FailureKind.FATAL,
+        "CUDA device-side assert (a bug, often an index or label out of range)",
+        "rerun with CUDA_LAUNCH_BLOCKING=1; check label ranges and embedding indices",
+        pattern=r"(?i)device-side assert",
+    ),
+    Rule(
+        "cuda-driver-mismatch",
+        FailureKind.FATAL,
+        "CUDA driver too old for the image's CUDA runtime",
+        "rebuild the image with a CUDA version the nodes' driver supports, or run on nodes "
+        "with a newer driver (node_selector)",
+        pattern=(
+            r"(?i)CUDA driver version is insufficient|NVIDIA driver on your system is too old"
+            r"|driver/library version mismatch|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"
+            r"|forward compatibility was attempted on non supported HW"
+        ),
+    ),
+    Rule(
+        "cuda-arch-mismatch",
+        FailureKind.FATAL,
+        "no CUDA kernel for this GPU architecture",
+        "rebuild the image (or torch) with kernels for this GPU, or select matching nodes "
+        "with Resources(accelerator=...)",
+        pattern=r"(?i)no kernel image is available for execution on the device",
+    ),
+    Rule(
+        "no-gpu",
+        FailureKind.FATAL,
+        "the container sees no GPU",
+        "request one with il.Resources(gpu=1, ...) and use an image with the NVIDIA runtime",
+        pattern=r"(?i)no CUDA-capable device is detected|Found no NVIDIA driver on your system",
+    ),
+    # Out of memory: FATAL (the same batch fails the same way), remediable on opt-in.
+    Rule(
+        "cuda-oom",
+        FailureKind.FATAL,
+        "CUDA out of memory",
+        "reduce the batch size, or opt in to il.Retry(oom_remediation=True), which halves "
+        "the batch and doubles gradient accumulation",
+        types=("torch.OutOfMemoryError", "torch.cuda.OutOfMemoryError"),
+        remediation=HALVE_BATCH,
+    ),
+    Rule(
+        "cuda-oom-text",
+        FailureKind.FATAL,
+        "CUDA out of memory",
+        "reduce the batch size, or opt in to il.Retry(oom_remediation=True), which halves "
+        "the batch and doubles gradient accumulation",
+        pattern=r"(?i)CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
+        remediation=HALVE_BATCH,
+    ),
+    Rule(
+        "host-oom",
+        FailureKind.FATAL,
+        "host out of memory (MemoryError)",
+        "request more memory: il.Resources(memory=...)",
+        types=(MemoryError,),
+    ),
+    # interlock's own errors: the exception's hint says what to fix.
+    Rule("validation-failed", FailureKind.FATAL, "data validation failed", types=(ValidationFailed,)),
+    Rule(
+        "config-error",
+        FailureKind.FATAL,
+        "invalid pipeline or policy configuration",
+        types=(PipelineDefinitionError,),
+    ),
+    Rule("checkpoint-error", FailureKind.FATAL, "checkpoint unreadable", types=(CheckpointError,)),
+    Rule(
+        "serialization-error",
+        FailureKind.FATAL,
+        "a value cannot cross the step boundary",
+        types=(SerializationError,),
+    ),
+    # Before "quota-exceeded": a full disk does not free itself.
+    Rule(
+        "disk-quota",
+        FailureKind.FATAL,
+        "disk quota exceeded",
+        "free space or request more: il.Resources(ephemeral_storage=...)",
+        pattern=r"(?i)disk quota exceeded|No space left on device",
+    ),
+    # Contention: capacity may come back; retry with backoff.
+    Rule(
+        "gpu-capacity",
+        FailureKind.CONTENTION,
+        "no GPU capacity available",
+        "wait, or choose another accelerator or zone",
+        pattern=(
+            r"Insufficient nvidia\.com/gpu|InsufficientInstanceCapacity|ZONE_RESOURCE_POOL_EXHAUSTED"
+            r"|does not have enough resources available to fulfill the request"
+        ),
+    ),
+    Rule(
+        "unschedulable",
+        FailureKind.CONTENTION,
+        "pod cannot be scheduled now",
+        "if it never schedules, check node selectors, tolerations and resource requests",
+        pattern=r"\b0/\d+ nodes are available|FailedScheduling|\bUnschedulable\b",
+    ),
+    Rule(
+        "quota-exceeded",
+        FailureKind.CONTENTION,
+        "resource quota exceeded",
+        "wait for other jobs to finish, or ask for a larger quota",
+        pattern=r"(?i)quota exceeded|exceeded quota|QuotaExceeded|exceeds? (?:the )?(?:\w+ )?quota|(?:Vcpu|Instance)LimitExceeded",
+    ),
+    Rule(
+        "gpu-busy",
+        FailureKind.CONTENTION,
+        "GPU busy or unavailable (held by another process)",
+        "wait; if it persists, look for a stale process on the node",
+        pattern=r"(?i)CUDA-capable device.{0,12}?busy or unavailable",
+    ),
+    # Transient: flakes; retry at once.
+    Rule(
+        "nccl-watchdog-timeout",
+        FailureKind.TRANSIENT,
+        "NCCL watchdog timeout",
+        "if it recurs, look for a straggling rank (NCCL_DEBUG=INFO) or raise the timeout",
+        pattern=r"Watchdog caught collective operation timeout",
+    ),
+    Rule(
+        "nccl-timeout",
+        FailureKind.TRANSIENT,
+        "NCCL timeout",
+        "if it recurs, look for a straggling rank (NCCL_DEBUG=INFO) or raise the timeout",
+        pattern=r"(?is)NCCL.{0,300}?\btime[d ]?[ -]?out",
+    ),
+    Rule(
+        "nccl-network",
+        FailureKind.TRANSIENT,
+        "NCCL network error (a peer exited or a link dropped)",
+        "if it recurs, run with NCCL_DEBUG=INFO; 'unhandled system error' inside containers "
+        "often means /dev/shm is too small: set il.Resources(shared_memory=...)",
+        pattern=(
+            r"(?is)NCCL.{0,300}?(?:unhandled system error|remote process exited|"
+            r"connection closed by (?:remote )?peer|network error)"
+            r"|remote process exited or there was a network error"
+        ),
+    ),
+    Rule(
+        "dist-network",
+        FailureKind.TRANSIENT,
+        "torch.distributed network error",
+        types=("torch.distributed.DistNetworkError",),
+    ),
+    Rule(
+        "throttled",
+        FailureKind.TRANSIENT,
+        "throttled by the service",
+        "if it recurs, lower request concurrency",
+        pattern=(
+            r"\((?:" + "|".join(sorted(_THROTTLE_CODES)) + r")\)"
+            r"|\bSlowDown\b|\bToo Many Requests\b|\bService Unavailable\b|\bRate exceeded\b"
+            r"|\bHTTP Error (?:429|503)\b|\b(?:429|503) (?:Client|Server) Error\b"
+        ),
+    ),
+    Rule(
+        "http-retryable-status",
+        FailureKind.TRANSIENT,
+        "throttled or service unavailable (HTTP 429/502/503/504)",
+        "if it recurs, lower request concurrency",
+        when=_is_throttled,
+    ),
+    Rule(
+        "connection-dropped",
+        FailureKind.TRANSIENT,
+        "network connection dropped",
+        types=(
+            ConnectionError,
+            "botocore.exceptions.EndpointConnectionError",
+            "botocore.exceptions.ConnectionClosedError",
+            "botocore.exceptions.ConnectTimeoutError",
+            "botocore.exceptions.ReadTimeoutError",
+            "urllib3.exceptions.ProtocolError",
+            "requests.exceptions.ConnectionError",
+            "requests.exceptions.Timeout",
+        ),
+    ),
+    Rule("timeout", FailureKind.TRANSIENT, "operation timed out", types=(TimeoutError,)),
+    Rule(
+        "interrupted",
+        FailureKind.FATAL,
+        "interrupted (KeyboardInterrupt)",
+        "not retried: someone stopped the run",
+        types=(KeyboardInterrupt,),
+    ),
+)
+
+default_classifier = Classifier()
+
+
+def classify(exc: BaseException) -> Failure:
+    """Classify ``exc`` with the module's default classifier (``il.classify``)."""
+    return default_classifier.classify(exc)
+
+
+def register_rule(rule: Rule, *, first: bool = True, replace: bool = False) -> Rule:
+    """Add ``rule`` to the default classifier, ahead of the built-in rules by default."""
+    return default_classifier.add(rule, first=first, replace=replace)
