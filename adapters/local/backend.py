@@ -1,0 +1,123 @@
+"""In-process orchestration of a PipelineSpec through the runtime shim."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from interlock.core.backends import Capabilities, RunOptions, RunResult, StepOutcome
+from interlock.core.bindings import gate_open, node_inputs, resolve
+from interlock.core.cache import LocalCache, cache_key
+from interlock.core.errors import StepFailed
+from interlock.core.receipt import assemble_receipt
+from interlock.core.runtime import RunContext, execute_step
+from interlock.core.spec import PipelineSpec
+from interlock.core.values import read_value, write_value
+
+NATIVE = "native"
+
+
+class LocalBackend:
+    name = "local"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            backend=self.name,
+            description="in-process runner; the reference implementation of the runtime contract",
+            features={
+                "run": NATIVE,
+                "gpu": "emulated: requested in the spec; the step runs on whatever devices this host has",
+                "accelerator": "emulated: recorded in the receipt, not scheduled",
+                "shared_memory": "emulated: ignored (no container)",
+                "node_selector": "emulated: ignored (no scheduler)",
+                "tolerations": "emulated: ignored (no scheduler)",
+                "interruptible": "emulated: SIGTERM to the process is handled as a preemption",
+                "timeout": "native (SIGALRM in the shim)",
+                "retry.transient": "native (shim)",
+                "retry.contention_backoff": "native (shim, exponential backoff)",
+                "retry.preempted": "native (shim, outside the retry budget)",
+                "retry.fatal_stop": "native (shim)",
+                "cache": "native (core cache keys, directory store)",
+                "checkpoint": "native (local directory or S3 store)",
+                "gates": NATIVE,
+                "secrets": "emulated: read from the environment variable each Secret names",
+                "labels": "emulated: recorded in the receipt",
+                "distributed": "unsupported",
+                "schedule": "unsupported",
+            },
+        )
+
+    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
+        out = Path(out)
+        path = out if out.suffix == ".json" else out / f"{spec.name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(spec.dumps(indent=2))
+        return [path]
+
+    def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
+        started = time.time()
+        state_dir = options.run_dir / "state"
+        run = RunContext(spec.name, options.run_id, self.name, state_dir, sleeper=options.sleeper)
+        cache = LocalCache(options.cache_dir)
+        typed_params = {
+            p.name: resolve_param(params[p.name], p.type) for p in spec.params if p.name in params
+        }
+        outputs: dict[str, dict[str, Any]] = {}
+        steps: dict[str, StepOutcome] = {}
+        error: StepFailed | None = None
+        for node in spec.nodes:
+            step = spec.step_of(node)
+            if error is not None:
+                steps[node.name] = StepOutcome("not-run")
+                continue
+            if not gate_open(spec, node.gate, outputs):
+                steps[node.name] = StepOutcome("skipped")
+                options.emit(node.name, "skipped", "gate closed")
+                continue
+            inputs = node_inputs(spec, node.name, typed_params, outputs)
+            use_cache = options.cache and step.cache is not None and step.cache.enabled
+            key = cache_key(step, inputs) if use_cache else None
+            hit = cache.get(step, key) if key else None
+            if hit is not None:
+                outputs[node.name] = hit
+                steps[node.name] = StepOutcome("cached", cached=True)
+                options.emit(node.name, "cached", key[:12] if key else "")
+                continue
+            options.emit(node.name, "started", "")
+            try:
+                result = execute_step(run, step, node.name, inputs)
+            except StepFailed as exc:
+                error = exc
+                failure = getattr(exc, "failure", None)
+                steps[node.name] = StepOutcome(
+                    "failed", attempts=exc.attempts, failure=failure.to_dict() if failure else {"reason": exc.reason}
+                )
+                options.emit(node.name, "failed", f"{exc.kind}: {exc.reason}")
+                continue
+            # Values cross the boundary as files, exactly as they would between containers.
+            values_dir = options.run_dir / "values" / node.name
+            for port in step.outputs:
+                write_value(result.outputs[port.name], port.type, values_dir / port.name)
+            outputs[node.name] = {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
+            if key:
+                cache.put(step, key, outputs[node.name])
+            duration = result.ended - result.started
+            steps[node.name] = StepOutcome("succeeded", attempts=len(result.attempts), duration_s=duration)
+            options.emit(node.name, "succeeded", f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
+
+        status = "failed" if error else "succeeded"
+        receipt = assemble_receipt(
+            spec, run_id=options.run_id, backend=self.name, state_dir=state_dir, params=params,
+            status=status, statuses={k: v.status for k, v in steps.items()}, started=started,
+        )
+        if error is not None:
+            error.receipt_path = str(receipt)
+        final = {} if error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
+        return RunResult(spec.name, options.run_id, self.name, status, final, steps, receipt, error)
+
+
+def resolve_param(value: Any, t: Any) -> Any:
+    from interlock.core.values import from_jsonable
+
+    return from_jsonable(value, t) if t.kind == "dataclass" and isinstance(value, dict) else value

@@ -1,0 +1,1 @@
+"""interlock core: the portable pipeline model and the runtime shim (stdlib only)."""

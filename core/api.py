@@ -1,0 +1,71 @@
+"""``il.run`` and ``il.compile``: the same verbs for every backend."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .backends import (
+    DEFAULT_BACKEND,
+    RunOptions,
+    RunResult,
+    check_capabilities,
+    default_workdir,
+    get_backend,
+    new_run_id,
+    resolve_params,
+)
+from .errors import StepFailed
+from .pipeline import Pipeline, spec as spec_of
+from .spec import PipelineSpec
+
+
+def run(
+    pipeline: Pipeline | PipelineSpec,
+    backend: str | None = None,
+    *,
+    workdir: str | os.PathLike[str] | None = None,
+    run_id: str | None = None,
+    cache: bool = True,
+    progress: Callable[[str, str, str], None] | None = None,
+    raise_on_failure: bool = True,
+    **params: Any,
+) -> RunResult:
+    """Run a pipeline on a backend and return its RunResult.
+
+    A failed run raises ``il.StepFailed`` naming the step, the failure kind, the reason, the
+    hint and the receipt (pass ``raise_on_failure=False`` to get the failed RunResult).
+    """
+    backend = backend or os.environ.get("INTERLOCK_BACKEND", DEFAULT_BACKEND)
+    spec = spec_of(pipeline)
+    impl = get_backend(backend)
+    check_capabilities(spec, impl.capabilities(), action="run")
+    resolved = resolve_params(spec, params)
+    options = RunOptions(
+        run_id=run_id or new_run_id(spec.name),
+        workdir=Path(workdir) if workdir else default_workdir(),
+        cache=cache,
+        progress=progress,
+    )
+    result = impl.run(spec, resolved, options)
+    if raise_on_failure and not result.succeeded:
+        if isinstance(result.error, StepFailed):
+            raise result.error
+        failed = [n for n, o in result.steps.items() if o.status == "failed"]
+        raise StepFailed(failed[0] if failed else "?", "FATAL", "the run failed", receipt_path=str(result.receipt_path))
+    return result
+
+
+def compile(  # noqa: A001 - the public verb mirrors `kfp.compiler` / `pyflyte package`
+    pipeline: Pipeline | PipelineSpec,
+    backend: str,
+    out: str | os.PathLike[str],
+    **options: Any,
+) -> list[Path]:
+    """Compile a pipeline for a backend; returns the files written."""
+    spec = spec_of(pipeline)
+    impl = get_backend(backend)
+    check_capabilities(spec, impl.capabilities(), action="compile")
+    return impl.compile(spec, Path(out), **options)

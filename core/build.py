@@ -1,0 +1,286 @@
+"""Recording a pipeline body: promises, the builder, and ``il.when``.
+
+Inside ``@il.pipeline`` nothing runs. Each step call becomes a Node whose inputs are
+Bindings, and returns Promises that stand for outputs that will exist at run time. Type
+checks happen here, edge by edge, so the error points at the line that wired it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import itertools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from .errors import PipelineDefinitionError
+from .spec import Binding, Gate, Node
+from .types import TypeSpec, assignable, value_matches
+
+if TYPE_CHECKING:
+    from .step import Step
+
+_builder: contextvars.ContextVar[Builder | None] = contextvars.ContextVar("interlock_builder", default=None)
+_build_ids = itertools.count(1)
+
+
+def current_builder() -> Builder | None:
+    return _builder.get()
+
+
+class Promise:
+    """A value that exists only at run time: a pipeline parameter or a step output."""
+
+    def __init__(self, builder: Builder, binding: Binding, type_: TypeSpec):
+        self._builder = builder
+        self._binding = binding
+        self._type = type_
+
+    @property
+    def binding(self) -> Binding:
+        return self._binding
+
+    @property
+    def type(self) -> TypeSpec:
+        return self._type
+
+    def describe(self) -> str:
+        return self._binding.describe()
+
+    def __getattr__(self, name: str) -> Promise:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        t = self._type
+        ft = t.field_type(name) if t.kind == "dataclass" else None
+        if ft is None or self._binding.kind != "output":
+            raise PipelineDefinitionError(
+                f"{self.describe()} of type {t.describe()} has no field {name!r}",
+                pipeline=self._builder.name,
+            )
+        b = self._binding
+        return Promise(self._builder, Binding.of_output(b.node or "", b.port or "", (*b.field, name)), ft)
+
+    def __bool__(self) -> bool:
+        raise PipelineDefinitionError(
+            f"{self.describe()} has no value while the pipeline is being built",
+            pipeline=self._builder.name,
+            hint="use `with il.when(flag):` to run steps only when a step's bool output is true",
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        raise PipelineDefinitionError(
+            f"cannot iterate over {self.describe()} while the pipeline is being built",
+            pipeline=self._builder.name,
+        )
+
+    def __repr__(self) -> str:
+        return f"<promise {self.describe()}: {self._type.describe()}>"
+
+
+class Outputs(tuple):  # type: ignore[type-arg]
+    """Several outputs of one node: unpack it like a tuple or use attribute names."""
+
+    _names: tuple[str, ...]
+
+    def __new__(cls, promises: list[Promise], names: list[str]) -> Outputs:
+        obj = super().__new__(cls, promises)
+        obj._names = tuple(names)
+        return obj
+
+    def __getattr__(self, name: str) -> Promise:
+        try:
+            return self[self._names.index(name)]  # type: ignore[no-any-return]
+        except ValueError:
+            raise AttributeError(f"no output named {name!r}; outputs: {list(self._names)}") from None
+
+
+class NodeHandle:
+    """What a step with no outputs returns: useful only to order steps (``after=``)."""
+
+    def __init__(self, node: str):
+        self.node = node
+
+
+class Builder:
+    def __init__(self, name: str):
+        self.name = name
+        self.build_id = next(_build_ids)
+        self.nodes: list[Node] = []
+        self.steps: dict[str, Step] = {}
+        self.gates: list[Gate] = []
+        self._gate_stack: list[str] = []
+        self._node_gate: dict[str, str | None] = {}
+
+    # -- recording ---------------------------------------------------------------------
+    def add_node(self, step: Step, kwargs: dict[str, Any], node_name: str | None) -> Any:
+        spec = step.spec
+        known = self.steps.get(spec.name)
+        if known is not None and known.fn is not step.fn:
+            raise PipelineDefinitionError(
+                "two different functions share the step name", pipeline=self.name, step=spec.name,
+                hint="give one of them @il.step(name=...)",
+            )
+        self.steps[spec.name] = step
+        name = node_name or self._fresh_name(spec.name)
+        if any(n.name == name for n in self.nodes):
+            raise PipelineDefinitionError(
+                "duplicate node name", pipeline=self.name, step=name,
+                hint=f"use {spec.name}.named('another-name')(...) for the second call",
+            )
+
+        # `after=` orders steps without data; a real input named "after" wins.
+        after = kwargs.pop("after", None) if spec.input("after") is None else None
+        after_nodes = self._after_nodes(after, name)
+        unknown = [k for k in kwargs if spec.input(k) is None]
+        if unknown:
+            raise PipelineDefinitionError(
+                f"unknown argument(s) {unknown}; inputs are {[p.name for p in spec.inputs]}",
+                pipeline=self.name, step=name, port=unknown[0],
+            )
+        bindings: list[tuple[str, Binding]] = []
+        for port in spec.inputs:
+            if port.name not in kwargs:
+                if port.has_default:
+                    continue
+                raise PipelineDefinitionError(
+                    f"missing required input of type {port.type.describe()}",
+                    pipeline=self.name, step=name, port=port.name,
+                )
+            bindings.append((port.name, self._bind(kwargs[port.name], name, port.name, port.type)))
+
+        gate = self._gate_stack[-1] if self._gate_stack else None
+        node = Node(name=name, step=spec.name, inputs=tuple(bindings), gate=gate, after=after_nodes)
+        self.nodes.append(node)
+        self._node_gate[name] = gate
+        return self._promises_for(node, spec)
+
+    def _fresh_name(self, base: str) -> str:
+        taken = {n.name for n in self.nodes}
+        if base not in taken:
+            return base
+        i = 2
+        while f"{base}-{i}" in taken:
+            i += 1
+        return f"{base}-{i}"
+
+    def _after_nodes(self, after: Any, node: str) -> tuple[str, ...]:
+        if after is None:
+            return ()
+        items = after if isinstance(after, list | tuple) and not isinstance(after, Outputs) else [after]
+        out = []
+        for item in items:
+            if isinstance(item, NodeHandle):
+                out.append(item.node)
+            elif isinstance(item, Promise) and item.binding.kind == "output":
+                out.append(item.binding.node or "")
+            elif isinstance(item, Outputs) and item:
+                out.append(item[0].binding.node or "")
+            else:
+                raise PipelineDefinitionError(f"after={item!r} is not a step call", pipeline=self.name, step=node)
+        return tuple(out)
+
+    def _bind(self, value: Any, node: str, port: str, dst: TypeSpec) -> Binding:
+        if isinstance(value, Outputs):
+            raise PipelineDefinitionError(
+                f"got all outputs {list(value._names)} of a step; pick one (e.g. result.{value._names[0]})",
+                pipeline=self.name, step=node, port=port,
+            )
+        if isinstance(value, NodeHandle):
+            raise PipelineDefinitionError(
+                f"step {value.node!r} has no outputs to pass; use after=... to order steps",
+                pipeline=self.name, step=node, port=port,
+            )
+        if isinstance(value, Promise):
+            if value._builder is not self:
+                raise PipelineDefinitionError(
+                    f"{value.describe()} belongs to pipeline {value._builder.name!r}; "
+                    "a step output cannot be used outside its pipeline",
+                    pipeline=self.name, step=node, port=port,
+                )
+            if not assignable(value.type, dst):
+                raise PipelineDefinitionError(
+                    f"type mismatch: {value.describe()} is {value.type.describe()}, "
+                    f"but the input expects {dst.describe()}",
+                    pipeline=self.name, step=node, port=port,
+                )
+            b = value.binding
+            if b.kind == "output":
+                src_gate = self._node_gate.get(b.node or "")
+                if src_gate is not None and src_gate not in self._gate_stack:
+                    raise PipelineDefinitionError(
+                        f"{value.describe()} is produced inside an il.when block and may not exist here",
+                        pipeline=self.name, step=node, port=port,
+                        hint="move this step into the same il.when block",
+                    )
+            return b
+        if dataclasses.is_dataclass(value) and not isinstance(value, type) and value_matches(value, dst):
+            return Binding.of_const(dataclasses.asdict(value))
+        if not value_matches(value, dst):
+            raise PipelineDefinitionError(
+                f"type mismatch: constant {value!r} ({type(value).__name__}) does not fit {dst.describe()}",
+                pipeline=self.name, step=node, port=port,
+            )
+        return Binding.of_const(list(value) if isinstance(value, tuple) else value)
+
+    def _promises_for(self, node: Node, spec: Any) -> Any:
+        promises = [Promise(self, Binding.of_output(node.name, p.name), p.type) for p in spec.outputs]
+        if not promises:
+            return NodeHandle(node.name)
+        if spec.output_tuple:
+            return Outputs(promises, [p.name for p in spec.outputs])
+        return promises[0]
+
+    # -- gates -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def when(self, condition: Any) -> Iterator[None]:
+        if not isinstance(condition, Promise) or condition.binding.kind != "output":
+            raise PipelineDefinitionError(
+                f"il.when takes a bool output of a step, got {condition!r}", pipeline=self.name,
+                hint="a gate is a step: make a step return bool (or a NamedTuple/dataclass with a bool field)",
+            )
+        if condition.type.kind != "bool" or condition.type.optional:
+            raise PipelineDefinitionError(
+                f"il.when needs a bool, but {condition.describe()} is {condition.type.describe()}",
+                pipeline=self.name,
+            )
+        src_gate = self._node_gate.get(condition.binding.node or "")
+        if src_gate is not None and src_gate not in self._gate_stack:
+            raise PipelineDefinitionError(
+                f"{condition.describe()} is produced inside another il.when block", pipeline=self.name
+            )
+        gate = Gate(
+            id=f"gate-{len(self.gates) + 1}",
+            condition=condition.binding,
+            parent=self._gate_stack[-1] if self._gate_stack else None,
+        )
+        self.gates.append(gate)
+        self._gate_stack.append(gate.id)
+        try:
+            yield
+        finally:
+            self._gate_stack.pop()
+        if not any(n.gate == gate.id for n in self.nodes):
+            raise PipelineDefinitionError(f"il.when({condition.describe()}) block has no steps", pipeline=self.name)
+
+
+@contextlib.contextmanager
+def building(builder: Builder) -> Iterator[Builder]:
+    if _builder.get() is not None:
+        raise PipelineDefinitionError(
+            f"pipeline {builder.name!r} is built inside pipeline {_builder.get().name!r}",  # type: ignore[union-attr]
+            hint="call steps, not pipelines, inside a pipeline body",
+        )
+    token = _builder.set(builder)
+    try:
+        yield builder
+    finally:
+        _builder.reset(token)
+
+
+def when(condition: Any) -> contextlib.AbstractContextManager[None]:
+    """Run the steps in the ``with`` block only when ``condition`` (a step's bool output) is true."""
+    builder = current_builder()
+    if builder is None:
+        raise PipelineDefinitionError("il.when is only meaningful inside an @il.pipeline function")
+    return builder.when(condition)

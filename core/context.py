@@ -1,0 +1,76 @@
+"""``il.StepContext``: what the runtime hands a step that asks for it (by annotation).
+
+It carries the run's identity, the step's checkpointer (bound to a key that is stable
+across retries of this run), snapshot recording for receipts, and the batch-size
+adjustments of an OOM remediation.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .checkpoint import Checkpointer
+
+
+@dataclass
+class StepContext:
+    pipeline: str
+    run_id: str
+    node: str
+    attempt: int = 1
+    checkpoint: Checkpointer | None = None
+    backend: str = "direct"
+    checkpoint_every_s: float | None = None
+    # OOM remediation: multiply the batch size by this and gradient accumulation by its inverse.
+    batch_size_factor: float = 1.0
+    snapshots: list[dict[str, Any]] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    _last_save: float = field(default_factory=time.monotonic)
+
+    @property
+    def log(self) -> logging.Logger:
+        return logging.getLogger(f"interlock.step.{self.node}")
+
+    def record_snapshot(self, snapshot_id: str, **details: Any) -> None:
+        """Declare the frozen data snapshot this step read; it lands in the run's receipt."""
+        entry = {"id": str(snapshot_id), **{k: v for k, v in details.items() if v is not None}}
+        if entry not in self.snapshots:
+            self.snapshots.append(entry)
+
+    def record(self, **facts: Any) -> None:
+        """Attach JSON-able facts to this step's receipt entry (e.g. precision="bf16")."""
+        self.facts.update(facts)
+
+    def batch_size(self, requested: int) -> int:
+        """The batch size to use on this attempt (halved per OOM remediation, never below 1)."""
+        return max(1, int(requested * self.batch_size_factor))
+
+    def grad_accumulation(self, requested: int = 1) -> int:
+        """Gradient accumulation steps that keep the effective batch after an OOM remediation."""
+        return max(1, round(requested / self.batch_size_factor))
+
+    def checkpoint_due(self) -> bool:
+        """True once ``CheckpointPolicy.every`` has passed since the last save (or the start)."""
+        if self.checkpoint_every_s is None:
+            return False
+        return time.monotonic() - self._last_save >= self.checkpoint_every_s
+
+    def mark_checkpointed(self) -> None:
+        self._last_save = time.monotonic()
+
+    @classmethod
+    def local(cls, node: str) -> StepContext:
+        """A context for calling a step function directly (tests, notebooks)."""
+        from .checkpoint_local import LocalCheckpointStore
+
+        root = tempfile.mkdtemp(prefix="interlock-direct-")
+        return cls(
+            pipeline="direct",
+            run_id="direct",
+            node=node,
+            checkpoint=Checkpointer(LocalCheckpointStore(root), f"direct/{node}", keep=2),
+        )

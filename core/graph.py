@@ -1,0 +1,111 @@
+"""Whole-graph checks and ordering: the validation every backend gets, before any compile."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .errors import PipelineDefinitionError
+from .spec import Binding, Node, PipelineSpec
+from .types import TypeSpec, assignable
+
+
+def topological_order(nodes: Iterable[Node], *, pipeline: str = "") -> list[Node]:
+    """Kahn's algorithm, stable in declaration order; raises on a cycle naming its members."""
+    nodes = list(nodes)
+    by_name: dict[str, Node] = {}
+    for n in nodes:
+        if n.name in by_name:
+            raise PipelineDefinitionError("duplicate node name", pipeline=pipeline, step=n.name)
+        by_name[n.name] = n
+    indeg = {n.name: 0 for n in nodes}
+    children: dict[str, list[str]] = {n.name: [] for n in nodes}
+    for n in nodes:
+        for up in sorted(n.upstream()):
+            if up not in by_name:
+                raise PipelineDefinitionError(f"depends on unknown node {up!r}", pipeline=pipeline, step=n.name)
+            indeg[n.name] += 1
+            children[up].append(n.name)
+    ready = [n.name for n in nodes if indeg[n.name] == 0]
+    order: list[Node] = []
+    while ready:
+        cur = ready.pop(0)
+        order.append(by_name[cur])
+        for c in children[cur]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                ready.append(c)
+    if len(order) != len(nodes):
+        stuck = sorted(k for k, v in indeg.items() if v > 0)
+        raise PipelineDefinitionError(f"cycle between steps {stuck}", pipeline=pipeline, step=stuck[0])
+    return order
+
+
+def binding_type(spec: PipelineSpec, b: Binding) -> TypeSpec | None:
+    if b.kind == "param":
+        p = spec.param(b.param or "")
+        return p.type if p else None
+    if b.kind == "output":
+        port = spec.step_of(b.node or "").output(b.port or "")
+        t = port.type if port else None
+        for f in b.field:
+            t = t.field_type(f) if t else None
+        return t
+    return None
+
+
+def validate(spec: PipelineSpec) -> PipelineSpec:
+    """Re-check a spec from any source (a decorator, or JSON) and return it in topological order.
+
+    The builder already checks edges as they are wired; this pass also covers specs that were
+    edited or deserialized, and whole-graph properties (cycles, unknown references, gates).
+    """
+    name = spec.name
+    step_names = [s.name for s in spec.steps]
+    if len(set(step_names)) != len(step_names):
+        raise PipelineDefinitionError("duplicate step definitions", pipeline=name)
+    node_names = {n.name for n in spec.nodes}
+    gate_ids = {g.id for g in spec.gates}
+    for n in spec.nodes:
+        if n.step not in step_names:
+            raise PipelineDefinitionError(f"unknown step {n.step!r}", pipeline=name, step=n.name)
+        step = spec.step(n.step)
+        bound = n.bindings
+        for port in step.inputs:
+            if port.name not in bound and not port.has_default:
+                raise PipelineDefinitionError(
+                    f"missing required input of type {port.type.describe()}", pipeline=name, step=n.name, port=port.name
+                )
+        for pname, b in n.inputs:
+            port = step.input(pname)
+            if port is None:
+                raise PipelineDefinitionError("unknown argument", pipeline=name, step=n.name, port=pname)
+            if b.kind == "output" and b.node not in node_names:
+                raise PipelineDefinitionError(f"reads unknown node {b.node!r}", pipeline=name, step=n.name, port=pname)
+            src = binding_type(spec, b)
+            if b.kind != "const" and src is None:
+                raise PipelineDefinitionError(f"{b.describe()} does not exist", pipeline=name, step=n.name, port=pname)
+            if src is not None and not assignable(src, port.type):
+                raise PipelineDefinitionError(
+                    f"type mismatch: {b.describe()} is {src.describe()}, but the input expects {port.type.describe()}",
+                    pipeline=name, step=n.name, port=pname,
+                )
+        if n.gate is not None and n.gate not in gate_ids:
+            raise PipelineDefinitionError(f"unknown gate {n.gate!r}", pipeline=name, step=n.name)
+    for g in spec.gates:
+        t = binding_type(spec, g.condition) if g.condition.node in node_names else None
+        if t is None or t.kind != "bool":
+            raise PipelineDefinitionError(f"gate {g.id} condition {g.condition.describe()} is not a bool output", pipeline=name)
+    for out_name, b in spec.outputs:
+        if b.kind == "output" and b.node in node_names and spec.node(b.node or "").gate is not None:
+            raise PipelineDefinitionError(
+                f"pipeline output {out_name!r} comes from {b.describe()}, inside an il.when block",
+                pipeline=name, hint="return only outputs of steps that always run",
+            )
+    order = topological_order(spec.nodes, pipeline=name)
+    return spec if [n.name for n in order] == [n.name for n in spec.nodes] else _reorder(spec, order)
+
+
+def _reorder(spec: PipelineSpec, order: list[Node]) -> PipelineSpec:
+    import dataclasses
+
+    return dataclasses.replace(spec, nodes=tuple(order))

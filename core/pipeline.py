@@ -1,0 +1,162 @@
+"""``@il.pipeline``: record a pipeline body into a validated PipelineSpec."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .build import Builder, NodeHandle, Outputs, Promise, building
+from .errors import PipelineDefinitionError
+from .graph import topological_order, validate
+from .policies import check_labels
+from .spec import Binding, PipelineSpec, Port
+from .types import TypeSpec, is_named_tuple, type_of, value_matches
+
+_NAME_OK = "abcdefghijklmnopqrstuvwxyz0123456789-"
+
+
+class Pipeline:
+    """A decorated pipeline. Its spec is built once, on first use, and cached."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        schedule: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ):
+        self.fn = fn
+        self.name = name or fn.__name__.replace("_", "-").lower()
+        if not self.name or self.name[0] not in "abcdefghijklmnopqrstuvwxyz" or set(self.name) - set(_NAME_OK):
+            raise PipelineDefinitionError(
+                "pipeline names must be lowercase letters, digits and '-', starting with a letter",
+                pipeline=self.name,
+            )
+        self.schedule = schedule
+        self.labels = check_labels(dict(labels or {}))
+        self._spec: PipelineSpec | None = None
+        self.ref: str = f"{fn.__module__}:{fn.__name__}"
+        functools.update_wrapper(self, fn)
+
+    @property
+    def spec(self) -> PipelineSpec:
+        if self._spec is None:
+            self._spec = self._build()
+        return self._spec
+
+    def _params(self) -> list[Port]:
+        try:
+            hints = typing.get_type_hints(self.fn)
+        except Exception as exc:
+            raise PipelineDefinitionError(f"cannot resolve annotations: {exc}", pipeline=self.name) from exc
+        params = []
+        for pname, p in inspect.signature(self.fn).parameters.items():
+            if pname not in hints:
+                raise PipelineDefinitionError(
+                    "pipeline parameter has no type annotation", pipeline=self.name, port=pname
+                )
+            t = type_of(hints[pname], where=f" in pipeline {self.name!r}, parameter {pname!r}")
+            if t.is_artifact:
+                raise PipelineDefinitionError(
+                    f"pipeline parameters must be JSON values, not {t.describe()}", pipeline=self.name, port=pname,
+                    hint="pass a URI or snapshot id (str) and load the artifact in a step",
+                )
+            has_default = p.default is not inspect.Parameter.empty
+            default = p.default
+            if has_default and dataclasses.is_dataclass(default) and not isinstance(default, type):
+                default = dataclasses.asdict(default)
+            elif has_default and not value_matches(default, t):
+                raise PipelineDefinitionError(
+                    f"default {default!r} does not match {t.describe()}", pipeline=self.name, port=pname
+                )
+            params.append(Port(pname, t, has_default, default))
+        return params
+
+    def _build(self) -> PipelineSpec:
+        params = self._params()
+        builder = Builder(self.name)
+        with building(builder):
+            args = {p.name: Promise(builder, Binding.of_param(p.name), p.type) for p in params}
+            returned = self.fn(**args)
+        outputs, output_types = self._outputs(builder, returned)
+        order = topological_order(builder.nodes, pipeline=self.name)
+        spec = PipelineSpec(
+            name=self.name,
+            ref=self.ref,
+            params=tuple(params),
+            steps=tuple(s.spec for s in builder.steps.values()),
+            nodes=tuple(order),
+            gates=tuple(builder.gates),
+            outputs=tuple(outputs),
+            output_types=tuple(output_types),
+            labels=tuple(sorted(self.labels.items())),
+            schedule=self.schedule,
+            doc=inspect.getdoc(self.fn) or "",
+        )
+        return validate(spec)
+
+    def _outputs(self, builder: Builder, returned: Any) -> tuple[list[tuple[str, Binding]], list[tuple[str, TypeSpec]]]:
+        if returned is None or isinstance(returned, NodeHandle):
+            return [], []
+        if isinstance(returned, Promise):
+            named: list[tuple[str, Any]] = [("o0", returned)]
+        elif isinstance(returned, Outputs):
+            named = list(zip(returned._names, returned, strict=True))
+        elif isinstance(returned, tuple) and is_named_tuple(type(returned)):
+            named = list(zip(type(returned)._fields, returned, strict=True))
+        elif isinstance(returned, tuple | list):
+            named = [(f"o{i}", v) for i, v in enumerate(returned)]
+        else:
+            raise PipelineDefinitionError(
+                f"a pipeline returns step outputs (one, a tuple or a NamedTuple), not {returned!r}",
+                pipeline=self.name,
+            )
+        outs, types_ = [], []
+        for out_name, value in named:
+            if not isinstance(value, Promise) or value._builder is not builder:
+                raise PipelineDefinitionError(
+                    f"pipeline output {out_name!r} must be an output of a step of this pipeline, got {value!r}",
+                    pipeline=self.name,
+                )
+            outs.append((out_name, value.binding))
+            types_.append((out_name, value.type))
+        return outs, types_
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise PipelineDefinitionError(
+            "a pipeline is not called directly",
+            pipeline=self.name,
+            hint=f"il.run({self.fn.__name__}, backend='local', ...) runs it; il.spec(...) shows its graph",
+        )
+
+    def __repr__(self) -> str:
+        return f"<il.pipeline {self.name}>"
+
+
+def pipeline(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    schedule: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Any:
+    """Declare a pipeline: ``@il.pipeline`` or ``@il.pipeline(name="fraud-retrain", schedule="0 3 * * *")``."""
+
+    def decorate(f: Callable[..., Any]) -> Pipeline:
+        return Pipeline(f, name=name, schedule=schedule, labels=labels)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def spec(p: Pipeline | PipelineSpec) -> PipelineSpec:
+    """The validated, backend-neutral PipelineSpec of a pipeline."""
+    if isinstance(p, PipelineSpec):
+        return validate(p)
+    if not isinstance(p, Pipeline):
+        raise PipelineDefinitionError(f"{p!r} is not an @il.pipeline")
+    return p.spec

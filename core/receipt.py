@@ -1,0 +1,185 @@
+"""Reproducibility receipts: one versioned JSON document per run.
+
+Which code (git SHA, dirty flag, per-step fingerprints and images), which data (snapshot
+ids the steps declared), which parameters, what happened (attempts with failure kinds,
+cache hits, durations) and what it cost (GPU-seconds, an estimate from a price table).
+Steps write fragments through the runtime shim; the backend assembles them at the end.
+Secret-looking parameters and credentials in URLs never reach a receipt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .policies import parse_quantity
+from .spec import PipelineSpec
+
+RECEIPT_VERSION = 1
+
+# USD per hour; rough on-demand list prices, overridable per team (INTERLOCK_PRICES=file.json).
+DEFAULT_PRICES: dict[str, float] = {
+    "cpu_core_hour": 0.04,
+    "memory_gib_hour": 0.005,
+    "gpu_hour:default": 2.50,
+    "gpu_hour:nvidia-tesla-t4": 0.35,
+    "gpu_hour:nvidia-l4": 0.80,
+    "gpu_hour:nvidia-a100-40gb": 3.00,
+    "gpu_hour:nvidia-a100-80gb": 4.00,
+    "gpu_hour:nvidia-h100": 6.00,
+    "gpu_hour:nvidia-h200": 8.00,
+    "interruptible_discount": 0.65,  # spot costs (1 - discount) of on-demand
+}
+
+_SECRET_KEY = re.compile(r"(pass(word)?|secret|token|api[_-]?key|credential|private[_-]?key|access[_-]?key)", re.I)
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    prices: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+
+    @classmethod
+    def load(cls, path: str | None = None) -> PriceTable:
+        path = path or os.environ.get("INTERLOCK_PRICES")
+        prices = dict(DEFAULT_PRICES)
+        if path:
+            prices.update(json.loads(Path(path).read_text()))
+        return cls(prices)
+
+    def gpu_hour(self, accelerator: str | None) -> float:
+        return self.prices.get(f"gpu_hour:{accelerator}", self.prices["gpu_hour:default"])
+
+    def estimate(self, resources: dict[str, Any], seconds: float, *, gpus: int, interruptible: bool) -> float:
+        hours = seconds / 3600.0
+        cpu = parse_quantity(resources.get("cpu", "1"), "cpu")
+        mem_gib = parse_quantity(resources.get("memory", "1Gi"), "memory") / 2**30
+        cost = hours * (cpu * self.prices["cpu_core_hour"] + mem_gib * self.prices["memory_gib_hour"])
+        cost += hours * gpus * self.gpu_hour(resources.get("accelerator"))
+        if interruptible:
+            cost *= 1.0 - self.prices.get("interruptible_discount", 0.0)
+        return round(cost, 6)
+
+
+def git_info(start: str | Path | None = None) -> dict[str, Any]:
+    """The commit the pipeline code came from. Containers have no .git: they pass INTERLOCK_GIT_SHA."""
+    if os.environ.get("INTERLOCK_GIT_SHA"):
+        return {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
+    cwd = str(start or os.getcwd())
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = bool(subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True,
+            timeout=10, check=True,
+        ).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": None, "dirty": None}
+    return {"sha": sha, "dirty": dirty}
+
+
+def redact(params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters for the record: secret-looking keys masked, credentials stripped from URLs."""
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if _SECRET_KEY.search(k):
+            out[k] = "***"
+        elif isinstance(v, str):
+            out[k] = _URL_CREDENTIALS.sub("***@", v)
+        else:
+            out[k] = v
+    return out
+
+
+def image_record(image: str | None) -> dict[str, Any]:
+    if not image:
+        return {"image": None, "digest": None}
+    digest = image.split("@", 1)[1] if "@sha256:" in image else None
+    return {"image": image, "digest": digest}
+
+
+def assemble_receipt(
+    spec: PipelineSpec,
+    *,
+    run_id: str,
+    backend: str,
+    state_dir: Path,
+    params: dict[str, Any],
+    status: str,
+    statuses: dict[str, str],
+    started: float,
+    images: dict[str, str | None] | None = None,
+    cached: dict[str, bool] | None = None,
+    extra: dict[str, Any] | None = None,
+    prices: PriceTable | None = None,
+    code_dir: str | Path | None = None,
+) -> Path:
+    """Merge the step fragments the shim wrote into state_dir/receipt.json and return its path."""
+    prices = prices or PriceTable.load()
+    steps: list[dict[str, Any]] = []
+    snapshots: list[dict[str, Any]] = []
+    total_gpu_s = 0.0
+    total_cost = 0.0
+    for node in spec.nodes:
+        step = spec.step_of(node)
+        frag_path = state_dir / "receipts" / f"{node.name}.json"
+        frag: dict[str, Any] = json.loads(frag_path.read_text()) if frag_path.exists() else {}
+        is_cached = bool((cached or {}).get(node.name)) or statuses.get(node.name) == "cached"
+        attempts = frag.get("attempts", []) if not is_cached else []
+        busy = sum(a.get("duration_s", 0.0) for a in attempts)
+        gpus = step.gpus
+        gpu_s = busy * gpus
+        cost = prices.estimate(step.resources.to_json(), busy, gpus=gpus, interruptible=step.interruptible)
+        total_gpu_s += gpu_s
+        total_cost += cost
+        for snap in frag.get("snapshots", []):
+            if snap not in snapshots:
+                snapshots.append({**snap, "node": node.name} if "node" not in snap else snap)
+        image = (images or {}).get(node.name) or step.image
+        steps.append({
+            "node": node.name,
+            "step": step.name,
+            "status": statuses.get(node.name, frag.get("status", "not-run")),
+            "cached": is_cached,
+            "fingerprint": step.fingerprint,
+            **image_record(image),
+            "attempts": attempts,
+            "failure_kinds": [a["failure"]["kind"] for a in attempts if a.get("failure")],
+            "duration_s": round(busy, 6),
+            "resources": step.resources.to_json(),
+            "interruptible": step.interruptible,
+            "distributed": step.distributed.to_json() if step.distributed else None,
+            "gpu_seconds": round(gpu_s, 3),
+            "estimated_cost_usd": cost,
+            "facts": frag.get("facts", {}),
+        })
+    receipt = {
+        "receipt_version": RECEIPT_VERSION,
+        "pipeline": spec.name,
+        "pipeline_ref": spec.ref,
+        "run_id": run_id,
+        "backend": backend,
+        "status": status,
+        "started": started,
+        "ended": time.time(),
+        "git": git_info(code_dir),
+        "parameters": redact(params),
+        "snapshots": snapshots,
+        "cache_hits": [s["node"] for s in steps if s["cached"]],
+        "steps": steps,
+        "totals": {"gpu_seconds": round(total_gpu_s, 3), "estimated_cost_usd": round(total_cost, 6)},
+        **(extra or {}),
+    }
+    path = state_dir / "receipt.json"
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(receipt, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,348 @@
+"""PipelineSpec: the backend-neutral description of a pipeline, as frozen plain data.
+
+Adapters only ever read this. It serializes to JSON and back without loss
+(``PipelineSpec.to_json`` / ``PipelineSpec.from_json``), so a container can rebuild exactly
+what was compiled, and tests can compare specs structurally.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .policies import Cache, CheckpointPolicy, Resources, Secret, Torchrun
+from .retry import Retry
+from .types import TypeSpec
+
+SPEC_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Port:
+    name: str
+    type: TypeSpec
+    has_default: bool = False
+    default: Any = None  # JSON-able
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "type": self.type.to_json()}
+        if self.has_default:
+            out["default"] = self.default
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Port:
+        return cls(d["name"], TypeSpec.from_json(d["type"]), "default" in d, d.get("default"))
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One step definition (a function plus its policies); nodes invoke it."""
+
+    name: str
+    ref: str  # "module:qualname" of the decorated function, importable in the image
+    inputs: tuple[Port, ...]
+    outputs: tuple[Port, ...]
+    fingerprint: str  # sha256 over the function source and the explicit cache version
+    context_arg: str | None = None
+    output_tuple: str | None = None  # "module:Qualname" of the NamedTuple, when several outputs
+    resources: Resources = field(default_factory=Resources)
+    retry: Retry = field(default_factory=Retry)
+    cache: Cache | None = None
+    checkpoint: CheckpointPolicy | None = None
+    interruptible: bool = False
+    timeout_s: float | None = None
+    image: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    secrets: tuple[Secret, ...] = ()
+    distributed: Torchrun | None = None
+    doc: str = ""
+
+    def input(self, name: str) -> Port | None:
+        return next((p for p in self.inputs if p.name == name), None)
+
+    def output(self, name: str) -> Port | None:
+        return next((p for p in self.outputs if p.name == name), None)
+
+    @property
+    def gpus(self) -> int:
+        return self.resources.gpu * (self.distributed.world_size if self.distributed else 1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ref": self.ref,
+            "inputs": [p.to_json() for p in self.inputs],
+            "outputs": [p.to_json() for p in self.outputs],
+            "fingerprint": self.fingerprint,
+            "context_arg": self.context_arg,
+            "output_tuple": self.output_tuple,
+            "resources": self.resources.to_json(),
+            "retry": self.retry.to_dict(),
+            "cache": self.cache.to_json() if self.cache else None,
+            "checkpoint": self.checkpoint.to_json() if self.checkpoint else None,
+            "interruptible": self.interruptible,
+            "timeout_s": self.timeout_s,
+            "image": self.image,
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+            "env": dict(self.env),
+            "secrets": [s.to_json() for s in self.secrets],
+            "distributed": self.distributed.to_json() if self.distributed else None,
+            "doc": self.doc,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> StepSpec:
+        return cls(
+            name=d["name"],
+            ref=d["ref"],
+            inputs=tuple(Port.from_json(p) for p in d["inputs"]),
+            outputs=tuple(Port.from_json(p) for p in d["outputs"]),
+            fingerprint=d["fingerprint"],
+            context_arg=d.get("context_arg"),
+            output_tuple=d.get("output_tuple"),
+            resources=Resources.from_json(d.get("resources", {})),
+            retry=Retry.from_dict(d["retry"]),
+            cache=Cache.from_json(d["cache"]) if d.get("cache") else None,
+            checkpoint=CheckpointPolicy.from_json(d["checkpoint"]) if d.get("checkpoint") else None,
+            interruptible=d.get("interruptible", False),
+            timeout_s=d.get("timeout_s"),
+            image=d.get("image"),
+            labels=tuple(sorted(d.get("labels", {}).items())),
+            annotations=tuple(sorted(d.get("annotations", {}).items())),
+            env=tuple(sorted(d.get("env", {}).items())),
+            secrets=tuple(Secret(**s) for s in d.get("secrets", ())),
+            distributed=Torchrun.from_json(d["distributed"]) if d.get("distributed") else None,
+            doc=d.get("doc", ""),
+        )
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where a node input (or a pipeline output, or a gate condition) gets its value.
+
+    kind "param": a pipeline parameter; "output": a node's output port, optionally a field
+    path into a dataclass output; "const": a JSON-able literal.
+    """
+
+    kind: str
+    param: str | None = None
+    node: str | None = None
+    port: str | None = None
+    field: tuple[str, ...] = ()
+    value: Any = None
+
+    @staticmethod
+    def of_param(name: str) -> Binding:
+        return Binding("param", param=name)
+
+    @staticmethod
+    def of_output(node: str, port: str, field: tuple[str, ...] = ()) -> Binding:
+        return Binding("output", node=node, port=port, field=tuple(field))
+
+    @staticmethod
+    def of_const(value: Any) -> Binding:
+        return Binding("const", value=value)
+
+    def describe(self) -> str:
+        if self.kind == "param":
+            return f"pipeline parameter {self.param!r}"
+        if self.kind == "output":
+            dotted = "".join(f".{f}" for f in self.field)
+            return f"output {self.node}.{self.port}{dotted}"
+        return f"constant {self.value!r}"
+
+    def to_json(self) -> dict[str, Any]:
+        if self.kind == "param":
+            return {"param": self.param}
+        if self.kind == "output":
+            out: dict[str, Any] = {"node": self.node, "port": self.port}
+            if self.field:
+                out["field"] = list(self.field)
+            return out
+        return {"const": self.value}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Binding:
+        if "param" in d:
+            return cls.of_param(d["param"])
+        if "node" in d:
+            return cls.of_output(d["node"], d["port"], tuple(d.get("field", ())))
+        return cls.of_const(d["const"])
+
+
+@dataclass(frozen=True)
+class Gate:
+    """An ``il.when(...)`` block: nodes whose ``gate`` is this id run only if ``condition`` is true."""
+
+    id: str
+    condition: Binding
+    parent: str | None = None  # the enclosing gate, for nested blocks
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "condition": self.condition.to_json(), "parent": self.parent}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Gate:
+        return cls(d["id"], Binding.from_json(d["condition"]), d.get("parent"))
+
+
+@dataclass(frozen=True)
+class Node:
+    """One invocation of a step in the pipeline graph."""
+
+    name: str  # unique in the pipeline
+    step: str  # key into PipelineSpec.steps
+    inputs: tuple[tuple[str, Binding], ...]
+    gate: str | None = None
+    after: tuple[str, ...] = ()  # ordering-only dependencies
+
+    def __post_init__(self) -> None:
+        # Canonical order, so a spec compares equal after a JSON round trip.
+        object.__setattr__(self, "inputs", tuple(sorted(self.inputs)))
+        object.__setattr__(self, "after", tuple(sorted(set(self.after))))
+
+    @property
+    def bindings(self) -> dict[str, Binding]:
+        return dict(self.inputs)
+
+    def upstream(self) -> set[str]:
+        ups = {b.node for _, b in self.inputs if b.kind == "output" and b.node}
+        return ups | set(self.after)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "step": self.step,
+            "inputs": {k: b.to_json() for k, b in self.inputs},
+        }
+        if self.gate:
+            out["gate"] = self.gate
+        if self.after:
+            out["after"] = list(self.after)
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Node:
+        return cls(
+            d["name"],
+            d["step"],
+            tuple((k, Binding.from_json(b)) for k, b in d["inputs"].items()),
+            d.get("gate"),
+            tuple(d.get("after", ())),
+        )
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    name: str
+    ref: str | None  # "module:attr" of the pipeline object, for containers to rebuild it
+    params: tuple[Port, ...]
+    steps: tuple[StepSpec, ...]
+    nodes: tuple[Node, ...]  # in topological order
+    gates: tuple[Gate, ...] = ()
+    outputs: tuple[tuple[str, Binding], ...] = ()
+    output_types: tuple[tuple[str, TypeSpec], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    schedule: str | None = None  # cron, for launch plans / recurring runs
+    doc: str = ""
+    version: int = SPEC_VERSION
+
+    # -- lookups ---------------------------------------------------------------------------
+    def step(self, name: str) -> StepSpec:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def step_of(self, node: str | Node) -> StepSpec:
+        n = self.node(node) if isinstance(node, str) else node
+        return self.step(n.step)
+
+    def gate(self, gate_id: str) -> Gate:
+        for g in self.gates:
+            if g.id == gate_id:
+                return g
+        raise KeyError(gate_id)
+
+    def gate_chain(self, gate_id: str | None) -> list[Gate]:
+        """The gates enclosing a block, outermost first."""
+        chain: list[Gate] = []
+        while gate_id:
+            g = self.gate(gate_id)
+            chain.append(g)
+            gate_id = g.parent
+        return chain[::-1]
+
+    def param(self, name: str) -> Port | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def defaults(self) -> dict[str, Any]:
+        return {p.name: p.default for p in self.params if p.has_default}
+
+    def downstream(self, node: str) -> set[str]:
+        """All nodes that depend, directly or not, on ``node`` (data, ordering or gate)."""
+        out: set[str] = set()
+        frontier = [node]
+        while frontier:
+            cur = frontier.pop()
+            for n in self.nodes:
+                if n.name in out:
+                    continue
+                gate_nodes = {g.condition.node for g in self.gate_chain(n.gate)}
+                if cur in n.upstream() or cur in gate_nodes:
+                    out.add(n.name)
+                    frontier.append(n.name)
+        return out
+
+    # -- JSON ------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "name": self.name,
+            "ref": self.ref,
+            "doc": self.doc,
+            "params": [p.to_json() for p in self.params],
+            "steps": [s.to_json() for s in self.steps],
+            "nodes": [n.to_json() for n in self.nodes],
+            "gates": [g.to_json() for g in self.gates],
+            "outputs": {k: b.to_json() for k, b in self.outputs},
+            "output_types": {k: t.to_json() for k, t in self.output_types},
+            "labels": dict(self.labels),
+            "schedule": self.schedule,
+        }
+
+    def dumps(self, **kw: Any) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, **kw)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> PipelineSpec:
+        if d.get("version", SPEC_VERSION) != SPEC_VERSION:
+            raise ValueError(f"PipelineSpec version {d.get('version')} is not supported (expected {SPEC_VERSION})")
+        return cls(
+            name=d["name"],
+            ref=d.get("ref"),
+            params=tuple(Port.from_json(p) for p in d["params"]),
+            steps=tuple(StepSpec.from_json(s) for s in d["steps"]),
+            nodes=tuple(Node.from_json(n) for n in d["nodes"]),
+            gates=tuple(Gate.from_json(g) for g in d.get("gates", ())),
+            outputs=tuple((k, Binding.from_json(b)) for k, b in d.get("outputs", {}).items()),
+            output_types=tuple((k, TypeSpec.from_json(t)) for k, t in d.get("output_types", {}).items()),
+            labels=tuple(sorted(d.get("labels", {}).items())),
+            schedule=d.get("schedule"),
+            doc=d.get("doc", ""),
+        )
+
+    @classmethod
+    def loads(cls, text: str) -> PipelineSpec:
+        return cls.from_json(json.loads(text))

@@ -1,0 +1,1 @@
+"""Integrations behind small protocols (pandera, MLflow, S3, PyTorch, MLMD, Airflow)."""
