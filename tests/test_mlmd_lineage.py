@@ -412,3 +412,45 @@ def test_interpreter_without_ml_metadata_is_reported(tmp_path: Path) -> None:
         pytest.skip("this interpreter has ml_metadata; the case needs one without it")
     with pytest.raises(MlmdUnavailable, match="cannot import ml_metadata"):
         LineageStore(sqlite_path=tmp_path / "s.sqlite", python=sys.executable)
+
+
+@needs_mlmd
+def test_a_failed_step_without_outputs_still_shows_in_the_run(
+    store: LineageStore, tmp_path: Path
+) -> None:
+    run = four_step_run(tmp_path / "data", "r-failed")
+    train = run["steps"][3]
+    train.update(state="FAILED", outputs=[], attempts=1, failure_kind="FATAL")
+    store.record_run(run)
+
+    chain = store.upstream("r-failed")
+    assert chain.roots == []  # every recorded output was consumed by a later step
+    [failed] = chain.root_executions
+    assert (failed.step, failed.state) == ("train", "FAILED")
+    assert failed.properties["failure_kind"] == "FATAL"
+    assert [Path(a.uri).name for a in failed.inputs] == ["features"]
+    assert [e.step for e in chain.executions()] == ["train", "featurize", "validate", "ingest"]
+    text = format_chain(chain)
+    assert "train [FAILED]" in text and "(no outputs)" in text
+    assert "snapshots 2026-11-01" in text
+
+
+@needs_mlmd
+def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "lineage.md").read_text()
+    section = doc.split("### Local runs", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    env = {**os.environ, PYTHON_ENV_VAR: str(MLMD_PYTHON)}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "<- ingest [COMPLETE]  run r1  image python:3.11" in done.stdout
+    assert "['2026-11-01'] 3f9c2a7e python:3.11" in done.stdout
+    assert (tmp_path / "build" / "mlmd.sqlite").is_file()

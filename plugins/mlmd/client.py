@@ -214,8 +214,9 @@ class LineageStore:
         if proc.poll() is None:
             try:
                 with self._lock:
-                    proc.stdin.write(json.dumps({"id": -1, "cmd": "shutdown"}) + "\n")  # type: ignore[union-attr]
-                    proc.stdin.flush()  # type: ignore[union-attr]
+                    assert proc.stdin is not None
+                    proc.stdin.write(json.dumps({"id": -1, "cmd": "shutdown"}) + "\n")
+                    proc.stdin.flush()
                 proc.wait(timeout=5)
             except (OSError, ValueError, subprocess.TimeoutExpired):
                 pass

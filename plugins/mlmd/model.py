@@ -71,6 +71,8 @@ class LineageChain:
 
     ``roots`` are the starting artifacts: the queried artifact, or a run's final outputs
     (outputs that no step of the run consumed). Walk ``root.produced_by.inputs`` upstream.
+    ``root_executions`` (run queries only) are the run's steps that output nothing, such as
+    a failed step, walked upstream from their inputs in the same way.
     """
 
     target: str
@@ -78,6 +80,7 @@ class LineageChain:
     roots: list[ArtifactNode]
     run: RunInfo | None = None
     truncated: bool = False
+    root_executions: list[ExecutionNode] = field(default_factory=list)
 
     def artifacts(self) -> list[ArtifactNode]:
         """Every artifact reached, each once, from the roots upstream (depth first)."""
@@ -85,7 +88,7 @@ class LineageChain:
 
     def executions(self) -> list[ExecutionNode]:
         """Every execution reached, each once, from the roots upstream."""
-        seen: dict[int, ExecutionNode] = {}
+        seen: dict[int, ExecutionNode] = {e.id: e for e in self.root_executions}
         for art in self.artifacts():
             if art.produced_by is not None:
                 seen.setdefault(art.produced_by.id, art.produced_by)
@@ -111,7 +114,8 @@ class LineageChain:
         return out
 
     def _walk_artifacts(self) -> Iterator[ArtifactNode]:
-        stack = list(reversed(self.roots))
+        starts = list(self.roots) + [a for e in self.root_executions for a in e.inputs]
+        stack = list(reversed(starts))
         seen: set[int] = set()
         while stack:
             art = stack.pop()
@@ -193,6 +197,7 @@ def chain_from_json(data: dict[str, Any]) -> LineageChain:
         roots=[artifacts[a] for a in data["roots"] if a in artifacts],
         run=run,
         truncated=bool(data.get("truncated")),
+        root_executions=[executions[e] for e in data.get("root_executions", []) if e in executions],
     )
 
 

@@ -19,13 +19,20 @@ def format_chain(chain: LineageChain) -> str:
             lines.append(f"  parameters {json.dumps(r.parameters, sort_keys=True)}")
         if r.steps:
             lines.append(f"  steps {', '.join(r.steps)}")
-        if not chain.roots:
-            lines.append("  (no recorded outputs)")
+        if not chain.roots and not chain.root_executions:
+            lines.append("  (no recorded steps)")
     else:
         lines.append(f"lineage of {chain.target}")
     seen: set[int] = set()
     for i, root in enumerate(chain.roots):
-        _artifact(root, "", i == len(chain.roots) - 1, lines, seen)
+        last = i == len(chain.roots) - 1 and not chain.root_executions
+        _artifact(root, "", last, lines, seen)
+    for i, exe in enumerate(chain.root_executions):
+        last = i == len(chain.root_executions) - 1
+        lines.append(f"{'└─ ' if last else '├─ '}{_execution(exe)}  (no outputs)")
+        seen.add(exe.id)
+        for j, inp in enumerate(exe.inputs):
+            _artifact(inp, "   " if last else "│  ", j == len(exe.inputs) - 1, lines, seen)
     if chain.truncated:
         lines.append("... (truncated at max_depth)")
     return "\n".join(lines)

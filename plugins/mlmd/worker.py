@@ -332,15 +332,17 @@ class Worker:
     def upstream(self, args: dict[str, Any]) -> dict[str, Any]:
         max_depth = int(args.get("max_depth") or 100)
         run_info = None
+        starts: list[tuple[int, str | None]]
+        seed: list[dict[str, Any]]
         if args.get("run_id"):
             run_id = str(args["run_id"])
             ctx = self.store.get_context_by_type_and_name(RUN_TYPE, run_id)
             if ctx is None:
                 raise RequestError("not_found", f"no pipeline run {run_id!r} in the store")
             run_info = self._run_json(ctx)
-            executions = sorted(self.store.get_executions_by_context(ctx.id), key=lambda e: e.id)
-            run_info["steps"] = [self._execution_json(e)["step"] for e in executions]
-            events = self.store.get_events_by_execution_ids([e.id for e in executions])
+            run_execs = sorted(self.store.get_executions_by_context(ctx.id), key=lambda e: e.id)
+            run_info["steps"] = [self._execution_json(e)["step"] for e in run_execs]
+            events = self.store.get_events_by_execution_ids([e.id for e in run_execs])
             inputs = {e.artifact_id for e in events if e.type == self.pb.Event.INPUT}
             outputs = []
             for e in sorted(events, key=lambda e: (e.execution_id, e.artifact_id)):
@@ -348,6 +350,10 @@ class Worker:
                     if e.artifact_id not in outputs:
                         outputs.append(e.artifact_id)
             starts = [(a, run_id) for a in outputs]
+            # Steps that output nothing (failed, still running) are roots too, or a run
+            # query would hide exactly the step one is looking for.
+            producing = {e.execution_id for e in events if e.type == self.pb.Event.OUTPUT}
+            seed = [self._execution_json(e) for e in run_execs if e.id not in producing]
             target = run_id
         else:
             uri = _require_str(args, "uri")
@@ -362,16 +368,21 @@ class Worker:
             if not found:
                 raise RequestError("not_found", f"no artifact with uri {uri!r} in the store")
             starts = [(found[0].id, None)]
+            seed = []
             target = uri
 
         artifacts: dict[int, dict[str, Any]] = {}
         executions: dict[int, dict[str, Any]] = {}
-        frontier = starts
+        for exe in seed:
+            exe["inputs"] = []
+            executions[exe["id"]] = exe
+        seed_runs = [(e["id"], e["properties"].get("run_id")) for e in seed]
+        frontier = starts + self._input_frontier(seed_runs, executions)
         depth = 0
         while frontier and depth < max_depth:
             depth += 1
-            ids = [a for a, _ in frontier if a not in artifacts]
-            prefer = dict(frontier)
+            ids = list(dict.fromkeys(a for a, _ in frontier if a not in artifacts))
+            prefer = dict(reversed(frontier))  # first path to reach an artifact wins
             if not ids:
                 break
             for art in self.store.get_artifacts_by_id(ids):
@@ -397,27 +408,34 @@ class Worker:
                     pick["inputs"] = []
                     executions[pick["id"]] = pick
                     chosen.append((pick["id"], pick["properties"].get("run_id")))
-            frontier = []
-            if chosen:
-                run_of = dict(chosen)
-                events = self.store.get_events_by_execution_ids([x for x, _ in chosen])
-                for ev in sorted(events, key=lambda e: (e.execution_id, e.artifact_id)):
-                    if ev.type != self.pb.Event.INPUT:
-                        continue
-                    port = ev.path.steps[0].key if ev.path.steps else ""
-                    executions[ev.execution_id]["inputs"].append(
-                        {"artifact": ev.artifact_id, "port": port}
-                    )
-                    frontier.append((ev.artifact_id, run_of[ev.execution_id]))
+            frontier = self._input_frontier(chosen, executions)
         return {
             "target": target,
             "kind": "run" if run_info else "artifact",
             "run": run_info,
             "roots": [a for a, _ in starts],
+            "root_executions": [e["id"] for e in seed],
             "artifacts": {str(k): v for k, v in artifacts.items()},
             "executions": {str(k): v for k, v in executions.items()},
             "truncated": bool(frontier),
         }
+
+    def _input_frontier(
+        self, chosen: list[tuple[int, str | None]], executions: dict[int, dict[str, Any]]
+    ) -> list[tuple[int, str | None]]:
+        """Record the INPUT edges of these executions; their artifacts are walked next."""
+        if not chosen:
+            return []
+        run_of = dict(chosen)
+        frontier = []
+        events = self.store.get_events_by_execution_ids(list(run_of))
+        for ev in sorted(events, key=lambda e: (e.execution_id, e.artifact_id)):
+            if ev.type != self.pb.Event.INPUT:
+                continue
+            port = ev.path.steps[0].key if ev.path.steps else ""
+            executions[ev.execution_id]["inputs"].append({"artifact": ev.artifact_id, "port": port})
+            frontier.append((ev.artifact_id, run_of[ev.execution_id]))
+        return frontier
 
     def _run_json(self, ctx: Any) -> dict[str, Any]:
         props = _get_props(ctx.custom_properties)
