@@ -1,0 +1,243 @@
+"""The ``interlock`` command: backends, run, compile, graph, spec, lineage."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .backends import DEFAULT_BACKEND, available_backends, default_workdir, get_backend
+from .errors import InterlockError, PipelineDefinitionError, StepFailed
+from .loader import load_pipeline
+from .spec import PipelineSpec
+from .types import TypeSpec
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def parse_param(raw: str, spec: PipelineSpec) -> tuple[str, Any]:
+    """``key=value``; the value is read as the parameter's declared type (JSON for containers)."""
+    if "=" not in raw:
+        raise PipelineDefinitionError(f"parameter {raw!r} must be key=value", pipeline=spec.name)
+    key, value = raw.split("=", 1)
+    port = spec.param(key)
+    if port is None:
+        raise PipelineDefinitionError(
+            f"unknown parameter {key!r}; parameters are {[p.name for p in spec.params]}", pipeline=spec.name, port=key
+        )
+    return key, coerce(value, port.type, spec.name, key)
+
+
+def coerce(value: str, t: TypeSpec, pipeline: str, key: str) -> Any:
+    try:
+        if t.kind == "str":
+            return value
+        if t.kind == "bool":
+            lowered = value.lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(value)
+            return lowered in ("true", "1", "yes")
+        if t.kind == "int":
+            return int(value)
+        if t.kind == "float":
+            return float(value)
+        return json.loads(value)
+    except ValueError as exc:
+        raise PipelineDefinitionError(
+            f"cannot read {value!r} as {t.describe()}", pipeline=pipeline, port=key
+        ) from exc
+
+
+class Progress:
+    """One line per step event, with elapsed time: what a person watching a run wants."""
+
+    def __init__(self, stream: Any = sys.stderr):
+        self.stream = stream
+        self.t0 = time.monotonic()
+
+    def __call__(self, node: str, event: str, detail: str) -> None:
+        mark = {"started": "..", "succeeded": "ok", "cached": "==", "skipped": "--", "failed": "!!"}.get(event, "  ")
+        elapsed = time.monotonic() - self.t0
+        print(f"[{elapsed:6.1f}s] {mark} {node:<24} {event}{'  ' + detail if detail else ''}", file=self.stream, flush=True)
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4f}"
+    if hasattr(value, "to_dict") and callable(value.to_dict) and type(value).__name__ == "Metrics":
+        return ", ".join(f"{k}={v:.4f}" for k, v in value.to_dict().items())
+    if type(value).__name__ == "DataFrame":
+        return f"DataFrame{tuple(value.shape)}"
+    text = repr(value)
+    return text if len(text) < 200 else text[:197] + "..."
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    rows = []
+    for name in available_backends():
+        try:
+            caps = get_backend(name).capabilities()
+        except InterlockError as exc:
+            rows.append({"backend": name, "error": exc.message})
+            continue
+        rows.append({"backend": name, "description": caps.description, "features": caps.features, "lossy": list(caps.lossy)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        print(f"{row['backend']}")
+        if "error" in row:
+            print(f"  not available: {row['error']}")
+            continue
+        if row["description"]:
+            print(f"  {row['description']}")
+        for feature, how in row["features"].items():
+            print(f"  {feature:<26} {how}")
+        for item in row["lossy"]:
+            print(f"  ! {item}")
+        print()
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .api import run
+
+    pipe = load_pipeline(args.target)
+    spec = pipe.spec
+    params = dict(parse_param(p, spec) for p in args.param)
+    backend = args.backend or os.environ.get("INTERLOCK_BACKEND", DEFAULT_BACKEND)
+    print(f"interlock: running {spec.name} on {backend} ({len(spec.nodes)} steps)", file=sys.stderr)
+    t0 = time.monotonic()
+    try:
+        result = run(
+            pipe, backend, workdir=args.workdir, run_id=args.run_id, cache=not args.no_cache,
+            progress=Progress(), **params,
+        )
+    except StepFailed as exc:
+        print(f"\nFAILED after {time.monotonic() - t0:.1f}s: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    wall = time.monotonic() - t0
+    print(f"\n{spec.name}: {result.status} in {wall:.1f}s  (run {result.run_id}, backend {backend})")
+    cached = [n for n, o in result.steps.items() if o.status == "cached"]
+    skipped = [n for n, o in result.steps.items() if o.status == "skipped"]
+    if cached:
+        print(f"  served from cache: {', '.join(cached)}")
+    if skipped:
+        print(f"  skipped by a gate: {', '.join(skipped)}")
+    for name, value in result.outputs.items():
+        print(f"  {name}: {_fmt_value(value)}")
+    print(f"  receipt: {result.receipt_path}")
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from .api import compile as compile_
+
+    pipe = load_pipeline(args.target)
+    options: dict[str, Any] = {k: v for k, v in (("project", args.project), ("domain", args.domain),
+                                                  ("version", args.version), ("image", args.image)) if v}
+    for raw in args.option:
+        key, _, value = raw.partition("=")
+        options[key.replace("-", "_")] = value
+    files = compile_(pipe, args.backend, args.out, **options)
+    for f in files:
+        print(f)
+    return 0
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from . import render
+
+    spec = load_pipeline(args.target).spec
+    print({"text": render.text, "mermaid": render.mermaid, "dot": render.dot}[args.format](spec))
+    return 0
+
+
+def cmd_spec(args: argparse.Namespace) -> int:
+    print(load_pipeline(args.target).spec.dumps(indent=2))
+    return 0
+
+
+def cmd_lineage(args: argparse.Namespace) -> int:
+    try:
+        from interlock.plugins import mlmd
+    except ImportError as exc:  # pragma: no cover - the plugin ships with interlock
+        raise InterlockError(f"the lineage plugin is unavailable: {exc}") from exc
+    if args.setup:
+        print(mlmd.setup_env(args.env))
+        return 0
+    if not args.target:
+        raise InterlockError("lineage needs a MODEL_URI or RUN_ID (or --setup)")
+    sqlite = args.sqlite
+    if sqlite is None and args.host is None:
+        sqlite = str(Path(args.workdir or default_workdir()) / "lineage" / "mlmd.sqlite")
+    print(mlmd.lineage_command(args.target, sqlite=sqlite, host=args.host, port=args.port))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="interlock", description="Write a training pipeline once; run it on Flyte or KFP.")
+    sub = p.add_subparsers(dest="verb", required=True)
+
+    b = sub.add_parser("backends", help="list installed backends and what each supports")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_backends)
+
+    r = sub.add_parser("run", help="run a pipeline: FILE_OR_MODULE[:PIPELINE]")
+    r.add_argument("target")
+    r.add_argument("--backend", "-b", default=None, help=f"default: $INTERLOCK_BACKEND or {DEFAULT_BACKEND}")
+    r.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--workdir", default=None, help="run state, caches and receipts (default .interlock)")
+    r.add_argument("--run-id", default=None)
+    r.add_argument("--no-cache", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("compile", help="compile a pipeline for a backend")
+    c.add_argument("target")
+    c.add_argument("--backend", "-b", required=True)
+    c.add_argument("--out", "-o", required=True)
+    c.add_argument("--project")
+    c.add_argument("--domain")
+    c.add_argument("--version")
+    c.add_argument("--image")
+    c.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="backend-specific option")
+    c.set_defaults(func=cmd_compile)
+
+    g = sub.add_parser("graph", help="show the DAG")
+    g.add_argument("target")
+    g.add_argument("--format", choices=("text", "mermaid", "dot"), default="text")
+    g.set_defaults(func=cmd_graph)
+
+    s = sub.add_parser("spec", help="print the PipelineSpec as JSON")
+    s.add_argument("target")
+    s.set_defaults(func=cmd_spec)
+
+    lin = sub.add_parser("lineage", help="upstream lineage of a model URI or run id (ML Metadata)")
+    lin.add_argument("target", nargs="?")
+    lin.add_argument("--sqlite", help="MLMD SQLite file (default: WORKDIR/lineage/mlmd.sqlite)")
+    lin.add_argument("--workdir", default=None)
+    lin.add_argument("--host", help="a cluster's metadata gRPC host")
+    lin.add_argument("--port", type=int, default=None)
+    lin.add_argument("--setup", action="store_true", help="create the ml-metadata virtualenv")
+    lin.add_argument("--env", default=None, help="with --setup: where to create it")
+    lin.set_defaults(func=cmd_lineage)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except InterlockError as exc:
+        print(f"interlock: error [{exc.code}]: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, PipelineDefinitionError) else EXIT_FAILED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

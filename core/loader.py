@@ -1,0 +1,64 @@
+"""Finding a pipeline from the command line: ``path/to/file.py[:name]`` or ``package.module[:name]``.
+
+A file is imported under the dotted module name its package layout gives it (walking up
+through ``__init__.py`` files), so the step references recorded in the spec are the ones a
+container will import from the image.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from .errors import PipelineDefinitionError
+from .pipeline import Pipeline
+
+
+def module_name_for(path: Path) -> tuple[str, Path]:
+    """(dotted module name, the sys.path entry that makes it importable) for a .py file."""
+    path = path.resolve()
+    parts = [path.stem]
+    root = path.parent
+    while (root / "__init__.py").exists():
+        parts.insert(0, root.name)
+        root = root.parent
+    return ".".join(parts), root
+
+
+def import_target(module_or_file: str) -> ModuleType:
+    if module_or_file.endswith(".py") or "/" in module_or_file:
+        path = Path(module_or_file)
+        if not path.exists():
+            raise PipelineDefinitionError(f"no such file: {module_or_file}")
+        name, root = module_name_for(path)
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        return importlib.import_module(name)
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")  # `interlock run mypkg.pipelines` from a project checkout
+    return importlib.import_module(module_or_file)
+
+
+def load_pipeline(target: str) -> Pipeline:
+    """Load ``FILE_OR_MODULE[:PIPELINE]``; without a name, the module's only pipeline."""
+    module_part, _, attr = target.partition(":")
+    if ":" not in target and target.count(":") == 0 and "/" not in target and not target.endswith(".py"):
+        module_part, attr = target, ""
+    try:
+        module = import_target(module_part)
+    except ImportError as exc:
+        raise PipelineDefinitionError(f"cannot import {module_part!r}: {exc}") from exc
+    if attr:
+        obj = getattr(module, attr, None)
+        if not isinstance(obj, Pipeline):
+            raise PipelineDefinitionError(f"{module.__name__}:{attr} is not an @il.pipeline")
+        return obj
+    found = {k: v for k, v in vars(module).items() if isinstance(v, Pipeline) and v.fn.__module__ == module.__name__}
+    if len(found) != 1:
+        names = ", ".join(sorted(found)) or "none"
+        raise PipelineDefinitionError(
+            f"{module.__name__} defines {len(found)} pipelines ({names}); name one as {module_part}:NAME"
+        )
+    return next(iter(found.values()))

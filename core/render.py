@@ -1,0 +1,63 @@
+"""Pictures of a pipeline: a text listing for terminals, Mermaid and Graphviz DOT for docs."""
+
+from __future__ import annotations
+
+from .spec import PipelineSpec
+
+
+def _label(spec: PipelineSpec, node: str) -> str:
+    step = spec.step_of(node)
+    bits = []
+    if step.resources.gpu:
+        bits.append(f"{step.resources.gpu}x{step.resources.accelerator or 'gpu'}")
+    if step.distributed:
+        bits.append(f"{step.distributed.nnodes}x{step.distributed.nproc_per_node} torchrun")
+    if step.cache:
+        bits.append("cached")
+    if step.interruptible:
+        bits.append("spot")
+    return f"{node} [{', '.join(bits)}]" if bits else node
+
+
+def text(spec: PipelineSpec) -> str:
+    lines = [f"pipeline {spec.name}({', '.join(f'{p.name}: {p.type}' for p in spec.params)})"]
+    for node in spec.nodes:
+        step = spec.step_of(node)
+        ins = ", ".join(f"{k}<-{b.describe()}" for k, b in node.inputs)
+        outs = ", ".join(f"{p.name}: {p.type}" for p in step.outputs) or "-"
+        gate = ""
+        if node.gate:
+            conds = " and ".join(g.condition.describe() for g in spec.gate_chain(node.gate))
+            gate = f"  when {conds}"
+        lines.append(f"  {_label(spec, node.name)}({ins}) -> {outs}{gate}")
+    for name, b in spec.outputs:
+        lines.append(f"  => {name} = {b.describe()}")
+    return "\n".join(lines)
+
+
+def mermaid(spec: PipelineSpec) -> str:
+    lines = ["flowchart TD"]
+    ids = {n.name: f"n{i}" for i, n in enumerate(spec.nodes)}
+    for n in spec.nodes:
+        lines.append(f'  {ids[n.name]}["{_label(spec, n.name)}"]')
+    for n in spec.nodes:
+        for up in sorted(n.upstream()):
+            lines.append(f"  {ids[up]} --> {ids[n.name]}")
+        for g in spec.gate_chain(n.gate):
+            if g.condition.node:
+                field = ".".join((g.condition.port or "", *g.condition.field))
+                lines.append(f"  {ids[g.condition.node]} -. {field} .-> {ids[n.name]}")
+    return "\n".join(lines)
+
+
+def dot(spec: PipelineSpec) -> str:
+    lines = [f'digraph "{spec.name}" {{', "  rankdir=TB;"]
+    for n in spec.nodes:
+        lines.append(f'  "{n.name}" [label="{_label(spec, n.name)}", shape=box];')
+    for n in spec.nodes:
+        for up in sorted(n.upstream()):
+            lines.append(f'  "{up}" -> "{n.name}";')
+        for g in spec.gate_chain(n.gate):
+            lines.append(f'  "{g.condition.node}" -> "{n.name}" [style=dashed, label="{g.condition.port}"];')
+    lines.append("}")
+    return "\n".join(lines)
