@@ -26,6 +26,7 @@ qualified name, never imported.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -163,6 +164,29 @@ def _type_names(cls: type) -> set[str]:
     return names
 
 
+def _loaded_class(name: str) -> type | None:
+    """The class ``name`` refers to if its module is already imported; never imports.
+
+    Catches aliases: torch documents ``torch.cuda.OutOfMemoryError`` but the class is
+    ``torch.OutOfMemoryError``; if a torch exception exists, torch.cuda is loaded too.
+    """
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        obj: Any = sys.modules.get(".".join(parts[:i]))
+        if obj is None:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr, None)
+        return obj if isinstance(obj, type) else None
+    return None
+
+
+def _is_named(exc: BaseException, names: set[str]) -> bool:
+    if names & _type_names(type(exc)):
+        return True
+    return any(isinstance(exc, cls) for cls in map(_loaded_class, names) if cls is not None)
+
+
 def exception_chain(exc: BaseException, limit: int = MAX_CHAIN) -> Iterator[BaseException]:
     """The exception, then what caused it, outermost first (breadth first, no repeats).
 
@@ -212,8 +236,10 @@ class Rule:
 
     A rule matches an exception when every criterion it sets holds for that exception:
 
-    - ``types``: classes or qualified names ("torch.OutOfMemoryError"); an exception
-      matches if any class in its MRO is one of them. Names match without importing.
+    - ``types``: classes or qualified names ("torch.cuda.OutOfMemoryError"); an exception
+      matches if any class in its MRO is one of them. A name matches the class's own
+      qualified name or, if its module is already loaded, what the name refers to there
+      (aliases); it never imports anything.
     - ``pattern``: a regex searched in ``str(exc)``.
     - ``when``: a predicate on the exception (for codes and attributes).
 
@@ -267,7 +293,7 @@ class Rule:
         if self.types:
             classes = tuple(t for t in self.types if isinstance(t, type))
             names = {t for t in self.types if isinstance(t, str)}
-            if not (isinstance(exc, classes) or (names and names & _type_names(type(exc)))):
+            if not (isinstance(exc, classes) or (names and _is_named(exc, names))):
                 return False
         if self.pattern is not None:
             assert isinstance(self.pattern, re.Pattern)
