@@ -117,11 +117,15 @@ class Failure:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Failure:
+        """Read a recorded failure back; fields it does not know are ignored.
+
+        Failures are machine-written (receipts, markers): a receipt from a newer interlock
+        must still replay, so unknown fields are skipped rather than refused.
+        """
+        if not isinstance(data, dict) or "kind" not in data or "reason" not in data:
+            raise PolicyError(f"a recorded failure needs at least kind and reason, got {data!r}")
         known = {"kind", "reason", "hint", "rule", "exc_type", "message", "remediation"}
-        unknown = set(data) - known
-        if unknown:
-            raise PolicyError(f"Failure has no field(s) {sorted(unknown)}")
-        return cls(**data)
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class Preempted(InterlockError):
