@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up a test environment from scratch (or reuse it) and run the whole suite.
+#   bash tests/run.sh                 # everything
+#   bash tests/run.sh tests/core -x   # extra args go to pytest
+# Needs only Python 3.11 and pip. Creates .venv (the project, all extras, test tools, pinned
+# by constraints.txt) and .venv-mlmd (ml-metadata, whose protobuf<5 pin cannot share .venv).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
+
+# ML Metadata lives in its own interpreter (see docs/lineage.md).
+if ! .venv-mlmd/bin/python -c 'import ml_metadata' >/dev/null 2>&1; then
+  .venv/bin/interlock lineage --setup --env .venv-mlmd
+fi
+export INTERLOCK_MLMD_PYTHON="$PWD/.venv-mlmd/bin/python"
+
+# Tests never touch the real home directory: flytekit, kfp, mlflow and airflow caches go to a
+# throwaway HOME as a second line of defence behind the tests' own tmp_path isolation.
+export HOME="$(mktemp -d)"
+exec .venv/bin/python -m pytest "$@"
