@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from interlock.plugins.mlmd import (
     LineageInputError,
     LineageNotFound,
     LineageStore,
+    LineageStoreError,
     MlmdUnavailable,
     format_chain,
     lineage_command,
@@ -242,6 +245,10 @@ def test_malformed_record_is_rejected_with_the_field_named(store: LineageStore) 
     unknown_state = {"pipeline": "p", "run_id": "r", "steps": [{"name": "s", "state": "WEIRD"}]}
     with pytest.raises(LineageInputError, match="unknown state 'WEIRD'"):
         store.record_run(unknown_state)
+    twice = {"pipeline": "p", "run_id": "r", "steps": [{"name": "s"}, {"name": "s"}]}
+    with pytest.raises(LineageInputError, match="'s' appears twice"):
+        store.record_run(twice)
+    assert store.runs() == []  # a rejected record writes nothing, not even its run context
 
 
 # --------------------------------------------------------------------------- queries
@@ -454,3 +461,52 @@ def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
     assert "<- ingest [COMPLETE]  run r1  image python:3.11" in done.stdout
     assert "['2026-11-01'] 3f9c2a7e python:3.11" in done.stdout
     assert (tmp_path / "build" / "mlmd.sqlite").is_file()
+
+
+@needs_mlmd
+def test_two_writers_racing_on_a_new_uri_share_one_artifact(tmp_path: Path) -> None:
+    path = tmp_path / "mlmd" / "store.sqlite"
+    errors: list[BaseException] = []
+
+    def record(store: LineageStore, run_id: str, uri: str) -> None:
+        step = {"name": "make", "outputs": [_port("out", uri, "system.Dataset")]}
+        try:
+            store.record_run({"pipeline": "race", "run_id": run_id, "steps": [step]})
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    with (
+        LineageStore(sqlite_path=path, python=MLMD_PYTHON) as a,
+        LineageStore(sqlite_path=path, python=MLMD_PYTHON) as b,
+    ):
+        assert a.worker_pid != b.worker_pid
+        for i in range(3):
+            uri = (tmp_path / f"shared{i}").as_uri()
+            threads = [
+                threading.Thread(target=record, args=(s, f"{name}{i}", uri))
+                for s, name in ((a, "a"), (b, "b"))
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    assert errors == []
+    raw = raw_dump(path)
+    uris = [a["uri"] for a in raw["artifacts"]]
+    assert sorted(uris) == sorted({*uris}) and len(uris) == 3
+    assert len(raw["executions"]) == 6
+    assert [c["name"] for c in raw["contexts"] if c["type"] == "system.Pipeline"] == ["race"]
+
+
+@needs_mlmd
+def test_one_worker_serves_every_call_and_its_death_is_reported(
+    store: LineageStore, tmp_path: Path
+) -> None:
+    pid = store.worker_pid
+    store.record_run(four_step_run(tmp_path / "data", "r1"))
+    store.upstream("r1")
+    store.runs()
+    assert store.worker_pid == pid
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(LineageStoreError, match="worker"):
+        store.ping()

@@ -204,6 +204,11 @@ class LineageStore:
         """Recorded runs (``system.PipelineRun`` contexts), oldest first."""
         return [run_summary_from_json(r) for r in self._call("runs", {"pipeline": pipeline})]
 
+    @property
+    def worker_pid(self) -> int:
+        """The worker process (one per store, started once)."""
+        return self._proc.pid
+
     def ping(self) -> str:
         return str(self._call("ping", {})["mlmd"])
 

@@ -21,6 +21,7 @@ custom property, as KFP writes them.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -149,7 +150,16 @@ class Worker:
         if created:
             ctx = self.pb.Context(type_id=type_id, name=name)
         _set_props(ctx.custom_properties, props)
-        [ctx_id] = self.store.put_contexts([ctx])
+        try:
+            [ctx_id] = self.store.put_contexts([ctx])
+        except self.errors.StatusError:
+            # Another writer created it between our read and write: update theirs.
+            raced = self.store.get_context_by_type_and_name(type_name, name)
+            if not created or raced is None:
+                raise
+            ctx, created = raced, False
+            _set_props(ctx.custom_properties, props)
+            [ctx_id] = self.store.put_contexts([ctx])
         ctx.id = ctx_id
         return ctx, created
 
@@ -163,35 +173,30 @@ class Worker:
         if not isinstance(steps, list):
             raise RequestError("invalid", "'steps' must be a list")
 
-        run_props = {
-            "pipeline_name": pipeline,
-            "run_id": run_id,
-            "backend": run.get("backend"),
-            "git_sha": run.get("git_sha"),
-            "git_dirty": run.get("git_dirty"),
-            "parameters": run.get("parameters") if run.get("parameters") is not None else None,
-        }
-        pipe_ctx, _ = self._context(PIPELINE_TYPE, pipeline, {"pipeline_name": pipeline})
-        run_ctx, run_created = self._context(RUN_TYPE, run_id, run_props)
-        if run_created:
-            self.store.put_parent_contexts(
-                [pb.ParentContext(child_id=run_ctx.id, parent_id=pipe_ctx.id)]
-            )
-
         exec_type = self._type_id("execution", EXECUTION_TYPE)
-        known: dict[str, Any] = {}  # uri -> stored Artifact proto (with id)
+        # Recording the same receipt twice must not duplicate executions or events.
+        known_run = self.store.get_context_by_type_and_name(RUN_TYPE, run_id)
+        existing = {
+            e.name: e.id
+            for e in (self.store.get_executions_by_context(known_run.id) if known_run else [])
+            if e.type_id == exec_type
+        }
+        artifacts: list[Any] = []  # one per URI, index-aligned with art_index
+        art_index: dict[str, int] = {}
+        executions: list[Any] = []
+        edges: list[tuple[int, int, Any]] = []
         recorded: list[str] = []
         skipped: list[str] = []
-        execution_ids: dict[str, int] = {}
+        skipped_ids: dict[str, int] = {}
 
         for step in steps:
             step_name = _require_str(step, "name")
             exe_name = f"{run_id}/{step_name}"
-            existing = self.store.get_execution_by_type_and_name(EXECUTION_TYPE, exe_name)
-            if existing is not None:
-                # Recording the same receipt twice must not duplicate executions or events.
+            if step_name in recorded or step_name in skipped:
+                raise RequestError("invalid", f"step {step_name!r} appears twice in run {run_id!r}")
+            if exe_name in existing:
                 skipped.append(step_name)
-                execution_ids[step_name] = existing.id
+                skipped_ids[step_name] = existing[exe_name]
                 continue
 
             ports: list[tuple[dict[str, Any], int]] = []
@@ -199,33 +204,21 @@ class Worker:
                 ports.append((port, pb.Event.INPUT))
             for port in step.get("outputs") or []:
                 ports.append((port, pb.Event.OUTPUT))
-
-            # Artifacts are de-duplicated by URI, across runs: an output consumed downstream
-            # (or reused by a cache hit) is one artifact with several events.
-            new = [p for p, _ in ports if _require_str(p, "uri") not in known]
-            for port in new:
-                uri = port["uri"]
-                if uri in known:
-                    continue
-                found = sorted(self.store.get_artifacts_by_uri(uri), key=lambda a: a.id)
-                if found:
-                    known[uri] = found[0]
-                    continue
-                art = pb.Artifact(
-                    type_id=self._type_id("artifact", port.get("type") or DEFAULT_ARTIFACT_TYPE),
-                    uri=uri,
-                    state=pb.Artifact.LIVE,
-                )
-                _set_props(art.custom_properties, {"display_name": port.get("name")})
-                [art_id] = self.store.put_artifacts([art])
-                art.id = art_id
-                known[uri] = art
+            for port, kind in ports:
+                self._artifact_slot(port, artifacts, art_index)
+                if kind == pb.Event.OUTPUT and port.get("properties"):
+                    art = artifacts[art_index[port["uri"]]]
+                    _set_props(art.custom_properties, port["properties"])
 
             state = _state(step)
             cached_from = None
             if state == "CACHED":
                 cached_from = self._original_producer(
-                    [known[p["uri"]].id for p, kind in ports if kind == pb.Event.OUTPUT]
+                    [
+                        artifacts[art_index[p["uri"]]].id
+                        for p, kind in ports
+                        if kind == pb.Event.OUTPUT and artifacts[art_index[p["uri"]]].HasField("id")
+                    ]
                 )
 
             props = {
@@ -254,31 +247,81 @@ class Worker:
                 last_known_state=getattr(pb.Execution, state),
             )
             _set_props(exe.custom_properties, props)
-
-            pairs = []
+            executions.append(exe)
+            recorded.append(step_name)
             for port, kind in ports:
-                art = known[port["uri"]]
-                if kind == pb.Event.OUTPUT and port.get("properties"):
-                    _set_props(art.custom_properties, port["properties"])
                 event = pb.Event(type=kind)
                 event.path.steps.add().key = str(port.get("name") or "")
-                pairs.append((art, event))
-            exe_id, art_ids, _ = self.store.put_execution(exe, pairs, [pipe_ctx, run_ctx])
-            for (port, _), art_id in zip(ports, art_ids, strict=True):
-                known[port["uri"]].id = art_id
-            execution_ids[step_name] = exe_id
-            recorded.append(step_name)
+                edges.append((len(executions) - 1, art_index[port["uri"]], event))
+
+        # Everything is validated; now write. Contexts first (the run's parent is the
+        # pipeline, as in KFP), then the steps.
+        run_props = {
+            "pipeline_name": pipeline,
+            "run_id": run_id,
+            "backend": run.get("backend"),
+            "git_sha": run.get("git_sha"),
+            "git_dirty": run.get("git_dirty"),
+            "parameters": run.get("parameters"),
+        }
+        pipe_ctx, _ = self._context(PIPELINE_TYPE, pipeline, {"pipeline_name": pipeline})
+        run_ctx, run_created = self._context(RUN_TYPE, run_id, run_props)
+        if run_created:
+            self.store.put_parent_contexts(
+                [pb.ParentContext(child_id=run_ctx.id, parent_id=pipe_ctx.id)]
+            )
+
+        execution_ids = dict(skipped_ids)
+        artifact_ids: dict[str, int] = {}
+        if executions:
+            # One transaction for the whole run: all or nothing, and one fsync, not one per
+            # step. Every execution is associated, and every artifact attributed, to both
+            # the pipeline and the run context.
+            exe_ids, art_ids, _ = self.store.put_lineage_subgraph(
+                executions,
+                artifacts,
+                [pipe_ctx, run_ctx],
+                edges,
+                reuse_context_if_already_exist=True,
+                reuse_artifact_if_already_exist_by_external_id=True,
+            )
+            execution_ids.update(zip(recorded, exe_ids, strict=True))
+            artifact_ids = {a.uri: i for a, i in zip(artifacts, art_ids, strict=True)}
 
         return {
             "run_id": run_id,
             "pipeline": pipeline,
             "run_context_id": run_ctx.id,
             "pipeline_context_id": pipe_ctx.id,
-            "execution_ids": execution_ids,
-            "artifact_ids": {uri: art.id for uri, art in known.items()},
+            "execution_ids": {s: execution_ids[s] for s in recorded + skipped},
+            "artifact_ids": artifact_ids,
             "recorded": recorded,
             "skipped": skipped,
         }
+
+    def _artifact_slot(
+        self, port: dict[str, Any], artifacts: list[Any], index: dict[str, int]
+    ) -> None:
+        """Artifacts are de-duplicated by URI, across runs: an output consumed downstream (or
+        reused by a cache hit) is one artifact with several events."""
+        uri = _require_str(port, "uri")
+        if uri in index:
+            return
+        found = sorted(self.store.get_artifacts_by_uri(uri), key=lambda a: a.id)
+        if found:
+            art = found[0]
+        else:
+            art = self.pb.Artifact(
+                type_id=self._type_id("artifact", port.get("type") or DEFAULT_ARTIFACT_TYPE),
+                uri=uri,
+                state=self.pb.Artifact.LIVE,
+                # A URI-derived external id makes two writers racing on a new URI share
+                # one artifact (MLMD reuses it) instead of creating two.
+                external_id="uri-sha256:" + hashlib.sha256(uri.encode()).hexdigest(),
+            )
+            _set_props(art.custom_properties, {"display_name": port.get("name")})
+        index[uri] = len(artifacts)
+        artifacts.append(art)
 
     def _original_producer(self, artifact_ids: list[int]) -> tuple[int, str] | None:
         """The first non-cached execution that output one of these artifacts."""
