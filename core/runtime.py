@@ -25,7 +25,7 @@ from typing import Any
 
 from .checkpoint import Checkpointer, CheckpointInfo
 from .context import StepContext
-from .errors import StepFailed
+from .errors import PolicyError, StepFailed
 from .failures import Failure, FailureKind, Preempted, default_classifier
 from .retry import RetryTracker
 from .spec import StepSpec
@@ -271,7 +271,7 @@ def execute_step(
     # previous container left it, from the attempts recorded in this node's receipt fragment.
     tracker = RetryTracker.replay(step.retry, _earlier_failures(run, node))
     attempts: list[Attempt] = []
-    factor = 1.0
+    factor = 0.5**tracker.halvings  # an OOM remediation survives a backend retry too
     started = run.clock()
     ctx = StepContext(pipeline=run.pipeline, run_id=run.run_id, node=node, backend=run.backend)
     ctx.checkpoint = _checkpointer(run, step, node, ctx)
@@ -289,7 +289,7 @@ def execute_step(
             with _signals(ctx, step.timeout_s, run.preemption_grace_s):
                 returned = fn(**kwargs)
             outputs = outputs_of(step, returned)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # SystemExit(143): the process was told to stop
             failure: Failure = classifier.classify(exc)
             decision = tracker.decide(failure)
             retry_here = decision.retry and failure.kind in run.retry_in_process
@@ -330,7 +330,7 @@ def _earlier_failures(run: RunContext, node: str) -> list[Failure]:
     try:
         attempts = json.loads(path.read_text()).get("attempts", [])
         return [Failure.from_dict(a["failure"]) for a in attempts if a.get("failure")]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, PolicyError):
         return []
 
 
