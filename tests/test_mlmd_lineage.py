@@ -378,6 +378,14 @@ def test_unknown_target_is_a_clear_not_found(store: LineageStore) -> None:
 
 
 @needs_mlmd
+def test_querying_a_store_that_does_not_exist_does_not_create_it(tmp_path: Path) -> None:
+    missing = tmp_path / "lineage" / "mlmd.sqlite"
+    with pytest.raises(LineageNotFound, match="nothing has been recorded"):
+        lineage_command("r1", sqlite=str(missing), python=MLMD_PYTHON)
+    assert not missing.parent.exists()
+
+
+@needs_mlmd
 def test_unreachable_grpc_service_fails_fast_and_retryable() -> None:
     with socket.socket() as s:  # a loopback port with nothing listening
         s.bind(("127.0.0.1", 0))

@@ -91,7 +91,8 @@ class LineageStore:
     ...     store.record_run(run)
     ...     chain = store.upstream("file:///data/model")
 
-    One worker process per store; calls are serialized and thread-safe.
+    One worker process per store; calls are serialized and thread-safe. ``create=False``
+    refuses to create a missing SQLite file (for queries). ``timeout`` bounds each call.
     """
 
     def __init__(
@@ -103,6 +104,7 @@ class LineageStore:
         python: str | os.PathLike[str] | None = None,
         timeout: float = 120.0,
         grpc_timeout: float | None = 30.0,
+        create: bool = True,
     ) -> None:
         if (sqlite_path is None) == (grpc_host is None):
             raise LineageInputError("give exactly one of sqlite_path or grpc_host")
@@ -111,6 +113,10 @@ class LineageStore:
         args = [self.python, "-I", str(WORKER_PATH)]
         if sqlite_path is not None:
             path = Path(sqlite_path).expanduser().resolve()
+            if not create and not path.is_file():
+                raise LineageNotFound(
+                    f"no lineage store at {path}: nothing has been recorded there yet"
+                )
             path.parent.mkdir(parents=True, exist_ok=True)
             self.address = str(path)
             args += ["--sqlite", str(path)]

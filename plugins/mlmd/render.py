@@ -91,7 +91,7 @@ def lineage_command(
     Raises InterlockErrors (MLMD_UNAVAILABLE, LINEAGE_NOT_FOUND, MLMD_CONNECTION...).
     """
     store = (
-        LineageStore(sqlite_path=sqlite, python=python)
+        LineageStore(sqlite_path=sqlite, python=python, create=False)
         if host is None
         else LineageStore(grpc_host=host, grpc_port=port, python=python)
     )
