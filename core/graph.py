@@ -5,13 +5,35 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .errors import PipelineDefinitionError
-from .spec import Binding, Node, PipelineSpec
+from .spec import Binding, Gate, Node, PipelineSpec
 from .types import TypeSpec, assignable
 
 
-def topological_order(nodes: Iterable[Node], *, pipeline: str = "") -> list[Node]:
-    """Kahn's algorithm, stable in declaration order; raises on a cycle naming its members."""
+def _gate_conditions(gate_id: str | None, gates: dict[str, Gate], *, pipeline: str, node: str) -> set[str]:
+    """Nodes whose outputs decide whether a block runs (every enclosing il.when)."""
+    out: set[str] = set()
+    seen: set[str] = set()
+    while gate_id:
+        if gate_id in seen:
+            raise PipelineDefinitionError(f"gate {gate_id!r} is nested in itself", pipeline=pipeline, step=node)
+        seen.add(gate_id)
+        g = gates.get(gate_id)
+        if g is None:  # validate() reports unknown gates; ordering alone cannot use them
+            break
+        if g.condition.kind == "output" and g.condition.node:
+            out.add(g.condition.node)
+        gate_id = g.parent
+    return out
+
+
+def topological_order(nodes: Iterable[Node], *, pipeline: str = "", gates: Iterable[Gate] = ()) -> list[Node]:
+    """Kahn's algorithm, stable in declaration order; raises on a cycle naming its members.
+
+    A node inside an ``il.when`` block also depends on the nodes its conditions read: a
+    backend runs nodes in this order and must know the condition before it reaches the block.
+    """
     nodes = list(nodes)
+    gate_map = {g.id: g for g in gates}
     by_name: dict[str, Node] = {}
     for n in nodes:
         if n.name in by_name:
@@ -20,7 +42,8 @@ def topological_order(nodes: Iterable[Node], *, pipeline: str = "") -> list[Node
     indeg = {n.name: 0 for n in nodes}
     children: dict[str, list[str]] = {n.name: [] for n in nodes}
     for n in nodes:
-        for up in sorted(n.upstream()):
+        deps = n.upstream() | _gate_conditions(n.gate, gate_map, pipeline=pipeline, node=n.name)
+        for up in sorted(deps):
             if up not in by_name:
                 raise PipelineDefinitionError(f"depends on unknown node {up!r}", pipeline=pipeline, step=n.name)
             indeg[n.name] += 1
@@ -92,6 +115,8 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
         if n.gate is not None and n.gate not in gate_ids:
             raise PipelineDefinitionError(f"unknown gate {n.gate!r}", pipeline=name, step=n.name)
     for g in spec.gates:
+        if g.parent is not None and g.parent not in gate_ids:
+            raise PipelineDefinitionError(f"gate {g.id} is nested in unknown gate {g.parent!r}", pipeline=name)
         t = binding_type(spec, g.condition) if g.condition.node in node_names else None
         if t is None or t.kind != "bool":
             raise PipelineDefinitionError(f"gate {g.id} condition {g.condition.describe()} is not a bool output", pipeline=name)
@@ -101,7 +126,7 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
                 f"pipeline output {out_name!r} comes from {b.describe()}, inside an il.when block",
                 pipeline=name, hint="return only outputs of steps that always run",
             )
-    order = topological_order(spec.nodes, pipeline=name)
+    order = topological_order(spec.nodes, pipeline=name, gates=spec.gates)
     return spec if [n.name for n in order] == [n.name for n in spec.nodes] else _reorder(spec, order)
 
 

@@ -83,7 +83,7 @@ class Pipeline:
             args = {p.name: Promise(builder, Binding.of_param(p.name), p.type) for p in params}
             returned = self.fn(**args)
         outputs, output_types = self._outputs(builder, returned)
-        order = topological_order(builder.nodes, pipeline=self.name)
+        order = topological_order(builder.nodes, pipeline=self.name, gates=builder.gates)
         spec = PipelineSpec(
             name=self.name,
             ref=self.ref,
