@@ -1,0 +1,1 @@
+"""Small pipelines the core tests run; importable as ``core_pipelines`` (see ../conftest.py)."""

@@ -1,0 +1,90 @@
+"""The public names of issue 2 exist, and pipeline outputs come back from a local run."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+from core_pipelines import basic
+
+import interlock as il
+
+PUBLIC = (
+    "step", "pipeline", "when", "Resources", "Retry", "Backoff", "Cache", "CheckpointPolicy",
+    "StepContext", "Dataset", "Model", "Metrics", "FailureKind", "classify", "run", "compile",
+    "spec", "InterlockError", "PipelineDefinitionError", "ValidationFailed", "StepFailed",
+)
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_public_name_exists_and_is_exported(name: str) -> None:
+    assert hasattr(il, name), f"il.{name} is missing"
+    assert name in il.__all__
+
+
+def test_error_hierarchy() -> None:
+    for err in (il.PipelineDefinitionError, il.ValidationFailed, il.StepFailed):
+        assert issubclass(err, il.InterlockError)
+    assert issubclass(il.InterlockError, Exception)
+    assert {k.value for k in il.FailureKind} == {"TRANSIENT", "CONTENTION", "FATAL", "PREEMPTED"}
+
+
+def test_run_signature_takes_backend_and_params() -> None:
+    params = inspect.signature(il.run).parameters
+    assert list(params)[:2] == ["pipeline", "backend"]
+    assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def test_one_output(tmp_path: Path) -> None:
+    result = il.run(basic.one_output, backend="local", workdir=tmp_path, x=21)
+    assert result.status == "succeeded"
+    assert result.outputs == {"o0": 42}
+    assert result.steps["double"].status == "succeeded"
+    assert result.receipt_path is not None and result.receipt_path.exists()
+
+
+def test_tuple_output(tmp_path: Path) -> None:
+    result = il.run(basic.tuple_output, backend="local", workdir=tmp_path, x=5)
+    assert result.outputs == {"o0": 10, "o1": "n=10"}
+
+
+def test_namedtuple_output(tmp_path: Path) -> None:
+    spec = il.spec(basic.namedtuple_output)
+    assert [name for name, _ in spec.outputs] == ["doubled", "text"]
+    assert dict(spec.output_types)["doubled"].kind == "int"
+    result = il.run(basic.namedtuple_output, backend="local", workdir=tmp_path, x=2, y=4)
+    assert result.outputs == {"doubled": 12, "text": "2+4"}
+    assert result["text"] == "2+4"
+
+
+def test_returning_a_steps_namedtuple_names_the_outputs_by_field(tmp_path: Path) -> None:
+    result = il.run(basic.step_namedtuple_output, backend="local", workdir=tmp_path)
+    assert result.outputs == {"total": 9, "text": "3+6", "ratio": 0.5}
+
+
+def test_default_parameters_are_used(tmp_path: Path) -> None:
+    assert il.run(basic.one_output, backend="local", workdir=tmp_path).outputs == {"o0": 4}
+
+
+def test_gate_condition_runs_before_a_block_that_reads_no_data(tmp_path: Path) -> None:
+    # Regression: the topological order ignored il.when conditions, so a gated step with no
+    # data inputs was ordered before its condition and the local run crashed with KeyError.
+    spec = il.spec(basic.late_gate)
+    order = [n.name for n in spec.nodes]
+    assert order.index("is_positive") < order.index("announce")
+    result = il.run(basic.late_gate, backend="local", workdir=tmp_path, x=1)
+    assert result.steps["announce"].status == "succeeded"
+    closed = il.run(basic.late_gate, backend="local", workdir=tmp_path, x=-1)
+    assert closed.steps["announce"].status == "skipped"
+    assert closed.outputs == {"o0": -4}
+
+
+def test_pipeline_is_not_called_directly() -> None:
+    with pytest.raises(il.PipelineDefinitionError, match="not called directly"):
+        basic.one_output(x=1)
+
+
+def test_step_called_outside_a_pipeline_runs_the_function() -> None:
+    assert basic.double(x=4) == 8
+    assert basic.stats(x=1, y=2) == basic.Stats(3, "1+2", 0.5)
