@@ -1,0 +1,118 @@
+"""The two Flyte backends: ``flyte`` (compile for a cluster) and ``flyte-local`` (run via flytekit).
+
+Entry points (pyproject, group ``interlock.backends``)::
+
+    flyte = "interlock.adapters.flyte.backend:FlyteBackend"
+    flyte-local = "interlock.adapters.flyte.backend:FlyteLocalBackend"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from interlock.core.backends import Capabilities, RunOptions, RunResult
+from interlock.core.errors import CapabilityError
+from interlock.core.spec import PipelineSpec
+
+# What a cluster does with each feature; "emulated" says how, in words.
+CLUSTER_FEATURES = {
+    "gpu": "native (requests/limits gpu, strings)",
+    "accelerator": "native (flytekit.extras.accelerators; A100/A100-80GB MIG partitions as 'device:profile')",
+    "shared_memory": "native (task shared_memory -> /dev/shm volume)",
+    "node_selector": "native (pod template)",
+    "tolerations": "native (pod template)",
+    "interruptible": "native (task metadata interruptible)",
+    "timeout": "native (task metadata timeout)",
+    "retry.transient": "native (FlyteRecoverableException + task retries)",
+    "retry.contention_backoff": "emulated: the shim backs off in the pod (Flyte retries have no per-task backoff)",
+    "retry.preempted": "native (recoverable error after the step checkpointed; counted in task retries)",
+    "retry.fatal_stop": "native (FATAL is a non-recoverable user error: Flyte does not retry it)",
+    "cache": "native (Cache(version=code fingerprint), content hashes for DataFrames and directories)",
+    "checkpoint": "emulated: the shim's checkpoint store (use an s3:// store on a cluster; pods do not share disks)",
+    "gates": "native (conditional with a no-op else branch; a block is a sub-workflow)",
+    "secrets": "native (secret requests, injected as environment variables)",
+    "labels": "native (pod template labels/annotations; pipeline labels on the launch plan)",
+    "distributed": "native (flytekitplugins-kfpytorch: Elastic, or PyTorch for a fixed world)",
+    "schedule": "native (a '<pipeline>-schedule' launch plan with a CronSchedule)",
+}
+
+LOSSY = (
+    "retry budgets: Flyte keeps one retry counter per task, not one per failure kind; "
+    "task retries = transient + preempted (+ contention attempts when not backed off in-process), "
+    "and the shim re-applies the per-kind budget from the receipt fragments when INTERLOCK_STATE_DIR is shared",
+    "retry.contention_backoff: Flyte retries at once with no per-task backoff; the shim sleeps "
+    "first * factor^(n-1) in the pod instead (holding the pod while it waits)",
+    "retry.preempted: a spot reclaim that kills the pod before the shim sees SIGTERM is a Flyte system "
+    "retry (interruptible-failure-threshold), outside the step's preempted budget",
+    "Retry.oom_remediation: done in-process by the shim (Flyte cannot change a batch size between retries)",
+    "cache.ignore_inputs -> cache_ignore_input_vars (native); Cache.version folds into the code fingerprint",
+    "resources: memory and GPU limits default to the request (Kubernetes requires GPU limit == request)",
+    "distributed: only the rank-0 result is returned; other ranks' receipt fragments go to ranks/<n>/",
+    "il.when: the closed branch runs a tiny no-op task (100m CPU, 64Mi) unless the propeller echo "
+    "plugin is enabled and compile(..., echo_else=True) is used",
+)
+
+
+class FlyteBackend:
+    """Compile-only: registrable protobufs for a Flyte cluster."""
+
+    name = "flyte"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            backend=self.name,
+            features={**CLUSTER_FEATURES, "run": "unsupported: register the compiled files and run on the cluster"},
+            lossy=LOSSY,
+            description="flytekit tasks, workflow and launch plans as protobufs (pyflyte package layout)",
+        )
+
+    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
+        from .compile import compile_to
+
+        return compile_to(spec, out, **options)
+
+    def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
+        raise CapabilityError(
+            "the 'flyte' backend compiles only", pipeline=spec.name,
+            hint="interlock compile --backend flyte ... then flytectl register files; or run with --backend flyte-local",
+        )
+
+
+class FlyteLocalBackend(FlyteBackend):
+    """Runs through flytekit's local execution, with the shim adding what flytekit local lacks."""
+
+    name = "flyte-local"
+
+    def capabilities(self) -> Capabilities:
+        local = {
+            "gpu": "emulated: compiled into the task; the step runs on this host's devices",
+            "accelerator": "emulated: compiled into the task, not scheduled",
+            "shared_memory": "emulated: compiled, not applied (no pod)",
+            "node_selector": "emulated: compiled, not applied (no scheduler)",
+            "tolerations": "emulated: compiled, not applied (no scheduler)",
+            "interruptible": "emulated: SIGTERM to the process is handled as a preemption",
+            "timeout": "emulated: the shim enforces it (flytekit local does not)",
+            "retry.transient": "emulated: the shim retries in-process (flytekit local does not retry)",
+            "retry.contention_backoff": "emulated: the shim backs off in-process",
+            "retry.preempted": "emulated: the shim retries in-process",
+            "retry.fatal_stop": "native (shim)",
+            "cache": "native (flytekit local cache, in the interlock work directory)",
+            "checkpoint": "emulated: the shim restores from the run's checkpoint store (flytekit local never does)",
+            "secrets": "emulated: read from the environment variable each Secret names",
+            "labels": "emulated: compiled and recorded in the receipt",
+            "distributed": "native (torch elastic launches nproc_per_node local processes)",
+            "schedule": "emulated: compiled into a launch plan; nothing is scheduled locally",
+            "run": "native (flytekit local workflow execution)",
+        }
+        return Capabilities(
+            backend=self.name, features={**CLUSTER_FEATURES, **local}, lossy=LOSSY,
+            description="flytekit local execution of the compiled workflow; the shim adds retries, "
+            "timeouts, checkpoint restore and receipts",
+        )
+
+    def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
+        from .local import FlyteLocalRunner
+
+        spawn = bool(options.extra.get("spawn", True))
+        return FlyteLocalRunner(spec, options, spawn=spawn).run(params)

@@ -1,0 +1,130 @@
+"""PipelineSpec -> registrable Flyte protobufs (what ``pyflyte package`` writes).
+
+The files are named like pyflyte's (``<n>_<name>_<1|2|3>.pb`` for task, workflow, launch
+plan), so ``flytectl register files --archive`` of a tarball of them, or ``flytectl register
+files DIR/*.pb --version V``, registers the pipeline. The workflow and its default launch
+plan are registered under the pipeline's own name (the Airflow bridge starts it by that name).
+"""
+
+from __future__ import annotations
+
+import tarfile
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from flytekit.configuration import Image, ImageConfig, SerializationSettings
+from flytekit.core.launch_plan import LaunchPlan
+from flytekit.models.common import Labels
+from flytekit.tools.serialize_helpers import (
+    _should_register_with_admin,
+    persist_registrable_entities,
+)
+from flytekit.tools.translator import get_serializable
+
+from interlock.core.errors import PipelineDefinitionError
+from interlock.core.failures import FailureKind
+from interlock.core.spec import PipelineSpec
+
+from .resolver import check_ref
+from .tasks import CLUSTER_IN_PROCESS, TaskOptions
+from .workflow import Entities, build_entities
+
+SCHEDULED_SUFFIX = "-schedule"
+
+
+def _fresh_launch_plan(name: str, **kw: Any) -> LaunchPlan:
+    # LaunchPlan.CACHE is process-global; compiling twice in one process must not collide.
+    LaunchPlan.CACHE.pop(name, None)
+    return LaunchPlan.create(name, **kw)
+
+
+def launch_plans(entities: Entities) -> list[LaunchPlan]:
+    """The default launch plan (pipeline defaults, no schedule) and, with a cron, a scheduled one.
+
+    The schedule lives on its own launch plan so that activating it is a deliberate act
+    (``flytectl update launchplan --activate``) and the default one stays a plain trigger.
+    """
+    spec, wf = entities.spec, entities.workflow
+    labels = Labels(dict(spec.labels)) if spec.labels else None
+    plans = [_fresh_launch_plan(spec.name, workflow=wf, labels=labels)]
+    if spec.schedule:
+        from flytekit import CronSchedule
+
+        try:
+            cron = CronSchedule(schedule=spec.schedule)
+        except Exception as exc:  # flytekit raises AssertionError/ValueError on a bad cron
+            raise PipelineDefinitionError(f"schedule {spec.schedule!r} is not a valid cron: {exc}", pipeline=spec.name) from exc
+        plans.append(_fresh_launch_plan(f"{spec.name}{SCHEDULED_SUFFIX}", workflow=wf, schedule=cron, labels=labels))
+    return plans
+
+
+def settings(project: str, domain: str, version: str, image: str) -> SerializationSettings:
+    img = Image.look_up_image_info("default", image)
+    return SerializationSettings(
+        image_config=ImageConfig(default_image=img, images=[img]),
+        project=project, domain=domain, version=version,
+    )
+
+
+def serialize(
+    spec: PipelineSpec,
+    *,
+    project: str,
+    domain: str,
+    version: str,
+    image: str,
+    in_process: frozenset[FailureKind] = CLUSTER_IN_PROCESS,
+    echo_else: bool = False,
+) -> list[Any]:
+    """The registrable protobuf models (TaskSpec, WorkflowSpec, LaunchPlan), in dependency order."""
+    check_ref(spec)
+    entities = build_entities(spec, TaskOptions(image=image, in_process=in_process, echo_else=echo_else))
+    ss = settings(project, domain, version, image)
+    mapping: OrderedDict[Any, Any] = OrderedDict()
+    get_serializable(mapping, ss, entities.workflow)
+    for lp in launch_plans(entities):
+        get_serializable(mapping, ss, lp)
+    return [m for m in mapping.values() if _should_register_with_admin(m)]
+
+
+def compile_to(
+    spec: PipelineSpec,
+    out: str | Path,
+    *,
+    project: str = "flytesnacks",
+    domain: str = "development",
+    version: str | None = None,
+    image: str | None = None,
+    archive: bool = True,
+    echo_else: bool = False,
+    **_: Any,
+) -> list[Path]:
+    """Write the protobufs into ``out`` (a directory) and, with ``archive``, ``out/flyte-package.tgz``."""
+    if not image:
+        raise PipelineDefinitionError(
+            "compiling for Flyte needs the task image", pipeline=spec.name,
+            hint="pass --image registry/team/image:tag (an image with interlock and the pipeline's code installed)",
+        )
+    version = version or spec_version(spec)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.pb"):
+        old.unlink()
+    models = serialize(spec, project=project, domain=domain, version=version, image=image, echo_else=echo_else)
+    persist_registrable_entities(models, str(out))
+    files = sorted(out.glob("*.pb"))
+    if archive:
+        tgz = out / "flyte-package.tgz"
+        with tarfile.open(tgz, "w:gz") as tar:
+            for f in files:
+                tar.add(f, arcname=f.name)
+        files.append(tgz)
+    return files
+
+
+def spec_version(spec: PipelineSpec) -> str:
+    """A default registration version: a digest of the spec, so the same code registers once."""
+    import hashlib
+
+    return "il-" + hashlib.sha256(spec.dumps().encode()).hexdigest()[:12]

@@ -1,0 +1,53 @@
+"""Distributed PyTorch steps: task configs from flytekitplugins-kfpytorch, and the process group.
+
+``il.Torchrun`` renders as torch elastic (``Elastic``) whenever it needs a launcher: several
+processes per node, or an elastic node range. Only a fixed multi-node world with one process
+per pod renders as a plain ``PyTorch`` job (the training operator starts one process per pod).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from interlock.core.policies import Torchrun
+
+
+def task_config(t: Torchrun, *, spawn: bool = True) -> Any:
+    from flytekitplugins.kfpytorch import Elastic, PyTorch, Worker
+
+    if t.elastic or t.nproc_per_node > 1 or t.nnodes == 1:
+        nnodes: int | str = f"{t.min_nodes}:{t.nnodes}" if t.elastic else t.nnodes
+        return Elastic(
+            nnodes=nnodes,
+            nproc_per_node=t.nproc_per_node,
+            max_restarts=t.max_restarts,
+            # spawn is what CUDA needs; fork only for CPU tests that must not re-import the world.
+            start_method="spawn" if spawn else "fork",
+        )
+    # A fixed world, one process per pod: master + (nnodes - 1) workers.
+    return PyTorch(worker=Worker(replicas=t.nnodes - 1))
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+@contextmanager
+def process_group(t: Torchrun | None) -> Iterator[None]:
+    """Join the process group the launcher prepared (env:// rendezvous), once per worker."""
+    if t is None or "WORLD_SIZE" not in os.environ:
+        yield
+        return
+    import torch.distributed as dist
+
+    owned = not dist.is_initialized()
+    if owned:
+        dist.init_process_group(backend=t.backend)
+    try:
+        yield
+    finally:
+        if owned and dist.is_initialized():
+            dist.destroy_process_group()

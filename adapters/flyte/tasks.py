@@ -1,0 +1,212 @@
+"""One flytekit task per pipeline node, whose body is the interlock runtime shim.
+
+The task function is synthesised from the step's ports (so flytekit derives the typed
+interface itself), converts what Flyte delivers into the values the step declared, calls
+``execute_step`` and converts the outputs back. Failures map to Flyte's error kinds: what
+the shim hands back as retryable becomes ``FlyteRecoverableException`` (Flyte retries it),
+FATAL stays a plain user error (non-recoverable: Flyte does not retry it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flytekit.core.python_function_task import PythonFunctionTask
+from flytekit.exceptions.user import FlyteRecoverableException
+
+from interlock.core.errors import PipelineDefinitionError, StepFailed
+from interlock.core.failures import FailureKind
+from interlock.core.runtime import RunContext, execute_step
+from interlock.core.spec import PipelineSpec, StepSpec
+from interlock.core.values import from_jsonable
+
+from . import distributed, policies
+from .types import from_flyte, outputs_to_flyte, outputs_type, python_type
+
+BACKEND = "flyte"
+# On a cluster Flyte retries recoverable errors at once and has no per-task backoff, so the
+# shim keeps only CONTENTION (exponential backoff) in-process and hands the rest to Flyte.
+CLUSTER_IN_PROCESS = frozenset({FailureKind.CONTENTION})
+
+# Set by the flyte-local backend while a run is in progress: nodes flytekit reached (ran or
+# served from its cache). Nodes never reached sat in a closed il.when branch.
+LOCAL_JOURNAL: list[str] | None = None
+# Set by the flyte-local backend: the run's context (with its sleeper and clock) for in-process tasks.
+LOCAL_RUN: RunContext | None = None
+NOOP_NAME = "interlock.gate-closed"
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    image: str | None = None
+    in_process: frozenset[FailureKind] = CLUSTER_IN_PROCESS
+    spawn: bool = True  # torch elastic start method (spawn on clusters; fork for CPU tests)
+    cache: bool = True  # False: compile every task uncached (flyte-local runs with cache=False)
+    echo_else: bool = False  # closed-gate branch as a pod-less echo task (needs propeller's echo plugin)
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+def task_name(spec: PipelineSpec, node: str) -> str:
+    return f"{spec.name}.{node}"
+
+
+def py_ident(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+class InterlockTaskMixin:
+    """Fixes the registered name and records, in local runs, that flytekit reached the node."""
+
+    interlock_name: str
+    interlock_node: str
+    interlock_pipeline_ref: str | None
+    interlock_step: str
+
+    @property
+    def name(self) -> str:
+        return self.interlock_name
+
+    def local_execute(self, ctx: Any, **kwargs: Any) -> Any:
+        if LOCAL_JOURNAL is not None:
+            LOCAL_JOURNAL.append(self.interlock_node)
+        return super().local_execute(ctx, **kwargs)  # type: ignore[misc]
+
+
+_classes: dict[type, type] = {}
+
+
+def _task_class(base: type) -> type:
+    if base not in _classes:
+        _classes[base] = type(f"Interlock{base.__name__}", (InterlockTaskMixin, base), {})
+    return _classes[base]
+
+
+def _local_run() -> RunContext | None:
+    return LOCAL_RUN
+
+
+def run_context(pipeline: str) -> RunContext:
+    """The run's context inside a Flyte task: from the environment, else from Flyte's own ids."""
+    local = _local_run()
+    if local is not None and distributed.rank() == 0 and "LOCAL_RANK" not in os.environ:
+        return local
+    env = os.environ
+    overrides: dict[str, Any] = {"pipeline": pipeline}
+    if "INTERLOCK_RUN_ID" not in env or "INTERLOCK_STATE_DIR" not in env:
+        import flytekit
+
+        fctx = flytekit.current_context()
+        overrides.setdefault("backend", BACKEND)
+        if "INTERLOCK_RUN_ID" not in env:
+            overrides["run_id"] = fctx.execution_id.name
+        if "INTERLOCK_STATE_DIR" not in env:
+            overrides["state_dir"] = Path(fctx.working_directory) / "interlock-state"
+    run = RunContext.from_env(**overrides)
+    if distributed.rank() != 0:
+        # One receipt per node: ranks other than 0 keep their fragments apart.
+        run.state_dir = run.state_dir / "ranks" / str(distributed.rank())
+    return run
+
+
+def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any) -> Callable[..., Any]:
+    """The Python function flytekit runs for ``node``: a typed signature around the shim."""
+
+    def body(**kwargs: Any) -> Any:
+        run = run_context(pipeline)
+        inputs = {p.name: from_flyte(kwargs[p.name], p.type) for p in step.inputs if p.name in kwargs}
+        try:
+            with distributed.process_group(step.distributed):
+                result = execute_step(run, step, node, inputs)
+        except StepFailed as err:
+            if getattr(err, "retryable", False):
+                raise FlyteRecoverableException(str(err)) from err
+            raise
+        scratch = Path(tempfile.mkdtemp(prefix="interlock-out-"))
+        return outputs_to_flyte(step.outputs, result.outputs, ret_type, scratch)
+
+    params = [
+        inspect.Parameter(
+            p.name, inspect.Parameter.KEYWORD_ONLY, annotation=python_type(p.type),
+            **({"default": _default(p)} if p.has_default else {}),
+        )
+        for p in step.inputs
+    ]
+    body.__signature__ = inspect.Signature(params, return_annotation=ret_type)  # type: ignore[attr-defined]
+    body.__annotations__ = {p.name: p.annotation for p in params} | {"return": ret_type}
+    body.__name__ = body.__qualname__ = py_ident(node)
+    body.__module__ = __name__
+    body.__doc__ = step.doc or None
+    return body
+
+
+def _default(p: Any) -> Any:
+    return from_jsonable(p.default, p.type) if p.type.kind == "dataclass" and p.default is not None else p.default
+
+
+def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None) -> PythonFunctionTask:
+    from .resolver import resolver
+
+    options = options or TaskOptions()
+    step = spec.step_of(node)
+    ret_type = outputs_type(step.outputs, f"{py_ident(node)}_outputs")
+    body = step_body(spec.name, node, step, ret_type)
+    env = {"INTERLOCK_PIPELINE": spec.name, "INTERLOCK_BACKEND": BACKEND,
+           "INTERLOCK_RETRY_IN_PROCESS": ",".join(sorted(k.value for k in options.in_process)),
+           **options.environment}
+    kwargs = policies.task_kwargs(
+        step, in_process=options.in_process, cache=options.cache, image=options.image,
+        pipeline_labels=dict(spec.labels), environment=env,
+    )
+    base: type = PythonFunctionTask
+    task_config: Any = None
+    if step.distributed is not None:
+        from flytekit.core.base_task import TaskPlugins
+
+        task_config = distributed.task_config(step.distributed, spawn=options.spawn)
+        base = TaskPlugins.find_pythontask_plugin(type(task_config))
+    cls = _task_class(base)
+    task = cls.__new__(cls)
+    task.interlock_name = task_name(spec, node)
+    task.interlock_node = node
+    task.interlock_pipeline_ref = spec.ref
+    task.interlock_step = step.name
+    try:
+        base.__init__(task, task_config=task_config, task_function=body, task_resolver=resolver, **kwargs)
+    except (TypeError, ValueError, AssertionError) as exc:
+        raise PipelineDefinitionError(f"flytekit rejected the task: {exc}", pipeline=spec.name, step=node) from exc
+    return task
+
+
+def gate_closed() -> None:
+    """The else branch of an il.when conditional: nothing to do."""
+
+
+def build_noop(options: TaskOptions | None = None) -> PythonFunctionTask:
+    from flytekit import Resources
+
+    from .resolver import resolver
+
+    options = options or TaskOptions()
+    if options.echo_else:
+        from flytekit.core.task import Echo
+
+        return Echo(name=NOOP_NAME)  # type: ignore[return-value]
+    cls = _task_class(PythonFunctionTask)
+    task = cls.__new__(cls)
+    task.interlock_name = NOOP_NAME
+    task.interlock_node = NOOP_NAME
+    task.interlock_pipeline_ref = None
+    task.interlock_step = NOOP_NAME
+    # The smallest pod Kubernetes will schedule: the branch only has to exist.
+    tiny = Resources(cpu="100m", mem="64Mi")
+    extra = {"container_image": options.image} if options.image else {}
+    PythonFunctionTask.__init__(
+        task, task_config=None, task_function=gate_closed, task_resolver=resolver, requests=tiny, limits=tiny, **extra
+    )
+    return task

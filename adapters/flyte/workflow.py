@@ -1,0 +1,289 @@
+"""The workflow wiring the tasks, with ``il.when`` blocks as Flyte conditionals.
+
+flytekit compiles a workflow by calling a Python function with promises, and executes it
+locally by calling the same function with values; so the workflow body here is a
+synthesised function that walks the spec. A gate becomes
+``conditional(gate).if_(flag.is_true()).then(...).else_().then(noop())``; a block of
+several steps (or a nested gate) becomes a sub-workflow, one step is called directly.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flytekit import conditional
+from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
+
+from interlock.core.errors import PipelineDefinitionError
+from interlock.core.graph import binding_type
+from interlock.core.spec import Binding, PipelineSpec
+from interlock.core.values import from_jsonable
+
+from .tasks import TaskOptions, build_noop, build_task, py_ident
+from .types import outputs_type, python_type
+
+
+@dataclass
+class Entities:
+    """Everything one pipeline compiles to; ``workflow`` is registered under ``spec.name``."""
+
+    spec: PipelineSpec
+    tasks: dict[str, Any]  # node -> task
+    workflow: PythonFunctionWorkflow
+    subworkflows: dict[str, PythonFunctionWorkflow]  # gate id -> sub-workflow
+    noop: Any | None
+
+
+def _key(b: Binding) -> str:
+    if b.kind == "param":
+        return b.param or ""  # workflow inputs keep the pipeline's parameter names
+    return py_ident("__".join([b.node or "", b.port or "", *b.field]))
+
+
+class _Builder:
+    def __init__(self, spec: PipelineSpec, options: TaskOptions):
+        self.spec = spec
+        self.options = options
+        self.tasks = {n.name: build_task(spec, n.name, options) for n in spec.nodes}
+        self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
+        self.noop = build_noop(options) if spec.gates else None
+        for _, b in spec.outputs:
+            if b.kind == "output" and spec.node(b.node or "").gate:
+                raise PipelineDefinitionError(
+                    f"pipeline output {b.describe()} comes from inside an il.when block; a Flyte conditional "
+                    "with a no-op else branch has no value to return there",
+                    pipeline=spec.name, hint="return it from a step outside the block",
+                )
+
+    # -- scopes ------------------------------------------------------------------------
+    def members(self, gate: str | None) -> list[str]:
+        """Nodes and gates directly in a scope (None = the top level), in topological order."""
+        out: list[str] = []
+        for n in self.spec.nodes:
+            unit = self._unit(n.gate, gate)
+            if unit is not None and unit not in out:
+                out.append(unit)
+        return out
+
+    def _unit(self, node_gate: str | None, scope: str | None) -> str | None:
+        """Which member of ``scope`` a node with ``node_gate`` belongs to (a node or a gate id)."""
+        chain = [g.id for g in self.spec.gate_chain(node_gate)]
+        if scope is None:
+            return chain[0] if chain else ""
+        if scope not in chain:
+            return None
+        i = chain.index(scope)
+        return chain[i + 1] if i + 1 < len(chain) else ""
+
+    def nodes_in(self, gate: str) -> list[str]:
+        return [n.name for n in self.spec.nodes if gate in [g.id for g in self.spec.gate_chain(n.gate)]]
+
+    def external_bindings(self, gate: str) -> dict[str, Binding]:
+        """What a gate's block reads from outside it: its sub-workflow inputs."""
+        inside = set(self.nodes_in(gate))
+        found: dict[str, Binding] = {}
+        for name in inside:
+            for _, b in self.spec.node(name).inputs:
+                if b.kind == "param" or (b.kind == "output" and b.node not in inside):
+                    found[_key(b)] = b
+        for g in self.spec.gates:
+            if g.parent and gate in [c.id for c in self.spec.gate_chain(g.parent)]:
+                c = g.condition
+                if c.node not in inside:
+                    found[_key(c)] = c
+        return dict(sorted(found.items()))
+
+    # -- emitting --------------------------------------------------------------------------
+    def emit_scope(self, gate: str | None, values: dict[str, Any]) -> None:
+        """Call the scope's members in order; ``values`` maps binding keys to promises/values."""
+        ordered = [n.name for n in self.spec.nodes]
+        handles: dict[str, Any] = {}
+        for nodes_or_gate in self._ordered_units(gate, ordered):
+            kind, name = nodes_or_gate
+            if kind == "node":
+                self.emit_node(name, values, handles)
+            else:
+                self.emit_gate(name, values)
+
+    def _ordered_units(self, gate: str | None, ordered: list[str]) -> list[tuple[str, str]]:
+        """Members ordered so that every unit comes after all it reads from (Kahn, stable)."""
+        units: list[tuple[str, str]] = []
+        member_of: dict[str, tuple[str, str]] = {}
+        for n in ordered:
+            u = self._unit(self.spec.node(n).gate, gate)
+            if u is None:
+                continue
+            unit = ("node", n) if u == "" else ("gate", u)
+            member_of[n] = unit
+            if unit not in units:
+                units.append(unit)
+        deps: dict[tuple[str, str], set[tuple[str, str]]] = {u: set() for u in units}
+        for u in units:
+            names = [u[1]] if u[0] == "node" else self.nodes_in(u[1])
+            ups: set[str] = set()
+            for n in names:
+                ups |= self.spec.node(n).upstream()
+            if u[0] == "gate":
+                ups.add(self.spec.gate(u[1]).condition.node or "")
+                ups |= {c.node or "" for g in self.spec.gates if g.parent for c in [g.condition]
+                        if g.id in self.nodes_gates(u[1])}
+            deps[u] = {member_of[x] for x in ups if x in member_of and member_of[x] != u}
+        done: list[tuple[str, str]] = []
+        while len(done) < len(units):
+            ready = [u for u in units if u not in done and deps[u] <= set(done)]
+            if not ready:
+                raise PipelineDefinitionError("il.when blocks depend on each other in a cycle", pipeline=self.spec.name)
+            done.append(ready[0])
+        return done
+
+    def nodes_gates(self, gate: str) -> set[str]:
+        return {g.id for g in self.spec.gates if gate in [c.id for c in self.spec.gate_chain(g.id)]}
+
+    def value_of(self, b: Binding, values: dict[str, Any], node_outputs: dict[str, Any]) -> Any:
+        key = _key(b)
+        if key in values:
+            return values[key]
+        if b.kind == "param":
+            return values[_key(b)]
+        if b.kind == "output":
+            out = node_outputs[b.node or ""]
+            v = out if not isinstance(out, dict) else out[b.port or ""]
+            for f in b.field:
+                v = getattr(v, f)
+            return v
+        return b.value
+
+    def emit_node(self, name: str, values: dict[str, Any], handles: dict[str, Any]) -> None:
+        node = self.spec.node(name)
+        step = self.spec.step_of(node)
+        kwargs = {}
+        for port, b in node.inputs:
+            v = self.value_of(b, values, values.setdefault("__outputs__", {}))
+            t = step.input(port).type  # type: ignore[union-attr]
+            if b.kind == "const" and t.kind == "dataclass" and isinstance(v, dict):
+                v = from_jsonable(v, t)
+            kwargs[port] = v
+        result = self.tasks[name](**kwargs)
+        if hasattr(result, "with_overrides") and not _is_local(result):
+            result.with_overrides(node_name=name)
+        for up in node.after:
+            if up in handles and hasattr(handles[up], "runs_before") and not _is_local(result):
+                handles[up] >> result
+        handles[name] = result
+        ports = [p.name for p in step.outputs]
+        if len(ports) == 1 and ports[0] == "o0":
+            values["__outputs__"][name] = {"o0": result}
+        elif ports:
+            values["__outputs__"][name] = {p: getattr(result, p) for p in ports}
+
+    def emit_gate(self, gate_id: str, values: dict[str, Any]) -> None:
+        g = self.spec.gate(gate_id)
+        flag = self.value_of(g.condition, values, values.setdefault("__outputs__", {}))
+        sub = self.subworkflow(gate_id)
+        ext = self.external_bindings(gate_id)
+        kwargs = {k: self.value_of(b, values, values["__outputs__"]) for k, b in ext.items()}
+        branch = conditional(gate_id).if_(_is_true(flag)).then(sub(**kwargs))
+        branch.else_().then(self.noop())  # type: ignore[misc]
+
+    def subworkflow(self, gate_id: str) -> PythonFunctionWorkflow:
+        if gate_id not in self.subworkflows:
+            ext = self.external_bindings(gate_id)
+            types = {k: python_type(_type_of(self.spec, b)) for k, b in ext.items()}
+
+            def body(**kwargs: Any) -> None:
+                values = dict(kwargs)
+                values["__outputs__"] = {}
+                self.emit_scope(gate_id, values)
+
+            fn = _function(f"{self.spec.name}_{gate_id}", types, {}, None, body)
+            wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
+                                        default_metadata=_defaults())
+            wf._name = f"{self.spec.name}.{gate_id}"
+            self.subworkflows[gate_id] = wf
+        return self.subworkflows[gate_id]
+
+    def workflow(self) -> PythonFunctionWorkflow:
+        spec = self.spec
+        types = {p.name: python_type(p.type) for p in spec.params}
+        defaults = {
+            p.name: (from_jsonable(p.default, p.type) if p.type.kind == "dataclass" else p.default)
+            for p in spec.params if p.has_default
+        }
+        out_ports = tuple(_Port(k, t) for k, t in spec.output_types)
+        ret = outputs_type(out_ports, f"{py_ident(spec.name)}_outputs")  # type: ignore[arg-type]
+
+        def body(**kwargs: Any) -> Any:
+            values = dict(kwargs)
+            values["__outputs__"] = {}
+            self.emit_scope(None, values)
+            outs = [self.value_of(b, values, values["__outputs__"]) for _, b in spec.outputs]
+            if not outs:
+                return None
+            return outs[0] if len(outs) == 1 and spec.outputs[0][0] == "o0" else ret(*outs)
+
+        fn = _function(py_ident(spec.name), types, defaults, ret, body)
+        wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
+                                    default_metadata=_defaults())
+        wf._name = spec.name
+        return wf
+
+
+@dataclass(frozen=True)
+class _Port:
+    name: str
+    type: Any
+
+
+def _type_of(spec: PipelineSpec, b: Binding) -> Any:
+    t = binding_type(spec, b)
+    if t is None:
+        raise PipelineDefinitionError(f"cannot type {b.describe()}", pipeline=spec.name)
+    return t
+
+
+def _is_local(result: Any) -> bool:
+    from flytekit.core.promise import Promise
+
+    return isinstance(result, Promise) and result.is_ready
+
+
+def _is_true(flag: Any) -> Any:
+    return flag.is_true() if hasattr(flag, "is_true") else flag
+
+
+def _fail_immediately() -> Any:
+    from flytekit.core.workflow import WorkflowFailurePolicy
+
+    return WorkflowFailurePolicy.FAIL_IMMEDIATELY
+
+
+def _defaults() -> Any:
+    from flytekit.core.workflow import WorkflowMetadataDefaults
+
+    return WorkflowMetadataDefaults(interruptible=False)
+
+
+def _function(name: str, types: dict[str, Any], defaults: dict[str, Any], ret: Any,
+              body: Callable[..., Any]) -> Callable[..., Any]:
+    def fn(**kwargs: Any) -> Any:
+        return body(**kwargs)
+
+    params = [
+        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=t,
+                          **({"default": defaults[k]} if k in defaults else {}))
+        for k, t in types.items()
+    ]
+    fn.__signature__ = inspect.Signature(params, return_annotation=ret)  # type: ignore[attr-defined]
+    fn.__annotations__ = {**types, "return": ret}
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = __name__
+    return fn
+
+
+def build_entities(spec: PipelineSpec, options: TaskOptions | None = None) -> Entities:
+    b = _Builder(spec, options or TaskOptions())
+    wf = b.workflow()
+    return Entities(spec, b.tasks, wf, b.subworkflows, b.noop)

@@ -1,0 +1,1 @@
+"""Importable test pipelines for the Flyte adapter (a package so pyflyte-execute can import it)."""
