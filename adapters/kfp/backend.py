@@ -1,0 +1,120 @@
+"""The two KFP backends: ``kfp`` (compile to IR YAML for a cluster or Vertex AI Pipelines)
+and ``kfp-local`` (compile, then run through kfp.local's SubprocessRunner)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from interlock.core.backends import Capabilities, RunOptions, RunResult
+from interlock.core.spec import PipelineSpec
+
+from .compile import compile_pipeline
+from .image import DEFAULT_BASE, write_image_files
+from .policies import LOSSY, KfpOptions
+
+_FEATURES = {
+    "gpu": "native (accelerator limit)",
+    "accelerator": "native: accelerator type is the resource name, the model a node selector",
+    "shared_memory": "native (kfp-kubernetes: Memory emptyDir on /dev/shm)",
+    "node_selector": "native (kfp-kubernetes)",
+    "tolerations": "native (kfp-kubernetes)",
+    "interruptible": "emulated: spot node selector + toleration + set_retry (KFP has no preemption handler)",
+    "timeout": "native (kfp-kubernetes activeDeadlineSeconds) + the shim's own timer",
+    "retry.transient": "emulated: retried in-process by the shim",
+    "retry.contention_backoff": "native (set_retry backoff)",
+    "retry.preempted": "emulated: KFP retries (counted into set_retry), resumed from the checkpoint",
+    "retry.fatal_stop": "emulated: FATAL marker; a KFP retry of a FATAL step exits in seconds",
+    "cache": "native (KFP caching; the code fingerprint is in the component command)",
+    "checkpoint": "native (the shim; needs a shared store on a cluster: state_pvc or s3://)",
+    "gates": "native (dsl.If)",
+    "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
+    "labels": "native (kfp-kubernetes pod labels and annotations)",
+    "distributed": "unsupported",
+    "schedule": "emulated: not in the IR; create a recurring run from the YAML",
+}
+
+
+def _compile(spec: PipelineSpec, out: Path, options: dict[str, Any]) -> list[Path]:
+    options = dict(options)
+    emit_image = bool(options.pop("emit_image", False))
+    requirements = tuple(options.pop("requirements", ()) or ())
+    base_image = options.pop("base_image", DEFAULT_BASE)
+    context = options.pop("context", None)
+    opts = KfpOptions.from_options(**options)
+    path = compile_pipeline(spec, out, opts)
+    written = [path]
+    if emit_image:
+        files = write_image_files(
+            spec, path.parent / f"{spec.name}-image", base=base_image, extra=requirements,
+            context=Path(context) if context else None,
+        )
+        written += [files.dockerfile, files.requirements]
+    return written
+
+
+class KfpBackend:
+    """Compile-only: IR YAML that a KFP cluster or Vertex AI Pipelines accepts."""
+
+    name = "kfp"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            backend=self.name,
+            features={**_FEATURES, "run": "unsupported"},
+            lossy=LOSSY,
+            description="Kubeflow Pipelines v2: compiles to IR YAML (pipeline spec + kfp-kubernetes platform spec)",
+        )
+
+    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
+        """Options: image, caching, accelerator_resource, accelerator_label, spot_node_selector,
+        spot_tolerations, pvc_mounts, state_pvc, run_id_from_pod_label (KfpOptions), and
+        emit_image / requirements / base_image / context for the Dockerfile."""
+        return _compile(spec, Path(out), options)
+
+    def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
+        from interlock.core.errors import CapabilityError
+
+        raise CapabilityError(
+            "backend 'kfp' compiles only", pipeline=spec.name,
+            hint="run locally with --backend kfp-local, or submit the YAML: "
+            "kfp.Client(host=...).create_run_from_pipeline_package('pipeline.yaml', arguments={...})",
+        )
+
+
+class KfpLocalBackend:
+    """The same IR, run by kfp.local's SubprocessRunner in this environment."""
+
+    name = "kfp-local"
+
+    def capabilities(self) -> Capabilities:
+        features = {
+            **_FEATURES,
+            "run": "native (kfp.local SubprocessRunner, use_venv=False)",
+            "gpu": "emulated: recorded; kfp.local ignores resources",
+            "accelerator": "emulated: recorded; kfp.local ignores resources",
+            "shared_memory": "emulated: ignored locally",
+            "node_selector": "emulated: compiled, ignored locally",
+            "tolerations": "emulated: compiled, ignored locally",
+            "interruptible": "emulated: SIGTERM to the task is handled as a preemption",
+            "timeout": "native (the shim's timer; kfp.local ignores pod deadlines)",
+            "secrets": "emulated: read from the environment variable each Secret names",
+            "labels": "emulated: compiled and recorded, no pods locally",
+            "checkpoint": "native (the shim, run directory or s3://)",
+            "schedule": "unsupported",
+        }
+        return Capabilities(
+            backend=self.name,
+            features=features,
+            lossy=LOSSY,
+            description="Kubeflow Pipelines v2 run locally by kfp.local (caching and retries by kfp)",
+        )
+
+    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
+        return _compile(spec, Path(out), options)
+
+    def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
+        from .local import KfpLocalRun
+
+        kfp_options = KfpOptions.from_options(**{"local_conditions": True, **dict(options.extra.get("kfp", {}))})
+        return KfpLocalRun(spec, options, kfp_options).execute(params)

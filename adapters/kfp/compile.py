@@ -1,0 +1,172 @@
+"""PipelineSpec -> a kfp v2 pipeline (GraphComponent) -> IR YAML.
+
+The pipeline function is built at run time: its signature is the interlock pipeline's
+parameters (kfp reads it with ``inspect.signature``), and its body creates one task per
+node in topological order, opening a ``dsl.If`` for each ``il.when`` block. kfp checks
+every edge while the body runs (``InconsistentTypeException``); interlock already did, so
+a kfp refusal here is reported as a definition error naming the node.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from interlock.core.errors import PipelineDefinitionError
+from interlock.core.spec import Binding, Gate, PipelineSpec
+from interlock.core.types import TypeSpec
+
+from .component import NodeComponent, make_components
+from .names import SINGLE
+from .policies import KfpOptions, apply_platform_settings, apply_task_settings
+from .types import kfp_type
+
+_PY_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
+
+
+@dataclass
+class BuiltPipeline:
+    """The kfp pipeline plus what the local backend needs to map kfp tasks back to nodes."""
+
+    pipeline: Any  # kfp GraphComponent
+    components: dict[str, NodeComponent]
+    task_names: dict[str, str]  # kfp task name -> node name
+    selectors: dict[str, str]  # kfp task name of a gate-field selector -> gate id
+
+
+def _param_annotation(t: TypeSpec) -> Any:
+    kt = kfp_type(t)
+    if kt.is_artifact:
+        raise PipelineDefinitionError(f"pipeline parameters cannot be artifacts ({t.describe()})")
+    py = _PY_TYPES[kt.parameter or "str"]
+    return typing.Optional[py] if t.optional else py  # noqa: UP045 - kfp inspects typing.Optional
+
+
+def _signature(spec: PipelineSpec) -> inspect.Signature:
+    params = []
+    for p in spec.params:
+        default = p.default if p.has_default else inspect.Parameter.empty
+        params.append(inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=_param_annotation(p.type)))
+    # Parameters with defaults must follow those without, as in any Python signature.
+    params.sort(key=lambda q: q.default is not inspect.Parameter.empty)
+    return inspect.Signature(params)
+
+
+def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltPipeline:
+    from kfp import dsl
+
+    opts = opts or KfpOptions()
+    components = make_components(spec, image=opts.image)
+    signature = _signature(spec)
+    order = [p.name for p in signature.parameters.values()]
+    task_names: dict[str, str] = {}
+    selectors: dict[str, str] = {}
+
+    def body(*args: Any) -> None:
+        values = dict(zip(order, args, strict=True))
+        tasks: dict[str, Any] = {}
+        open_gates: list[tuple[str, Any]] = []
+        for node in spec.nodes:
+            chain = [g for g in spec.gate_chain(node.gate)]
+            keep = 0
+            while keep < min(len(chain), len(open_gates)) and open_gates[keep][0] == chain[keep].id:
+                keep += 1
+            while len(open_gates) > keep:
+                open_gates.pop()[1].__exit__(None, None, None)
+            for gate in chain[keep:]:
+                cm = dsl.If(_condition(spec, gate, tasks, components, selectors, opts) == True, name=gate.id)  # noqa: E712 - a kfp condition, not a Python comparison
+                cm.__enter__()
+                open_gates.append((gate.id, cm))
+            tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
+            task_names[tasks[node.name].name] = node.name
+        while open_gates:
+            open_gates.pop()[1].__exit__(None, None, None)
+
+    body.__signature__ = signature  # type: ignore[attr-defined]
+    body.__name__ = spec.name.replace("-", "_")
+    body.__doc__ = spec.doc or f"interlock pipeline {spec.name}"
+    try:
+        pipeline = dsl.pipeline(name=spec.name, description=spec.doc or None)(body)
+    except PipelineDefinitionError:
+        raise
+    except Exception as exc:  # kfp's InconsistentTypeException, TypeError, ValueError...
+        raise PipelineDefinitionError(f"kfp refused the pipeline: {exc}", pipeline=spec.name) from exc
+    return BuiltPipeline(pipeline, components, task_names, selectors)
+
+
+def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components: dict[str, NodeComponent]) -> Any:
+    if b.kind == "param":
+        return values[b.param or ""]
+    if b.kind == "output":
+        src = components[b.node or ""]
+        return tasks[b.node or ""].outputs[src.outputs[b.port or ""]]
+    return b.value
+
+
+def _task(
+    spec: PipelineSpec, node_name: str, values: dict[str, Any], tasks: dict[str, Any],
+    components: dict[str, NodeComponent], opts: KfpOptions,
+) -> Any:
+    comp = components[node_name]
+    node = spec.node(node_name)
+    step = spec.step(node.step)
+    bindings = node.bindings
+    kwargs: dict[str, Any] = {}
+    for port in step.inputs:
+        if port.name in bindings:
+            value = _value(bindings[port.name], values, tasks, components)
+        elif port.has_default:
+            value = port.default
+        else:  # core validation makes this unreachable; keep the error readable anyway
+            raise PipelineDefinitionError("missing required input", pipeline=spec.name, step=node_name, port=port.name)
+        if value is None:
+            continue  # an Optional port left at None: the component's own default
+        kwargs[comp.inputs[port.name]] = value
+    try:
+        task = comp.component(**kwargs)
+    except Exception as exc:
+        raise PipelineDefinitionError(f"kfp refused the task: {exc}", pipeline=spec.name, step=node_name) from exc
+    for upstream in node.after:
+        task.after(tasks[upstream])
+    apply_task_settings(task, spec, step, opts, display_name=node_name)
+    apply_platform_settings(task, spec, step, opts)
+    return task
+
+
+def _condition(
+    spec: PipelineSpec, gate: Gate, tasks: dict[str, Any], components: dict[str, NodeComponent],
+    selectors: dict[str, str], opts: KfpOptions,
+) -> Any:
+    from .selector import as_bool, select_bool
+
+    b = gate.condition
+    src = components[b.node or ""]
+    name = src.outputs[b.port or ""]
+    channel = tasks[b.node or ""].outputs[name]
+    if b.field:
+        # KFP conditions read a whole output; a tiny component picks the dataclass field.
+        pick = select_bool(value=channel, path=list(b.field))
+    elif opts.local_conditions and name != SINGLE:
+        # kfp.local resolves conditions only on outputs named "Output".
+        pick = as_bool(value=channel)
+    else:
+        return channel
+    pick.set_caching_options(enable_caching=False)
+    pick.set_display_name(f"{gate.id}-condition")
+    selectors[pick.name] = gate.id
+    return pick.output
+
+
+def compile_pipeline(spec: PipelineSpec, out: Path, opts: KfpOptions | None = None) -> Path:
+    """Write the IR YAML (pipeline spec + platform spec) and return its path."""
+    from kfp import compiler
+
+    out = Path(out)
+    path = out if out.suffix in (".yaml", ".yml", ".json") else out / f"{spec.name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    built = build_pipeline(spec, opts)
+    compiler.Compiler().compile(built.pipeline, str(path))
+    return path

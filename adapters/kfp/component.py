@@ -1,0 +1,133 @@
+"""One KFP lightweight component per pipeline node, generated as source text.
+
+kfp ships a component by reading its function with ``inspect.getsource``: closures,
+module-level helpers and imports never reach the container. So each node gets a small
+function whose typed signature is the node's ports (KFP checks wiring with it) and whose
+body only imports interlock and calls the shim with the node's identity::
+
+    def train(features: Input[Dataset], params: dict, model: Output[Model]) -> ...:
+        from interlock.adapters.kfp.entry import run_node
+        return run_node('team.pipelines:fraud', 'train', '<fingerprint>', {...})
+
+The source is compiled under a synthetic file name registered in ``linecache``, which is
+where ``inspect.getsource`` looks. The fingerprint literal sits in the component's command,
+so KFP's cache key (local and cluster) changes when the step's code changes.
+"""
+
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+from typing import Any
+
+from interlock.core.errors import PipelineDefinitionError
+from interlock.core.spec import PipelineSpec, StepSpec
+from interlock.core.types import TypeSpec
+
+from .names import function_names, io_names, single_return
+from .types import kfp_type
+
+DEFAULT_IMAGE = "interlock-python:latest"  # "python" in the name: kfp-local warns otherwise
+
+_PRELUDE = "from kfp.dsl import *\nfrom typing import *\n"
+
+
+@dataclass(frozen=True)
+class NodeComponent:
+    node: str
+    function_name: str
+    source: str
+    component: Any  # kfp PythonComponent
+    inputs: dict[str, str]  # port -> KFP input name
+    outputs: dict[str, str]  # port -> KFP output name
+
+
+def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> TypeSpec:
+    """The type KFP sees for an input: the source's type when the binding picks a field.
+
+    KFP cannot index into a Struct output, so the whole dataclass crosses and the shim side
+    follows the field path (entry.to_value).
+    """
+    p = step.input(port)
+    assert p is not None
+    b = spec.node(node).bindings.get(port)
+    if b is not None and b.kind == "output" and b.field:
+        src_step = spec.step_of(b.node or "")
+        src = src_step.output(b.port or "")
+        assert src is not None
+        return src.type
+    return p.type
+
+
+def component_source(spec: PipelineSpec, node: str, function_name: str) -> str:
+    if not spec.ref or spec.ref.startswith("__main__:"):
+        raise PipelineDefinitionError(
+            "a KFP component imports the pipeline by module name, but this pipeline has no importable ref "
+            f"({spec.ref!r})",
+            pipeline=spec.name,
+            hint="define the pipeline in a module (not a script run as __main__) and refer to it as module:attr",
+        )
+    step = spec.step_of(node)
+    names_in, names_out = io_names(step)
+    where = f" (pipeline {spec.name!r}, node {node!r})"
+    required: list[str] = []
+    optional: list[str] = []
+    for p in step.inputs:
+        t = input_type(spec, step, node, p.name)
+        kt = kfp_type(t, where=where)
+        ann = kt.input_annotation()
+        # Optional ports (and unbound ports with a None default) may receive nothing.
+        if t.optional or (p.has_default and p.default is None and p.name not in spec.node(node).bindings):
+            ann = ann if kt.is_artifact else f"Optional[{ann}]"
+            optional.append(f"{names_in[p.name]}: {ann} = None")
+        else:
+            required.append(f"{names_in[p.name]}: {ann}")
+    artifact_outs: list[str] = []
+    returned: list[str] = []
+    for p in step.outputs:
+        kt = kfp_type(p.type, where=where)
+        if kt.is_artifact:
+            artifact_outs.append(f"{names_out[p.name]}: {kt.output_annotation()}")
+        else:
+            returned.append(f"({names_out[p.name]!r}, {kt.parameter})")
+    params = ", ".join([*required, *artifact_outs, *optional])
+    if single_return(step):
+        ret = f" -> {kfp_type(step.outputs[0].type).parameter}"
+    else:
+        ret = f" -> NamedTuple('Outputs', [{', '.join(returned)}])" if returned else ""
+    args = ", ".join(f"{n!r}: {n}" for n in [*names_in.values(), *(names_out[p.name] for p in step.outputs if p.type.is_artifact)])
+    return (
+        f"def {function_name}({params}){ret}:\n"
+        f"    from interlock.adapters.kfp.entry import run_node\n"
+        f"    return run_node({spec.ref!r}, {node!r}, {step.fingerprint!r}, {{{args}}})\n"
+    )
+
+
+def _function_from_source(source: str, name: str, filename: str) -> Any:
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Any] = {"__name__": "interlock_kfp_components"}
+    exec(compile(_PRELUDE, filename + "#prelude", "exec", dont_inherit=True), namespace)
+    # dont_inherit: this module's `from __future__ import annotations` would turn the
+    # annotations into strings, which kfp cannot read.
+    exec(compile(source, filename, "exec", dont_inherit=True), namespace)
+    return namespace[name]
+
+
+def make_components(spec: PipelineSpec, *, image: str | None = None) -> dict[str, NodeComponent]:
+    """node name -> its generated KFP component."""
+    from kfp import dsl
+
+    out: dict[str, NodeComponent] = {}
+    for node, fname in function_names(spec).items():
+        step = spec.step_of(node)
+        source = component_source(spec, node, fname)
+        fn = _function_from_source(source, fname, f"<interlock-kfp {spec.name}/{node}>")
+        comp = dsl.component(
+            fn,
+            base_image=step.image or image or DEFAULT_IMAGE,
+            # The image already holds interlock, kfp and the team's code (see image.py).
+            install_kfp_package=False,
+        )
+        names_in, names_out = io_names(step)
+        out[node] = NodeComponent(node, fname, source, comp, names_in, names_out)
+    return out

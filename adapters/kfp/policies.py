@@ -1,0 +1,205 @@
+"""Step policies -> KFP task settings and the kfp-kubernetes platform spec.
+
+Everything here acts on one ``PipelineTask`` while the pipeline body is being built.
+Task settings (retry, caching, resources, accelerator, env) land in the pipeline spec
+(first YAML document); Kubernetes settings (node selector, tolerations, pod labels and
+annotations, secrets, timeout, volumes, downward-API env) land in the platform spec
+(second YAML document). Secrets are only ever references: secret name, key, env var.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from interlock.core.failures import FailureKind
+from interlock.core.policies import Toleration
+from interlock.core.retry import Retry
+from interlock.core.spec import PipelineSpec, StepSpec
+
+# Kinds the shim retries inside the container: TRANSIENT (at once, cheap) and FATAL (only
+# OOM remediation ever retries a FATAL). CONTENTION and PREEMPTED need a new pod, after a
+# wait: that is KFP's set_retry with backoff.
+IN_PROCESS = frozenset({FailureKind.TRANSIENT, FailureKind.FATAL})
+STATE_MOUNT = "/interlock-state"
+
+
+@dataclass(frozen=True)
+class KfpOptions:
+    """Compile options (``interlock compile ... --backend kfp`` passes them as keywords)."""
+
+    image: str | None = None  # default image for steps without their own
+    caching: bool = True  # False: no task is cached, whatever the steps say
+    # KFP OSS: accelerator type is the resource name; the GPU model goes in a node selector.
+    accelerator_resource: str = "nvidia.com/gpu"
+    accelerator_label: str | None = "cloud.google.com/gke-accelerator"
+    # What "interruptible" means on the cluster: schedule onto spot nodes and tolerate them.
+    spot_node_selector: tuple[tuple[str, str], ...] = (("cloud.google.com/gke-spot", "true"),)
+    spot_tolerations: tuple[Toleration, ...] = (
+        Toleration(key="cloud.google.com/gke-spot", operator="Equal", value="true", effect="NoSchedule"),
+    )
+    pvc_mounts: tuple[tuple[str, str], ...] = ()  # (pvc name, mount path) on every step
+    # Where FATAL markers, receipt fragments and local checkpoints survive a pod: a PVC.
+    state_pvc: str | None = None
+    run_id_from_pod_label: bool = True  # KFP_RUN_ID from the pod's pipeline/runid label
+    # kfp.local evaluates dsl.If only on outputs named "Output": route other gates through as_bool.
+    local_conditions: bool = False
+
+    @classmethod
+    def from_options(cls, **options: Any) -> KfpOptions:
+        known = set(cls.__dataclass_fields__)
+        unknown = set(options) - known
+        if unknown:
+            from interlock.core.errors import PolicyError
+
+            raise PolicyError(f"unknown kfp compile option(s) {sorted(unknown)}; known: {sorted(known)}")
+        values = dict(options)
+        if isinstance(values.get("pvc_mounts"), dict):
+            values["pvc_mounts"] = tuple(values["pvc_mounts"].items())
+        if isinstance(values.get("spot_node_selector"), dict):
+            values["spot_node_selector"] = tuple(values["spot_node_selector"].items())
+        if "spot_tolerations" in values:
+            values["spot_tolerations"] = tuple(
+                t if isinstance(t, Toleration) else Toleration(**t) for t in values["spot_tolerations"]
+            )
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class RetryMapping:
+    """KFP ``set_retry`` arguments for one step (None: no KFP retries)."""
+
+    num_retries: int
+    backoff_duration: str
+    backoff_factor: float
+    backoff_max_duration: str
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "num_retries": self.num_retries,
+            "backoff_duration": self.backoff_duration,
+            "backoff_factor": self.backoff_factor,
+            "backoff_max_duration": self.backoff_max_duration,
+        }
+
+
+def _seconds(value: float) -> str:
+    return f"{int(round(value))}s"
+
+
+def retry_mapping(retry: Retry) -> RetryMapping | None:
+    """CONTENTION's backoff and PREEMPTED's count become KFP retries; TRANSIENT stays in the shim.
+
+    KFP retries every failure the same way, so the FATAL marker (written by the shim) makes
+    a KFP retry after a FATAL failure exit in seconds instead of rerunning the step.
+    """
+    b = retry.backoff
+    contention = b.attempts if b else 0
+    count = contention + retry.preempted
+    if count == 0:
+        return None
+    if b is not None:
+        return RetryMapping(count, _seconds(b.first_s), float(b.factor), _seconds(b.max_delay_s))
+    return RetryMapping(count, "0s", 1.0, "0s")
+
+
+def describe_retry(m: RetryMapping | None) -> str:
+    if m is None:
+        return "no KFP retries"
+    return f"{m.num_retries} KFP retries, backoff {m.backoff_duration} x{m.backoff_factor:g} (cap {m.backoff_max_duration})"
+
+
+def container_env(spec: PipelineSpec, step: StepSpec, opts: KfpOptions) -> dict[str, str]:
+    """Static env of the container: the step's env plus what the shim reads."""
+    env = dict(step.env)
+    env["INTERLOCK_RETRY_IN_PROCESS"] = ",".join(sorted(k.value for k in IN_PROCESS))
+    env["INTERLOCK_PIPELINE"] = spec.name
+    if opts.state_pvc:
+        env["INTERLOCK_STATE_DIR"] = f"{STATE_MOUNT}/state"
+    return env
+
+
+def apply_task_settings(task: Any, spec: PipelineSpec, step: StepSpec, opts: KfpOptions, *, display_name: str) -> None:
+    """Pipeline-spec settings: caching, retry, resources, accelerator, env."""
+    task.set_display_name(display_name)
+    task.set_caching_options(enable_caching=bool(opts.caching and step.cache and step.cache.enabled))
+    mapping = retry_mapping(step.retry)
+    if mapping:
+        task.set_retry(**mapping.kwargs())
+    r = step.resources
+    if r.cpu:
+        task.set_cpu_request(r.cpu)
+    if r.cpu_limit:
+        task.set_cpu_limit(r.cpu_limit)
+    if r.memory:
+        task.set_memory_request(r.memory)
+    # A limit below the request is refused by core; without one, the request is the limit so
+    # the step is not OOM-killed below what it asked for.
+    if r.memory_limit or r.memory:
+        task.set_memory_limit(r.memory_limit or r.memory)
+    if r.gpu:
+        task.set_accelerator_type(opts.accelerator_resource)
+        task.set_accelerator_limit(r.gpu)
+    for name, value in sorted(container_env(spec, step, opts).items()):
+        task.set_env_variable(name, value)
+
+
+def apply_platform_settings(task: Any, spec: PipelineSpec, step: StepSpec, opts: KfpOptions) -> None:
+    """kfp-kubernetes settings (the platform spec)."""
+    from kfp import kubernetes
+
+    r = step.resources
+    selectors = dict(r.node_selector)
+    if r.gpu and r.accelerator and opts.accelerator_label:
+        selectors.setdefault(opts.accelerator_label, r.accelerator)
+    tolerations = list(r.tolerations)
+    if step.interruptible:
+        for k, v in opts.spot_node_selector:
+            selectors.setdefault(k, v)
+        tolerations += [t for t in opts.spot_tolerations if t not in tolerations]
+    for k, v in sorted(selectors.items()):
+        kubernetes.add_node_selector(task, label_key=k, label_value=v)
+    for t in tolerations:
+        kubernetes.add_toleration(task, key=t.key, operator=t.operator, value=t.value, effect=t.effect)
+    # Cost allocation: pipeline labels on every pod, step labels on its own.
+    for k, v in sorted({**dict(spec.labels), **dict(step.labels)}.items()):
+        kubernetes.add_pod_label(task, label_key=k, label_value=v)
+    for k, v in sorted(dict(step.annotations).items()):
+        kubernetes.add_pod_annotation(task, annotation_key=k, annotation_value=v)
+    by_group: dict[str, dict[str, str]] = {}
+    for s in step.secrets:
+        by_group.setdefault(s.group, {})[s.key] = s.env_var
+    for group, keys in sorted(by_group.items()):
+        kubernetes.use_secret_as_env(task, secret_name=group, secret_key_to_env=keys)
+    if step.timeout_s:
+        kubernetes.set_timeout(task, seconds=max(1, int(step.timeout_s)))
+    if r.shared_memory:
+        kubernetes.empty_dir_mount(task, volume_name="dshm", mount_path="/dev/shm", medium="Memory", size_limit=r.shared_memory)
+    for pvc, path in opts.pvc_mounts:
+        kubernetes.mount_pvc(task, pvc_name=pvc, mount_path=path)
+    if opts.state_pvc:
+        kubernetes.mount_pvc(task, pvc_name=opts.state_pvc, mount_path=STATE_MOUNT)
+    if opts.run_id_from_pod_label:
+        kubernetes.use_field_path_as_env(task, env_name="KFP_RUN_ID", field_path="metadata.labels['pipeline/runid']")
+
+
+# What KFP cannot express, and what the adapter does instead (shown by `interlock backends`).
+LOSSY = (
+    "retry kinds: KFP retries every failure alike; the shim retries TRANSIENT in-process, KFP's set_retry "
+    "carries CONTENTION's backoff (+ PREEMPTED's count), and a FATAL failure leaves a marker so KFP's "
+    "retry of it exits in seconds",
+    "retry max_total: KFP has no cap on the total wait; only the per-retry cap (backoff_max_duration) is set",
+    "preemption retries wait CONTENTION's backoff on KFP (one retry policy per task)",
+    "spot (interruptible): no KFP preemption handler; rendered as spot node selector + toleration + set_retry",
+    "cache keys: KFP keys input artifacts by URI, not content, and cannot ignore inputs "
+    "(Cache.ignore_inputs); the code fingerprint is in the component command so a code change invalidates",
+    "accelerator model: KFP OSS takes a resource name (nvidia.com/gpu) and a count; the model "
+    "(e.g. nvidia-h200) becomes a node selector on the accelerator label",
+    "ephemeral_storage: no KFP setting; ignored",
+    "Optional outputs: a KFP output parameter cannot be None; the step fails naming the port",
+    "numbers inside untyped list/dict parameters come back as floats (protobuf Struct)",
+    "gate on a dataclass field: KFP conditions read whole outputs; a small selector component extracts the field",
+    "schedule: not part of the IR; create a recurring run with kfp.Client().create_recurring_run(cron_expression=...)",
+    "local checkpoint stores and FATAL markers need a shared volume on a cluster: compile with state_pvc=NAME "
+    "(or use an s3:// checkpoint store)",
+)

@@ -1,0 +1,22 @@
+"""Plain KFP components that turn a gate's condition into a single bool ``Output``.
+
+KFP conditions compare a whole task output, so ``il.when(report.approved)`` on a dataclass
+output needs the field picked first (everywhere). kfp.local can only resolve a condition on
+an output named ``Output``, so under kfp-local a NamedTuple field (``decision.promote``)
+goes through ``as_bool`` too. Module-level and self-contained: kfp's getsource ships them
+as they are, and they need nothing from interlock in the container.
+"""
+
+from kfp import dsl
+
+
+@dsl.component(base_image="python:3.11-slim", install_kfp_package=False)
+def select_bool(value: dict, path: list) -> bool:
+    for key in path:
+        value = value[key]
+    return bool(value)
+
+
+@dsl.component(base_image="python:3.11-slim", install_kfp_package=False)
+def as_bool(value: bool) -> bool:
+    return bool(value)

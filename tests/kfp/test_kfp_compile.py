@@ -1,0 +1,261 @@
+"""Compiling to KFP v2 IR: assertions on the YAML itself (pipeline spec + platform spec)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kfp_test_pipelines import policies, typed
+
+import interlock as il
+from interlock.adapters.kfp import KfpBackend, KfpLocalBackend, compile_pipeline, retry_mapping
+from interlock.adapters.kfp.policies import KfpOptions
+from interlock.core.backends import get_backend, register_backend
+from interlock.core.errors import CapabilityError, PipelineDefinitionError
+from interlock.core.spec import Binding, Node, PipelineSpec
+
+
+def load_ir(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    docs = list(yaml.safe_load_all(path.read_text()))
+    assert len(docs) == 2, "pipeline spec + kfp-kubernetes platform spec"
+    return docs[0], docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+
+
+@pytest.fixture(scope="module")
+def policies_ir(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    path = compile_pipeline(il.spec(policies.policies), tmp_path_factory.mktemp("ir") / "policies.yaml")
+    return (*load_ir(path), path)
+
+
+def task(ir: dict[str, Any], name: str) -> dict[str, Any]:
+    for comp in [ir["root"], *ir["components"].values()]:
+        tasks = comp.get("dag", {}).get("tasks", {})
+        if name in tasks:
+            return tasks[name]
+    raise KeyError(name)
+
+
+def container(ir: dict[str, Any], node: str) -> dict[str, Any]:
+    return ir["deploymentSpec"]["executors"][f"exec-{node}"]["container"]
+
+
+def test_ir_loads_back_with_kfp_and_imports_user_code_by_name(tmp_path: Path) -> None:
+    from kfp import components
+
+    spec = il.spec(typed.typed)
+    path = compile_pipeline(spec, tmp_path / "typed.yaml")
+    loaded = components.load_component_from_file(str(path))
+    assert loaded.name == "kfp-typed"
+    assert sorted(loaded.component_spec.inputs) == ["margin", "n", "params"]
+    ir, _ = load_ir(path)
+    assert set(ir["deploymentSpec"]["executors"]) == {f"exec-{n.name.replace('_', '-')}" for n in spec.nodes}
+    source = "\n".join(container(ir, "train")["command"])
+    step = spec.step("train")
+    assert f"run_node('kfp_test_pipelines.typed:typed', 'train', '{step.fingerprint}'" in source
+    # The user's function body is never inlined: only the shim call travels in the command.
+    assert "weights.json" not in path.read_text()
+    assert "pip install" not in source  # the image holds interlock and the team's code
+
+
+def test_types_become_kfp_parameters_and_artifacts(tmp_path: Path) -> None:
+    ir, _ = load_ir(compile_pipeline(il.spec(typed.typed), tmp_path / "typed.yaml"))
+    comps = ir["components"]
+    frame_out = comps["comp-make-frame"]["outputDefinitions"]["artifacts"]["o0"]["artifactType"]
+    assert frame_out["schemaTitle"] == "system.Dataset"
+    train = comps["comp-train"]
+    assert train["inputDefinitions"]["artifacts"]["df"]["artifactType"]["schemaTitle"] == "system.Dataset"
+    assert train["inputDefinitions"]["parameters"]["params"]["parameterType"] == "STRUCT"  # dataclass as JSON
+    arts = train["outputDefinitions"]["artifacts"]
+    assert arts["model"]["artifactType"]["schemaTitle"] == "system.Model"
+    assert arts["metrics"]["artifactType"]["schemaTitle"] == "system.Metrics"
+    params = train["outputDefinitions"]["parameters"]
+    assert params["rows"]["parameterType"] == "NUMBER_INTEGER"
+    assert params["counts"]["parameterType"] == "STRUCT"
+    evaluate = comps["comp-evaluate"]
+    assert evaluate["inputDefinitions"]["parameters"]["tags"]["parameterType"] == "LIST"
+    # A single JSON output is KFP's "Output".
+    assert evaluate["outputDefinitions"]["parameters"]["Output"]["parameterType"] == "STRUCT"
+    gate = comps["comp-champion-gate"]
+    assert gate["inputDefinitions"]["artifacts"]["champion"]["isOptional"] is True
+    assert gate["outputDefinitions"]["parameters"]["promote"]["parameterType"] == "BOOLEAN"
+    root = ir["root"]["inputDefinitions"]["parameters"]
+    assert root["params"]["defaultValue"] == {"epochs": 3, "lr": 0.5, "tags": ["base"]}
+    assert root["n"]["parameterType"] == "NUMBER_INTEGER"
+
+
+def test_retry_policy_carries_contention_backoff(policies_ir: Any) -> None:
+    ir, _, _ = policies_ir
+    # prepare: Backoff(attempts=3, first=5m, factor 2, max 30m) + preempted=2; transient stays in the shim.
+    assert task(ir, "prepare")["retryPolicy"] == {
+        "maxRetryCount": 5, "backoffDuration": "300s", "backoffFactor": 2.0, "backoffMaxDuration": "1800s",
+    }
+    assert task(ir, "train")["retryPolicy"]["maxRetryCount"] == 4 + 5
+    assert "retryPolicy" not in task(ir, "gate")  # Retry(contention=None, preempted=0)
+    env = {e["name"]: e["value"] for e in container(ir, "train")["env"]}
+    assert env["INTERLOCK_RETRY_IN_PROCESS"] == "FATAL,TRANSIENT"
+
+
+def test_retry_mapping_without_contention() -> None:
+    m = retry_mapping(il.Retry(transient=2, contention=None, preempted=3))
+    assert m is not None and (m.num_retries, m.backoff_duration) == (3, "0s")
+    assert retry_mapping(il.Retry(transient=2, contention=None, preempted=0)) is None
+
+
+def test_caching_follows_the_step_and_the_code(policies_ir: Any, tmp_path: Path) -> None:
+    ir, _, _ = policies_ir
+    assert task(ir, "prepare")["cachingOptions"] == {"enableCache": True}
+    assert task(ir, "train")["cachingOptions"] == {}  # no il.Cache: KFP's default caching is off
+    spec = il.spec(policies.policies)
+    # A code change changes the fingerprint, which sits in the command KFP's cache key covers.
+    changed = dataclasses.replace(
+        spec, steps=tuple(dataclasses.replace(s, fingerprint="0" * 64) if s.name == "prepare" else s for s in spec.steps)
+    )
+    ir2, _ = load_ir(compile_pipeline(changed, tmp_path / "changed.yaml"))
+    assert container(ir2, "prepare")["command"] != container(ir, "prepare")["command"]
+    assert container(ir2, "train")["command"] == container(ir, "train")["command"]
+    off, _ = load_ir(compile_pipeline(spec, tmp_path / "off.yaml", KfpOptions(caching=False)))
+    assert task(off, "prepare")["cachingOptions"] == {}
+
+
+def test_resources_and_accelerator(policies_ir: Any) -> None:
+    ir, platform, _ = policies_ir
+    res = container(ir, "train")["resources"]
+    assert res["resourceCpuRequest"] == "8"
+    assert res["resourceMemoryRequest"] == "32Gi"
+    assert res["resourceMemoryLimit"] == "32Gi"  # the limit defaults to the request
+    assert res["accelerator"]["resourceType"] == "nvidia.com/gpu"
+    assert res["accelerator"]["resourceCount"] == "2"
+    prep = container(ir, "prepare")["resources"]
+    assert (prep["resourceCpuLimit"], prep["resourceMemoryLimit"]) == ("4", "8Gi")
+    selector = platform["exec-train"]["nodeSelector"]["labels"]
+    assert selector["cloud.google.com/gke-accelerator"] == "nvidia-h200"
+    assert selector["pool"] == "gpu"
+    assert {"name": "LOG_LEVEL", "value": "info"} in container(ir, "prepare")["env"]
+
+
+def test_platform_spec_tolerations_labels_secrets_timeout(policies_ir: Any) -> None:
+    _, platform, path = policies_ir
+    train = platform["exec-train"]
+    tolerations = train["tolerations"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+    # interruptible: the spot toleration and node selector
+    assert {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in tolerations
+    assert train["nodeSelector"]["labels"]["cloud.google.com/gke-spot"] == "true"
+    assert train["podMetadata"]["labels"] == {"team": "fraud", "cost-center": "ml-42", "project": "fraud"}
+    assert train["podMetadata"]["annotations"] == {"example.com/owner": "fraud-ml"}
+    assert platform["exec-prepare"]["podMetadata"]["labels"] == {"project": "fraud"}  # pipeline labels on every pod
+    secrets = {s["secretName"]: s["keyToEnv"] for s in train["secretAsEnv"]}
+    assert secrets == {
+        "wandb": [{"secretKey": "api-key", "envVar": "WANDB_API_KEY"}],
+        "s3-creds": [{"secretKey": "secret", "envVar": "S3_CREDS_SECRET"}],
+    }
+    assert "secretAsEnv" not in platform["exec-prepare"]
+    assert train["activeDeadlineSeconds"] == "21600"
+    assert train["emptyDirMounts"] == [{"medium": "Memory", "mountPath": "/dev/shm", "sizeLimit": "8Gi", "volumeName": "dshm"}]
+    assert {"name": "KFP_RUN_ID", "fieldPath": "metadata.labels['pipeline/runid']"} in train["fieldPathAsEnv"]
+    assert "stringData" not in path.read_text() and "value: api-key" not in path.read_text()
+
+
+def test_pvc_mounts_and_state_volume(tmp_path: Path) -> None:
+    opts = KfpOptions(pvc_mounts=(("datasets", "/data"),), state_pvc="interlock-state")
+    _, platform = load_ir(compile_pipeline(il.spec(policies.policies), tmp_path / "p.yaml", opts))
+    mounts = {m["mountPath"]: m["constant"] for m in platform["exec-prepare"]["pvcMount"]}
+    assert mounts == {"/data": "datasets", "/interlock-state": "interlock-state"}
+
+
+def test_gate_becomes_dsl_if(policies_ir: Any) -> None:
+    ir, _, _ = policies_ir
+    cond = ir["root"]["dag"]["tasks"]["condition-1"]
+    assert cond["triggerPolicy"]["condition"] == "inputs.parameter_values['pipelinechannel--gate-Output'] == true"
+    assert "publish" in ir["components"]["comp-condition-1"]["dag"]["tasks"]
+    assert "publish" not in ir["root"]["dag"]["tasks"]
+
+
+def test_gate_on_a_dataclass_field_goes_through_a_selector(tmp_path: Path) -> None:
+    ir, _ = load_ir(compile_pipeline(il.spec(typed.field_gate), tmp_path / "fg.yaml"))
+    sel = ir["root"]["dag"]["tasks"]["select-bool"]
+    assert sel["inputs"]["parameters"]["path"]["runtimeValue"]["constant"] == ["approved"]
+    cond = ir["root"]["dag"]["tasks"]["condition-1"]["triggerPolicy"]["condition"]
+    assert cond == "inputs.parameter_values['pipelinechannel--select-bool-Output'] == true"
+    # The input bound to report.rows receives the whole struct; the shim follows the field.
+    ship = ir["components"]["comp-ship"]["inputDefinitions"]["parameters"]["rows"]
+    assert ship["parameterType"] == "STRUCT"
+
+
+def test_kfp_type_check_is_reported_as_a_definition_error(tmp_path: Path) -> None:
+    # Bypass interlock's own edge check to prove kfp's InconsistentTypeException is wired
+    # through: a str output into an int input.
+    spec = il.spec(policies.policies)
+    nodes = tuple(
+        dataclasses.replace(n, inputs=(("score", Binding.of_output("prepare", "o0")),)) if n.name == "publish" else n
+        for n in spec.nodes
+    )
+    broken = PipelineSpec(**{**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}, "nodes": nodes})
+    with pytest.raises(PipelineDefinitionError) as info:
+        compile_pipeline(broken, tmp_path / "broken.yaml")
+    assert "publish" in str(info.value) and "kfp refused" in str(info.value)
+    assert isinstance(info.value.__cause__, Exception)
+
+
+def test_pipeline_without_importable_ref_is_refused(tmp_path: Path) -> None:
+    spec = dataclasses.replace(il.spec(policies.policies), ref="__main__:policies")
+    with pytest.raises(PipelineDefinitionError, match="importable"):
+        compile_pipeline(spec, tmp_path / "x.yaml")
+
+
+def test_backend_compile_emits_image_files(tmp_path: Path) -> None:
+    files = KfpBackend().compile(
+        il.spec(typed.typed), tmp_path / "build" / "typed.yaml", emit_image=True, image="registry.example/fraud:1",
+        requirements=["scikit-learn==1.5.2"], context=tmp_path,
+    )
+    yaml_path, dockerfile, reqs = files
+    assert dockerfile == tmp_path / "build" / "kfp-typed-image" / "Dockerfile"
+    text = dockerfile.read_text()
+    assert "COPY build/kfp-typed-image/requirements.txt /tmp/requirements.txt" in text
+    assert "ENV PYTHONPATH=" in text and text.startswith("# Generated")
+    lines = reqs.read_text().split()
+    assert any(line.startswith("kfp==2.17") for line in lines)
+    assert any(line.startswith("pandas==") for line in lines)  # a DataFrame crosses a step boundary
+    assert "scikit-learn==1.5.2" in lines
+    ir, _ = load_ir(yaml_path)
+    assert container(ir, "train")["image"] == "registry.example/fraud:1"
+
+
+def test_unknown_compile_option_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(il.PolicyError, match="unknown kfp compile option"):
+        KfpBackend().compile(il.spec(typed.typed), tmp_path / "x.yaml", gpu_vendor="amd")
+
+
+def test_capabilities_list_what_kfp_cannot_express() -> None:
+    caps = KfpBackend().capabilities()
+    assert not caps.supports("run") and caps.supports("gates") and caps.supports("secrets")
+    assert caps.features["retry.fatal_stop"].startswith("emulated")
+    assert any("FATAL failure leaves a marker" in line for line in caps.lossy)
+    assert any("ignore_inputs" in line for line in caps.lossy)
+    assert KfpLocalBackend().capabilities().supports("run")
+    with pytest.raises(CapabilityError):
+        KfpBackend().run(il.spec(typed.typed), {}, None)  # type: ignore[arg-type]
+
+
+def test_il_compile_through_the_backend_protocol(tmp_path: Path) -> None:
+    try:
+        get_backend("kfp")
+    except il.InterlockError:
+        register_backend("kfp", KfpBackend)  # until the entry point is installed
+    [path] = il.compile(typed.typed, backend="kfp", out=tmp_path)
+    assert path == tmp_path / "kfp-typed.yaml"
+    ir, _ = load_ir(path)
+    assert ir["pipelineInfo"]["name"] == "kfp-typed"
+
+
+def test_node_names_become_unique_kfp_task_names(tmp_path: Path) -> None:
+    spec = il.spec(policies.policies)
+    twin = dataclasses.replace(spec.node("publish"), name="publish-2")
+    twice = dataclasses.replace(spec, nodes=(*spec.nodes, Node(twin.name, twin.step, twin.inputs, twin.gate)))
+    ir, _ = load_ir(compile_pipeline(twice, tmp_path / "twice.yaml"))
+    inner = ir["components"]["comp-condition-1"]["dag"]["tasks"]
+    assert {"publish", "publish-2"} <= set(inner)
+    assert inner["publish-2"]["taskInfo"]["name"] == "publish-2"
