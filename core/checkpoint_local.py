@@ -75,7 +75,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_durable(dest: Path, source: FileSource) -> FileEntry:
+def _write_durable(dest: Path, source: FileSource, durable: bool) -> FileEntry:
     """Write ``source`` to the new file ``dest``, hashing as it goes, and fsync it."""
     h, size = hashlib.sha256(), 0
     if not isinstance(source, bytes | bytearray | memoryview):
@@ -96,8 +96,19 @@ def _write_durable(dest: Path, source: FileSource) -> FileEntry:
                     h.update(chunk)
                     size += len(chunk)
         out.flush()
-        os.fsync(out.fileno())
+        if durable:
+            os.fsync(out.fileno())
     return FileEntry(sha256=h.hexdigest(), size=size)
+
+
+_RESCANS = 100
+_VANISHED = object()
+
+
+def _churn_error(key: str) -> CheckpointError:
+    err = CheckpointError(f"checkpoints of key {key!r} kept vanishing while being read")
+    err.retryable = True
+    return err
 
 
 class LocalCheckpointStore:
@@ -109,10 +120,14 @@ class LocalCheckpointStore:
         *,
         lock_timeout: float = 600.0,
         stale_after: float = 3600.0,
+        durable: bool = True,
     ) -> None:
         self.root = Path(root)
         self.lock_timeout = lock_timeout
         self.stale_after = stale_after
+        # durable=False skips fsync: still atomic for readers and against a killed
+        # process, but not against a power loss. For scratch space and tests only.
+        self.durable = durable
 
     def __repr__(self) -> str:
         return f"LocalCheckpointStore({str(self.root)!r})"
@@ -151,6 +166,10 @@ class LocalCheckpointStore:
         except FileNotFoundError:
             return None
         return decode_manifest(data, key=key, checkpoint_id=cdir.name)
+
+    def _fsync_dir(self, path: Path) -> None:
+        if self.durable:
+            _fsync_dir(path)
 
     # --- locking and cleaning ---
 
@@ -224,7 +243,7 @@ class LocalCheckpointStore:
             created = not kdir.exists()
             kdir.mkdir(parents=True, exist_ok=True)
             if created:
-                _fsync_dir(kdir.parent)
+                self._fsync_dir(kdir.parent)
             with self._locked(kdir):
                 self._clean_leftovers(kdir)
                 return self._save_locked(key, kdir, files, step, dict(metadata or {}))
@@ -253,9 +272,9 @@ class LocalCheckpointStore:
                 if dest.parent not in dirs:
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     dirs.update([dest.parent, *dest.parent.parents])
-                entries[name] = _write_durable(dest, files[name])
+                entries[name] = _write_durable(dest, files[name], self.durable)
             for d in sorted(p for p in dirs if p.is_relative_to(data)):
-                _fsync_dir(d)
+                self._fsync_dir(d)
             # The id is chosen under the lock, above every id-named directory present
             # (even uncommitted ones), so the rename below never meets an existing name.
             existing = self._candidates(kdir)
@@ -272,43 +291,49 @@ class LocalCheckpointStore:
             with open(tmp / MANIFEST_NAME, "xb") as out:
                 out.write(manifest)
                 out.flush()
-                os.fsync(out.fileno())
-            _fsync_dir(tmp)
+                if self.durable:
+                    os.fsync(out.fileno())
+            self._fsync_dir(tmp)
             os.rename(tmp, kdir / info.id)  # the commit point
         except BaseException:
             remove_tree(tmp)
             raise
-        _fsync_dir(kdir)
+        self._fsync_dir(kdir)
         return info
 
     def load_latest(self, key: str, *, fallback: bool = False) -> LoadedCheckpoint | None:
         kdir = self.key_dir(key)
+        # A concurrent save+prune can remove a checkpoint between listing and reading it
+        # (it renames it away whole); a newer one is then committed, so list again.
+        for _ in range(_RESCANS):
+            result = self._load_latest_once(key, kdir, fallback)
+            if result is not _VANISHED:
+                return result  # type: ignore[return-value]
+        raise _churn_error(key)
+
+    def _load_latest_once(self, key: str, kdir: Path, fallback: bool) -> object:
         first_error: CheckpointError | None = None
-        # A prune may remove a checkpoint while we read it; then we list again.
-        for _ in range(5):
-            vanished = False
-            for _seq, cdir in reversed(self._candidates(kdir)):
-                try:
-                    info = self._read_info(key, cdir)
-                    if info is None:
-                        continue  # not committed: ignore
-                    loaded = LoadedCheckpoint(info, self._opener(cdir, info))
-                    loaded.verify()
-                    return loaded
-                except (CheckpointError, OSError) as exc:
+        for _seq, cdir in reversed(self._candidates(kdir)):
+            try:
+                info = self._read_info(key, cdir)
+                if info is None:
                     if not cdir.exists():
-                        vanished = True
-                        break
-                    if isinstance(exc, OSError):
-                        exc = CheckpointError(
-                            f"checkpoint {cdir.name} of key {key!r}: cannot read: {exc}"
-                        )
-                    if not fallback:
-                        raise exc
-                    first_error = first_error or exc
-                    log.warning("skipping corrupt checkpoint (fallback=True): %s", exc.message)
-            if not vanished:
-                break
+                        return _VANISHED
+                    continue  # no manifest: not committed, ignore
+                loaded = LoadedCheckpoint(info, self._opener(cdir, info))
+                loaded.verify()
+                return loaded
+            except (CheckpointError, OSError) as exc:
+                if not cdir.exists():
+                    return _VANISHED
+                if isinstance(exc, OSError):
+                    exc = CheckpointError(
+                        f"checkpoint {cdir.name} of key {key!r}: cannot read: {exc}"
+                    )
+                if not fallback:
+                    raise exc
+                first_error = first_error or exc
+                log.warning("skipping corrupt checkpoint (fallback=True): %s", exc.message)
         if first_error is not None:
             raise CheckpointError(
                 f"no checkpoint of key {key!r} verifies; the newest failed with: {first_error.message}"
@@ -329,20 +354,23 @@ class LocalCheckpointStore:
 
     def list(self, key: str) -> list[CheckpointInfo]:
         kdir = self.key_dir(key)
-        out = []
-        for _seq, cdir in self._candidates(kdir):
-            try:
-                info = self._read_info(key, cdir)
-            except CheckpointError as exc:
-                log.warning(
-                    "ignoring checkpoint with an invalid manifest in list(): %s", exc.message
-                )
-                continue
-            except FileNotFoundError:  # pruned while listing
-                continue
-            if info is not None:
-                out.append(info)
-        return out
+        for _ in range(_RESCANS):
+            out: list[CheckpointInfo] = []
+            for _seq, cdir in self._candidates(kdir):
+                try:
+                    info = self._read_info(key, cdir)
+                except CheckpointError as exc:
+                    log.warning(
+                        "ignoring checkpoint with an invalid manifest in list(): %s", exc.message
+                    )
+                    continue
+                if info is not None:
+                    out.append(info)
+                elif not cdir.exists():
+                    break  # pruned while listing: a newer one may have come; list again
+            else:
+                return out
+        raise _churn_error(key)
 
     def prune(self, key: str, keep: int) -> list[CheckpointInfo]:
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
@@ -363,5 +391,5 @@ class LocalCheckpointStore:
                     grave = kdir / f"{TMP_PREFIX}pruned-{cdir.name}-{secrets.token_hex(4)}"
                     os.rename(cdir, grave)  # uncommit atomically, then delete
                     remove_tree(grave)
-            _fsync_dir(kdir)
+            self._fsync_dir(kdir)
         return doomed

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from interlock.core.checkpoint_local import LocalCheckpointStore
 
 HELPER = Path(__file__).with_name("helpers") / "checkpoint_writer.py"

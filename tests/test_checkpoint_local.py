@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from interlock.core.checkpoint import Checkpointer, CheckpointInfo, CheckpointStore
 from interlock.core.checkpoint_local import LocalCheckpointStore
 from interlock.core.errors import CheckpointError, SerializationError
@@ -187,16 +188,20 @@ def test_concurrent_writers_get_distinct_ids(tmp_path: Path) -> None:
 
 
 def test_readers_never_see_a_half_pruned_checkpoint(tmp_path: Path) -> None:
-    store = LocalCheckpointStore(tmp_path)
-    ck = Checkpointer(store, KEY, keep=1)
-    ck.save(payload(0, 200_000), step=0)
+    # Many files per checkpoint widen the window in which a delete is half done.
+    def files(step: int) -> dict[str, bytes]:
+        return {f"f{i:02d}": payload(step * 100 + i, 8_000) for i in range(20)}
+
+    # durable=False: no fsync (the race is about deletion, not durability) keeps it fast.
+    store = LocalCheckpointStore(tmp_path, durable=False)
+    store.save(KEY, files(0), step=0)
     stop = threading.Event()
     problems: list[str] = []
     loads = 0
 
     def reader() -> None:
         nonlocal loads
-        reader_store = LocalCheckpointStore(tmp_path)
+        reader_store = LocalCheckpointStore(tmp_path, durable=False)
         while not stop.is_set():
             try:
                 loaded = reader_store.load_latest(KEY)
@@ -207,24 +212,59 @@ def test_readers_never_see_a_half_pruned_checkpoint(tmp_path: Path) -> None:
                 problems.append("load_latest returned None")
                 continue
             try:
-                data = loaded.read_bytes("state.bin")
+                got = {n: loaded.read_bytes(n) for n in loaded.names}
             except CheckpointError:
                 continue  # pruned between verify and read: refused, never wrong data
-            if data != payload(loaded.info.step, 200_000):
+            if got != files(loaded.info.step):
                 problems.append(f"wrong content for step {loaded.info.step}")
             loads += 1
 
     t = threading.Thread(target=reader)
     t.start()
     try:
-        for step in range(1, 60):
-            ck.save(payload(step, 200_000), step=step)
+        for step in range(1, 40):
+            store.save(KEY, files(step), step=step)
+            store.prune(KEY, keep=1)
     finally:
         stop.set()
         t.join()
     assert problems == []
     assert loads > 0
-    assert [i.step for i in store.list(KEY)] == [59]
+    assert [i.step for i in store.list(KEY)] == [39]
+
+
+def test_save_fsyncs_data_and_manifest_before_the_commit_rename(tmp_path: Path, monkeypatch) -> None:
+    events: list[tuple[str, str]] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def rename(src, dst) -> None:
+        events.append(("rename", str(dst)))
+        real_rename(src, dst)
+
+    store = LocalCheckpointStore(tmp_path / "s")
+    store.save(KEY, {"a.bin": b"1"})  # creates the key directory
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    info = store.save(KEY, {"a.bin": b"1", "sub/b.bin": b"2"})
+    monkeypatch.undo()
+    kdir = str(store.key_dir(KEY))
+    commit = events.index(("rename", f"{kdir}/{info.id}"))
+    before = [p.split("/.tmp-", 1)[-1] for kind, p in events[:commit] if kind == "fsync"]
+    # Every data file, every data directory, the manifest and the temp dir itself.
+    for suffix in ("/data/a.bin", "/data/sub/b.bin", "/data", "/data/sub", "/manifest.json"):
+        assert any(p.endswith(suffix) for p in before), (suffix, before)
+    assert any("/" not in p for p in before), "the temp directory itself is fsynced"
+    assert ("fsync", kdir) in events[commit + 1 :], "the key directory is fsynced after the rename"
+
+    events.clear()
+    monkeypatch.setattr(os, "fsync", fsync)
+    LocalCheckpointStore(tmp_path / "s", durable=False).save(KEY, {"a.bin": b"3"})
+    monkeypatch.undo()
+    assert [e for e in events if e[0] == "fsync"] == []
 
 
 def test_directory_checkpoint_refuses_symlinked_dirs(tmp_path: Path) -> None:
