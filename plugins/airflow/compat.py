@@ -1,0 +1,42 @@
+"""One place for the Airflow imports that moved between 2.10 and 3.x.
+
+Airflow 3 exposes the authoring API in ``airflow.sdk``; 2.10 keeps it in ``airflow.models``
+and friends. Everything else in this package imports from here.
+"""
+
+from __future__ import annotations
+
+from airflow import __version__ as AIRFLOW_VERSION
+
+try:  # Airflow 3.x
+    from airflow.sdk import DAG, BaseHook, BaseOperator, BaseSensorOperator
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+    AIRFLOW_3 = True
+except ImportError:  # Airflow 2.10
+    from airflow.exceptions import AirflowException, AirflowFailException  # type: ignore[no-redef]
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef]
+    from airflow.models import DAG, BaseOperator  # type: ignore[no-redef]
+    from airflow.sensors.base import BaseSensorOperator  # type: ignore[no-redef]
+
+    AIRFLOW_3 = False
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+# Airflow 3.3 calls BaseTrigger.on_kill() when a user acts on a deferred task (mark
+# failed, clear); older versions only cancel the trigger's coroutine.
+TRIGGER_ON_KILL = "on_kill" in vars(BaseTrigger)
+
+__all__ = [
+    "AIRFLOW_3",
+    "AIRFLOW_VERSION",
+    "TRIGGER_ON_KILL",
+    "DAG",
+    "AirflowException",
+    "AirflowFailException",
+    "BaseHook",
+    "BaseOperator",
+    "BaseSensorOperator",
+    "BaseTrigger",
+    "TriggerEvent",
+]

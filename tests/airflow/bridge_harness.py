@@ -1,0 +1,61 @@
+"""Helpers shared by the Airflow bridge tests: subprocess environments and the DAG driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DAGS = HERE / "dags"
+CLIENT_SECRET = "s3cr3t-client-value-never-logged"
+# A fixed, valid Fernet key (Airflow encrypts trigger kwargs and connection extras with it).
+FERNET_KEY = "tbi-yFmtSBi02kd1L7nvIPg73HyH1HAA5KCBEofsl9s="
+
+
+def airflow_env(
+    home: Path, endpoint: str, db: Path, *, with_credentials: bool = False
+) -> dict[str, str]:
+    """An environment for one Airflow subprocess: everything under ``home``, nothing in $HOME."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "FLYTE"))}
+    host, port = endpoint.rsplit(":", 1)
+    conn = {
+        "conn_type": "flyte",
+        "host": host,
+        "port": int(port),
+        "extra": {"insecure": True, "project": "ml", "domain": "development"},
+    }
+    if with_credentials:
+        conn.update(login="airflow-bridge", password=CLIENT_SECRET)
+    env.update(
+        HOME=str(home),
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(DAGS),
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{db}",
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__FERNET_KEY=FERNET_KEY,
+        AIRFLOW__CORE__UNIT_TEST_MODE="False",
+        AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(home / "logs"),
+        AIRFLOW__SCHEDULER__STANDALONE_DAG_PROCESSOR="False",
+        AIRFLOW_CONN_FLYTE_DEFAULT=json.dumps(conn),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def run_driver(
+    env: dict[str, str], out: Path, dag_ids: list[str], timeout: float = 240
+) -> tuple[dict, str]:
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "bridge_driver.py"), str(out), *dag_ids],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    logs = proc.stdout + proc.stderr
+    out.with_suffix(".log").write_text(logs)  # kept for a failing test's post-mortem
+    assert proc.returncode == 0, logs[-5000:]
+    return json.loads(out.read_text()), logs

@@ -1,0 +1,61 @@
+"""Fixtures for the Airflow bridge tests.
+
+Airflow's configuration is process-global, so Airflow itself only ever runs in
+subprocesses (``bridge_driver.py`` and the trigger scripts), each pointed at its own
+AIRFLOW_HOME and SQLite copy of a database migrated once per session. The pytest process
+hosts the fake FlyteAdmin (a real gRPC server on loopback) and never imports Airflow.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # the helpers next to this file; never the parent "tests/"
+    sys.path.insert(0, str(HERE))
+
+from bridge_fake_admin import FakeAdmin, serve  # noqa: E402
+from bridge_harness import airflow_env  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def airflow_db_template(tmp_path_factory) -> Path:
+    """`airflow db migrate` once per session; each scenario copies the file (migrating is slow)."""
+    home = tmp_path_factory.mktemp("airflow-template")
+    db = home / "airflow.db"
+    env = airflow_env(home, "127.0.0.1:1", db)
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return db
+
+
+@pytest.fixture(scope="module")
+def admin_server():
+    admin = FakeAdmin()
+    server, endpoint = serve(admin)
+    yield admin, endpoint
+    server.stop(grace=None)
+
+
+@pytest.fixture(scope="session")
+def make_airflow_home(tmp_path_factory, airflow_db_template):
+    """A fresh AIRFLOW_HOME with a copy of the migrated database; returns (home, db)."""
+
+    def make(name: str = "airflow-home") -> tuple[Path, Path]:
+        home = tmp_path_factory.mktemp(name)
+        db = home / "airflow.db"
+        shutil.copyfile(airflow_db_template, db)
+        return home, db
+
+    return make
