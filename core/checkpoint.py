@@ -13,6 +13,13 @@ corrupt checkpoints (with a warning) in favour of the newest one that verifies. 
 bad data silently, or silently rolling back, is never the default.
 
 Pickle is never used: states are raw bytes, JSON, or files.
+
+Writing a store (the S3 one, say): pick the next id (``format_checkpoint_id``) above every
+id present, committed or not; validate names with ``validate_key``/``validate_file_names``;
+upload the files; then write ``encode_manifest(info)`` as one object, last. ``list`` and
+``load_latest`` read manifests with ``decode_manifest`` (which checks the manifest's own
+checksum and its key and id), skip ids that have no manifest, and return a
+``LoadedCheckpoint(info, opener)`` after ``verify()``. Run tests/checkpoint_contract.py.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 from .errors import CheckpointError, SerializationError
 
 __all__ = [
+    "CHECKPOINT_ID_WIDTH",
     "MANIFEST_FORMAT",
     "MANIFEST_VERSION",
     "CheckpointInfo",
@@ -43,7 +51,9 @@ __all__ = [
     "LoadedCheckpoint",
     "decode_manifest",
     "encode_manifest",
+    "check_metadata",
     "format_checkpoint_id",
+    "mismatch_error",
     "parse_checkpoint_id",
     "validate_file_name",
     "validate_file_names",
@@ -151,6 +161,30 @@ def validate_file_names(names: list[str]) -> None:
         raise CheckpointError(f"checkpoint file name {clash[0]!r} is also used as a directory")
 
 
+def check_metadata(metadata: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """A JSON copy of ``metadata`` (string keys throughout), equal to what a load returns."""
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise SerializationError(
+                        f"checkpoint metadata for key {key!r}: {where} has a non-string key {k!r}"
+                    )
+                walk(v, f"{where}.{k}")
+        elif isinstance(value, list | tuple):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+        elif not (value is None or isinstance(value, str | int | float | bool)):
+            raise SerializationError(
+                f"checkpoint metadata for key {key!r}: {where} has type {type(value).__name__}, not JSON-able"
+            )
+
+    meta = dict(metadata)
+    walk(meta, "metadata")
+    return json.loads(json.dumps(meta))  # tuples become lists now, not only after a load
+
+
 # --- manifest --------------------------------------------------------------------------
 
 
@@ -245,7 +279,8 @@ class LoadedCheckpoint:
 
     Reads verify again (sha256 and size, while streaming), so the bytes handed out are
     always the bytes the manifest committed. ``opener(name)`` opens a file for reading;
-    stores supply it.
+    stores supply it and it must return a binary file object usable in ``with`` (wrap a
+    boto3 ``StreamingBody`` in ``contextlib.closing``).
     """
 
     def __init__(

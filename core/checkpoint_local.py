@@ -42,6 +42,7 @@ from .checkpoint import (
     FileEntry,
     FileSource,
     LoadedCheckpoint,
+    check_metadata,
     decode_manifest,
     encode_manifest,
     format_checkpoint_id,
@@ -231,6 +232,7 @@ class LocalCheckpointStore:
         validate_file_names(names)
         if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
             raise CheckpointError(f"checkpoint step must be an int or None, got {step!r}")
+        meta = check_metadata(metadata or {}, key)  # before writing gigabytes, not after
         for name, src in files.items():
             if isinstance(src, str) or not isinstance(
                 src, bytes | bytearray | memoryview | os.PathLike
@@ -246,7 +248,7 @@ class LocalCheckpointStore:
                 self._fsync_dir(kdir.parent)
             with self._locked(kdir):
                 self._clean_leftovers(kdir)
-                return self._save_locked(key, kdir, files, step, dict(metadata or {}))
+                return self._save_locked(key, kdir, files, step, meta)
         except OSError as exc:
             err = CheckpointError(f"cannot save a checkpoint of key {key!r} in {kdir}: {exc}")
             err.retryable = exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)

@@ -214,6 +214,17 @@ class CheckpointStoreContract:
             store.save(KEY, {"a": b"1", "a/b": b"2"})
         assert store.list(KEY) == []
 
+    def test_metadata_must_be_json_and_loads_back_equal(self, store: CheckpointStore) -> None:
+        with pytest.raises(SerializationError, match="metadata.when has type object"):
+            store.save(KEY, {"s": b"1"}, metadata={"when": object()})
+        with pytest.raises(SerializationError, match="non-string key 1"):
+            store.save(KEY, {"s": b"1"}, metadata={"m": {1: "x"}})
+        assert store.list(KEY) == []
+        info = store.save(KEY, {"s": b"1"}, metadata={"shape": (3, 4), "nested": {"ok": [True, None]}})
+        assert info.metadata == {"shape": [3, 4], "nested": {"ok": [True, None]}}
+        loaded = store.load_latest(KEY)
+        assert loaded is not None and loaded.info == info
+
     def test_invalid_keys_are_rejected(self, store: CheckpointStore) -> None:
         for bad in ["", "a//b", "../etc", "a/../b", "a/.", "/lead", "trail/", "ctl\x01"]:
             with pytest.raises(CheckpointError):
