@@ -6,6 +6,7 @@ one store; every test uses its own experiment or model name.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from interlock.core.errors import InterlockError
 from interlock.plugins.mlflow import (
     CHALLENGER,
@@ -22,6 +24,7 @@ from interlock.plugins.mlflow import (
     MlflowRegistry,
     ModelRegistry,
     RegistryError,
+    describe_device,
     gpu_tags,
     receipt_tags,
     redact,
@@ -115,6 +118,7 @@ def test_log_run_round_trip(reg, raw, store, tmp_path):
     assert run.info.run_name == "nightly"
     assert run.data.params == {"lr": "0.05", "train.epochs": "3", "train.batch_size": "256"}
     assert run.data.metrics == {"auc": 0.91, "logloss": 0.23}
+    assert reg.run_metrics(run_id) == {"auc": 0.91, "logloss": 0.23}
     tags = run.data.tags
     assert tags["interlock.run_id"] == RECEIPT["run_id"]
     assert tags["interlock.git_sha"] == SHA
@@ -252,6 +256,16 @@ def test_register_a_run_artifact_uri_without_copying(reg, raw, tmp_path):
     assert json.loads((got / "weights.json").read_text()) == {"w": "uri"}
 
 
+def test_dataclass_params_are_flattened(reg, raw):
+    @dataclasses.dataclass
+    class TrainParams:
+        lr: float = 0.01
+        layers: list = dataclasses.field(default_factory=lambda: [64, 32])
+
+    run_id = reg.log_run("fraud-retrain", params=TrainParams())
+    assert raw.get_run(run_id).data.params == {"lr": "0.01", "layers": "[64, 32]"}
+
+
 def test_mlflow_failures_become_interlock_errors(reg, tmp_path):
     reg.register("wrapped", _model_dir(tmp_path, "m", "x"), run_id=reg.log_run("wrapped"))
     with pytest.raises(RegistryError) as info:
@@ -335,6 +349,30 @@ def test_gpu_tags_on_cpu_return_only_explicit_values():
         "cuda_version": "12.8",
         "compute_capability": "9.0",
     }
+
+
+def test_describe_device_from_torch_figures():
+    # The figures torch.cuda reports for one H200 after a run that reserved 37.2 GiB at peak.
+    facts = describe_device(
+        name="NVIDIA H200",
+        major=9,
+        minor=0,
+        total_memory=150_754_820_096,
+        cuda_version="12.8",
+        device_count=8,
+        peak_reserved=int(37.2 * 2**30),
+    )
+    assert facts == {
+        "gpu_name": "NVIDIA H200",
+        "gpu_count": 8,
+        "gpu_memory_gb": 140.4,
+        "gpu_architecture": "Hopper",
+        "compute_capability": "9.0",
+        "cuda_version": "12.8",
+        "minimum_vram_gb": 38,
+    }
+    unknown = describe_device(name="x", major=13, minor=2, total_memory=2**30, cuda_version=None)
+    assert unknown["gpu_architecture"] == "sm_132" and "minimum_vram_gb" not in unknown
 
 
 def test_nothing_was_written_outside_the_store(store):

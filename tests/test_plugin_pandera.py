@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 import pytest
+
 from interlock.core.errors import InterlockError, ValidationFailed
 from interlock.plugins.pandera import (
     baseline_checks,

@@ -27,7 +27,7 @@ from .registry import (
     ModelVersionInfo,
 )
 from .store import MlflowError, RegistryError, resolve_store
-from .tags import filter_secrets, gpu_tags, is_secret, receipt_tags, redact
+from .tags import describe_device, filter_secrets, gpu_tags, is_secret, receipt_tags, redact
 
 _Dir = str | os.PathLike[str] | None
 
@@ -109,6 +109,7 @@ __all__ = [
     "ModelVersionInfo",
     "RegistryError",
     "champion",
+    "describe_device",
     "filter_secrets",
     "gpu_tags",
     "is_secret",

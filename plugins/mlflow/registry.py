@@ -142,7 +142,7 @@ class MlflowRegistry:
         self,
         experiment: str,
         *,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | Any | None = None,
         metrics: Mapping[str, float] | None = None,
         receipt: Mapping[str, Any] | None = None,
         artifacts: Mapping[str, Any] | None = None,
@@ -160,7 +160,13 @@ class MlflowRegistry:
         from mlflow.entities import Metric, Param, RunTag
 
         exp_id = self.experiment_id(experiment)
-        flat_params = {k: v for k, v in _flatten(dict(params or {})).items() if not is_secret(k, v)}
+        given: Any = params
+        param_map: Mapping[str, Any] = (
+            dataclasses.asdict(given)  # e.g. a TrainParams dataclass
+            if dataclasses.is_dataclass(given) and not isinstance(given, type)
+            else dict(given or {})
+        )
+        flat_params = {k: v for k, v in _flatten(param_map).items() if not is_secret(k, v)}
         run_tags = {**receipt_tags(receipt), **filter_secrets(dict(tags or {}))}
         with wrapped(f"starting a run in experiment {experiment!r}"):
             run = self.client.create_run(exp_id, run_name=run_name, tags={"interlock": "true"})
@@ -188,6 +194,11 @@ class MlflowRegistry:
             with wrapped(f"closing run {run_id}"):
                 self.client.set_terminated(run_id, status)
         return run_id
+
+    def run_metrics(self, run_id: str) -> dict[str, float]:
+        """The latest value of each metric of a run (e.g. the champion's, for a gate)."""
+        with wrapped(f"reading the metrics of run {run_id}"):
+            return dict(self.client.get_run(run_id).data.metrics)
 
     def _log_artifact(self, run_id: str, name: str, value: Any) -> None:
         path = _local_path(value)

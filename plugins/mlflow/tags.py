@@ -122,15 +122,11 @@ def _snapshot(receipt: Mapping[str, Any]) -> str:
             return _join(v)
         if v not in (None, ""):
             return str(v)
-    return _join(
-        snap
-        for s in _steps(receipt)
-        for snap in (
-            s.get("snapshots")
-            if isinstance(s.get("snapshots"), list | tuple)
-            else [s.get("snapshot")]
-        )
-    )
+    found: list[Any] = []
+    for step in _steps(receipt):
+        snaps = step.get("snapshots")
+        found.extend(snaps if isinstance(snaps, list | tuple) else [step.get("snapshot")])
+    return _join(found)
 
 
 def _image(receipt: Mapping[str, Any]) -> str:
@@ -178,7 +174,8 @@ def receipt_tags(receipt: Mapping[str, Any] | None, *, prefix: str = TAG_PREFIX)
                     flat[f"{key}.{sub}"] = v
         elif isinstance(value, list | tuple) and all(_scalar(v) for v in value):
             flat[key] = _join(value)
-    git = receipt.get("git") if isinstance(receipt.get("git"), Mapping) else {}
+    raw_git = receipt.get("git")
+    git: Mapping[str, Any] = raw_git if isinstance(raw_git, Mapping) else {}
     flat.setdefault("git_sha", receipt.get("git_sha") or git.get("sha") or git.get("commit"))
     if "git_dirty" not in flat and "dirty" in git:
         flat["git_dirty"] = git["dirty"]
@@ -195,6 +192,30 @@ _ARCHITECTURES = {
     (9, 0): "Hopper", (10, 0): "Blackwell", (10, 3): "Blackwell", (11, 0): "Blackwell",
     (12, 0): "Blackwell", (12, 1): "Blackwell",
 }  # fmt: skip
+
+
+def describe_device(
+    *,
+    name: str,
+    major: int,
+    minor: int,
+    total_memory: int,
+    cuda_version: str | None,
+    device_count: int = 1,
+    peak_reserved: int = 0,
+) -> dict[str, Any]:
+    """GPU facts from the plain values torch reports for a device (kept pure for testing)."""
+    out: dict[str, Any] = {
+        "gpu_name": name,
+        "gpu_count": device_count,
+        "gpu_memory_gb": round(total_memory / 2**30, 1),
+        "gpu_architecture": _ARCHITECTURES.get((major, minor), f"sm_{major}{minor}"),
+        "compute_capability": f"{major}.{minor}",
+        "cuda_version": cuda_version,
+    }
+    if peak_reserved > 0:  # the peak this process needed: a floor for the VRAM to ask for
+        out["minimum_vram_gb"] = math.ceil(peak_reserved / 2**30)
+    return out
 
 
 def gpu_tags(
@@ -221,18 +242,15 @@ def gpu_tags(
         cuda = False
     if cuda:
         props = torch.cuda.get_device_properties(device)
-        cc = (props.major, props.minor)
-        derived = {
-            "gpu_name": props.name,
-            "gpu_count": torch.cuda.device_count(),
-            "gpu_memory_gb": round(props.total_memory / 2**30, 1),
-            "gpu_architecture": _ARCHITECTURES.get(cc, f"sm_{cc[0]}{cc[1]}"),
-            "compute_capability": f"{cc[0]}.{cc[1]}",
-            "cuda_version": torch.version.cuda,
-        }
-        peak = torch.cuda.max_memory_reserved(device)
-        if peak > 0:
-            derived["minimum_vram_gb"] = math.ceil(peak / 2**30)
+        derived = describe_device(
+            name=props.name,
+            major=props.major,
+            minor=props.minor,
+            total_memory=props.total_memory,
+            cuda_version=torch.version.cuda,
+            device_count=torch.cuda.device_count(),
+            peak_reserved=torch.cuda.max_memory_reserved(device),
+        )
     explicit = {
         "precision": precision,
         "minimum_vram_gb": minimum_vram_gb,
