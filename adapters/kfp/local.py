@@ -14,10 +14,12 @@ RunResult and the lineage record are built from.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +49,7 @@ class TaskRecord:
     cached: bool
     started: float
     ended: float
+    fragment_written: bool = False  # the shim ran the step (a receipt fragment was written)
     kfp_attempts: int = 0  # subprocesses kfp actually started for this task
     stopped_by_marker: int = 0  # kfp retries skipped because the node failed FATAL
 
@@ -113,7 +116,8 @@ class _TaskObserver:
         rec.outputs = dict(outputs or {})
         after = frag.stat().st_mtime_ns if frag.exists() else None
         # The shim writes a fragment whenever it runs; a success without one came from kfp's cache.
-        rec.cached = rec.status == "succeeded" and after == before
+        rec.fragment_written = after != before
+        rec.cached = rec.status == "succeeded" and not rec.fragment_written
         return outputs, task_status
 
     def _dispatch(self, orig: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -231,7 +235,9 @@ class KfpLocalRun:
             "PYTHONPATH": _child_pythonpath(),
         }
         crashed: Exception | None = None
-        with _environ(env), observer.installed():
+        with _environ(env), observer.installed(), warnings.catch_warnings():
+            # Resources and display names compile for the cluster; kfp.local warns per task.
+            warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:
                 built.pipeline(**_kfp_params(spec, params))
             except Exception as exc:  # kfp raises for orchestration problems, not task failures
@@ -261,6 +267,11 @@ class KfpLocalRun:
             else:
                 failed_any = True
                 failure = _last_failure(frag)
+                marker = marker_path(observer._ctx(), node.name)
+                if not rec.fragment_written and marker.exists():
+                    # The shim refused at once: this node failed FATAL earlier in this run.
+                    prior = _read_json(marker).get("failure") or failure
+                    failure = {**prior, "reason": f"already failed FATAL earlier in run {options.run_id}: {prior.get('reason')}"}
                 steps[node.name] = StepOutcome("failed", attempts=attempts, failure=failure, duration_s=duration)
                 if error is None:
                     error = _step_failed(spec, node.name, failure, attempts)
@@ -308,14 +319,15 @@ class KfpLocalRun:
         return out
 
 
-def _fragment(state_dir: Path, node: str) -> dict[str, Any]:
-    import json
-
-    path = state_dir / "receipts" / f"{node}.json"
+def _read_json(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text()) if path.exists() else {}
     except (OSError, ValueError):
         return {}
+
+
+def _fragment(state_dir: Path, node: str) -> dict[str, Any]:
+    return _read_json(state_dir / "receipts" / f"{node}.json")
 
 
 def _last_failure(frag: dict[str, Any]) -> dict[str, Any]:

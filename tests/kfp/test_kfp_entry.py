@@ -1,0 +1,129 @@
+"""The component side, in-process: KFP artifacts and parameters <-> interlock values, and the
+shim's FATAL marker stopping a KFP retry of a step that already failed FATAL."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from kfp import dsl
+from kfp_test_pipelines import failing, typed
+
+import interlock as il
+from interlock.adapters.kfp.entry import read_artifact, run_node, to_value, write_artifact
+from interlock.adapters.kfp.types import coerce_json
+from interlock.core.errors import SerializationError, StepFailed
+from interlock.core.spec import Binding
+from interlock.core.types import TypeSpec, type_of
+
+
+def test_dataframe_is_a_parquet_file_at_the_artifact_path(tmp_path: Path) -> None:
+    df = pd.DataFrame({"k": [1, 2, 3], "v": [0.5, 1.5, 2.5]}, index=[10, 20, 30])
+    art = dsl.Dataset(uri=str(tmp_path / "out" / "o0"))
+    write_artifact(df, TypeSpec("dataframe"), art)
+    assert Path(art.path).is_file()
+    pd.testing.assert_frame_equal(pd.read_parquet(art.path), df)  # plain KFP components can read it
+    assert art.metadata["rows"] == 3 and art.metadata["columns"] == ["k", "v"]
+    back = read_artifact(dsl.Dataset(uri=art.uri), TypeSpec("dataframe"))
+    pd.testing.assert_frame_equal(back, df)
+
+
+def test_model_is_a_directory_with_its_metadata(tmp_path: Path) -> None:
+    model = il.Model.new(metadata={"framework": "xgboost", "epochs": 3})
+    (model.path / "weights.bin").write_bytes(b"\x00\x01")
+    art = dsl.Model(uri=str(tmp_path / "model"))
+    write_artifact(model, TypeSpec("model"), art)
+    assert (Path(art.path) / "weights.bin").read_bytes() == b"\x00\x01"
+    assert art.metadata["framework"] == "xgboost"
+    back = read_artifact(dsl.Model(uri=art.uri), TypeSpec("model"))
+    assert isinstance(back, il.Model) and back.metadata == {"framework": "xgboost", "epochs": 3}
+
+
+def test_metrics_are_logged_and_the_file_is_written(tmp_path: Path) -> None:
+    art = dsl.Metrics(uri=str(tmp_path / "metrics"))
+    write_artifact(il.Metrics(auc=0.91, loss=0.2), TypeSpec("metrics"), art)
+    assert art.metadata["auc"] == 0.91 and art.metadata["loss"] == 0.2  # KFP UI reads metadata
+    assert json.loads(Path(art.path).read_text()) == {"auc": 0.91, "loss": 0.2}  # kfp-local's cache needs the file
+    assert read_artifact(dsl.Metrics(uri=art.uri), TypeSpec("metrics")) == {"auc": 0.91, "loss": 0.2}
+    # Metrics from a plain KFP component live only in its metadata.
+    foreign = dsl.Metrics(uri=str(tmp_path / "nothing-here"), metadata={"acc": 0.7, "note": "x"})
+    assert read_artifact(foreign, TypeSpec("metrics")) == {"acc": 0.7}
+
+
+def test_struct_numbers_come_back_as_declared() -> None:
+    t = type_of(typed.TrainParams)
+    raw = {"lr": 0.5, "epochs": 3.0, "tags": ["a"]}  # protobuf Struct turned 3 into 3.0
+    assert coerce_json(raw, t) == {"lr": 0.5, "epochs": 3, "tags": ["a"]}
+    value = to_value(raw, None, t)
+    assert value == typed.TrainParams(lr=0.5, epochs=3, tags=["a"]) and isinstance(value.epochs, int)
+    assert coerce_json({"a": 2.0}, type_of(dict[str, int])) == {"a": 2}
+    assert coerce_json([1.0, 2.5], type_of(list[float])) == [1.0, 2.5]
+    # A binding that picks a dataclass field: KFP delivers the whole struct.
+    rows = to_value({"auc": 0.9, "rows": 4.0, "approved": True}, Binding.of_output("approve", "o0", ("rows",)), TypeSpec("int"))
+    assert rows == 4 and isinstance(rows, int)
+
+
+def test_none_cannot_be_a_kfp_output_parameter() -> None:
+    from interlock.adapters.kfp.entry import to_parameter
+
+    with pytest.raises(SerializationError, match="cannot be None"):
+        to_parameter(None, TypeSpec("int", optional=True), "step 'x', output 'o0'")
+
+
+@pytest.fixture
+def run_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    state = tmp_path / "state"
+    monkeypatch.setenv("INTERLOCK_RUN_ID", "r-entry-1")
+    monkeypatch.setenv("INTERLOCK_STATE_DIR", str(state))
+    monkeypatch.setenv("INTERLOCK_RETRY_IN_PROCESS", "FATAL,TRANSIENT")
+    monkeypatch.setenv("INTERLOCK_BACKEND", "kfp")
+    return state
+
+
+def test_run_node_calls_the_shim_and_returns_kfp_outputs(run_env: Path, tmp_path: Path) -> None:
+    spec = il.spec(typed.typed)
+    frame = dsl.Dataset(uri=str(tmp_path / "frame"))
+    assert run_node("kfp_test_pipelines.typed:typed", "make_frame", spec.step("make_frame").fingerprint,
+                    {"n": 3, "scale": 2.0, "o0": frame}) is None
+    model, metrics = dsl.Model(uri=str(tmp_path / "model")), dsl.Metrics(uri=str(tmp_path / "metrics"))
+    rows, counts = run_node(
+        "kfp_test_pipelines.typed:typed", "train", spec.step("train").fingerprint,
+        {"df": dsl.Dataset(uri=frame.uri), "params": {"lr": 0.5, "epochs": 2.0, "tags": []}, "model": model, "metrics": metrics},
+    )
+    assert (rows, counts) == (3, {"rows": 3, "epochs": 2})
+    assert json.loads((Path(model.path) / "weights.json").read_text()) == {"w": (0 + 2 + 4) * 0.5}
+    assert metrics.metadata["auc"] == pytest.approx(0.7)
+    fragment = json.loads((run_env / "receipts" / "train.json").read_text())
+    assert fragment["status"] == "succeeded" and fragment["snapshots"] == [{"id": "frame-v1", "source": "make_frame"}]
+
+
+def test_stale_image_code_is_refused(run_env: Path) -> None:
+    with pytest.raises(StepFailed, match="differs from the compiled pipeline"):
+        run_node("kfp_test_pipelines.typed:typed", "total", "0" * 64, {"counts": {"a": 1}})
+
+
+def test_a_kfp_retry_after_fatal_exits_in_milliseconds(run_env: Path, tmp_path: Path) -> None:
+    spec = il.spec(failing.fatal)
+    fp = spec.step("doomed").fingerprint
+    markers = tmp_path / "calls"
+    with pytest.raises(StepFailed) as first:
+        run_node("kfp_test_pipelines.failing:fatal", "doomed", fp, {"marker_dir": str(markers)})
+    assert first.value.kind == "FATAL" and first.value.retryable is False
+    assert (run_env / "markers" / "doomed.fatal.json").exists()
+    t0 = time.perf_counter()
+    with pytest.raises(StepFailed, match="already failed FATAL"):
+        run_node("kfp_test_pipelines.failing:fatal", "doomed", fp, {"marker_dir": str(markers)})
+    assert time.perf_counter() - t0 < 1.0
+    assert (markers / "doomed").read_text() == "1"  # the user's code ran once
+
+
+def test_contention_is_left_to_kfp_retries(run_env: Path, tmp_path: Path) -> None:
+    spec = il.spec(failing.contention)
+    with pytest.raises(StepFailed) as info:
+        run_node("kfp_test_pipelines.failing:contention", "squeezed", spec.step("squeezed").fingerprint,
+                 {"marker_dir": str(tmp_path / "c")})
+    assert info.value.kind == "CONTENTION" and info.value.retryable is True  # a non-zero exit for set_retry
+    assert not (run_env / "markers" / "squeezed.fatal.json").exists()

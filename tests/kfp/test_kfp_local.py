@@ -1,0 +1,182 @@
+"""Backend kfp-local end to end: kfp.local's SubprocessRunner runs the generated components,
+kfp's cache and set_retry do their part, the shim does its part, lineage lands in MLMD."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kfp_test_pipelines import failing, typed
+
+import interlock as il
+from interlock.adapters.kfp import KfpLocalBackend
+from interlock.core.backends import RunOptions, RunResult, resolve_params
+
+MLMD_PYTHON = os.environ.get("INTERLOCK_MLMD_PYTHON")
+needs_mlmd = pytest.mark.skipif(
+    not (MLMD_PYTHON and os.access(MLMD_PYTHON, os.X_OK)),
+    reason="no ml-metadata interpreter: set INTERLOCK_MLMD_PYTHON (see interlock.plugins.mlmd.setup_env)",
+)
+
+
+class Sleeper:
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+def run(pipeline: Any, workdir: Path, *, run_id: str | None = None, sleeper: Any = None, **params: Any) -> RunResult:
+    spec = il.spec(pipeline)
+    options = RunOptions(run_id=run_id or f"r-{uuid.uuid4().hex[:8]}", workdir=workdir, sleeper=sleeper or Sleeper())
+    return KfpLocalBackend().run(spec, resolve_params(spec, params), options)
+
+
+def receipt(result: RunResult) -> dict[str, Any]:
+    assert result.receipt_path is not None
+    return json.loads(Path(result.receipt_path).read_text())
+
+
+@needs_mlmd
+def test_typed_pipeline_runs_caches_and_records_lineage(tmp_path: Path) -> None:
+    from interlock.plugins.mlmd import LineageStore
+
+    work = tmp_path / "work"
+    first = run(typed.typed, work, run_id="r-typed-1")
+    assert first.status == "succeeded", first.error
+    report, total, promote, model = (first.outputs[k] for k in ("o0", "o1", "o2", "o3"))
+    assert report == typed.Report(auc=pytest.approx(0.8), rows=4, approved=True)
+    assert (total, promote) == (4 + 3, True)
+    assert isinstance(model, il.Model) and model.metadata == {"framework": "none", "epochs": 3}
+    assert json.loads((model.path / "weights.json").read_text()) == {"w": (0 + 1.5 + 3 + 4.5) * 0.5}
+    assert model.path.is_relative_to(work / "kfp" / "root")  # pipeline root under interlock's workdir
+    assert {n: o.status for n, o in first.steps.items()} == dict.fromkeys(
+        ["make_frame", "train", "evaluate", "champion_gate", "total", "register"], "succeeded"
+    )
+    rec = receipt(first)
+    assert rec["backend"] == "kfp-local" and rec["snapshots"] == [{"id": "frame-v1", "source": "make_frame", "node": "train"}]
+
+    second = run(typed.typed, work, run_id="r-typed-2")
+    assert second.status == "succeeded", second.error
+    statuses = {n: o.status for n, o in second.steps.items()}
+    assert statuses["make_frame"] == statuses["train"] == "cached"  # il.Cache() -> KFP caching
+    assert statuses["evaluate"] == "succeeded"  # no il.Cache: KFP caching is off for it
+    assert second.outputs["o3"].path == model.path  # a cache hit reuses the artifact
+    assert receipt(second)["cache_hits"] == ["make_frame", "train"]
+
+    with LineageStore(sqlite_path=work / "lineage" / "mlmd.sqlite") as store:
+        chain = store.upstream(str(model.path))
+        [root] = chain.roots
+        assert root.type == "system.Model"
+        producer = root.produced_by
+        assert producer is not None and producer.step == "train" and producer.run_id == "r-typed-1"
+        assert producer.snapshots == ["frame-v1"]
+        [frame] = producer.inputs
+        assert frame.type == "system.Dataset" and frame.produced_by is not None
+        assert frame.produced_by.step == "make_frame"
+        assert set(root.runs) == {"r-typed-1", "r-typed-2"}
+        runs = {r.run_id: r for r in store.runs("kfp-typed")}
+        assert runs["r-typed-2"].cached_steps == 2 and runs["r-typed-1"].cached_steps == 0
+        assert runs["r-typed-1"].parameters["params"] == {"lr": 0.5, "epochs": 3, "tags": ["base"]}
+
+
+def test_fatal_failure_stops_kfp_retries(tmp_path: Path) -> None:
+    calls = tmp_path / "calls"
+    sleeper = Sleeper()
+    result = run(failing.fatal, tmp_path / "work", run_id="r-fatal", sleeper=sleeper, marker_dir=str(calls))
+    assert result.status == "failed"
+    err = result.error
+    assert isinstance(err, il.StepFailed) and (err.step, err.kind) == ("doomed", "FATAL")
+    assert "illegal memory access" in err.reason and err.hint
+    assert err.receipt_path == str(result.receipt_path)
+    assert result.steps["doomed"].status == "failed" and result.steps["doomed"].attempts == 1
+    assert result.steps["doomed"].failure["kind"] == "FATAL"
+    assert result.steps["after_doomed"].status == "not-run"
+    # set_retry allows 3 contention + 1 preempted retries; after a FATAL failure none runs or waits.
+    assert receipt(result)["kfp"]["tasks"]["doomed"] == {"kfp_attempts": 1, "retries_stopped_by_fatal_marker": 4}
+    assert sleeper.calls == []
+    assert (calls / "doomed").read_text() == "1"
+
+    # A retry of the same run that reaches the component: the shim refuses before user code.
+    again = run(failing.fatal, tmp_path / "work", run_id="r-fatal", marker_dir=str(calls))
+    assert again.status == "failed" and "already failed FATAL" in again.error.reason
+    assert (calls / "doomed").read_text() == "1"
+
+
+def test_contention_waits_kfp_backoff(tmp_path: Path) -> None:
+    sleeper = Sleeper()
+    result = run(failing.contention, tmp_path / "work", sleeper=sleeper, marker_dir=str(tmp_path / "calls"))
+    assert result.status == "succeeded", result.error
+    assert result.outputs == {"o0": "scheduled after 3 tries"}
+    assert sleeper.calls == [2.0, 6.0]  # Backoff(first=2s, factor=3) through KFP's retry loop
+    assert result.steps["squeezed"].attempts == 3
+    kinds = [s["failure_kinds"] for s in receipt(result)["steps"]][0]
+    assert kinds == ["CONTENTION", "CONTENTION"]
+
+
+def test_transient_is_retried_inside_one_task_and_lineage_skips_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("INTERLOCK_MLMD_PYTHON", str(tmp_path / "no-such-python"))
+    caplog.set_level(logging.INFO, logger="interlock.kfp.lineage")
+    result = run(failing.transient, tmp_path / "work", marker_dir=str(tmp_path / "calls"))
+    assert result.status == "succeeded", result.error
+    assert result.outputs == {"o0": "ok after 2"}
+    assert result.steps["flaky"].attempts == 2
+    assert receipt(result)["kfp"]["tasks"]["flaky"]["kfp_attempts"] == 1  # no new pod for a flake
+    assert any("lineage not recorded (ML Metadata not configured)" in r.getMessage() for r in caplog.records)
+    assert not (tmp_path / "work" / "lineage" / "mlmd.sqlite").exists()
+
+
+def test_checkpoint_survives_a_kfp_retry(tmp_path: Path) -> None:
+    sleeper = Sleeper()
+    result = run(failing.resume, tmp_path / "work", sleeper=sleeper, marker_dir=str(tmp_path / "calls"))
+    assert result.status == "succeeded", result.error
+    assert result.outputs == {"o0": 2}  # resumed from the epoch-1 checkpoint in a new process
+    assert (tmp_path / "calls" / "resumable-first").read_text() == "1"
+    assert sleeper.calls == [1.0]
+    assert result.steps["resumable"].attempts == 2
+
+
+MODULE = '''
+import interlock as il
+
+@il.step(cache=il.Cache())
+def bump(x: int) -> int:
+    return x + {inc}
+
+@il.step
+def show(x: int) -> str:
+    return f"x={{x}}"
+
+@il.pipeline(name="kfp-code-change")
+def pipe(x: int = 1):
+    return show(x=bump(x=x))
+'''
+
+
+def test_a_code_change_invalidates_the_kfp_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"kfp_code_change_{uuid.uuid4().hex[:8]}"
+    src = tmp_path / "code" / f"{name}.py"
+    src.parent.mkdir()
+    src.write_text(textwrap.dedent(MODULE.format(inc=1)))
+    monkeypatch.syspath_prepend(str(src.parent))
+    module = importlib.import_module(name)
+    work = tmp_path / "work"
+    assert run(module.pipe, work).outputs == {"o0": "x=2"}
+    hit = run(module.pipe, work)
+    assert hit.steps["bump"].status == "cached" and hit.outputs == {"o0": "x=2"}
+
+    src.write_text(textwrap.dedent(MODULE.format(inc=100)))
+    module = importlib.reload(module)
+    changed = run(module.pipe, work)
+    assert changed.steps["bump"].status == "succeeded"
+    assert changed.outputs == {"o0": "x=101"}
