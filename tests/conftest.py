@@ -17,3 +17,7 @@ if TESTS not in sys.path:
 _paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 if TESTS not in _paths:
     os.environ["PYTHONPATH"] = os.pathsep.join([TESTS, *_paths])
+
+# No phoning home from the libraries under test (MLflow 3 telemetry writes under ~/.config too).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DO_NOT_TRACK", "1")
