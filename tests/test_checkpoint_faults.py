@@ -45,10 +45,18 @@ class Writer:
 
     live: list[Writer] = []
 
-    def __init__(self, root: Path, step: int, parts: int) -> None:
+    def __init__(self, root: Path, step: int, parts: int, durable: bool) -> None:
         self.step = step
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        args = [str(root), KEY, str(step), str(PART_BYTES), str(parts), str(KEEP)]
+        args = [
+            str(root),
+            KEY,
+            str(step),
+            str(PART_BYTES),
+            str(parts),
+            str(KEEP),
+            "1" if durable else "0",
+        ]
         self.proc = subprocess.Popen(
             [sys.executable, str(HELPER), *args],
             stdin=subprocess.PIPE,
@@ -70,7 +78,9 @@ class Writer:
 
     def go(self) -> float:
         line = self.proc.stdout.readline()
-        assert line.strip() == "ready", f"writer failed to start: {line!r} {self.proc.stderr.read()}"
+        assert line.strip() == "ready", (
+            f"writer failed to start: {line!r} {self.proc.stderr.read()}"
+        )
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
         return time.monotonic()
@@ -84,9 +94,9 @@ class Writer:
 
 
 def test_sigkill_during_save_quick(tmp_path: Path) -> None:
-    """Always run: 12 kills of a 20 MiB save."""
+    """Always run: 12 kills of a 20 MiB save, without fsync (irrelevant to a SIGKILL)."""
     try:
-        run_trials(tmp_path, trials=12, parts=2, min_each=1)
+        run_trials(tmp_path, trials=12, parts=2, min_each=1, durable=False)
     finally:
         Writer.kill_all()
 
@@ -96,12 +106,12 @@ def test_sigkill_during_save_never_exposes_a_torn_checkpoint(tmp_path: Path) -> 
     """The full check: 50 kills (more with INTERLOCK_FAULT_TRIALS) of a 50 MiB save."""
     trials = int(os.environ.get("INTERLOCK_FAULT_TRIALS", "50"))
     try:
-        run_trials(tmp_path, trials=trials, parts=5, min_each=3)
+        run_trials(tmp_path, trials=trials, parts=5, min_each=3, durable=True)
     finally:
         Writer.kill_all()
 
 
-def run_trials(tmp_path: Path, *, trials: int, parts: int, min_each: int) -> None:
+def run_trials(tmp_path: Path, *, trials: int, parts: int, min_each: int, durable: bool) -> None:
     helper = _helper_module()
     root = tmp_path / "store"
     store = LocalCheckpointStore(root)
@@ -124,10 +134,10 @@ def run_trials(tmp_path: Path, *, trials: int, parts: int, min_each: int) -> Non
     # Calibrate: how long does one save (and prune) take here, while the next writer
     # starts up beside it as in the trials below?
     durations = []
-    w = Writer(root, 1, parts)
+    w = Writer(root, 1, parts, durable)
     for step in (1, 2):
         start = w.go()
-        nxt = Writer(root, step + 1, parts)
+        nxt = Writer(root, step + 1, parts, durable)
         assert w.finish()
         durations.append(time.monotonic() - start)
         w = nxt
@@ -143,7 +153,7 @@ def run_trials(tmp_path: Path, *, trials: int, parts: int, min_each: int) -> Non
         start = writer.go()
         # Start the next writer now: it builds its payload while this one is killed and
         # checked (it only touches the store after its own ``go``).
-        nxt = Writer(root, step + 1, parts)
+        nxt = Writer(root, step + 1, parts, durable)
         time.sleep(max(0.0, start + delay - time.monotonic()))
         writer.proc.send_signal(signal.SIGKILL)
         said_done = writer.finish()

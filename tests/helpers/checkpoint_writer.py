@@ -1,10 +1,11 @@
 """Subprocess used by test_checkpoint_faults.py: saves one ~50 MB checkpoint when told to.
 
-Usage: python checkpoint_writer.py ROOT KEY STEP PART_BYTES PARTS KEEP
+Usage: python checkpoint_writer.py ROOT KEY STEP PART_BYTES PARTS KEEP DURABLE
 
 Builds the payload of STEP first, prints ``ready``, waits for a line on stdin, then saves
 it (PARTS files) with LocalCheckpointStore, prunes to KEEP, and prints ``done <id>``. The
-test SIGKILLs it at random moments after ``go``. Stdlib and interlock.core only, so it
+test SIGKILLs it at random moments after ``go``. DURABLE=0 skips fsync (a SIGKILL keeps
+the page cache, so atomicity does not depend on it). Stdlib and interlock.core only, so it
 starts fast.
 """
 
@@ -33,12 +34,12 @@ def part_digests(step: int, part_bytes: int, parts: int) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    root, key, step, part_bytes, parts, keep = argv
+    root, key, step, part_bytes, parts, keep, durable = argv
     from interlock.core.checkpoint_local import LocalCheckpointStore
 
     step_i, size, n = int(step), int(part_bytes), int(parts)
     files = {f"part-{p}.bin": make_part(step_i, p, size) for p in range(n)}
-    store = LocalCheckpointStore(root)
+    store = LocalCheckpointStore(root, durable=durable == "1")
     print("ready", flush=True)
     sys.stdin.readline()
     info = store.save(key, files, step=step_i, metadata={"writer": "fault-test"})
