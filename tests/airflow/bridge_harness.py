@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -46,16 +48,33 @@ def airflow_env(
 
 
 def run_driver(
-    env: dict[str, str], out: Path, dag_ids: list[str], timeout: float = 240
+    env: dict[str, str],
+    out: Path,
+    dag_ids: list[str],
+    timeout: float = 300,
+    while_running: Callable[[subprocess.Popen], None] | None = None,
 ) -> tuple[dict, str]:
-    proc = subprocess.run(
+    """Run ``bridge_driver.py``; ``while_running(proc)`` runs in a thread meanwhile (to signal it)."""
+    proc = subprocess.Popen(
         [sys.executable, str(HERE / "bridge_driver.py"), str(out), *dag_ids],
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=timeout,
     )
-    logs = proc.stdout + proc.stderr
+    watcher = (
+        threading.Thread(target=while_running, args=(proc,), daemon=True) if while_running else None
+    )
+    if watcher:
+        watcher.start()
+    try:
+        logs, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    if watcher:
+        watcher.join(timeout=5)
     out.with_suffix(".log").write_text(logs)  # kept for a failing test's post-mortem
     assert proc.returncode == 0, logs[-5000:]
     return json.loads(out.read_text()), logs

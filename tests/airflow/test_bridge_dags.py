@@ -7,16 +7,13 @@ scenario: its DAG's outcome in Airflow and its calls on the Flyte side.
 
 from __future__ import annotations
 
-import json
 import re
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 from bridge_fake_admin import SIMPLE, P, Run, k8s_key_ok, k8s_value_ok
-from bridge_harness import CLIENT_SECRET, HERE, airflow_env, run_driver
+from bridge_harness import CLIENT_SECRET, airflow_env, run_driver
 
 SUCCESS_OUTPUTS = {
     "auc": 0.93,
@@ -39,6 +36,7 @@ GROUP = [
     "il_retry_after_failure",
     "il_sync",
     "il_timeout",
+    "il_kill",  # last: the fixture sends SIGTERM once its execution is being polled
 ]
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 
@@ -88,10 +86,26 @@ def group(admin_server, make_airflow_home):
     env = airflow_env(home, endpoint, db)
     env["IL_TEST_MARKER"] = str(marker)
     started = time.monotonic()
+    killed: list[str] = []
+
+    def kill_when_polling(proc) -> None:
+        """SIGTERM the process running il_kill's task once it polls its execution, as `airflow tasks kill` would."""
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            if any(e.polls >= 2 for e in admin.executions_of("lp-kill")):
+                proc.send_signal(signal.SIGTERM)
+                killed.append("sent")
+                return
+            time.sleep(0.05)
+
     results, logs = run_driver(
-        env, home / "results.json", [*GROUP, "--describe", "il_nightly", "il_success"]
+        env,
+        home / "results.json",
+        [*GROUP, "--describe", "il_nightly", "il_success"],
+        while_running=kill_when_polling,
     )
     print(f"dag group ran in {time.monotonic() - started:.1f}s")
+    assert killed == ["sent"], "il_kill never started polling its execution"
     return admin, results, logs
 
 
@@ -269,35 +283,9 @@ def test_client_secret_never_reaches_the_logs(group):
     assert CLIENT_SECRET not in logs
 
 
-def test_killing_the_task_terminates_the_execution(admin_server, make_airflow_home):
+def test_killing_the_task_terminates_the_execution(group):
     """SIGTERM to the process running the task: Airflow calls on_kill -> TerminateExecution."""
-    admin, endpoint = admin_server
-    if "lp-kill" not in admin.launch_plans:
-        _setup(admin)
-    home, db = make_airflow_home("kill")
-    out = home / "results.json"
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "bridge_driver.py"), str(out), "il_kill"],
-        env=airflow_env(home, endpoint, db),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            running = [e for e in admin.executions_of("lp-kill") if e.polls >= 2]
-            if running or proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        assert running, "the task never started polling its execution"
-        proc.send_signal(signal.SIGTERM)
-        logs, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    admin, results, _ = group
     (execution,) = admin.executions_of("lp-kill")
     assert admin.terminated.count((execution.name, "Airflow task was killed")) == 1
-    assert proc.returncode == 0, logs[-3000:]
-    results = json.loads(out.read_text())
     assert results["il_kill"]["tis"]["train"]["state"] == "failed"

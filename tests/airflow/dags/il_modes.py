@@ -1,6 +1,7 @@
 """Waiting in the worker (deferrable=False), a pinned version, a timeout, and a kill."""
 
 from airflow.sdk import DAG
+
 from interlock.plugins.airflow.operators import FlyteLaunchPlanOperator
 
 with DAG("il_sync", schedule=None):

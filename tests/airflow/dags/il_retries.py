@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 from airflow.sdk import DAG
+
 from interlock.plugins.airflow.operators import FlyteLaunchPlanOperator
 
 FAST = {"poll_interval": 0.05, "retries": 1, "retry_delay": timedelta(0)}

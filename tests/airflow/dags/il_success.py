@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.providers.standard.sensors.python import PythonSensor
+
 from interlock.plugins.airflow import FlyteExecutionSensor, dag_for
 
 fraud_retrain = SimpleNamespace(name="lp-success")  # stands in for an interlock pipeline
