@@ -24,6 +24,7 @@ checksum and its key and id), skip ids that have no manifest, and return a
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import logging
@@ -377,7 +378,7 @@ class CheckpointStore(Protocol):
 
     def list(self, key: str) -> list[CheckpointInfo]: ...
 
-    def prune(self, key: str, keep: int) -> list[CheckpointInfo]: ...
+    def prune(self, key: str, keep: int) -> builtins.list[CheckpointInfo]: ...
 
 
 # --- Checkpointer (ctx.checkpoint) -----------------------------------------------------

@@ -24,6 +24,7 @@ only removed once older than ``stale_after`` seconds.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import errno
 import hashlib
@@ -374,7 +375,7 @@ class LocalCheckpointStore:
                 return out
         raise _churn_error(key)
 
-    def prune(self, key: str, keep: int) -> list[CheckpointInfo]:
+    def prune(self, key: str, keep: int) -> builtins.list[CheckpointInfo]:
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
             raise CheckpointError(f"prune keep must be an int >= 0, got {keep!r}")
         kdir = self.key_dir(key)
