@@ -202,6 +202,7 @@ class FlyteHook(BaseHook):
         from flytekit.exceptions.user import FlyteEntityAlreadyExistsException
         from flytekit.models.common import Annotations, Labels
         from flytekit.models.execution import ExecutionMetadata, ExecutionSpec
+
         from interlock.plugins.airflow.literals import to_literal_map
 
         remote = self.get_conn()
@@ -273,6 +274,7 @@ class FlyteHook(BaseHook):
         from flyteidl.core import literals_pb2
         from flytekit.core.utils import load_proto_from_file
         from flytekit.models.literals import LiteralMap
+
         from interlock.plugins.airflow.literals import literal_map_to_python
 
         remote = self.get_conn()

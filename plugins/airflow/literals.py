@@ -18,8 +18,10 @@ from flytekit.core.type_engine import TypeEngine
 from flytekit.models import literals as lm
 from flytekit.models import types as tm
 from google.protobuf.json_format import MessageToDict
+
 from interlock.core.errors import PipelineDefinitionError, SerializationError
 
+_SIMPLE_NAMES = {v: k for k, v in vars(tm.SimpleType).items() if k.isupper() and isinstance(v, int)}
 _TRUE = {"true", "1", "yes", "y", "on"}
 _FALSE = {"false", "0", "no", "n", "off"}
 
@@ -43,7 +45,7 @@ def _coerce_text(value: str, simple: int | None, name: str) -> Any:
             return json.loads(value)
     except ValueError as exc:
         raise SerializationError(
-            f"input {name!r}: cannot read {value!r} as {tm.SimpleType.enum_to_string(simple)}"
+            f"input {name!r}: cannot read {value!r} as {_SIMPLE_NAMES.get(simple, simple)}"
         ) from exc
     return value
 
