@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -114,6 +112,8 @@ def register_backend(name: str, factory: Callable[[], Backend]) -> None:
 
 
 def available_backends() -> dict[str, Any]:
+    from importlib.metadata import entry_points  # not at import time: it costs ~40ms
+
     found: dict[str, Any] = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
     found.update(_registered)
     return dict(sorted(found.items()))
@@ -214,7 +214,7 @@ def resolve_params(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]
 def new_run_id(pipeline: str) -> str:
     """Sortable, unique, and a valid Flyte execution / Kubernetes name (lowercase, starts with a letter)."""
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
-    return f"r{stamp}-{secrets.token_hex(3)}"
+    return f"r{stamp}-{os.urandom(3).hex()}"
 
 
 def default_workdir() -> Path:

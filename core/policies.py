@@ -167,7 +167,7 @@ class CheckpointPolicy:
     """How often a step should checkpoint and how many committed checkpoints to keep.
 
     ``store`` is a URI: None (the run's local checkpoint directory), a path, or
-    ``s3://bucket/prefix`` (the s3 plugin). ``every`` is advisory: ``ctx.checkpoint.due()``
+    ``s3://bucket/prefix`` (the s3 plugin). ``every`` is advisory: ``ctx.checkpoint_due()``
     tells the step when it has been that long since the last save.
     """
 
