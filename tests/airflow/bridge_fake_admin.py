@@ -10,8 +10,13 @@ bug in the bridge's sanitizing shows up as INVALID_ARGUMENT, as it would on a cl
 
 from __future__ import annotations
 
+import base64
+import http.server
+import json
+import os
 import re
 import threading
+import urllib.parse
 from collections import Counter
 from concurrent import futures
 from dataclasses import dataclass, field
@@ -21,7 +26,7 @@ import grpc
 from flyteidl.admin import execution_pb2, launch_plan_pb2, project_pb2
 from flyteidl.core import execution_pb2 as core_execution_pb2
 from flyteidl.core import identifier_pb2, interface_pb2, literals_pb2, types_pb2
-from flyteidl.service import admin_pb2_grpc
+from flyteidl.service import admin_pb2_grpc, auth_pb2, auth_pb2_grpc
 from google.protobuf import timestamp_pb2
 
 P = core_execution_pb2.WorkflowExecution.Phase
@@ -351,13 +356,123 @@ class FakeAdmin(admin_pb2_grpc.AdminServiceServicer):
             return project_pb2.Projects()
 
 
-def serve(admin: FakeAdmin) -> tuple[grpc.Server, str]:
-    """Start the server on a free loopback port; returns it and its ``host:port``."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+class TokenEndpoint:
+    """An OAuth2 token endpoint (HTTP, loopback) for the client-credentials grant.
+
+    Issues ``token`` only for HTTP basic auth with the expected client id and secret, as an
+    identity provider would; records every request (never the secret itself).
+    """
+
+    def __init__(self, client_id: str, client_secret: str, token: str) -> None:
+        self.expected = (
+            "Basic " + base64.b64encode(f"{client_id}:{client_secret}".encode()).decode()
+        )
+        self.token = token
+        self.requests: list[dict[str, Any]] = []
+        endpoint = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = urllib.parse.parse_qs(
+                    self.rfile.read(int(self.headers["Content-Length"])).decode()
+                )
+                ok = self.headers.get("Authorization") == endpoint.expected
+                endpoint.requests.append({"path": self.path, "authorized": ok, "body": body})
+                payload = (
+                    {"access_token": endpoint.token, "token_type": "Bearer", "expires_in": 3600}
+                    if ok and body.get("grant_type") == ["client_credentials"]
+                    else {"error": "invalid_client"}
+                )
+                data = json.dumps(payload).encode()
+                self.send_response(200 if "access_token" in payload else 401)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/oauth2/token"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+class FakeAuthMetadata(auth_pb2_grpc.AuthMetadataServiceServicer):
+    """What FlyteAdmin tells clients about its identity provider."""
+
+    def __init__(self, token_url: str) -> None:
+        self.token_url = token_url
+
+    def GetOAuth2Metadata(self, request, context):
+        return auth_pb2.OAuth2MetadataResponse(
+            issuer="http://127.0.0.1",
+            token_endpoint=self.token_url,
+            grant_types_supported=["client_credentials"],
+        )
+
+    def GetPublicClientConfig(self, request, context):
+        return auth_pb2.PublicClientAuthConfigResponse(
+            client_id="flytectl", scopes=["all"], authorization_metadata_key="flyte-authorization"
+        )
+
+
+class RequireBearer(grpc.ServerInterceptor):
+    """AdminService answers UNAUTHENTICATED without ``flyte-authorization: Bearer <token>``."""
+
+    def __init__(self, token: str) -> None:
+        self.header = ("flyte-authorization", f"Bearer {token}")
+        self.rejected = 0
+
+    def intercept_service(self, continuation, handler_call_details):
+        if handler_call_details.method.startswith("/flyteidl.service.AdminService/"):
+            if self.header not in tuple(handler_call_details.invocation_metadata or ()):
+                self.rejected += 1
+
+                def deny(request, context):
+                    context.abort(
+                        grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token"
+                    )
+
+                return grpc.unary_unary_rpc_method_handler(deny)
+        return continuation(handler_call_details)
+
+
+@dataclass
+class Served:
+    server: grpc.Server
+    endpoint: str
+    tokens: TokenEndpoint
+    guard: RequireBearer
+
+    def stop(self) -> None:
+        self.server.stop(grace=None)
+        self.tokens.httpd.shutdown()
+
+
+def serve(admin: FakeAdmin, *, client_id: str, client_secret: str) -> Served:
+    """FlyteAdmin on a free loopback port, behind OAuth2 client credentials."""
+    tokens = TokenEndpoint(
+        client_id, client_secret, token="tok-" + base64.b32encode(os.urandom(10)).decode()
+    )
+    guard = RequireBearer(tokens.token)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), interceptors=[guard])
     admin_pb2_grpc.add_AdminServiceServicer_to_server(admin, server)
+    auth_pb2_grpc.add_AuthMetadataServiceServicer_to_server(FakeAuthMetadata(tokens.url), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    return server, f"127.0.0.1:{port}"
+    return Served(server, f"127.0.0.1:{port}", tokens, guard)
 
 
-__all__ = ["FakeAdmin", "Run", "P", "SIMPLE", "serve", "lit", "unlit", "k8s_key_ok", "k8s_value_ok"]
+__all__ = [
+    "FakeAdmin",
+    "Run",
+    "P",
+    "SIMPLE",
+    "Served",
+    "serve",
+    "lit",
+    "unlit",
+    "k8s_key_ok",
+    "k8s_value_ok",
+]

@@ -12,14 +12,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DAGS = HERE / "dags"
+CLIENT_ID = "airflow-bridge"
 CLIENT_SECRET = "s3cr3t-client-value-never-logged"
 # A fixed, valid Fernet key (Airflow encrypts trigger kwargs and connection extras with it).
 FERNET_KEY = "tbi-yFmtSBi02kd1L7nvIPg73HyH1HAA5KCBEofsl9s="
 
 
-def airflow_env(
-    home: Path, endpoint: str, db: Path, *, with_credentials: bool = False
-) -> dict[str, str]:
+def airflow_env(home: Path, endpoint: str, db: Path) -> dict[str, str]:
     """An environment for one Airflow subprocess: everything under ``home``, nothing in $HOME."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "FLYTE"))}
     host, port = endpoint.rsplit(":", 1)
@@ -28,9 +27,10 @@ def airflow_env(
         "host": host,
         "port": int(port),
         "extra": {"insecure": True, "project": "ml", "domain": "development"},
+        # The fake FlyteAdmin requires OAuth2 client credentials, as a production one does.
+        "login": CLIENT_ID,
+        "password": CLIENT_SECRET,
     }
-    if with_credentials:
-        conn.update(login="airflow-bridge", password=CLIENT_SECRET)
     env.update(
         HOME=str(home),
         AIRFLOW_HOME=str(home),

@@ -20,7 +20,7 @@ if str(HERE) not in sys.path:  # the helpers next to this file; never the parent
     sys.path.insert(0, str(HERE))
 
 from bridge_fake_admin import FakeAdmin, serve  # noqa: E402
-from bridge_harness import airflow_env  # noqa: E402
+from bridge_harness import CLIENT_ID, CLIENT_SECRET, airflow_env  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -43,9 +43,10 @@ def airflow_db_template(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def admin_server():
     admin = FakeAdmin()
-    server, endpoint = serve(admin)
-    yield admin, endpoint
-    server.stop(grace=None)
+    served = serve(admin, client_id=CLIENT_ID, client_secret=CLIENT_SECRET)
+    admin.served = served  # the token endpoint and the bearer guard, for the auth tests
+    yield admin, served.endpoint
+    served.stop()
 
 
 @pytest.fixture(scope="session")

@@ -278,8 +278,17 @@ def test_dag_factory_schedule_catchup_sla_and_sensors(group):
     assert success["catchup"] is False and success["deadlines"] == []
 
 
-def test_client_secret_never_reaches_the_logs(group):
-    _, _, logs = group
+def test_client_credentials_are_exchanged_for_a_token_and_never_logged(group):
+    admin, _, logs = group
+    tokens = admin.served.tokens
+    assert tokens.requests, "the remote never asked the identity provider for a token"
+    assert all(
+        r["authorized"] and r["body"]["grant_type"] == ["client_credentials"]
+        for r in tokens.requests
+    )
+    assert (
+        admin.calls["CreateExecution"] >= len(admin.created) > 0
+    )  # calls got past the bearer check
     assert CLIENT_SECRET not in logs
 
 
