@@ -11,7 +11,7 @@ from interlock.core.spec import PipelineSpec
 
 from .compile import compile_pipeline
 from .image import DEFAULT_BASE, write_image_files
-from .policies import LOSSY, KfpOptions
+from .policies import LOSSY, KfpOptions, parse_bool
 
 _FEATURES = {
     "gpu": "native (accelerator limit)",
@@ -37,8 +37,12 @@ _FEATURES = {
 
 def _compile(spec: PipelineSpec, out: Path, options: dict[str, Any]) -> list[Path]:
     options = dict(options)
-    emit_image = bool(options.pop("emit_image", False))
-    requirements = tuple(options.pop("requirements", ()) or ())
+    emit_image = options.pop("emit_image", False)
+    emit_image = parse_bool("emit_image", emit_image) if isinstance(emit_image, str) else bool(emit_image)
+    requirements = options.pop("requirements", ()) or ()
+    if isinstance(requirements, str):  # --option requirements=scikit-learn==1.5.2,xgboost==2.1.1
+        requirements = [r for r in requirements.split(",") if r]
+    requirements = tuple(requirements)
     base_image = options.pop("base_image", DEFAULT_BASE)
     context = options.pop("context", None)
     opts = KfpOptions.from_options(**options)

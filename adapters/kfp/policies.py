@@ -47,6 +47,7 @@ class KfpOptions:
 
     @classmethod
     def from_options(cls, **options: Any) -> KfpOptions:
+        """Build from keywords; values may be strings, as ``interlock compile --option K=V`` gives them."""
         known = set(cls.__dataclass_fields__)
         unknown = set(options) - known
         if unknown:
@@ -54,15 +55,36 @@ class KfpOptions:
 
             raise PolicyError(f"unknown kfp compile option(s) {sorted(unknown)}; known: {sorted(known)}")
         values = dict(options)
-        if isinstance(values.get("pvc_mounts"), dict):
-            values["pvc_mounts"] = tuple(values["pvc_mounts"].items())
-        if isinstance(values.get("spot_node_selector"), dict):
-            values["spot_node_selector"] = tuple(values["spot_node_selector"].items())
+        for name in ("caching", "run_id_from_pod_label", "local_conditions"):
+            if isinstance(values.get(name), str):
+                values[name] = parse_bool(name, values[name])
+        if isinstance(values.get("pvc_mounts"), str):  # "data:/data,models:/models"
+            values["pvc_mounts"] = tuple(tuple(item.split(":", 1)) for item in values["pvc_mounts"].split(",") if item)
+        if isinstance(values.get("spot_node_selector"), str):  # "key=value,key2=value2"
+            values["spot_node_selector"] = tuple(
+                tuple(item.split("=", 1)) for item in values["spot_node_selector"].split(",") if item
+            )
+        for name in ("pvc_mounts", "spot_node_selector"):
+            if isinstance(values.get(name), dict):
+                values[name] = tuple(values[name].items())
         if "spot_tolerations" in values:
             values["spot_tolerations"] = tuple(
                 t if isinstance(t, Toleration) else Toleration(**t) for t in values["spot_tolerations"]
             )
+        if values.get("accelerator_label") == "":
+            values["accelerator_label"] = None
         return cls(**values)
+
+
+def parse_bool(name: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    from interlock.core.errors import PolicyError
+
+    raise PolicyError(f"kfp option {name}={text!r} is not a boolean (true/false)")
 
 
 @dataclass(frozen=True)

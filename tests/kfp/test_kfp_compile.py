@@ -259,3 +259,16 @@ def test_node_names_become_unique_kfp_task_names(tmp_path: Path) -> None:
     inner = ir["components"]["comp-condition-1"]["dag"]["tasks"]
     assert {"publish", "publish-2"} <= set(inner)
     assert inner["publish-2"]["taskInfo"]["name"] == "publish-2"
+
+
+def test_cli_style_string_options(tmp_path: Path) -> None:
+    files = KfpBackend().compile(
+        il.spec(policies.policies), tmp_path / "p.yaml", caching="false", emit_image="true",
+        pvc_mounts="datasets:/data", requirements="xgboost==2.1.1,scikit-learn==1.5.2",
+    )
+    ir, platform = load_ir(files[0])
+    assert task(ir, "prepare")["cachingOptions"] == {}
+    assert platform["exec-prepare"]["pvcMount"][0]["mountPath"] == "/data"
+    assert "xgboost==2.1.1" in files[2].read_text().split()
+    with pytest.raises(il.PolicyError, match="not a boolean"):
+        KfpOptions.from_options(caching="maybe")
