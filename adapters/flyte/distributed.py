@@ -16,7 +16,7 @@ from interlock.core.policies import Torchrun
 
 
 def task_config(t: Torchrun, *, spawn: bool = True) -> Any:
-    from flytekitplugins.kfpytorch import Elastic, PyTorch, Worker
+    from flytekitplugins.kfpytorch import Elastic, PyTorch, Worker  # registers the task plugins
 
     if t.elastic or t.nproc_per_node > 1 or t.nnodes == 1:
         nnodes: int | str = f"{t.min_nodes}:{t.nnodes}" if t.elastic else t.nnodes
@@ -26,9 +26,11 @@ def task_config(t: Torchrun, *, spawn: bool = True) -> Any:
             max_restarts=t.max_restarts,
             # spawn is what CUDA needs; fork only for CPU tests that must not re-import the world.
             start_method="spawn" if spawn else "fork",
+            monitor_interval=5 if spawn else 1,  # local CPU runs: notice finished workers sooner
+            increase_shared_mem=False,  # the task's shared_memory does it (the plugin flag is deprecated)
         )
     # A fixed world, one process per pod: master + (nnodes - 1) workers.
-    return PyTorch(worker=Worker(replicas=t.nnodes - 1))
+    return PyTorch(worker=Worker(replicas=t.nnodes - 1), increase_shared_mem=False)
 
 
 def rank() -> int:

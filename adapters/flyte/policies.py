@@ -53,7 +53,7 @@ def accelerator(name: str) -> Any:
     device, _, partition = name.partition(":")
     base = ACCELERATORS.get(device)
     if partition:
-        parent = _MIG_PARENTS.get(base.device if base is not None else device)
+        parent = _MIG_PARENTS.get(getattr(base, "device", device))
         if parent is None:
             raise PolicyError(
                 f"accelerator {name!r}: only A100 and A100 80GB have MIG partitions on Flyte",
@@ -77,12 +77,12 @@ def resources(step: StepSpec) -> tuple[Resources | None, Resources | None]:
     return (Resources(**req) if req else None, Resources(**lim) if lim else None)
 
 
-def pod_template(step: StepSpec, pipeline_labels: dict[str, str] | None = None) -> PodTemplate | None:
+def pod_template(step: StepSpec) -> PodTemplate | None:
     """Node selector, tolerations, labels and annotations (what the task decorator has no field for)."""
     from kubernetes.client import V1Container, V1PodSpec, V1Toleration
 
     r = step.resources
-    labels = {**(pipeline_labels or {}), **dict(step.labels)}
+    labels = dict(step.labels)  # pipeline labels ride on the launch plan: Flyte puts them on every pod
     if not (r.node_selector or r.tolerations or labels or step.annotations):
         return None
     tolerations = [
@@ -156,7 +156,6 @@ def task_kwargs(
     in_process: frozenset[FailureKind],
     cache: bool = True,
     image: str | None = None,
-    pipeline_labels: dict[str, str] | None = None,
     environment: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for a flytekit PythonFunctionTask implementing ``step``."""
@@ -167,7 +166,7 @@ def task_kwargs(
         "metadata": metadata(step, in_process, cache),
         "secret_requests": secrets(step) or None,
         "environment": {**dict(step.env), **(environment or {})} or None,
-        "pod_template": pod_template(step, pipeline_labels),
+        "pod_template": pod_template(step),
         "docs": None,
     }
     if step.resources.accelerator:

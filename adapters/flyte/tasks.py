@@ -161,14 +161,15 @@ def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None
            **options.environment}
     kwargs = policies.task_kwargs(
         step, in_process=options.in_process, cache=options.cache, image=options.image,
-        pipeline_labels=dict(spec.labels), environment=env,
+        environment=env,
     )
     base: type = PythonFunctionTask
     task_config: Any = None
     if step.distributed is not None:
-        from flytekit.core.base_task import TaskPlugins
+        from flytekit.core.task import TaskPlugins
 
         task_config = distributed.task_config(step.distributed, spawn=options.spawn)
+        kwargs.setdefault("shared_memory", True)  # NCCL and DataLoader workers need more than 64Mi
         base = TaskPlugins.find_pythontask_plugin(type(task_config))
     cls = _task_class(base)
     task = cls.__new__(cls)

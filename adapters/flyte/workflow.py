@@ -187,6 +187,7 @@ class _Builder:
         kwargs = {k: self.value_of(b, values, values["__outputs__"]) for k, b in ext.items()}
         branch = conditional(gate_id).if_(_is_true(flag)).then(sub(**kwargs))
         branch.else_().then(self.noop())  # type: ignore[misc]
+        _name_branch_node(gate_id)
 
     def subworkflow(self, gate_id: str) -> PythonFunctionWorkflow:
         if gate_id not in self.subworkflows:
@@ -242,6 +243,17 @@ def _type_of(spec: PipelineSpec, b: Binding) -> Any:
     if t is None:
         raise PipelineDefinitionError(f"cannot type {b.describe()}", pipeline=spec.name)
     return t
+
+
+def _name_branch_node(gate_id: str) -> None:
+    """Give the conditional's node the gate's id (flytekit would call it n<k>)."""
+    from flytekit.core.condition import BranchNode
+    from flytekit.core.context_manager import FlyteContextManager
+    from flytekit.core.utils import _dnsify
+
+    state = FlyteContextManager.current_context().compilation_state
+    if state is not None and state.nodes and isinstance(getattr(state.nodes[-1], "flyte_entity", None), BranchNode):
+        state.nodes[-1]._id = _dnsify(gate_id)
 
 
 def _is_local(result: Any) -> bool:

@@ -1,0 +1,41 @@
+"""Flyte adapter tests: importable test pipelines, an isolated HOME, and the backends registered.
+
+``tests/flyte`` goes on sys.path and PYTHONPATH so ``flyte_pipelines`` imports by the same
+name here and inside ``pyflyte-execute`` subprocesses (as a team's package would in an image).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+if HERE not in _paths:
+    os.environ["PYTHONPATH"] = os.pathsep.join([HERE, *_paths])
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Nothing under the real $HOME: flytekit's defaults (~/.flyte) would land in this one."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def _register_backends() -> None:
+    """Register the backends in-process too, in case the entry points are not installed yet."""
+    from interlock.adapters.flyte import FlyteBackend, FlyteLocalBackend
+    from interlock.core.backends import register_backend
+
+    register_backend("flyte", FlyteBackend)
+    register_backend("flyte-local", FlyteLocalBackend)
+
+
+_register_backends()
