@@ -1,7 +1,7 @@
 """The trigger's trip from a worker to a triggerer, each side in its own process.
 
 worker:    python bridge_trigger_process.py worker WIRE_JSON SPEC_JSON
-    builds one FlyteExecutionTrigger per spec entry, calls ``serialize()`` and encodes the
+    checks the hook's launch race (``hook_checks``), then builds one FlyteExecutionTrigger per spec entry, calls ``serialize()`` and encodes the
     kwargs with Airflow's serde, as the task runner does for a DeferTask message.
 triggerer: python bridge_trigger_process.py triggerer WIRE_JSON OUT_JSON SPEC_JSON
     stores each as the API server would (``Trigger.encrypt_kwargs``), then hands it to
@@ -19,7 +19,42 @@ import sys
 import time
 
 
+def hook_checks(out_path: str) -> None:
+    """Worker-side hook behaviour that dag.test() cannot provoke: a lost launch race."""
+    from interlock.plugins.airflow.hook import FlyteHook
+    from interlock.plugins.airflow.names import logical_run_key
+
+    hook = FlyteHook()  # the flyte_default connection, as a task would read it
+    key = logical_run_key(
+        dag_id="race",
+        task_id="t",
+        run_id="r",
+        map_index=-1,
+        project=hook.project,
+        domain=hook.domain,
+        launch_plan="lp-race",
+    )
+    first = hook.launch_or_attach(key, launch_plan="lp-race")
+    # Another try that also saw NOT_FOUND now creates the same name: ALREADY_EXISTS.
+    second_created = hook.create_execution(first.status.ref.name, launch_plan="lp-race")
+    again = hook.launch_or_attach(key, launch_plan="lp-race")
+    ok, message = hook.test_connection()
+    with open(out_path, "w") as fh:
+        json.dump(
+            {
+                "name": first.status.ref.name,
+                "first_created": first.created,
+                "second_created": second_created,
+                "again": [again.status.ref.name, again.created],
+                "test_connection": [ok, message],
+            },
+            fh,
+        )
+
+
 def worker(wire_path: str, spec: list[dict]) -> None:
+    hook_checks(wire_path + ".hook.json")
+
     from airflow.sdk.serde import serialize
 
     from interlock.plugins.airflow.triggers import FlyteExecutionTrigger

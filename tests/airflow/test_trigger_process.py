@@ -52,6 +52,7 @@ def triggered(admin_server, make_airflow_home):
     )
     for name in ("trig-kill", "trig-restart", "trig-deadline", "trig-watch"):
         admin.seed_execution(name, "lp", Run([P.RUNNING]))
+    admin.add_launch_plan("lp-race", {}, [Run([P.RUNNING])])
     home, db = make_airflow_home("triggerer")
     env = airflow_env(home, endpoint, db)
     wire, out = home / "wire.json", home / "out.json"
@@ -67,11 +68,22 @@ def triggered(admin_server, make_airflow_home):
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     result = json.loads(out.read_text())
     assert result["failed"] == []
-    return admin, {r["name"]: r for r in result["results"]}, result["wire"]
+    result["hook"] = json.loads((home / "wire.json.hook.json").read_text())
+    return admin, {r["name"]: r for r in result["results"]}, result
+
+
+def test_a_lost_launch_race_shares_one_execution(triggered):
+    admin, _, result = triggered
+    hook = result["hook"]
+    assert (hook["first_created"], hook["second_created"]) == (True, False)  # ALREADY_EXISTS
+    assert hook["again"] == [hook["name"], False]  # a later try re-attaches
+    assert [e.name for e in admin.executions_of("lp-race")] == [hook["name"]]
+    assert hook["test_connection"][0] is True
 
 
 def test_trigger_serializes_to_its_classpath_and_plain_kwargs(triggered):
-    _, _, wire = triggered
+    _, _, result = triggered
+    wire = result["wire"]
     assert {w["classpath"] for w in wire} == {
         "interlock.plugins.airflow.triggers.FlyteExecutionTrigger"
     }
