@@ -256,8 +256,8 @@ def execute_step(
     fn: Callable[..., Any] | None = None,
 ) -> StepResult:
     marker = marker_path(run, node)
-    if marker.exists():
-        prior = json.loads(marker.read_text())
+    prior = _same_run(run, marker)
+    if prior is not None:
         raise StepFailed(
             node, "FATAL",
             f"already failed FATAL earlier in run {run.run_id}: {prior['failure']['reason']} "
@@ -323,14 +323,31 @@ def execute_step(
         return result
 
 
-def _earlier_failures(run: RunContext, node: str) -> list[Failure]:
-    path = fragment_path(run, node)
+def _same_run(run: RunContext, path: Path) -> dict[str, Any] | None:
+    """A marker or fragment written by this run, or None.
+
+    A state directory may outlive a run (a PVC shared by every KFP run): what an earlier run
+    left there must neither block nor spend the budget of this one.
+    """
     if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("run_id", run.run_id) != run.run_id:
+        return None
+    return data
+
+
+def _earlier_failures(run: RunContext, node: str) -> list[Failure]:
+    fragment = _same_run(run, fragment_path(run, node))
+    if fragment is None:
         return []
     try:
-        attempts = json.loads(path.read_text()).get("attempts", [])
+        attempts = fragment.get("attempts", [])
         return [Failure.from_dict(a["failure"]) for a in attempts if a.get("failure")]
-    except (OSError, ValueError, KeyError, PolicyError):
+    except (ValueError, KeyError, TypeError, PolicyError):
         return []
 
 
@@ -341,13 +358,9 @@ def _public(facts: dict[str, Any]) -> dict[str, Any]:
 def _write_fragment(run: RunContext, step: StepSpec, result: StepResult, status: str) -> None:
     """One receipt fragment per node; a backend retry of the step appends its attempts."""
     path = fragment_path(run, result.node)
-    previous: list[dict[str, Any]] = []
-    if path.exists():
-        try:
-            previous = json.loads(path.read_text()).get("attempts", [])
-        except (OSError, ValueError):
-            previous = []
+    previous: list[dict[str, Any]] = (_same_run(run, path) or {}).get("attempts", [])
     _write_json_atomic(path, {
+        "run_id": run.run_id,
         "node": result.node,
         "step": step.name,
         "status": status,
