@@ -33,6 +33,8 @@ log = logging.getLogger("interlock.kfp")
 # through the downward API as KFP_RUN_ID (see policies.platform_config).
 RUN_ID_ENV = ("INTERLOCK_RUN_ID", "KFP_RUN_ID")
 
+STATE_ROOT_ENV = "INTERLOCK_STATE_ROOT"
+
 _specs: dict[str, PipelineSpec] = {}
 
 
@@ -52,10 +54,17 @@ def run_context(spec: PipelineSpec) -> RunContext:
     if run_id is None:
         run_id = f"kfp-{uuid.uuid4().hex[:12]}"
         log.warning("no run id in %s; FATAL markers will not stop KFP retries of this task", "/".join(RUN_ID_ENV))
+    overrides: dict[str, Any] = {}
+    if not os.environ.get("INTERLOCK_STATE_DIR"):
+        # On a cluster the state root is a shared volume (state_pvc); markers and fragments
+        # must be per run, and the run id is only known here.
+        root = Path(os.environ.get(STATE_ROOT_ENV, ".interlock"))
+        overrides["state_dir"] = root / "runs" / run_id / "state"
     return RunContext.from_env(
         pipeline=spec.name,
         run_id=run_id,
         backend=os.environ.get("INTERLOCK_BACKEND", "kfp"),
+        **overrides,
     )
 
 

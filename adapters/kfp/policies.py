@@ -137,7 +137,7 @@ def container_env(spec: PipelineSpec, step: StepSpec, opts: KfpOptions) -> dict[
     env["INTERLOCK_RETRY_IN_PROCESS"] = ",".join(sorted(k.value for k in IN_PROCESS))
     env["INTERLOCK_PIPELINE"] = spec.name
     if opts.state_pvc:
-        env["INTERLOCK_STATE_DIR"] = f"{STATE_MOUNT}/state"
+        env["INTERLOCK_STATE_ROOT"] = STATE_MOUNT  # the shim uses STATE_ROOT/runs/<run id>/state
     return env
 
 

@@ -272,3 +272,9 @@ def test_cli_style_string_options(tmp_path: Path) -> None:
     assert "xgboost==2.1.1" in files[2].read_text().split()
     with pytest.raises(il.PolicyError, match="not a boolean"):
         KfpOptions.from_options(caching="maybe")
+
+
+def test_state_volume_env(tmp_path: Path) -> None:
+    ir, _ = load_ir(compile_pipeline(il.spec(policies.policies), tmp_path / "p.yaml", KfpOptions(state_pvc="st")))
+    env = {e["name"]: e["value"] for e in container(ir, "train")["env"]}
+    assert env["INTERLOCK_STATE_ROOT"] == "/interlock-state" and "INTERLOCK_STATE_DIR" not in env

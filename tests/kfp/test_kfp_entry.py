@@ -127,3 +127,15 @@ def test_contention_is_left_to_kfp_retries(run_env: Path, tmp_path: Path) -> Non
                  {"marker_dir": str(tmp_path / "c")})
     assert info.value.kind == "CONTENTION" and info.value.retryable is True  # a non-zero exit for set_retry
     assert not (run_env / "markers" / "squeezed.fatal.json").exists()
+
+
+def test_cluster_state_is_per_run_under_the_state_volume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from interlock.adapters.kfp.entry import run_context
+
+    monkeypatch.delenv("INTERLOCK_STATE_DIR", raising=False)
+    monkeypatch.delenv("INTERLOCK_RUN_ID", raising=False)
+    monkeypatch.setenv("KFP_RUN_ID", "8f2c-run")  # from the pod label, via the downward API
+    monkeypatch.setenv("INTERLOCK_STATE_ROOT", str(tmp_path / "pvc"))
+    ctx = run_context(il.spec(failing.fatal))
+    assert ctx.run_id == "8f2c-run"
+    assert ctx.state_dir == tmp_path / "pvc" / "runs" / "8f2c-run" / "state"  # a marker never blocks another run
