@@ -278,3 +278,16 @@ def test_state_volume_env(tmp_path: Path) -> None:
     ir, _ = load_ir(compile_pipeline(il.spec(policies.policies), tmp_path / "p.yaml", KfpOptions(state_pvc="st")))
     env = {e["name"]: e["value"] for e in container(ir, "train")["env"]}
     assert env["INTERLOCK_STATE_ROOT"] == "/interlock-state" and "INTERLOCK_STATE_DIR" not in env
+
+
+def test_ir_parses_strictly_as_kfp_protos(tmp_path: Path) -> None:
+    # What the KFP API server (and Vertex) parse: the pipeline spec and the platform spec protos.
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    for pipe in (typed.typed, typed.field_gate, policies.policies):
+        docs = list(yaml.safe_load_all(compile_pipeline(il.spec(pipe), tmp_path / f"{pipe.name}.yaml").read_text()))
+        parsed = json_format.ParseDict(docs[0], pipeline_spec_pb2.PipelineSpec())
+        assert parsed.pipeline_info.name == pipe.name
+        platform = json_format.ParseDict(docs[1], pipeline_spec_pb2.PlatformSpec())
+        assert "kubernetes" in platform.platforms

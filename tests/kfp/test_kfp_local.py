@@ -180,3 +180,14 @@ def test_a_code_change_invalidates_the_kfp_cache(tmp_path: Path, monkeypatch: py
     changed = run(module.pipe, work)
     assert changed.steps["bump"].status == "succeeded"
     assert changed.outputs == {"o0": "x=101"}
+
+
+def test_preemption_checkpoints_and_kfp_retry_resumes(tmp_path: Path) -> None:
+    sleeper = Sleeper()
+    result = run(failing.spot, tmp_path / "work", sleeper=sleeper, marker_dir=str(tmp_path / "calls"))
+    assert result.status == "succeeded", result.error
+    assert result.outputs == {"o0": 3}  # the retry started from the checkpoint taken on SIGTERM
+    step = [s for s in receipt(result)["steps"] if s["node"] == "spot_train"][0]
+    assert step["failure_kinds"] == ["PREEMPTED"] and len(step["attempts"]) == 2
+    assert receipt(result)["kfp"]["tasks"]["spot_train"]["kfp_attempts"] == 2  # a new process, like a new pod
+    assert sleeper.calls == [0.0]

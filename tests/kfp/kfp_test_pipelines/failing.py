@@ -3,6 +3,8 @@ TRANSIENT is retried by the shim inside one task."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import interlock as il
@@ -75,3 +77,25 @@ def resumable(marker_dir: str, ctx: il.StepContext) -> int:
 @il.pipeline(name="kfp-resume")
 def resume(marker_dir: str):
     return resumable(marker_dir=marker_dir)
+
+
+@il.step(
+    retry=il.Retry(transient=0, contention=None, preempted=2),
+    checkpoint=il.CheckpointPolicy(every="1s", keep=2),
+    interruptible=True,
+)
+def spot_train(marker_dir: str, ctx: il.StepContext) -> int:
+    """Trains 4 epochs, checkpointing each; the spot node is reclaimed (SIGTERM) once at epoch 2.
+    Returns the epoch this attempt started from."""
+    state = ctx.checkpoint.load() or {"epoch": 0}
+    start = state["epoch"]
+    for epoch in range(start, 4):
+        if epoch == 2 and _count(marker_dir, "reclaimed") == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # the reclaim notice; the shim asks for a checkpoint
+        ctx.checkpoint.save({"epoch": epoch + 1})
+    return start
+
+
+@il.pipeline(name="kfp-spot")
+def spot(marker_dir: str):
+    return spot_train(marker_dir=marker_dir)
