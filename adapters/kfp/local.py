@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.backends import RunOptions, RunResult, StepOutcome
-from interlock.core.errors import StepFailed
+from interlock.core.errors import InterlockError, StepFailed
 from interlock.core.receipt import assemble_receipt
 from interlock.core.runtime import fragment_path, marker_path
 from interlock.core.spec import PipelineSpec
@@ -38,6 +39,10 @@ from .lineage import record_lineage
 from .policies import KfpOptions
 
 log = logging.getLogger("interlock.kfp")
+
+# kfp.local keeps one global configuration and runs patch process-wide state (environ,
+# kfp.local's task executor): one kfp-local run at a time per process.
+_RUN_LOCK = threading.Lock()
 
 
 @dataclass
@@ -70,6 +75,20 @@ class _TaskObserver:
         from kfp.local import task_dispatcher
         from kfp.local.orchestrator import task_executor
 
+        missing = [
+            f"{mod.__name__}.{attr}"
+            for mod, attr in ((task_executor, "execute_single_task"), (task_executor, "time"),
+                              (task_dispatcher, "run_single_task_implementation"))
+            if not hasattr(mod, attr)
+        ]
+        if missing:
+            import kfp
+
+            raise InterlockError(
+                f"kfp {kfp.__version__} changed kfp.local's internals ({', '.join(missing)} missing); "
+                "kfp-local needs them to observe tasks",
+                hint="install kfp>=2.17,<3 (the version interlock[kfp] pins)",
+            )
         orig_execute = task_executor.execute_single_task
         orig_dispatch = task_dispatcher.run_single_task_implementation
         orig_time = task_executor.time
@@ -210,6 +229,10 @@ class KfpLocalRun:
         return self.options.cache_dir / "kfp"
 
     def execute(self, params: dict[str, Any]) -> RunResult:
+        with _RUN_LOCK:
+            return self._execute(params)
+
+    def _execute(self, params: dict[str, Any]) -> RunResult:
         from kfp import local
 
         spec, options = self.spec, self.options
