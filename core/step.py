@@ -246,7 +246,8 @@ def step(fn: Callable[..., Any] | None = None, /, **policy: Any) -> Any:
             raise PipelineDefinitionError(f"{f.name} is already a step")
         name = policy.get("name") or f.__name__
         try:
-            spec = build_step_spec(f, name, **policy)
+            # `name` is positional in build_step_spec; passing it twice was a TypeError.
+            spec = build_step_spec(f, name, **{k: v for k, v in policy.items() if k != "name"})
         except PipelineDefinitionError as exc:
             if exc.step is None:
                 raise type(exc)(exc.message, step=name, hint=exc.hint) from exc
