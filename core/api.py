@@ -52,10 +52,25 @@ def run(
     result = impl.run(spec, resolved, options)
     if raise_on_failure and not result.succeeded:
         if isinstance(result.error, StepFailed):
-            raise result.error
+            raise _with_receipt(result.error, result.receipt_path)
         failed = [n for n, o in result.steps.items() if o.status == "failed"]
         raise StepFailed(failed[0] if failed else "?", "FATAL", "the run failed", receipt_path=str(result.receipt_path))
     return result
+
+
+def _with_receipt(err: StepFailed, receipt: Path | None) -> StepFailed:
+    """The backend's StepFailed, with the receipt in its message (backends learn the path last)."""
+    path = err.receipt_path or (str(receipt) if receipt else None)
+    if not path or path in str(err):
+        return err
+    out = StepFailed(
+        err.step, err.kind, err.reason, hint=err.hint, attempts=err.attempts, receipt_path=path, pipeline=err.pipeline
+    )
+    # Keep what the shim attached (failure, attempt_log, retryable) and the original cause.
+    out.__dict__.update({k: v for k, v in vars(err).items() if k not in ("receipt_path", "message", "hint")})
+    out.__cause__ = err.__cause__ or err
+    out.__traceback__ = err.__traceback__
+    return out
 
 
 def compile(  # noqa: A001 - the public verb mirrors `kfp.compiler` / `pyflyte package`
