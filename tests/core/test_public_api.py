@@ -88,3 +88,18 @@ def test_pipeline_is_not_called_directly() -> None:
 def test_step_called_outside_a_pipeline_runs_the_function() -> None:
     assert basic.double(x=4) == 8
     assert basic.stats(x=1, y=2) == basic.Stats(3, "1+2", 0.5)
+
+
+def test_step_name_option(tmp_path: Path) -> None:
+    # Regression: @il.step(name=...) raised TypeError (name passed twice to build_step_spec).
+    @il.step(name="renamed", cache=il.Cache())
+    def original(x: int) -> int:
+        return x
+
+    assert original.name == "renamed" and original.spec.name == "renamed"
+
+    @il.pipeline(name="uses-renamed")
+    def p(x: int = 1):
+        return original(x=x)
+
+    assert [n.name for n in il.spec(p).nodes] == ["renamed"]

@@ -1,0 +1,157 @@
+"""Receipts of local runs: identity, code version, parameters (redacted), data snapshots,
+cache hits, attempts with failure kinds, durations, resources, GPU-seconds and cost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_pipelines import receipts
+
+import interlock as il
+from interlock.core.receipt import DEFAULT_PRICES, PriceTable, git_info, redact
+
+SECRET = "hunter2-very-secret"
+
+
+def read(path: Path | None) -> dict[str, Any]:
+    assert path is not None
+    return json.loads(Path(path).read_text())
+
+
+def step_entry(receipt: dict[str, Any], node: str) -> dict[str, Any]:
+    return next(s for s in receipt["steps"] if s["node"] == node)
+
+
+@pytest.fixture
+def prices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
+    table = {"gpu_hour:nvidia-h200": 36000.0, "cpu_core_hour": 0.0, "memory_gib_hour": 0.0}
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(table))
+    monkeypatch.setenv("INTERLOCK_PRICES", str(path))
+    return table
+
+
+def test_receipt_of_a_local_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prices: dict[str, float]) -> None:
+    monkeypatch.setenv("INTERLOCK_GIT_SHA", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setenv("INTERLOCK_GIT_DIRTY", "1")
+    workdir = tmp_path / "wd"
+    marker = str(tmp_path / "flaky")
+    first = il.run(receipts.receipt_demo, backend="local", workdir=workdir, run_id="r-first", flaky_marker=marker)
+    second = il.run(receipts.receipt_demo, backend="local", workdir=workdir, run_id="r-second", flaky_marker=marker)
+    assert first.outputs == second.outputs == {"o0": 0.6}
+
+    text = Path(first.receipt_path).read_text()
+    receipt = json.loads(text)
+    assert first.receipt_path == workdir / "runs" / "r-first" / "state" / "receipt.json"
+    assert receipt["receipt_version"] == 1
+    assert (receipt["pipeline"], receipt["run_id"], receipt["backend"], receipt["status"]) == (
+        "receipt-demo", "r-first", "local", "succeeded",
+    )
+    assert receipt["pipeline_ref"] == "core_pipelines.receipts:receipt_demo"
+    assert receipt["git"] == {"sha": "0123456789abcdef0123456789abcdef01234567", "dirty": True}
+
+    # Parameters, with secrets masked and URL credentials stripped; the value appears nowhere.
+    params = receipt["parameters"]
+    assert params["snapshot"] == "snap-2026-11-01" and params["flaky_marker"] == marker
+    assert params["api_token"] == "***"
+    assert params["db_url"] == "postgresql://***@db.internal:5432/features"
+    assert SECRET not in text and "pa55word" not in text
+
+    assert receipt["snapshots"] == [
+        {"id": "snap-2026-11-01", "uri": "s3://lake/events/snap-2026-11-01", "rows": 3, "node": "load"}
+    ]
+    assert receipt["cache_hits"] == []
+
+    train = step_entry(receipt, "train")
+    assert train["status"] == "succeeded" and train["cached"] is False
+    assert [a["status"] for a in train["attempts"]] == ["failed", "succeeded"]
+    assert train["attempts"][0]["failure"]["kind"] == "TRANSIENT"
+    assert train["failure_kinds"] == ["TRANSIENT"]
+    assert train["duration_s"] >= 0.1  # two attempts of at least 50 ms each
+    assert train["duration_s"] == pytest.approx(sum(a["duration_s"] for a in train["attempts"]), abs=1e-5)
+    assert train["resources"] == {"cpu": "2", "memory": "1Gi", "gpu": 1, "accelerator": "nvidia-h200"}
+    assert train["image"] == receipts.train.spec.image and train["digest"] == receipts.DIGEST
+    assert train["fingerprint"] == receipts.train.spec.fingerprint
+    assert train["facts"] == {"precision": "bf16"}
+    assert train["gpu_seconds"] == pytest.approx(train["duration_s"], abs=1e-3)
+    # 36000 USD per GPU-hour = 10 USD per GPU-second; CPU and memory are free in this table.
+    assert train["estimated_cost_usd"] == pytest.approx(10 * train["duration_s"], rel=1e-3, abs=1e-5)
+    assert receipt["totals"]["estimated_cost_usd"] == pytest.approx(
+        sum(s["estimated_cost_usd"] for s in receipt["steps"]), abs=1e-5
+    )
+    assert receipt["totals"]["gpu_seconds"] == pytest.approx(train["gpu_seconds"], abs=1e-3)
+    assert step_entry(receipt, "load")["gpu_seconds"] == 0.0
+
+    # The second run: featurize served from cache, and the flaky step succeeded at once.
+    again = read(second.receipt_path)
+    assert again["run_id"] == "r-second"
+    assert again["cache_hits"] == ["featurize"]
+    feat = step_entry(again, "featurize")
+    assert feat["cached"] is True and feat["status"] == "cached" and feat["attempts"] == []
+    assert step_entry(again, "train")["failure_kinds"] == []
+    assert second.steps["featurize"].cached is True
+
+
+def test_git_sha_and_dirty_flag_from_a_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    (repo / "pipeline.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "pipeline.py"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "init"], cwd=repo, check=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+    monkeypatch.chdir(repo)
+    run = il.run(receipts.receipt_demo, backend="local", workdir=tmp_path / "wd", flaky_marker=str(tmp_path / "m"))
+    assert read(run.receipt_path)["git"] == {"sha": sha, "dirty": False}
+
+    (repo / "pipeline.py").write_text("x = 2\n")  # an uncommitted change to tracked code
+    assert git_info(repo) == {"sha": sha, "dirty": True}
+    assert git_info(tmp_path / "wd") == {"sha": None, "dirty": None}  # not a repository
+
+
+def test_failed_run_raises_step_failed_with_the_receipt(tmp_path: Path) -> None:
+    with pytest.raises(il.StepFailed) as info:
+        il.run(receipts.receipt_failing, backend="local", workdir=tmp_path, run_id="r-fail")
+    err = info.value
+    assert err.step == "reject" and err.kind == "FATAL"
+    assert "data validation failed" in err.reason
+    assert err.hint == "check the feature pipeline"
+    assert err.receipt_path and str(err) .count("receipt:") == 1 and err.receipt_path in str(err)
+    receipt = read(Path(err.receipt_path))
+    assert receipt["status"] == "failed"
+    assert step_entry(receipt, "reject")["failure_kinds"] == ["FATAL"]
+    assert step_entry(receipt, "publish")["status"] == "not-run"
+
+    result = il.run(receipts.receipt_failing, backend="local", workdir=tmp_path, raise_on_failure=False)
+    assert result.status == "failed" and result.outputs == {}
+    assert result.steps["reject"].failure["kind"] == "FATAL"
+
+
+def test_redaction_rules() -> None:
+    out = redact({
+        "password": "p", "API_KEY": "k", "aws_secret_access_key": "s", "hf-token": "t",
+        "url": "https://user:pw@host/x", "plain": "https://host/x", "n": 3,
+    })
+    assert out == {
+        "password": "***", "API_KEY": "***", "aws_secret_access_key": "***", "hf-token": "***",
+        "url": "https://***@host/x", "plain": "https://host/x", "n": 3,
+    }
+
+
+def test_price_table_estimates(tmp_path: Path) -> None:
+    table = PriceTable.load()
+    assert table.prices == DEFAULT_PRICES
+    hour = table.estimate({"cpu": "4", "memory": "16Gi", "accelerator": "nvidia-h200"}, 3600, gpus=2, interruptible=False)
+    assert hour == pytest.approx(4 * 0.04 + 16 * 0.005 + 2 * 8.00)
+    spot = table.estimate({"cpu": "4", "memory": "16Gi", "accelerator": "nvidia-h200"}, 3600, gpus=2, interruptible=True)
+    assert spot == pytest.approx(hour * (1 - 0.65))
+    assert table.gpu_hour("unknown-gpu") == DEFAULT_PRICES["gpu_hour:default"]
+    custom = tmp_path / "p.json"
+    custom.write_text(json.dumps({"gpu_hour:default": 1.0}))
+    assert PriceTable.load(str(custom)).gpu_hour("unknown-gpu") == 1.0
