@@ -18,7 +18,8 @@ from .backends import (
     resolve_params,
 )
 from .errors import StepFailed
-from .pipeline import Pipeline, spec as spec_of
+from .pipeline import Pipeline
+from .pipeline import spec as spec_of
 from .spec import PipelineSpec
 
 
