@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from flytekit import conditional
+from flytekit.core.promise import VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, PipelineSpec
-from interlock.core.values import from_jsonable
 
 from .tasks import TaskOptions, build_noop, build_task, py_ident
-from .types import outputs_type, python_type
+from .types import outputs_type, python_type, to_flyte
 
 
 @dataclass
@@ -57,17 +57,16 @@ class _Builder:
                     "with a no-op else branch has no value to return there",
                     pipeline=spec.name, hint="return it from a step outside the block",
                 )
+        for g in spec.gates:
+            if g.condition.field:
+                raise PipelineDefinitionError(
+                    f"il.when({g.condition.describe()}): a Flyte conditional compares a node output, "
+                    "not a field of a dataclass output",
+                    pipeline=spec.name,
+                    hint="return the flag as its own output (a bool, or a NamedTuple field such as decision.promote)",
+                )
 
     # -- scopes ------------------------------------------------------------------------
-    def members(self, gate: str | None) -> list[str]:
-        """Nodes and gates directly in a scope (None = the top level), in topological order."""
-        out: list[str] = []
-        for n in self.spec.nodes:
-            unit = self._unit(n.gate, gate)
-            if unit is not None and unit not in out:
-                out.append(unit)
-        return out
-
     def _unit(self, node_gate: str | None, scope: str | None) -> str | None:
         """Which member of ``scope`` a node with ``node_gate`` belongs to (a node or a gate id)."""
         chain = [g.id for g in self.spec.gate_chain(node_gate)]
@@ -144,10 +143,8 @@ class _Builder:
 
     def value_of(self, b: Binding, values: dict[str, Any], node_outputs: dict[str, Any]) -> Any:
         key = _key(b)
-        if key in values:
+        if key in values:  # a workflow input: a parameter, or a value passed into a sub-workflow
             return values[key]
-        if b.kind == "param":
-            return values[_key(b)]
         if b.kind == "output":
             out = node_outputs[b.node or ""]
             v = out if not isinstance(out, dict) else out[b.port or ""]
@@ -163,8 +160,8 @@ class _Builder:
         for port, b in node.inputs:
             v = self.value_of(b, values, values.setdefault("__outputs__", {}))
             t = step.input(port).type  # type: ignore[union-attr]
-            if b.kind == "const" and t.kind == "dataclass" and isinstance(v, dict):
-                v = from_jsonable(v, t)
+            if b.kind == "const":
+                v = to_flyte(v, t)  # dataclass from its JSON form, untyped list/dict as JSON text
             kwargs[port] = v
         result = self.tasks[name](**kwargs)
         if hasattr(result, "with_overrides") and not _is_local(result):
@@ -185,7 +182,11 @@ class _Builder:
         sub = self.subworkflow(gate_id)
         ext = self.external_bindings(gate_id)
         kwargs = {k: self.value_of(b, values, values["__outputs__"]) for k, b in ext.items()}
-        branch = conditional(gate_id).if_(_is_true(flag)).then(sub(**kwargs))
+        taken = _local_bool(flag)
+        case = conditional(gate_id).if_(_is_true(flag))
+        # flytekit local runs a nested conditional's false branch when the enclosing one was
+        # taken (its context keeps BRANCH_ACTIVE): do not even call a branch we know is closed.
+        branch = case.then(sub(**kwargs) if taken is not False else VoidPromise(sub.name))
         branch.else_().then(self.noop())  # type: ignore[misc]
         _name_branch_node(gate_id)
 
@@ -210,8 +211,7 @@ class _Builder:
         spec = self.spec
         types = {p.name: python_type(p.type) for p in spec.params}
         defaults = {
-            p.name: (from_jsonable(p.default, p.type) if p.type.kind == "dataclass" else p.default)
-            for p in spec.params if p.has_default
+            p.name: to_flyte(p.default, p.type) for p in spec.params if p.has_default
         }
         out_ports = tuple(_Port(k, t) for k, t in spec.output_types)
         ret = outputs_type(out_ports, f"{py_ident(spec.name)}_outputs")  # type: ignore[arg-type]
@@ -260,6 +260,13 @@ def _is_local(result: Any) -> bool:
     from flytekit.core.promise import Promise
 
     return isinstance(result, Promise) and result.is_ready
+
+
+def _local_bool(flag: Any) -> bool | None:
+    """The flag's value in local execution; None while compiling (the value is not known yet)."""
+    if not _is_local(flag):
+        return None
+    return bool(flag.val.scalar.primitive.boolean)
 
 
 def _is_true(flag: Any) -> Any:
