@@ -9,14 +9,17 @@ from __future__ import annotations
 from airflow import __version__ as AIRFLOW_VERSION
 
 try:  # Airflow 3.x
-    from airflow.sdk import DAG, BaseHook, BaseOperator, BaseSensorOperator
+    from airflow.sdk import DAG, BaseHook, BaseOperator, BaseOperatorLink, BaseSensorOperator
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from airflow.sdk.execution_time.xcom import XCom
 
     AIRFLOW_3 = True
 except ImportError:  # Airflow 2.10
     from airflow.exceptions import AirflowException, AirflowFailException  # type: ignore[no-redef]
     from airflow.hooks.base import BaseHook  # type: ignore[no-redef]
     from airflow.models import DAG, BaseOperator  # type: ignore[no-redef]
+    from airflow.models.baseoperatorlink import BaseOperatorLink  # type: ignore[no-redef]
+    from airflow.models.xcom import XCom  # type: ignore[no-redef]
     from airflow.sensors.base import BaseSensorOperator  # type: ignore[no-redef]
 
     AIRFLOW_3 = False
@@ -36,7 +39,9 @@ __all__ = [
     "AirflowFailException",
     "BaseHook",
     "BaseOperator",
+    "BaseOperatorLink",
     "BaseSensorOperator",
     "BaseTrigger",
     "TriggerEvent",
+    "XCom",
 ]

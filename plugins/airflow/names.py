@@ -58,16 +58,16 @@ def execution_name(key: str, generation: int) -> str:
 
 
 def is_valid_execution_name(name: str) -> bool:
-    return bool(EXECUTION_NAME_RE.match(name)) and not name.endswith("-")
+    return bool(EXECUTION_NAME_RE.fullmatch(name)) and not name.endswith("-")
 
 
 def is_valid_label_value(value: str) -> bool:
-    return len(value) <= _MAX_LABEL and bool(_LABEL_VALUE_RE.match(value))
+    return len(value) <= _MAX_LABEL and bool(_LABEL_VALUE_RE.fullmatch(value))
 
 
 def is_valid_label_key(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > _MAX_PREFIX or not _DNS_SUBDOMAIN_RE.match(prefix)):
+    if prefix and (len(prefix) > _MAX_PREFIX or not _DNS_SUBDOMAIN_RE.fullmatch(prefix)):
         return False
     return bool(name) and is_valid_label_value(name)
 

@@ -13,7 +13,13 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from interlock.plugins.airflow.compat import AirflowException, AirflowFailException, BaseOperator
+from interlock.plugins.airflow.compat import (
+    AirflowException,
+    AirflowFailException,
+    BaseOperator,
+    BaseOperatorLink,
+    XCom,
+)
 from interlock.plugins.airflow.hook import FlyteHook, LaunchResult
 from interlock.plugins.airflow.names import logical_run_key, sanitize_annotations, sanitize_labels
 from interlock.plugins.airflow.phases import TERMINAL, Phase
@@ -54,6 +60,16 @@ def _seconds(value: timedelta | float | int | None) -> float | None:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
+class FlyteExecutionLink(BaseOperatorLink):
+    """A button on the task in the Airflow UI: the execution in the Flyte console."""
+
+    name = "Flyte execution"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        info = XCom.get_value(ti_key=ti_key, key=XCOM_EXECUTION)
+        return str(info.get("url") or "") if isinstance(info, dict) else ""
+
+
 class FlyteLaunchPlanOperator(BaseOperator):
     """Launch ``launch_plan`` on Flyte with ``inputs``; succeed with its outputs (also the XCom return value).
 
@@ -83,6 +99,7 @@ class FlyteLaunchPlanOperator(BaseOperator):
     )
     template_fields_renderers = {"inputs": "json", "labels": "json", "annotations": "json"}
     ui_color = "#e8d5f5"
+    operator_extra_links = (FlyteExecutionLink(),)
 
     def __init__(
         self,

@@ -46,6 +46,7 @@ def get_provider_info() -> dict[str, Any]:
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PKG}.sensors"]}],
         "hooks": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PKG}.hook"]}],
         "triggers": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PKG}.triggers"]}],
+        "extra-links": [f"{_PKG}.operators.FlyteExecutionLink"],
         "connection-types": [
             {
                 "hook-class-name": f"{_PKG}.hook.FlyteHook",

@@ -41,13 +41,13 @@ _DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9]
 
 def k8s_key_ok(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _DNS.fullmatch(prefix)):
         return False
-    return bool(_LABEL_NAME.match(name))
+    return bool(_LABEL_NAME.fullmatch(name))
 
 
 def k8s_value_ok(value: str) -> bool:
-    return bool(_LABEL_VALUE.match(value))
+    return bool(_LABEL_VALUE.fullmatch(value))
 
 
 def lit(value: Any) -> literals_pb2.Literal:
@@ -235,7 +235,7 @@ class FakeAdmin(admin_pb2_grpc.AdminServiceServicer):
     def CreateExecution(self, request, context):
         with self.lock:
             self.calls["CreateExecution"] += 1
-            if not _NAME.match(request.name):
+            if not _NAME.fullmatch(request.name):
                 context.abort(
                     grpc.StatusCode.INVALID_ARGUMENT, f"invalid execution name {request.name!r}"
                 )

@@ -142,6 +142,7 @@ def test_success_pushes_outputs_to_xcom_and_downstream_uses_them(group):
     assert xcom["flyte_execution_name"] == execution.name
     assert xcom["flyte_execution"]["created"] is True
     assert xcom["flyte_execution"]["url"].endswith(f"/executions/{execution.name}")
+    assert xcom["_link_FlyteExecutionLink"] == xcom["flyte_execution"]["url"]  # the UI's button
     # The sensor watched the same execution and, not owning it, never terminated it.
     assert admin.terminated == [] or all(name != execution.name for name, _ in admin.terminated)
 
@@ -177,7 +178,7 @@ def test_labels_are_kubernetes_valid_and_carry_provenance_and_cost_tags(group):
 def test_execution_names_are_deterministic_flyte_names(group):
     admin, _, _ = group
     names = [e.name for e in admin.created]
-    assert names and all(NAME.match(n) and len(n) <= 20 for n in names)
+    assert names and all(NAME.fullmatch(n) and len(n) <= 20 for n in names)
     assert len(set(names)) == len(names)
 
 

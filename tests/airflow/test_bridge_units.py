@@ -52,19 +52,19 @@ KEYS = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(key=KEYS, generation=st.integers(0, names.MAX_GENERATIONS))
 def test_execution_names_are_valid_flyte_names_and_deterministic(key, generation):
     import re
 
     name = names.execution_name(key, generation)
-    assert re.match(FLYTE_NAME_RULE, name) and len(name) <= 20
+    assert re.fullmatch(FLYTE_NAME_RULE, name) and len(name) <= 20
     assert names.is_valid_execution_name(name)
     assert names.execution_name(key, generation) == name
     assert name.endswith(f"-{generation}")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(key=KEYS, other=KEYS)
 def test_different_runs_and_generations_get_different_names(key, other):
     assert names.execution_name(key, 0) != names.execution_name(key, 1)
@@ -84,7 +84,7 @@ def test_the_try_number_is_not_part_of_the_run_key():
 # -- labels and annotations ---------------------------------------------------------------
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, database=None)
 @given(value=st.text(max_size=300))
 def test_any_value_becomes_a_valid_label_value_and_valid_ones_stay(value):
     out = names.label_value(value)
@@ -94,14 +94,14 @@ def test_any_value_becomes_a_valid_label_value_and_valid_ones_stay(value):
         assert out == value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(a=st.text(min_size=1, max_size=120), b=st.text(min_size=1, max_size=120))
 def test_changed_label_values_keep_distinct_originals_apart(a, b):
     if a != b and not (k8s_value_ok(a) and k8s_value_ok(b)):
         assert names.label_value(a) != names.label_value(b) or (k8s_value_ok(a) != k8s_value_ok(b))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(key=st.text(min_size=1, max_size=300))
 def test_any_key_becomes_a_valid_label_key(key):
     out = names.label_key(key)
