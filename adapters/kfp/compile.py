@@ -65,7 +65,10 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     task_names: dict[str, str] = {}
     selectors: dict[str, str] = {}
 
-    def body(*args: Any) -> None:
+    outputs = exported_outputs(spec)
+    ReturnType = _return_type(spec, outputs)
+
+    def body(*args: Any) -> Any:
         values = dict(zip(order, args, strict=True))
         tasks: dict[str, Any] = {}
         open_gates: list[tuple[str, Any]] = []
@@ -84,7 +87,13 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
             task_names[tasks[node.name].name] = node.name
         while open_gates:
             open_gates.pop()[1].__exit__(None, None, None)
+        if outputs:
+            values_out = [_value(b, values, tasks, components) for _, b in outputs]
+            return ReturnType(*values_out) if ReturnType is not None else values_out[0]
+        return None
 
+    if outputs:
+        signature = signature.replace(return_annotation=ReturnType or _output_annotation(spec, outputs[0][0]))
     body.__signature__ = signature  # type: ignore[attr-defined]
     body.__name__ = spec.name.replace("-", "_")
     body.__doc__ = spec.doc or f"interlock pipeline {spec.name}"
@@ -95,6 +104,34 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     except Exception as exc:  # kfp's InconsistentTypeException, TypeError, ValueError...
         raise PipelineDefinitionError(f"kfp refused the pipeline: {exc}", pipeline=spec.name) from exc
     return BuiltPipeline(pipeline, components, task_names, selectors)
+
+
+def exported_outputs(spec: PipelineSpec) -> list[tuple[str, Binding]]:
+    """Pipeline outputs KFP can declare: whole outputs of nodes outside any il.when block.
+
+    A field of a dataclass output cannot be a KFP pipeline output; it stays available
+    through the producing task's output (kfp-local still returns it).
+    """
+    return [
+        (name, b) for name, b in spec.outputs
+        if b.kind == "output" and not b.field and spec.node(b.node or "").gate is None
+    ]
+
+
+def _output_annotation(spec: PipelineSpec, name: str) -> Any:
+    from kfp import dsl
+
+    t = dict(spec.output_types)[name]
+    kt = kfp_type(t)
+    if kt.is_artifact:
+        return getattr(dsl, kt.artifact or "Artifact")
+    return _PY_TYPES[kt.parameter or "str"]
+
+
+def _return_type(spec: PipelineSpec, outputs: list[tuple[str, Binding]]) -> Any:
+    if len(outputs) == 1 and outputs[0][0] == "o0":
+        return None  # one plain output: KFP's "Output"
+    return typing.NamedTuple("Outputs", [(name, _output_annotation(spec, name)) for name, _ in outputs])  # type: ignore[misc]
 
 
 def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components: dict[str, NodeComponent]) -> Any:

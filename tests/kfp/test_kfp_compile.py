@@ -291,3 +291,15 @@ def test_ir_parses_strictly_as_kfp_protos(tmp_path: Path) -> None:
         assert parsed.pipeline_info.name == pipe.name
         platform = json_format.ParseDict(docs[1], pipeline_spec_pb2.PlatformSpec())
         assert "kubernetes" in platform.platforms
+
+
+def test_pipeline_outputs_are_declared(tmp_path: Path) -> None:
+    ir, _ = load_ir(compile_pipeline(il.spec(typed.typed), tmp_path / "typed.yaml"))
+    defs = ir["root"]["outputDefinitions"]
+    assert defs["artifacts"]["o3"]["artifactType"]["schemaTitle"] == "system.Model"
+    assert {k: v["parameterType"] for k, v in defs["parameters"].items()} == {
+        "o0": "STRUCT", "o1": "NUMBER_INTEGER", "o2": "BOOLEAN",
+    }
+    outs = ir["root"]["dag"]["outputs"]
+    assert outs["parameters"]["o2"]["valueFromParameter"] == {"outputParameterKey": "promote", "producerSubtask": "champion-gate"}
+    assert outs["artifacts"]["o3"]["artifactSelectors"] == [{"outputArtifactKey": "model", "producerSubtask": "train"}]
