@@ -221,6 +221,8 @@ LOSSY = (
     "Optional outputs: a KFP output parameter cannot be None; the step fails naming the port",
     "numbers inside untyped list/dict parameters come back as floats (protobuf Struct)",
     "gate on a dataclass field: KFP conditions read whole outputs; a small selector component extracts the field",
+    "pipeline outputs that are a dataclass field are not declared in the IR (KFP cannot select a field); "
+    "kfp-local still returns them",
     "schedule: not part of the IR; create a recurring run with kfp.Client().create_recurring_run(cron_expression=...)",
     "local checkpoint stores and FATAL markers need a shared volume on a cluster: compile with state_pvc=NAME "
     "(or use an s3:// checkpoint store)",
