@@ -67,6 +67,7 @@ class _TaskObserver:
     state_dir: Path
     run_id: str
     sleeper: Callable[[float], None]
+    emit: Callable[[str, str, str], None] = lambda node, event, detail: None
     records: dict[str, TaskRecord] = field(default_factory=dict)
     current: str | None = None
 
@@ -126,6 +127,7 @@ class _TaskObserver:
         rec = TaskRecord(node, "failed", {}, inputs, False, time.time(), 0.0)
         self.records[node] = rec
         self.current = node
+        self.emit(node, "started", "")
         try:
             outputs, task_status = orig(*args, **kw)
         finally:
@@ -137,6 +139,7 @@ class _TaskObserver:
         # The shim writes a fragment whenever it runs; a success without one came from kfp's cache.
         rec.fragment_written = after != before
         rec.cached = rec.status == "succeeded" and not rec.fragment_written
+        self.emit(node, "cached" if rec.cached else rec.status, f"{rec.ended - rec.started:.2f}s")
         return outputs, task_status
 
     def _dispatch(self, orig: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -250,7 +253,7 @@ class KfpLocalRun:
             enable_caching=options.cache,
             cache_root=str(self.cache_root),
         )
-        observer = _TaskObserver(built.task_names, self.state_dir, options.run_id, options.sleeper)
+        observer = _TaskObserver(built.task_names, self.state_dir, options.run_id, options.sleeper, options.emit)
         env = {
             "INTERLOCK_RUN_ID": options.run_id,
             "INTERLOCK_STATE_DIR": str(self.state_dir.resolve()),
@@ -298,7 +301,6 @@ class KfpLocalRun:
                 steps[node.name] = StepOutcome("failed", attempts=attempts, failure=failure, duration_s=duration)
                 if error is None:
                     error = _step_failed(spec, node.name, failure, attempts)
-            options.emit(node.name, steps[node.name].status, "")
         status = "failed" if failed_any or crashed else "succeeded"
         # Nodes kfp never started: behind a closed gate (run succeeded) or after a failure.
         for name, outcome in steps.items():

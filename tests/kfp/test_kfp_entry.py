@@ -139,3 +139,14 @@ def test_cluster_state_is_per_run_under_the_state_volume(tmp_path: Path, monkeyp
     ctx = run_context(il.spec(failing.fatal))
     assert ctx.run_id == "8f2c-run"
     assert ctx.state_dir == tmp_path / "pvc" / "runs" / "8f2c-run" / "state"  # a marker never blocks another run
+
+
+def test_dataset_directory_round_trip(tmp_path: Path) -> None:
+    ds = il.Dataset.new(metadata={"snapshot": "2026-11-01"})
+    (ds.path / "part-0.csv").write_text("a,b\n1,2\n")
+    art = dsl.Dataset(uri=str(tmp_path / "ds"))
+    write_artifact(ds, TypeSpec("dataset"), art)
+    back = read_artifact(dsl.Dataset(uri=art.uri), TypeSpec("dataset"))
+    assert isinstance(back, il.Dataset) and back.metadata == {"snapshot": "2026-11-01"}
+    assert (back.path / "part-0.csv").read_text() == "a,b\n1,2\n"
+    assert art.metadata["snapshot"] == "2026-11-01" and art.metadata["interlock_type"] == "il.Dataset"

@@ -191,3 +191,13 @@ def test_preemption_checkpoints_and_kfp_retry_resumes(tmp_path: Path) -> None:
     assert step["failure_kinds"] == ["PREEMPTED"] and len(step["attempts"]) == 2
     assert receipt(result)["kfp"]["tasks"]["spot_train"]["kfp_attempts"] == 2  # a new process, like a new pod
     assert sleeper.calls == [0.0]
+
+
+def test_progress_events_follow_the_tasks(tmp_path: Path) -> None:
+    events: list[tuple[str, str]] = []
+    spec = il.spec(failing.transient)
+    options = RunOptions(run_id="r-progress", workdir=tmp_path / "work", sleeper=Sleeper(),
+                         progress=lambda node, event, detail: events.append((node, event)))
+    result = KfpLocalBackend().run(spec, {"marker_dir": str(tmp_path / "calls")}, options)
+    assert result.status == "succeeded"
+    assert events == [("flaky", "started"), ("flaky", "succeeded")]
