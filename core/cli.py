@@ -57,14 +57,14 @@ def coerce(value: str, t: TypeSpec, pipeline: str, key: str) -> Any:
 class Progress:
     """One line per step event, with elapsed time: what a person watching a run wants."""
 
-    def __init__(self, stream: Any = sys.stderr):
-        self.stream = stream
+    def __init__(self, stream: Any = None):
+        self.stream = stream  # None: sys.stderr at print time (it may be redirected after import)
         self.t0 = time.monotonic()
 
     def __call__(self, node: str, event: str, detail: str) -> None:
         mark = {"started": "..", "succeeded": "ok", "cached": "==", "skipped": "--", "failed": "!!"}.get(event, "  ")
         elapsed = time.monotonic() - self.t0
-        print(f"[{elapsed:6.1f}s] {mark} {node:<24} {event}{'  ' + detail if detail else ''}", file=self.stream, flush=True)
+        print(f"[{elapsed:6.1f}s] {mark} {node:<24} {event}{'  ' + detail if detail else ''}", file=self.stream or sys.stderr, flush=True)
 
 
 def _fmt_value(value: Any) -> str:
