@@ -1,0 +1,192 @@
+"""The backend seam: a tiny adapter made here is found by il.run and `interlock backends`;
+unknown backends and unsupported features fail before anything runs."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_pipelines import basic
+
+import interlock as il
+from interlock.core import backends
+from interlock.core.backends import (
+    Backend,
+    Capabilities,
+    RunOptions,
+    RunResult,
+    StepOutcome,
+    get_backend,
+)
+from interlock.core.cli import main
+from interlock.core.errors import BackendNotFound
+from interlock.core.spec import PipelineSpec
+
+
+class ToyBackend:
+    """Runs nothing: records what it was asked and answers with a fixed output."""
+
+    name = "toy"
+
+    def __init__(self, features: dict[str, str] | None = None) -> None:
+        self.features = features if features is not None else {"run": "native", "gpu": "unsupported", "gates": "unsupported"}
+        self.runs: list[tuple[PipelineSpec, dict[str, Any], RunOptions]] = []
+        self.compiled: list[Path] = []
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            backend=self.name, features=self.features, lossy=("toy: retries are not mapped",),
+            description="a backend made in the tests",
+        )
+
+    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{spec.name}.toy.json"
+        path.write_text(json.dumps({"spec": spec.to_json(), "options": options}))
+        self.compiled.append(path)
+        return [path]
+
+    def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
+        self.runs.append((spec, params, options))
+        steps = {n.name: StepOutcome("succeeded", attempts=1) for n in spec.nodes}
+        return RunResult(spec.name, options.run_id, self.name, "succeeded", {"o0": f"toy:{params}"}, steps, None)
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> ToyBackend:
+    backend = ToyBackend()
+    monkeypatch.setitem(backends._registered, "toy", lambda: backend)
+    return backend
+
+
+@il.step(resources=il.Resources(gpu=1, accelerator="nvidia-h200"))
+def gpu_step(x: int) -> int:
+    return x
+
+
+@il.pipeline(name="needs-gpu")
+def needs_gpu(x: int = 1):
+    return gpu_step(x=x)
+
+
+@il.pipeline(name="needs-param")
+def needs_param(prefix: str):
+    return basic.label(x=1, prefix=prefix)
+
+
+def test_the_toy_implements_the_protocol() -> None:
+    assert isinstance(ToyBackend(), Backend)
+
+
+def test_il_run_finds_a_registered_backend(toy: ToyBackend, tmp_path: Path) -> None:
+    result = il.run(basic.one_output, backend="toy", workdir=tmp_path, run_id="r-toy", x=5)
+    assert result.backend == "toy" and result.outputs == {"o0": "toy:{'x': 5}"}
+    spec, params, options = toy.runs[0]
+    assert spec == il.spec(basic.one_output)
+    assert params == {"x": 5}
+    assert (options.run_id, options.workdir) == ("r-toy", tmp_path)
+
+
+def test_default_backend_comes_from_the_environment(toy: ToyBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INTERLOCK_BACKEND", "toy")
+    assert il.run(basic.one_output).backend == "toy"
+    assert len(toy.runs) == 1
+
+
+def test_il_compile_uses_the_backend(toy: ToyBackend, tmp_path: Path) -> None:
+    files = il.compile(basic.one_output, backend="toy", out=tmp_path / "build", project="p")
+    assert files == toy.compiled
+    data = json.loads(files[0].read_text())
+    assert PipelineSpec.from_json(data["spec"]) == il.spec(basic.one_output)
+    assert data["options"] == {"project": "p"}
+
+
+def test_parameters_are_checked_before_the_backend_runs(toy: ToyBackend) -> None:
+    with pytest.raises(il.PipelineDefinitionError, match=r"unknown parameter\(s\) \['y'\]"):
+        il.run(basic.one_output, backend="toy", y=1)
+    with pytest.raises(il.PipelineDefinitionError, match=r"parameter value 'two' \(str\) does not fit int"):
+        il.run(basic.one_output, backend="toy", x="two")
+    with pytest.raises(il.PipelineDefinitionError, match="port 'prefix': missing required parameter of type str"):
+        il.run(needs_param, backend="toy")
+    assert toy.runs == []
+
+
+def test_backends_command_lists_the_toy(toy: ToyBackend, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert "toy\n  a backend made in the tests" in out
+    assert "gpu" in out and "unsupported" in out
+    assert "! toy: retries are not mapped" in out
+    assert "local\n" in out  # the entry-point backend is listed too
+
+    assert main(["backends", "--json"]) == 0
+    rows = {r["backend"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["toy"]["features"]["gpu"] == "unsupported"
+    assert rows["local"]["features"]["run"] == "native"
+
+
+def test_local_backend_comes_from_the_entry_point_group() -> None:
+    assert "local" in {ep.name for ep in entry_points(group=backends.ENTRY_POINT_GROUP)}
+    assert get_backend("local").name == "local"
+
+
+def test_unknown_backend_lists_the_installed_ones(toy: ToyBackend) -> None:
+    with pytest.raises(BackendNotFound) as info:
+        il.run(basic.one_output, backend="nope")
+    message = str(info.value)
+    assert "unknown backend 'nope'; installed:" in message
+    installed = message.split("installed: ", 1)[1].split("\n", 1)[0].split(", ")
+    assert "local" in installed and "toy" in installed
+    assert installed == sorted(installed)
+    assert isinstance(info.value, il.InterlockError)
+    with pytest.raises(BackendNotFound, match="unknown backend 'nope'"):
+        il.compile(basic.one_output, backend="nope", out="unused")
+
+
+def test_unsupported_capability_fails_before_running(toy: ToyBackend, tmp_path: Path) -> None:
+    with pytest.raises(il.CapabilityError) as info:
+        il.run(needs_gpu, backend="toy")
+    err = info.value
+    assert isinstance(err, il.PipelineDefinitionError)
+    assert "backend 'toy' cannot express 'gpu' (used by gpu_step)" in str(err)
+    assert (err.pipeline, err.step) == ("needs-gpu", "gpu_step")
+    assert "interlock backends" in (err.hint or "")
+    with pytest.raises(il.CapabilityError, match="'gates'"):
+        il.run(basic.late_gate, backend="toy")
+    with pytest.raises(il.CapabilityError, match="'gpu'"):
+        il.compile(needs_gpu, backend="toy", out=tmp_path)
+    assert toy.runs == [] and toy.compiled == []
+
+
+def test_a_compile_only_backend_refuses_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    backend = ToyBackend(features={"gpu": "native", "accelerator": "native"})
+    monkeypatch.setitem(backends._registered, "toy-compile", lambda: backend)
+    with pytest.raises(il.CapabilityError, match="compiles only"):
+        il.run(basic.one_output, backend="toy-compile")
+    assert il.compile(needs_gpu, backend="toy-compile", out=tmp_path)  # compiling is fine
+    assert backend.runs == []
+
+
+class _BrokenEntryPoint:
+    """Looks like an entry point whose adapter's dependencies are not installed."""
+
+    def load(self) -> Any:
+        raise ImportError("No module named 'flytekit'")
+
+
+def test_a_backend_that_cannot_import(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(backends._registered, "broken", _BrokenEntryPoint())  # type: ignore[arg-type]
+    with pytest.raises(BackendNotFound, match="registered but cannot be imported: No module named 'flytekit'"):
+        get_backend("broken")
+    assert main(["backends"]) == 0  # one broken adapter does not hide the others
+    out = capsys.readouterr().out
+    assert "broken\n  not available:" in out and "local\n" in out
+
+
+def test_an_object_that_is_not_a_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(backends._registered, "odd", lambda: object())
+    with pytest.raises(BackendNotFound, match="does not implement the Backend protocol"):
+        get_backend("odd")
