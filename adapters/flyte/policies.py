@@ -79,12 +79,13 @@ def resources(step: StepSpec) -> tuple[Resources | None, Resources | None]:
 
 def pod_template(step: StepSpec) -> PodTemplate | None:
     """Node selector, tolerations, labels and annotations (what the task decorator has no field for)."""
-    from kubernetes.client import V1Container, V1PodSpec, V1Toleration
-
     r = step.resources
     labels = dict(step.labels)  # pipeline labels ride on the launch plan: Flyte puts them on every pod
     if not (r.node_selector or r.tolerations or labels or step.annotations):
         return None
+    # kubernetes takes ~1s to import: only when a step needs a pod template.
+    from kubernetes.client import V1Container, V1PodSpec, V1Toleration
+
     tolerations = [
         V1Toleration(key=t.key, operator=t.operator, value=t.value, effect=t.effect) for t in r.tolerations
     ]
