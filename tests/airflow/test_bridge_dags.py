@@ -36,6 +36,7 @@ GROUP = [
     "il_retry_after_failure",
     "il_sync",
     "il_timeout",
+    "il_mapped",
     "il_kill",  # last: the fixture sends SIGTERM once its execution is being polled
 ]
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
@@ -73,6 +74,7 @@ def _setup(admin) -> None:
     )
     admin.add_launch_plan("lp-hang", {}, [Run([P.RUNNING])])
     admin.add_launch_plan("lp-kill", {}, [Run([P.RUNNING])])
+    admin.add_launch_plan("lp-mapped", {"snapshot": SIMPLE.STRING}, [Run([P.RUNNING, P.SUCCEEDED], {"auc": 0.5})])
 
 
 @pytest.fixture(scope="module")
@@ -245,6 +247,15 @@ def test_waiting_in_the_worker_with_a_pinned_version(group):
     (execution,) = admin.executions_of("lp-sync")
     assert execution.version == "v1"
     assert results["il_sync"]["xcom"]["train"]["return_value"] == {"auc": 0.7}
+
+
+def test_mapped_task_instances_get_one_execution_each(group):
+    admin, results, _ = group
+    executions = admin.executions_of("lp-mapped")
+    assert sorted(e.inputs["snapshot"] for e in executions) == ["2026-11-01", "2026-11-02"]
+    assert len({e.name for e in executions}) == 2
+    assert sorted(e.annotations["airflow/map-index"] for e in executions) == ["0", "1"]
+    assert results["il_mapped"]["state"] == "success"
 
 
 def test_timeout_terminates_the_execution_and_fails(group):
