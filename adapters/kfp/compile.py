@@ -161,6 +161,8 @@ def _task(
             raise PipelineDefinitionError("missing required input", pipeline=spec.name, step=node_name, port=port.name)
         if value is None:
             continue  # an Optional port left at None: the component's own default
+        if port.type.kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)  # a literal int for a float port (a channel keeps its int type)
         kwargs[comp.inputs[port.name]] = value
     try:
         task = comp.component(**kwargs)

@@ -16,6 +16,7 @@ so KFP's cache key (local and cluster) changes when the step's code changes.
 
 from __future__ import annotations
 
+import dataclasses
 import linecache
 from dataclasses import dataclass
 from typing import Any
@@ -43,19 +44,28 @@ class NodeComponent:
 
 
 def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> TypeSpec:
-    """The type KFP sees for an input: the source's type when the binding picks a field.
+    """The type KFP sees for an input, which is the producer's type in two cases.
 
-    KFP cannot index into a Struct output, so the whole dataclass crosses and the shim side
-    follows the field path (entry.to_value).
+    KFP cannot index into a Struct output, so for a binding that picks a dataclass field the
+    whole dataclass crosses and the shim side follows the field path (entry.to_value). And
+    KFP refuses int -> float wiring that interlock allows (as Python typing does), so such an
+    input is declared int and the shim side turns it into a float.
     """
     p = step.input(port)
     assert p is not None
     b = spec.node(node).bindings.get(port)
-    if b is not None and b.kind == "output" and b.field:
-        src_step = spec.step_of(b.node or "")
-        src = src_step.output(b.port or "")
-        assert src is not None
-        return src.type
+    src: TypeSpec | None = None
+    if b is not None and b.kind == "output":
+        out = spec.step_of(b.node or "").output(b.port or "")
+        assert out is not None
+        src = out.type
+        if b.field:
+            return src
+    elif b is not None and b.kind == "param":
+        param = spec.param(b.param or "")
+        src = param.type if param else None
+    if src is not None and src.kind == "int" and p.type.kind == "float":
+        return dataclasses.replace(p.type, kind="int")
     return p.type
 
 

@@ -303,3 +303,12 @@ def test_pipeline_outputs_are_declared(tmp_path: Path) -> None:
     outs = ir["root"]["dag"]["outputs"]
     assert outs["parameters"]["o2"]["valueFromParameter"] == {"outputParameterKey": "promote", "producerSubtask": "champion-gate"}
     assert outs["artifacts"]["o3"]["artifactSelectors"] == [{"outputArtifactKey": "model", "producerSubtask": "train"}]
+
+
+def test_int_into_float_is_declared_int_for_kfp(tmp_path: Path) -> None:
+    ir, _ = load_ir(compile_pipeline(il.spec(typed.widen), tmp_path / "w.yaml"))
+    comps = ir["components"]
+    assert comps["comp-half"]["inputDefinitions"]["parameters"]["x"]["parameterType"] == "NUMBER_INTEGER"
+    assert comps["comp-half-param"]["inputDefinitions"]["parameters"]["x"]["parameterType"] == "NUMBER_INTEGER"
+    assert comps["comp-half-const"]["inputDefinitions"]["parameters"]["x"]["parameterType"] == "NUMBER_DOUBLE"
+    assert task(ir, "half-const")["inputs"]["parameters"]["x"]["runtimeValue"]["constant"] == 5.0

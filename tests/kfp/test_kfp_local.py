@@ -201,3 +201,9 @@ def test_progress_events_follow_the_tasks(tmp_path: Path) -> None:
     result = KfpLocalBackend().run(spec, {"marker_dir": str(tmp_path / "calls")}, options)
     assert result.status == "succeeded"
     assert events == [("flaky", "started"), ("flaky", "succeeded")]
+
+
+def test_int_into_float_arrives_as_float(tmp_path: Path) -> None:
+    result = run(typed.widen, tmp_path / "work", n=3)
+    assert result.status == "succeeded", result.error
+    assert result.outputs == {"o0": 1.5, "o1": 1.5, "o2": 2.5}

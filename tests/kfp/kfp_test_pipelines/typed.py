@@ -91,3 +91,19 @@ def field_gate(rows: int = 3):
     with il.when(report.approved):
         ship(rows=report.rows)
     return report
+
+
+@il.step
+def count(n: int) -> int:
+    return n
+
+
+@il.step
+def half(x: float) -> float:
+    return x / 2
+
+
+@il.pipeline(name="kfp-widen")
+def widen(n: int = 3):
+    """int -> float wiring, which interlock allows and KFP's own type check refuses."""
+    return half(x=count(n=n)), half.named("half_param")(x=n), half.named("half_const")(x=5)
