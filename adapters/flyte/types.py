@@ -19,7 +19,7 @@ from flytekit.core.hash import HashMethod
 from flytekit.types.directory import FlyteDirectory
 
 from interlock.core.artifacts import Dataset, Metrics, Model
-from interlock.core.errors import PipelineDefinitionError, SerializationError
+from interlock.core.errors import PipelineDefinitionError
 from interlock.core.spec import Port
 from interlock.core.types import TypeSpec
 from interlock.core.values import (
@@ -27,7 +27,6 @@ from interlock.core.values import (
     dataframe_hash,
     directory_hash,
     from_jsonable,
-    to_jsonable,
     write_value,
 )
 
@@ -135,10 +134,3 @@ def outputs_to_flyte(ports: tuple[Port, ...], values: dict[str, Any], ret_type: 
     if len(ports) == 1 and ports[0].name == "o0":
         return converted[0]
     return ret_type(*converted)
-
-
-def check_jsonable(value: Any, t: TypeSpec, where: str) -> None:
-    try:
-        json.dumps(to_jsonable(value, t))
-    except (TypeError, ValueError) as exc:
-        raise SerializationError(f"{where}: value is not JSON-able: {exc}") from exc
