@@ -1,0 +1,233 @@
+"""fraud-retrain: the reference retraining pipeline (docs/walkthrough.md walks through it).
+
+    interlock run reference_pipelines/fraud_retrain.py
+    interlock run reference_pipelines/fraud_retrain.py -p snapshot=2026-12-01 -p margin=0.005
+    interlock run reference_pipelines/fraud_retrain.py --backend kfp-local
+
+ingest -> validate -> transform -> train -> evaluate -> champion_gate -> [register]
+
+- ingest: a frozen, seeded snapshot (the id determines the data; see fraud_data).
+- validate: the pandera contract plus a stored distribution baseline. A failure is
+  ``il.ValidationFailed``: FATAL, the run stops, nothing downstream runs.
+- transform: stratified split first, then encoders and scalers fitted on train only.
+- train: a small PyTorch MLP; GPU requested in the spec, CPU wherever there is none.
+  Seeds fixed, a checkpoint per epoch, a retry resumes from the latest one.
+- evaluate: the challenger and the registry's ``champion`` on the same held-out split.
+- champion_gate: promote only by the margin fixed in advance (a parameter).
+- register (only when the gate says so): MLflow run, model version, ``champion`` alias.
+
+``registry``: an MLflow tracking URI or a directory for a SQLite store. Empty means
+``$MLFLOW_TRACKING_URI`` when set, else ``.interlock/mlflow`` under the directory the run
+starts in (resolved to an absolute path inside the steps that use it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+
+import interlock as il
+
+from . import fraud_data, fraud_model, fraud_schema
+from .fraud_model import TrainParams
+
+MODEL_NAME = "fraud-detector"
+EXPERIMENT = "fraud-retrain"
+SPLIT_SEED = 2026  # fixed, not a training knob: champion and challenger see the same test rows
+DEFAULT_REGISTRY_DIR = Path(".interlock") / "mlflow"
+
+
+class Evaluation(NamedTuple):
+    challenger: il.Metrics
+    # Empty when there is no champion yet: the gate then promotes. An empty Metrics rather
+    # than None because a KFP Metrics artifact always exists once declared.
+    champion: il.Metrics
+    champion_version: str  # "none" when there is no champion yet
+
+
+class Summary(NamedTuple):
+    promoted: bool
+    decision: str
+    challenger: il.Metrics
+    champion: il.Metrics
+    champion_before: str
+
+
+def open_registry(registry: str):  # -> interlock.plugins.mlflow.MlflowRegistry
+    """The MLflow store a run uses: ``registry`` (URI or directory), else the environment's, else ./.interlock/mlflow."""
+    from interlock.plugins.mlflow import MlflowRegistry
+
+    if "://" in registry or registry.startswith("sqlite:"):
+        return MlflowRegistry(tracking_uri=registry)
+    if not registry and os.environ.get("MLFLOW_TRACKING_URI"):
+        return MlflowRegistry()
+    base = Path(registry) if registry else DEFAULT_REGISTRY_DIR
+    base = base.resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    # An explicit directory wins over $MLFLOW_TRACKING_URI: pass it as a URI.
+    return MlflowRegistry(tracking_uri=f"sqlite:///{base / 'mlflow.db'}")
+
+
+@il.step(cache=il.Cache(), resources=il.Resources(cpu="1", memory="1Gi"))
+def ingest(snapshot: str, ctx: il.StepContext) -> pd.DataFrame:
+    """Read the frozen snapshot and declare it (id, rows, content hash) for the receipt."""
+    df = fraud_data.generate(snapshot)
+    ctx.record_snapshot(snapshot, rows=len(df), sha256=fraud_data.content_sha256(df))
+    return df
+
+
+@il.step(cache=il.Cache(version=fraud_schema.SCHEMA_VERSION), resources=il.Resources(cpu="1", memory="1Gi"))
+def validate(raw: pd.DataFrame) -> pd.DataFrame:
+    """The data gate: raises il.ValidationFailed (FATAL) with a per-column report."""
+    from interlock.plugins.pandera import validate as pandera_validate
+
+    return pandera_validate(raw, fraud_schema.schema(), step="validate")
+
+
+@il.step(cache=il.Cache(version=fraud_model.MODEL_CODE_VERSION), resources=il.Resources(cpu="1", memory="1Gi"))
+def transform(clean: pd.DataFrame, snapshot: str) -> il.Dataset:
+    """Stratified train/valid/test split, then preprocessing fitted on the train split only."""
+    # Split FIRST. Scalers and encoders fitted on all rows would carry the validation and
+    # test rows' statistics into training (leakage), and the held-out metrics would flatter
+    # the model. Everything fitted below sees `splits["train"]` and nothing else.
+    splits = fraud_model.stratified_split(clean, seed=SPLIT_SEED)
+    pre = fraud_model.fit_preprocessing(splits["train"])
+    meta = {
+        "snapshot": snapshot,
+        "sha256": fraud_data.content_sha256(clean),
+        "split_seed": SPLIT_SEED,
+        "rows": {name: len(df) for name, df in splits.items()},
+        "fraud_rate": {name: round(float(df[fraud_data.LABEL].mean()), 6) for name, df in splits.items()},
+    }
+    out = il.Dataset.new(meta)
+    for name, df in splits.items():
+        df.to_parquet(out / f"{name}.parquet", index=False)
+    (out / fraud_model.PREPROCESSING_FILE).write_text(json.dumps(pre, indent=2, sort_keys=True))
+    return out
+
+
+@il.step(
+    cache=il.Cache(version=fraud_model.MODEL_CODE_VERSION),
+    resources=il.Resources(cpu="2", memory="4Gi", gpu=1, accelerator="nvidia-h200"),
+    retry=il.Retry(transient=2, oom_remediation=True),
+    checkpoint=il.CheckpointPolicy(every="1m", keep=2),
+    interruptible=True,
+    labels={"team": "fraud"},
+)
+def train(splits: il.Dataset, params: TrainParams, ctx: il.StepContext) -> il.Model:
+    """Train the MLP (cuda if this process has it); checkpoint each epoch, resume on retry."""
+    from interlock.plugins.mlflow import gpu_tags
+
+    pre = json.loads((splits / fraud_model.PREPROCESSING_FILE).read_text())
+    train_df = pd.read_parquet(splits / "train.parquet")
+    valid_df = pd.read_parquet(splits / "valid.parquet")
+    model, history = fraud_model.fit(
+        fraud_model.apply_preprocessing(train_df, pre), train_df[fraud_data.LABEL].to_numpy(),
+        fraud_model.apply_preprocessing(valid_df, pre), valid_df[fraud_data.LABEL].to_numpy(),
+        params,
+        checkpoint=ctx.checkpoint,
+        micro_batch=ctx.batch_size(params.batch_size),
+    )
+    device = fraud_model.pick_device()
+    ctx.record(device=device, precision="fp32", epochs=len(history))
+    out = il.Model.new({
+        "snapshot": splits.metadata.get("snapshot"),
+        "valid_auc": history[-1]["valid_auc"],
+        "device": device,
+        "gpu": gpu_tags(precision="fp32"),  # GPU facts only when trained on one
+    })
+    fraud_model.save_model_dir(model, pre, params, out.path, history=history, device=device)
+    return out
+
+
+@il.step(resources=il.Resources(cpu="1", memory="2Gi"))
+def evaluate(splits: il.Dataset, model: il.Model, registry: str, ctx: il.StepContext) -> Evaluation:
+    """Score the challenger and the current champion on the same held-out test split.
+
+    Each model applies its *own* preprocessing (saved in its directory) to the raw rows.
+    Never cached: the champion lives in the registry, outside the pipeline's inputs.
+    """
+    meta = splits.metadata
+    # Declared here too: this step always runs, so even a fully cached rerun's receipt
+    # names the data its metrics come from.
+    ctx.record_snapshot(meta["snapshot"], sha256=meta["sha256"], split="test", rows=meta["rows"]["test"])
+    test = pd.read_parquet(splits / "test.parquet")
+    challenger = il.Metrics(fraud_model.evaluate_model(*fraud_model.load_model_dir(model.path), test))
+    reg = open_registry(registry)
+    version = reg.champion(MODEL_NAME)
+    if version is None:
+        return Evaluation(challenger, il.Metrics(), "none")
+    with tempfile.TemporaryDirectory(prefix="fraud-champion-") as tmp:
+        path = reg.download(MODEL_NAME, version, tmp)
+        champion = il.Metrics(fraud_model.evaluate_model(*fraud_model.load_model_dir(path), test))
+    return Evaluation(challenger, champion, version)
+
+
+@il.step(resources=il.Resources(cpu="1", memory="1Gi"))
+def register(
+    model: il.Model,
+    metrics: il.Metrics,
+    snapshot: str,
+    registry: str,
+    params: TrainParams,
+    margin: float,
+    reason: str,
+    ctx: il.StepContext,
+) -> str:
+    """Log the run, register the model version with its receipt tags, move ``champion``."""
+    from interlock.core.receipt import git_info
+
+    git = git_info()
+    receipt = {
+        "pipeline": ctx.pipeline,
+        "run_id": ctx.run_id,
+        "backend": ctx.backend,
+        "snapshot": snapshot,
+        "git_sha": git.get("sha"),
+        "git_dirty": git.get("dirty"),
+        "image": os.environ.get("INTERLOCK_IMAGE") or "local-process",
+        "gate": reason,
+    }
+    reg = open_registry(registry)
+    run_id = reg.log_run(
+        EXPERIMENT,
+        params={"train": params, "margin": margin, "snapshot": snapshot},
+        metrics={**metrics, "valid_auc": float(model.metadata.get("valid_auc", float("nan")))},
+        receipt=receipt,
+        run_name=f"{ctx.pipeline}-{ctx.run_id}",
+    )
+    version = reg.register(
+        MODEL_NAME, model, run_id=run_id, receipt=receipt, gpu=model.metadata.get("gpu") or {},
+        tags={"auc": f"{metrics['auc']:.6f}", "device": model.metadata.get("device", "")},
+    )
+    previous = reg.promote(MODEL_NAME, version)
+    ctx.record(model_name=MODEL_NAME, model_version=version, previous_champion=previous, mlflow_run_id=run_id)
+    print(f"registered {MODEL_NAME} version {version}; champion: {previous or 'none'} -> {version}", flush=True)
+    return version
+
+
+@il.pipeline(name="fraud-retrain")
+def fraud_retrain(
+    snapshot: str = "2026-11-01",
+    margin: float = 0.01,
+    registry: str = "",
+    params: TrainParams = TrainParams(),
+):
+    """Retrain the fraud model on a snapshot; promote it only if it beats the champion by `margin` AUC."""
+    raw = ingest(snapshot=snapshot)
+    clean = validate(raw=raw)
+    splits = transform(clean=clean, snapshot=snapshot)
+    model = train(splits=splits, params=params)
+    scores = evaluate(splits=splits, model=model, registry=registry)
+    decision = il.champion_gate(challenger=scores.challenger, champion=scores.champion, metric="auc", margin=margin)
+    with il.when(decision.promote):
+        register(
+            model=model, metrics=scores.challenger, snapshot=snapshot, registry=registry, params=params,
+            margin=margin, reason=decision.reason,
+        )
+    return Summary(decision.promote, decision.reason, scores.challenger, scores.champion, scores.champion_version)
