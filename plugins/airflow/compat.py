@@ -16,8 +16,8 @@ try:  # Airflow 3.x
     AIRFLOW_3 = True
 except ImportError:  # Airflow 2.10
     from airflow.exceptions import AirflowException, AirflowFailException  # type: ignore[no-redef]
-    from airflow.hooks.base import BaseHook  # type: ignore[no-redef]
-    from airflow.models import DAG, BaseOperator  # type: ignore[no-redef]
+    from airflow.hooks.base import BaseHook  # type: ignore[attr-defined,no-redef]
+    from airflow.models import DAG, BaseOperator
     from airflow.models.baseoperatorlink import BaseOperatorLink  # type: ignore[no-redef]
     from airflow.models.xcom import XCom  # type: ignore[no-redef]
     from airflow.sensors.base import BaseSensorOperator  # type: ignore[no-redef]

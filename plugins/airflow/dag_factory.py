@@ -18,7 +18,7 @@ Put it in a file in the DAGs folder::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,7 +28,8 @@ from interlock.plugins.airflow.operators import FlyteLaunchPlanOperator, launch_
 
 log = logging.getLogger(__name__)
 
-WaitFor = BaseOperator | Sequence[BaseOperator] | Callable[[], Any] | None
+# A sensor, a list of sensors, or a zero-argument callable that builds them.
+WaitFor = Any
 
 
 async def log_missed_deadline(context: Any = None, **kwargs: Any) -> None:
@@ -47,7 +48,7 @@ def _sensors(wait_for: WaitFor, dag: Any) -> list[Any]:
         return []
     if callable(wait_for) and not isinstance(wait_for, BaseOperator):
         wait_for = wait_for()  # built inside `with dag:` so it joins this DAG
-    ops = [wait_for] if isinstance(wait_for, BaseOperator) else list(wait_for)  # type: ignore[arg-type]
+    ops = [wait_for] if isinstance(wait_for, BaseOperator) else list(wait_for)
     for op in ops:
         if not isinstance(op, BaseOperator):
             raise TypeError(f"wait_for must give Airflow operators (sensors), got {op!r}")
@@ -57,7 +58,8 @@ def _sensors(wait_for: WaitFor, dag: Any) -> list[Any]:
 
 
 def _deadline(sla: timedelta, callback: Any) -> Any:
-    from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
+    # Lazily exported by airflow.sdk (3.1+); mypy cannot see them.
+    from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference  # type: ignore[attr-defined]
 
     if callback is None:
         callback = AsyncCallback(log_missed_deadline)

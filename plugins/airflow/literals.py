@@ -45,7 +45,7 @@ def _coerce_text(value: str, simple: int | None, name: str) -> Any:
             return json.loads(value)
     except ValueError as exc:
         raise SerializationError(
-            f"input {name!r}: cannot read {value!r} as {_SIMPLE_NAMES.get(simple, simple)}"
+            f"input {name!r}: cannot read {value!r} as {_SIMPLE_NAMES.get(simple or 0, str(simple))}"
         ) from exc
     return value
 

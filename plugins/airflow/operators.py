@@ -41,6 +41,7 @@ def launch_plan_name(pipeline_or_name: Any) -> str:
     An interlock pipeline named ``fraud-retrain`` is registered on Flyte as a workflow and
     a default launch plan with that same name.
     """
+    name: Any
     if isinstance(pipeline_or_name, str):
         name = pipeline_or_name
     else:
