@@ -9,6 +9,7 @@ Secret-looking parameters and credentials in URLs never reach a receipt.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -86,16 +87,26 @@ def git_info(start: str | Path | None = None) -> dict[str, Any]:
 
 
 def redact(params: dict[str, Any]) -> dict[str, Any]:
-    """Parameters for the record: secret-looking keys masked, credentials stripped from URLs."""
-    out: dict[str, Any] = {}
-    for k, v in params.items():
-        if _SECRET_KEY.search(k):
-            out[k] = "***"
-        elif isinstance(v, str):
-            out[k] = _URL_CREDENTIALS.sub("***@", v)
-        else:
-            out[k] = v
-    return out
+    """Parameters for the record: secret-looking keys masked, credentials stripped from URLs.
+
+    Nested values too: a dataclass parameter (a config object) becomes a JSON object, and a
+    secret-looking field inside it is masked like a top-level one.
+    """
+    return {k: _redact_value(str(k), v) for k, v in params.items()}
+
+
+def _redact_value(key: str, value: Any) -> Any:
+    if _SECRET_KEY.search(key):
+        return "***"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {k: _redact_value(str(k), v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_value("", v) for v in value]
+    if isinstance(value, str):
+        return _URL_CREDENTIALS.sub("***@", value)
+    return value
 
 
 def image_record(image: str | None) -> dict[str, Any]:
