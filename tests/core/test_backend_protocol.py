@@ -114,6 +114,27 @@ def test_parameters_are_checked_before_the_backend_runs(toy: ToyBackend) -> None
     assert toy.runs == []
 
 
+@pytest.mark.parametrize(
+    ("conn", "message"),
+    [
+        ({"retries": "three"}, "parameter value conn.retries='three' (str) does not fit int"),
+        ({"user": "x"}, "parameter value conn has no field(s) ['user']; fields are ['host', 'password', 'dsn', 'retries']"),
+        ("db.internal", "parameter value 'db.internal' (str) does not fit Connection"),
+    ],
+)
+def test_dataclass_parameters_are_checked_field_by_field(toy: ToyBackend, conn: Any, message: str) -> None:
+    # Regression: a JSON object for a dataclass parameter was passed on unchecked, and a bad
+    # field failed later inside the backend with a bare ValueError.
+    from core_pipelines import receipts
+
+    with pytest.raises(il.PipelineDefinitionError) as info:
+        il.run(receipts.receipt_config, backend="toy", conn=conn)
+    assert (info.value.pipeline, info.value.port) == ("receipt-config", "conn")
+    assert message in str(info.value)
+    assert toy.runs == []
+    assert il.run(receipts.receipt_config, backend="toy", conn={"retries": 4}).succeeded
+
+
 def test_backends_command_lists_the_toy(toy: ToyBackend, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["backends"]) == 0
     out = capsys.readouterr().out

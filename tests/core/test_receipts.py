@@ -133,14 +133,35 @@ def test_failed_run_raises_step_failed_with_the_receipt(tmp_path: Path) -> None:
     assert result.steps["reject"].failure["kind"] == "FATAL"
 
 
+def test_dataclass_parameters_are_recorded_as_json_and_redacted(tmp_path: Path) -> None:
+    # Regression: a dataclass parameter was recorded as its repr, secrets in its fields included.
+    default = il.run(receipts.receipt_config, backend="local", workdir=tmp_path)
+    given = il.run(
+        receipts.receipt_config, backend="local", workdir=tmp_path,
+        conn=receipts.Connection(host="replica", retries=5),
+    )
+    from_json = il.run(receipts.receipt_config, backend="local", workdir=tmp_path, conn={"host": "h2", "password": "p"})
+    assert (default.outputs, given.outputs, from_json.outputs) == ({"o0": "db.internal:3"}, {"o0": "replica:5"}, {"o0": "h2:3"})
+    for run, host in ((default, "db.internal"), (given, "replica")):
+        text = Path(run.receipt_path).read_text()
+        assert json.loads(text)["parameters"]["conn"] == {
+            "host": host, "password": "***", "dsn": "postgresql://***@db.internal/features",
+            "retries": 3 if host == "db.internal" else 5,
+        }
+        assert "field-secret-42" not in text and "dsn-secret-7" not in text
+    assert read(from_json.receipt_path)["parameters"]["conn"] == {"host": "h2", "password": "***"}
+
+
 def test_redaction_rules() -> None:
     out = redact({
         "password": "p", "API_KEY": "k", "aws_secret_access_key": "s", "hf-token": "t",
         "url": "https://user:pw@host/x", "plain": "https://host/x", "n": 3,
+        "nested": {"db": {"token": "t", "urls": ["s3://k:s@b/p"]}},
     })
     assert out == {
         "password": "***", "API_KEY": "***", "aws_secret_access_key": "***", "hf-token": "***",
         "url": "https://***@host/x", "plain": "https://host/x", "n": 3,
+        "nested": {"db": {"token": "***", "urls": ["s3://***@b/p"]}},
     }
 
 

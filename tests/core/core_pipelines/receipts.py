@@ -3,6 +3,7 @@ GPU step with an image digest, and parameters that must be redacted."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -62,3 +63,21 @@ def receipt_demo(
 @il.pipeline(name="receipt-failing")
 def receipt_failing(x: float = 1.5):
     return publish(x=reject(x=x))
+
+
+@dataclasses.dataclass
+class Connection:
+    host: str = "db.internal"
+    password: str = "field-secret-42"
+    dsn: str = "postgresql://etl:dsn-secret-7@db.internal/features"
+    retries: int = 3
+
+
+@il.step
+def connect(conn: Connection) -> str:
+    return f"{conn.host}:{conn.retries}"
+
+
+@il.pipeline(name="receipt-config")
+def receipt_config(conn: Connection = Connection()):  # noqa: B008 - a frozen default, recorded as JSON
+    return connect(conn=conn)
