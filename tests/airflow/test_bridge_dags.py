@@ -74,7 +74,9 @@ def _setup(admin) -> None:
     )
     admin.add_launch_plan("lp-hang", {}, [Run([P.RUNNING])])
     admin.add_launch_plan("lp-kill", {}, [Run([P.RUNNING])])
-    admin.add_launch_plan("lp-mapped", {"snapshot": SIMPLE.STRING}, [Run([P.RUNNING, P.SUCCEEDED], {"auc": 0.5})])
+    admin.add_launch_plan(
+        "lp-mapped", {"snapshot": SIMPLE.STRING}, [Run([P.RUNNING, P.SUCCEEDED], {"auc": 0.5})]
+    )
 
 
 @pytest.fixture(scope="module")

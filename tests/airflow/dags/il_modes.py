@@ -23,6 +23,6 @@ with DAG("il_kill", schedule=None):
 
 with DAG("il_mapped", schedule=None):
     # One execution per mapped task instance: the map index is part of the run key.
-    FlyteLaunchPlanOperator.partial(task_id="train", launch_plan="lp-mapped", poll_interval=0.05).expand(
-        inputs=[{"snapshot": "2026-11-01"}, {"snapshot": "2026-11-02"}]
-    )
+    FlyteLaunchPlanOperator.partial(
+        task_id="train", launch_plan="lp-mapped", poll_interval=0.05
+    ).expand(inputs=[{"snapshot": "2026-11-01"}, {"snapshot": "2026-11-02"}])
