@@ -103,3 +103,40 @@ def test_step_name_option(tmp_path: Path) -> None:
         return original(x=x)
 
     assert [n.name for n in il.spec(p).nodes] == ["renamed"]
+
+
+def test_when_on_bool_fields_of_structured_outputs(tmp_path: Path) -> None:
+    spec = il.spec(basic.field_gates)
+    outer, inner = spec.gates
+    assert outer.condition.describe() == "output judge.o0.ok"
+    assert inner.condition.describe() == "output champion_gate.promote" and inner.parent == outer.id
+    assert spec.node("announce").gate == inner.id
+
+    opened = il.run(basic.field_gates, backend="local", workdir=tmp_path, x=5)
+    assert {n: o.status for n, o in opened.steps.items()} == {
+        "judge": "succeeded", "halve": "succeeded", "metrics_of": "succeeded",
+        "champion_gate": "succeeded", "announce": "succeeded",
+    }
+    assert opened.outputs == {"o0": basic.Verdict(True, 0.5)}
+    closed = il.run(basic.field_gates, backend="local", workdir=tmp_path, x=-5)
+    assert [n for n, o in closed.steps.items() if o.status == "skipped"] == [
+        "halve", "metrics_of", "champion_gate", "announce",
+    ]
+
+
+def test_when_on_a_non_bool_field() -> None:
+    @il.pipeline(name="float-gate")
+    def p():
+        with il.when(basic.judge(x=1).score):
+            basic.announce(msg="x")
+
+    with pytest.raises(il.PipelineDefinitionError, match="il.when needs a bool, but output judge.o0.score is float"):
+        il.spec(p)
+
+    @il.pipeline(name="no-such-field")
+    def q():
+        with il.when(basic.judge(x=1).passed):
+            basic.announce(msg="x")
+
+    with pytest.raises(il.PipelineDefinitionError, match="of type Verdict has no field 'passed'"):
+        il.spec(q)

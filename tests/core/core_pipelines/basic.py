@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import interlock as il
@@ -74,3 +75,36 @@ def late_gate(x: int = 1):
     with il.when(ok):
         announce(msg="promoted")
     return b
+
+
+@dataclasses.dataclass
+class Verdict:
+    ok: bool
+    score: float
+
+
+@il.step
+def judge(x: int) -> Verdict:
+    return Verdict(x > 0, x / 10)
+
+
+@il.step
+def halve(x: float) -> float:
+    return x / 2
+
+
+@il.pipeline(name="field-gates")
+def field_gates(x: int = 5):
+    """Gates on a dataclass bool field and on a NamedTuple field, one nested in the other."""
+    v = judge(x=x)
+    with il.when(v.ok):
+        h = halve(x=v.score)
+        d = il.champion_gate(challenger=metrics_of(score=h), metric="auc", margin=0.0)
+        with il.when(d.promote):
+            announce(msg="promoted")
+    return v
+
+
+@il.step
+def metrics_of(score: float) -> il.Metrics:
+    return il.Metrics(auc=score)
