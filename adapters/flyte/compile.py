@@ -106,6 +106,7 @@ def compile_to(
             "compiling for Flyte needs the task image", pipeline=spec.name,
             hint="pass --image registry/team/image:tag (an image with interlock and the pipeline's code installed)",
         )
+    archive, echo_else = _flag(archive), _flag(echo_else)  # `--option k=v` arrives as text
     version = version or spec_version(spec)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -121,6 +122,12 @@ def compile_to(
                 tar.add(f, arcname=f.name)
         files.append(tgz)
     return files
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
 
 
 def spec_version(spec: PipelineSpec) -> str:

@@ -104,7 +104,8 @@ def run_context(pipeline: str) -> RunContext:
         fctx = flytekit.current_context()
         overrides.setdefault("backend", BACKEND)
         if "INTERLOCK_RUN_ID" not in env:
-            overrides["run_id"] = fctx.execution_id.name
+            # A Flyte pod always has one (FLYTE_INTERNAL_EXECUTION_ID); a bare pyflyte-execute may not.
+            overrides["run_id"] = fctx.execution_id.name or "unnamed"
         if "INTERLOCK_STATE_DIR" not in env:
             overrides["state_dir"] = Path(fctx.working_directory) / "interlock-state"
     run = RunContext.from_env(**overrides)

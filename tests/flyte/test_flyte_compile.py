@@ -236,3 +236,26 @@ def test_backends_list_what_flyte_cannot_express() -> None:
     assert local.supports("run") and local.supports("distributed")
     assert "flytekit local does not" in local.features["timeout"]
     json.dumps({"features": caps.features, "lossy": list(caps.lossy)})  # printable by `interlock backends`
+
+
+def test_cli_compile_and_backends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from interlock.core.cli import main
+
+    out = tmp_path / "cli"
+    rc = main([
+        "compile", "flyte_pipelines.basic:demo", "--backend", "flyte", "--out", str(out), "--project", "fraud",
+        "--domain", "staging", "--version", "v9", "--image", "ghcr.io/acme/train:v9", "--option", "echo_else=true",
+    ])
+    assert rc == 0
+    printed = capsys.readouterr().out.split()
+    assert str(out / "flyte-package.tgz") in printed
+    [noop] = out.glob("*_interlock.gate-closed_1.pb")
+    msg = task_pb2.TaskSpec()
+    msg.ParseFromString(noop.read_bytes())
+    assert msg.template.type == "echo"  # no pod for a closed gate
+    assert msg.template.id.version == "v9" and msg.template.id.domain == "staging"
+
+    assert main(["backends"]) == 0
+    listing = capsys.readouterr().out
+    assert "flyte-local" in listing
+    assert "! retry.contention_backoff: Flyte retries at once" in listing

@@ -44,7 +44,10 @@ def _task_spec(spec: il.PipelineSpec, node: str, out: Path) -> task_pb2.TaskSpec
     return msg
 
 
-def _execute(ts: task_pb2.TaskSpec, inputs: LiteralMap, work: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _execute(
+    ts: task_pb2.TaskSpec, inputs: LiteralMap, work: Path, *, state: bool = True, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the task's own command line; ``state=False`` leaves run id and state dir to Flyte's ids."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "inputs.pb").write_bytes(inputs.to_flyte_idl().SerializeToString())
     container = ts.template.container if ts.template.HasField("container") else None
@@ -60,7 +63,12 @@ def _execute(ts: task_pb2.TaskSpec, inputs: LiteralMap, work: Path, **env: str) 
     }
     cmd = [subst.get(a, a) for a in args]
     assert cmd[0] == "pyflyte-execute"
-    full_env = {**os.environ, **task_env, "INTERLOCK_STATE_DIR": str(work / "state"), "INTERLOCK_RUN_ID": "f1a2b3", **env}
+    full_env = {**os.environ, **task_env, **env}
+    if state:
+        full_env.update(INTERLOCK_STATE_DIR=str(work / "state"), INTERLOCK_RUN_ID="f1a2b3")
+    else:  # what propeller sets in every task pod
+        full_env.update(FLYTE_INTERNAL_EXECUTION_ID="f9x8y7", FLYTE_INTERNAL_EXECUTION_PROJECT="p",
+                        FLYTE_INTERNAL_EXECUTION_DOMAIN="d", FLYTE_ATTEMPT_NUMBER="0")
     return subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=120, cwd=work)
 
 
@@ -126,7 +134,8 @@ def test_failures_map_to_flyte_error_kinds(
     ts = _task_spec(pipeline.spec, node, tmp_path / "pb")
     lm = TypeEngine.dict_to_literal_map(ctx, inputs, {k: int for k in inputs})
     counter = tmp_path / "count"
-    proc = _execute(ts, lm, tmp_path / "run", INTERLOCK_TEST_COUNTER=str(counter))
+    # No INTERLOCK_STATE_DIR / RUN_ID: as on a cluster, the Flyte execution id and working dir serve.
+    proc = _execute(ts, lm, tmp_path / "run", state=False, INTERLOCK_TEST_COUNTER=str(counter))
     assert proc.returncode == 0  # the entrypoint reports the failure in error.pb, as on a cluster
 
     err = _error(tmp_path / "run").error

@@ -73,19 +73,22 @@ def test_closed_gate_skips_its_block(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 _CHANGE_SRC = '''
+import pandas as pd
+
 import interlock as il
 
 @il.step(cache=il.Cache())
-def a(x: int) -> int:
-    return x + 1
+def a(x: int) -> pd.DataFrame:
+    {a_comment}
+    return pd.DataFrame({{"v": [x, x + 1]}})
 
 @il.step(cache=il.Cache())
-def b(x: int) -> int:
-    return x * {factor}
+def b(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame * {factor}
 
 @il.step(cache=il.Cache())
-def c(x: int) -> str:
-    return f"c={{x}}"
+def c(frame: pd.DataFrame) -> str:
+    return f"c={{frame['v'].sum()}}"
 
 @il.step(cache=il.Cache())
 def d(x: int) -> int:
@@ -93,16 +96,16 @@ def d(x: int) -> int:
 
 @il.pipeline(name="flyte-change")
 def change(x: int = 1):
-    c(x=b(x=a(x=x)))
+    c(frame=b(frame=a(x=x)))
     return d(x=x)
 '''
 
 
-def _load_version(tmp_path: Path, version: int, factor: int) -> il.Pipeline:
+def _load_version(tmp_path: Path, version: int, factor: int, a_comment: str = "pass") -> il.Pipeline:
     pkg = tmp_path / "codes"
     pkg.mkdir(exist_ok=True)
     name = f"flyte_change_v{version}"
-    (pkg / f"{name}.py").write_text(textwrap.dedent(_CHANGE_SRC.format(factor=factor)))
+    (pkg / f"{name}.py").write_text(textwrap.dedent(_CHANGE_SRC.format(factor=factor, a_comment=a_comment)))
     if str(pkg) not in sys.path:
         sys.path.insert(0, str(pkg))
     importlib.invalidate_caches()
@@ -121,6 +124,17 @@ def test_code_change_reruns_the_step_and_its_descendants_only(tmp_path: Path) ->
     assert v2.spec.step("a").fingerprint == v1.spec.step("a").fingerprint
     changed = il.run(v2, backend="flyte-local", workdir=work)
     assert _statuses(changed) == {"a": "cached", "b": "succeeded", "c": "succeeded", "d": "cached"}
+
+
+def test_same_dataframe_content_hits_downstream_cache(tmp_path: Path) -> None:
+    """A rerun step that writes the same DataFrame to a new blob: downstream keys see content."""
+    work = tmp_path / "work"
+    v1 = _load_version(tmp_path, 3, factor=2)
+    il.run(v1, backend="flyte-local", workdir=work)
+    v2 = _load_version(tmp_path, 4, factor=2, a_comment="x = int(x)  # same output, new code")
+    assert v2.spec.step("a").fingerprint != v1.spec.step("a").fingerprint
+    again = il.run(v2, backend="flyte-local", workdir=work)
+    assert _statuses(again) == {"a": "succeeded", "b": "cached", "c": "cached", "d": "cached"}
 
 
 def test_transient_failure_is_retried_by_the_shim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
