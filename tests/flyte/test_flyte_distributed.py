@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from flyte_pipelines.dist import dist_pipeline
 
 from interlock.core.backends import RunOptions, get_backend
@@ -26,3 +27,13 @@ def test_two_process_allreduce_on_cpu(tmp_path: Path) -> None:
     # Only rank 0 writes the node's fragment; rank 1 keeps its own apart.
     state = Path(result.receipt_path).parent
     assert (state / "ranks" / "1" / "receipts" / "allreduce.json").exists()
+
+
+@pytest.mark.slow
+def test_spawned_workers_as_on_a_cluster(tmp_path: Path) -> None:
+    """spawn (the compiled default, what CUDA needs): workers start fresh interpreters and
+    receive the task body through the plugin's cloudpickle helper (~1 min on 2 cores)."""
+    options = RunOptions(run_id="dist2", workdir=tmp_path / "work")
+    result = get_backend("flyte-local").run(dist_pipeline.spec, {"base": 2.0}, options)
+    assert result.status == "succeeded", result.error
+    assert result.outputs["o0"] == (2.0 + 3.0) * 10 + 2
