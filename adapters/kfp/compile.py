@@ -19,10 +19,10 @@ from interlock.core.errors import PipelineDefinitionError
 from interlock.core.spec import Binding, Gate, PipelineSpec
 from interlock.core.types import TypeSpec
 
-from .component import NodeComponent, make_components
+from .component import NodeComponent, declared_inputs, make_components
 from .names import SINGLE
 from .policies import KfpOptions, apply_platform_settings, apply_task_settings
-from .types import kfp_type
+from .types import encode, json_text, kfp_type
 
 _PY_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
 
@@ -41,14 +41,13 @@ def _param_annotation(t: TypeSpec) -> Any:
     kt = kfp_type(t)
     if kt.is_artifact:
         raise PipelineDefinitionError(f"pipeline parameters cannot be artifacts ({t.describe()})")
-    py = _PY_TYPES[kt.parameter or "str"]
-    return typing.Optional[py] if t.optional else py  # noqa: UP045 - kfp inspects typing.Optional
+    return _PY_TYPES[kt.parameter or "str"]
 
 
 def _signature(spec: PipelineSpec) -> inspect.Signature:
     params = []
     for p in spec.params:
-        default = p.default if p.has_default else inspect.Parameter.empty
+        default = encode(p.default, p.type) if p.has_default else inspect.Parameter.empty
         params.append(inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=_param_annotation(p.type)))
     # Parameters with defaults must follow those without, as in any Python signature.
     params.sort(key=lambda q: q.default is not inspect.Parameter.empty)
@@ -152,18 +151,19 @@ def _task(
     step = spec.step(node.step)
     bindings = node.bindings
     kwargs: dict[str, Any] = {}
-    for port in step.inputs:
-        if port.name in bindings:
-            value = _value(bindings[port.name], values, tasks, components)
-        elif port.has_default:
-            value = port.default
-        else:  # core validation makes this unreachable; keep the error readable anyway
-            raise PipelineDefinitionError("missing required input", pipeline=spec.name, step=node_name, port=port.name)
-        if value is None:
-            continue  # an Optional port left at None: the component's own default
-        if port.type.kind == "float" and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)  # a literal int for a float port (a channel keeps its int type)
-        kwargs[comp.inputs[port.name]] = value
+    for port_name, declared in declared_inputs(spec, node_name).items():
+        port = step.input(port_name)
+        assert port is not None
+        b = bindings.get(port_name)
+        if b is not None and b.kind != "const":
+            kwargs[comp.inputs[port_name]] = _value(b, values, tasks, components)
+            continue
+        value = b.value if b is not None else port.default
+        if declared.kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)  # a literal int for a float port
+        if value is None and not json_text(declared):
+            continue  # an Optional artifact left at None: the component's own default
+        kwargs[comp.inputs[port_name]] = encode(value, declared)
     try:
         task = comp.component(**kwargs)
     except Exception as exc:

@@ -44,12 +44,14 @@ class NodeComponent:
 
 
 def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> TypeSpec:
-    """The type KFP sees for an input, which is the producer's type in two cases.
+    """The type KFP sees for an input: the port's own, or its producer's where they differ.
 
-    KFP cannot index into a Struct output, so for a binding that picks a dataclass field the
-    whole dataclass crosses and the shim side follows the field path (entry.to_value). And
-    KFP refuses int -> float wiring that interlock allows (as Python typing does), so such an
-    input is declared int and the shim side turns it into a float.
+    - a binding that picks a dataclass field: KFP cannot index into a Struct output, so the
+      whole dataclass crosses and the shim side follows the field path (entry.node_inputs);
+    - an Optional producer: its value travels as JSON text (types.json_text);
+    - a non-optional producer into an Optional port: the plain type (no JSON text needed);
+    - int into float, which interlock allows (as Python typing does) and KFP refuses:
+      declared int, widened by the shim side.
     """
     p = step.input(port)
     assert p is not None
@@ -64,9 +66,28 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     elif b is not None and b.kind == "param":
         param = spec.param(b.param or "")
         src = param.type if param else None
-    if src is not None and src.kind == "int" and p.type.kind == "float":
-        return dataclasses.replace(p.type, kind="int")
-    return p.type
+    if src is None:
+        return p.type
+    if src.optional:
+        return src
+    t = dataclasses.replace(p.type, optional=False)
+    if src.kind == "int" and t.kind == "float":
+        t = dataclasses.replace(t, kind="int")
+    return t
+
+
+def declared_inputs(spec: PipelineSpec, node: str) -> dict[str, TypeSpec]:
+    """port -> the type KFP sees, for the ports the component declares.
+
+    An unbound port whose default is None is not declared at all: the shim uses the default.
+    """
+    step = spec.step_of(node)
+    bindings = spec.node(node).bindings
+    return {
+        p.name: input_type(spec, step, node, p.name)
+        for p in step.inputs
+        if p.name in bindings or not (p.has_default and p.default is None)
+    }
 
 
 def component_source(spec: PipelineSpec, node: str, function_name: str) -> str:
@@ -82,16 +103,13 @@ def component_source(spec: PipelineSpec, node: str, function_name: str) -> str:
     where = f" (pipeline {spec.name!r}, node {node!r})"
     required: list[str] = []
     optional: list[str] = []
-    for p in step.inputs:
-        t = input_type(spec, step, node, p.name)
+    declared = declared_inputs(spec, node)
+    for port, t in declared.items():
         kt = kfp_type(t, where=where)
-        ann = kt.input_annotation()
-        # Optional ports (and unbound ports with a None default) may receive nothing.
-        if t.optional or (p.has_default and p.default is None and p.name not in spec.node(node).bindings):
-            ann = ann if kt.is_artifact else f"Optional[{ann}]"
-            optional.append(f"{names_in[p.name]}: {ann} = None")
+        if t.is_artifact and t.optional:  # e.g. champion: il.Metrics | None = None, bound
+            optional.append(f"{names_in[port]}: {kt.input_annotation()} = None")
         else:
-            required.append(f"{names_in[p.name]}: {ann}")
+            required.append(f"{names_in[port]}: {kt.input_annotation()}")
     artifact_outs: list[str] = []
     returned: list[str] = []
     for p in step.outputs:
@@ -105,7 +123,7 @@ def component_source(spec: PipelineSpec, node: str, function_name: str) -> str:
         ret = f" -> {kfp_type(step.outputs[0].type).parameter}"
     else:
         ret = f" -> NamedTuple('Outputs', [{', '.join(returned)}])" if returned else ""
-    args = ", ".join(f"{n!r}: {n}" for n in [*names_in.values(), *(names_out[p.name] for p in step.outputs if p.type.is_artifact)])
+    args = ", ".join(f"{n!r}: {n}" for n in [*(names_in[p] for p in declared), *(names_out[p.name] for p in step.outputs if p.type.is_artifact)])
     return (
         f"def {function_name}({params}){ret}:\n"
         f"    from interlock.adapters.kfp.entry import run_node\n"

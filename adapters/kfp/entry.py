@@ -21,10 +21,11 @@ from interlock.core.errors import SerializationError, StepFailed
 from interlock.core.runtime import RunContext, execute_step
 from interlock.core.spec import Binding, PipelineSpec, StepSpec
 from interlock.core.types import TypeSpec
-from interlock.core.values import FRAME_FILE, from_jsonable, read_value, to_jsonable, write_value
+from interlock.core.values import from_jsonable, read_value, to_jsonable, write_value
 
+from .component import declared_inputs
 from .names import io_names, single_return
-from .types import coerce_json
+from .types import coerce_json, decode, encode, json_text
 
 log = logging.getLogger("interlock.kfp")
 
@@ -99,13 +100,15 @@ def read_artifact(art: Any, t: TypeSpec) -> Any:
     raise SerializationError(f"{t.describe()} is not an artifact type")
 
 
-def to_value(raw: Any, binding: Binding | None, t: TypeSpec) -> Any:
+def to_value(raw: Any, binding: Binding | None, t: TypeSpec, declared: TypeSpec | None = None) -> Any:
+    """A KFP input value (declared to KFP as ``declared``) as an interlock value of type ``t``."""
     if raw is None:
         return None
     fields = binding.field if binding is not None and binding.kind == "output" else ()
     if hasattr(raw, "path") and hasattr(raw, "uri"):
-        value = read_artifact(raw, t)
+        value = read_artifact(raw, t if not fields else (declared or t))
         return _follow(value, fields) if fields else value
+    raw = decode(raw, declared or t)
     if fields:
         raw = _follow(raw, fields)
     return from_jsonable(coerce_json(raw, t), t)
@@ -146,6 +149,8 @@ def _jsonable(v: Any) -> bool:
 
 
 def to_parameter(value: Any, t: TypeSpec, where: str) -> Any:
+    if json_text(t):
+        return encode(to_jsonable(value, t), t)  # Optional: JSON text, "null" included
     if value is None:
         raise SerializationError(
             f"{where}: returned None; KFP output parameters cannot be None",
@@ -190,14 +195,15 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
 def node_inputs(spec: PipelineSpec, step: StepSpec, node: str, args: dict[str, Any]) -> dict[str, Any]:
     bindings = spec.node(node).bindings
     names_in, _ = io_names(step)
+    declared = declared_inputs(spec, node)
     inputs: dict[str, Any] = {}
     for port in step.inputs:
         raw = args.get(names_in[port.name])
-        if raw is None and port.name not in bindings:
+        if port.name not in declared or (raw is None and port.name not in bindings):
             inputs[port.name] = from_jsonable(port.default, port.type) if port.has_default else None
             continue
-        inputs[port.name] = to_value(raw, bindings.get(port.name), port.type)
+        inputs[port.name] = to_value(raw, bindings.get(port.name), port.type, declared[port.name])
     return inputs
 
 
-__all__ = ["FRAME_FILE", "load_spec", "run_node", "read_artifact", "write_artifact"]
+__all__ = ["load_spec", "run_node", "read_artifact", "write_artifact"]

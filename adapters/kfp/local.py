@@ -37,6 +37,7 @@ from .compile import build_pipeline
 from .entry import to_value
 from .lineage import record_lineage
 from .policies import KfpOptions
+from .types import encode, json_text
 
 log = logging.getLogger("interlock.kfp")
 
@@ -202,11 +203,14 @@ def _child_pythonpath() -> str:
 def _kfp_params(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for p in spec.params:
-        value = params.get(p.name)
-        if value is None:
+        if p.name not in params:
             continue
+        value = params[p.name]
         # A dataclass parameter may arrive as the instance or as its JSON object already.
-        out[p.name] = value if isinstance(value, dict) else to_jsonable(value, p.type)
+        value = value if isinstance(value, dict) else to_jsonable(value, p.type)
+        if value is None and not json_text(p.type):
+            continue
+        out[p.name] = encode(value, p.type)
     return out
 
 
@@ -340,7 +344,8 @@ class KfpLocalRun:
 
             _, names_out = io_names(spec.step_of(b.node or ""))
             raw = rec.outputs.get(names_out[b.port or ""])
-            out[name] = to_value(raw, b, types[name])
+            src = spec.step_of(b.node or "").output(b.port or "")
+            out[name] = to_value(raw, b, types[name], src.type if src else None)
         return out
 
 

@@ -218,7 +218,8 @@ LOSSY = (
     "accelerator model: KFP OSS takes a resource name (nvidia.com/gpu) and a count; the model "
     "(e.g. nvidia-h200) becomes a node selector on the accelerator label",
     "ephemeral_storage: no KFP setting; ignored",
-    "Optional outputs: a KFP output parameter cannot be None; the step fails naming the port",
+    "Optional values: KFP has no null parameter; Optional parameters, inputs and outputs travel as JSON "
+    "text in a KFP string (\"null\" for None), and an unbound input defaulting to None is not declared",
     "numbers inside untyped list/dict parameters come back as floats (protobuf Struct)",
     "gate on a dataclass field: KFP conditions read whole outputs; a small selector component extracts the field",
     "pipeline outputs that are a dataclass field are not declared in the IR (KFP cannot select a field); "

@@ -54,8 +54,16 @@ class KfpType:
         return f"Output[{self.artifact}]"
 
 
+def json_text(t: TypeSpec) -> bool:
+    """Optional JSON values travel as JSON text in a KFP string: KFP has no null parameter
+    (kfp.local cannot even pass a missing optional one), and "null" is a fine string."""
+    return t.optional and not t.is_artifact
+
+
 def kfp_type(t: TypeSpec, *, where: str = "") -> KfpType:
-    """The KFP form of a TypeSpec (Optional[X] maps like X; the optionality is in the default)."""
+    """The KFP form of a TypeSpec; an Optional JSON value is a string of JSON text."""
+    if json_text(t):
+        return KfpType(None, "str")
     if t.kind in ARTIFACT_CLASSES:
         cls, title = ARTIFACT_CLASSES[t.kind]
         return KfpType(cls, None, title)
@@ -82,3 +90,17 @@ def coerce_json(value: object, t: TypeSpec) -> object:
         fields = dict(t.fields)
         return {k: coerce_json(v, fields[k]) if k in fields else v for k, v in value.items()}
     return value
+
+
+def encode(value: object, t: TypeSpec) -> object:
+    """A JSON value (already JSON-able) in the KFP form of ``t``."""
+    import json
+
+    return json.dumps(value, sort_keys=True) if json_text(t) else value
+
+
+def decode(raw: object, t: TypeSpec) -> object:
+    """The JSON value behind a KFP value declared as ``t``."""
+    import json
+
+    return json.loads(raw) if json_text(t) and isinstance(raw, str) else raw

@@ -79,7 +79,8 @@ def test_types_become_kfp_parameters_and_artifacts(tmp_path: Path) -> None:
     # A single JSON output is KFP's "Output".
     assert evaluate["outputDefinitions"]["parameters"]["Output"]["parameterType"] == "STRUCT"
     gate = comps["comp-champion-gate"]
-    assert gate["inputDefinitions"]["artifacts"]["champion"]["isOptional"] is True
+    # champion (il.Metrics | None = None) is left unbound: not declared, the shim uses the default.
+    assert "champion" not in gate["inputDefinitions"].get("artifacts", {})
     assert gate["outputDefinitions"]["parameters"]["promote"]["parameterType"] == "BOOLEAN"
     root = ir["root"]["inputDefinitions"]["parameters"]
     assert root["params"]["defaultValue"] == {"epochs": 3, "lr": 0.5, "tags": ["base"]}
@@ -312,3 +313,17 @@ def test_int_into_float_is_declared_int_for_kfp(tmp_path: Path) -> None:
     assert comps["comp-half-param"]["inputDefinitions"]["parameters"]["x"]["parameterType"] == "NUMBER_INTEGER"
     assert comps["comp-half-const"]["inputDefinitions"]["parameters"]["x"]["parameterType"] == "NUMBER_DOUBLE"
     assert task(ir, "half-const")["inputs"]["parameters"]["x"]["runtimeValue"]["constant"] == 5.0
+
+
+def test_optional_values_travel_as_json_text(tmp_path: Path) -> None:
+    ir, _ = load_ir(compile_pipeline(il.spec(typed.optional), tmp_path / "o.yaml"))
+    root = ir["root"]["inputDefinitions"]["parameters"]
+    assert root["x"] == {"defaultValue": "null", "isOptional": True, "parameterType": "STRING"}
+    maybe = ir["components"]["comp-maybe"]
+    assert maybe["inputDefinitions"]["parameters"]["x"]["parameterType"] == "STRING"  # Optional producer
+    assert maybe["inputDefinitions"]["parameters"]["label"]["parameterType"] == "STRING"
+    assert maybe["outputDefinitions"]["parameters"]["Output"]["parameterType"] == "STRING"  # str | None
+    bare = ir["components"]["comp-bare"]
+    assert "inputDefinitions" not in bare  # unbound None defaults are not declared
+    # A plain int into an Optional[int] port stays an int on the wire.
+    assert ir["components"]["comp-plain"]["inputDefinitions"]["parameters"]["x"]["parameterType"] == "NUMBER_INTEGER"

@@ -66,11 +66,15 @@ def test_struct_numbers_come_back_as_declared() -> None:
     assert rows == 4 and isinstance(rows, int)
 
 
-def test_none_cannot_be_a_kfp_output_parameter() -> None:
+def test_optional_outputs_are_json_text_and_none_is_refused_otherwise() -> None:
     from interlock.adapters.kfp.entry import to_parameter
 
+    assert to_parameter(None, TypeSpec("int", optional=True), "step 'x', output 'o0'") == "null"
+    assert to_parameter(4, TypeSpec("int", optional=True), "step 'x', output 'o0'") == "4"
+    assert to_value("null", None, TypeSpec("int", optional=True)) is None
+    assert to_value("4.0", None, TypeSpec("int", optional=True)) == 4
     with pytest.raises(SerializationError, match="cannot be None"):
-        to_parameter(None, TypeSpec("int", optional=True), "step 'x', output 'o0'")
+        to_parameter(None, TypeSpec("int"), "step 'x', output 'o0'")
 
 
 @pytest.fixture

@@ -207,3 +207,11 @@ def test_int_into_float_arrives_as_float(tmp_path: Path) -> None:
     result = run(typed.widen, tmp_path / "work", n=3)
     assert result.status == "succeeded", result.error
     assert result.outputs == {"o0": 1.5, "o1": 1.5, "o2": 2.5}
+
+
+def test_optional_values_none_and_set(tmp_path: Path) -> None:
+    unset = run(typed.optional, tmp_path / "work")
+    assert unset.status == "succeeded", unset.error
+    assert unset.outputs == {"o0": "None-a", "o1": None, "o2": 3}
+    given = run(typed.optional, tmp_path / "work", x=4)
+    assert given.outputs == {"o0": "4-a", "o1": None, "o2": 3}

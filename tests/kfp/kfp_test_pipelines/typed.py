@@ -107,3 +107,19 @@ def half(x: float) -> float:
 def widen(n: int = 3):
     """int -> float wiring, which interlock allows and KFP's own type check refuses."""
     return half(x=count(n=n)), half.named("half_param")(x=n), half.named("half_const")(x=5)
+
+
+@il.step
+def maybe(x: int | None = None, label: str | None = None) -> str | None:
+    return None if x is None and label is None else f"{x}-{label}"
+
+
+@il.step
+def plain(x: int | None = None) -> int:
+    return -1 if x is None else x
+
+
+@il.pipeline(name="kfp-optional")
+def optional(x: int | None = None, label: str = "a"):
+    """Optional values: KFP has no null parameter, so they travel as JSON text."""
+    return maybe(x=x, label=label), maybe.named("bare")(), plain(x=plain.named("seed")(x=3))
