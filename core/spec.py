@@ -18,12 +18,24 @@ from .types import TypeSpec
 SPEC_VERSION = 1
 
 
+def _json_form(value: Any) -> Any:
+    """Tuples as lists, recursively: the form JSON gives back, so a spec equals its round trip."""
+    if isinstance(value, list | tuple):
+        return [_json_form(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_form(v) for k, v in value.items()}
+    return value
+
+
 @dataclass(frozen=True)
 class Port:
     name: str
     type: TypeSpec
     has_default: bool = False
     default: Any = None  # JSON-able
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "default", _json_form(self.default))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "type": self.type.to_json()}
@@ -135,6 +147,10 @@ class Binding:
     port: str | None = None
     field: tuple[str, ...] = ()
     value: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "field", tuple(self.field))
+        object.__setattr__(self, "value", _json_form(self.value))
 
     @staticmethod
     def of_param(name: str) -> Binding:
