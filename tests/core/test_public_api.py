@@ -140,3 +140,12 @@ def test_when_on_a_non_bool_field() -> None:
 
     with pytest.raises(il.PipelineDefinitionError, match="of type Verdict has no field 'passed'"):
         il.spec(q)
+
+
+def test_tuple_defaults_round_trip_and_run(tmp_path: Path) -> None:
+    from interlock.core.spec import PipelineSpec
+
+    spec = il.spec(basic.tuple_defaults)
+    assert PipelineSpec.loads(spec.dumps()) == spec
+    assert spec.params[0].default == [3, 4]
+    assert il.run(basic.tuple_defaults, backend="local", workdir=tmp_path).outputs == {"o0": 7, "o1": 3}

@@ -128,6 +128,27 @@ def test_random_step_spec_round_trips_through_json(policies: dict[str, Any], tin
     assert StepSpec.from_json(json.loads(json.dumps(step.to_json()))) == step
 
 
+NESTED_JSON = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+
+
+@PROPS
+@given(NESTED_JSON, NESTED_JSON)
+def test_defaults_and_constants_round_trip_whatever_their_python_shape(default: Any, const: Any) -> None:
+    # Regression: a tuple default (xs: list[int] = (1, 2)) came back from JSON as a list, so
+    # the spec no longer equalled its round trip.
+    port = Port("xs", TypeSpec("list"), True, default)
+    binding = Binding.of_const(const)
+    assert Port.from_json(json.loads(json.dumps(port.to_json()))) == port
+    assert Binding.from_json(json.loads(json.dumps(binding.to_json()))) == binding
+
+
 # Whole-spec examples draw their policies from a pool: drawing them per node is slow, and the
 # per-step round trip above already covers the policy space.
 POLICY_POOL = st.sampled_from([

@@ -108,3 +108,13 @@ def field_gates(x: int = 5):
 @il.step
 def metrics_of(score: float) -> il.Metrics:
     return il.Metrics(auc=score)
+
+
+@il.step
+def total(xs: list[int] = (1, 2)) -> int:  # type: ignore[assignment]  # a tuple default: JSON gives back a list
+    return sum(xs)
+
+
+@il.pipeline(name="tuple-defaults")
+def tuple_defaults(ys: list[int] = (3, 4)):  # type: ignore[assignment]
+    return total(xs=ys), total.named("total-default")()
