@@ -152,11 +152,10 @@ class FakeAdmin(admin_pb2_grpc.AdminServiceServicer):
     def seed_execution(
         self, name: str, launch_plan: str, run: Run, project="ml", domain="development"
     ) -> None:
-        """An execution started elsewhere (for trigger and sensor tests)."""
+        """An execution started elsewhere (for trigger and sensor tests); not in ``created``."""
         with self.lock:
             execution = Execution(project, domain, name, launch_plan, "v1", {}, {}, {}, run)
             self.executions[(project, domain, name)] = execution
-            self.created.append(execution)
 
     def executions_of(self, launch_plan: str) -> list[Execution]:
         with self.lock:

@@ -37,6 +37,7 @@ GROUP = [
     "il_sync",
     "il_timeout",
     "il_mapped",
+    "il_watch",
     "il_kill",  # last: the fixture sends SIGTERM once its execution is being polled
 ]
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
@@ -74,6 +75,11 @@ def _setup(admin) -> None:
     )
     admin.add_launch_plan("lp-hang", {}, [Run([P.RUNNING])])
     admin.add_launch_plan("lp-kill", {}, [Run([P.RUNNING])])
+    admin.seed_execution("watch-ok", "lp-elsewhere", Run([P.RUNNING, P.RUNNING, P.SUCCEEDED]))
+    admin.seed_execution(
+        "watch-fail", "lp-elsewhere", Run([P.RUNNING, P.RUNNING, P.FAILED], error="bad data")
+    )
+    admin.seed_execution("watch-poke", "lp-elsewhere", Run([P.QUEUED, P.RUNNING, P.SUCCEEDED]))
     admin.add_launch_plan(
         "lp-mapped", {"snapshot": SIMPLE.STRING}, [Run([P.RUNNING, P.SUCCEEDED], {"auc": 0.5})]
     )
@@ -258,6 +264,16 @@ def test_mapped_task_instances_get_one_execution_each(group):
     assert len({e.name for e in executions}) == 2
     assert sorted(e.annotations["airflow/map-index"] for e in executions) == ["0", "1"]
     assert results["il_mapped"]["state"] == "success"
+
+
+def test_sensor_waits_for_executions_started_elsewhere(group):
+    admin, results, logs = group
+    states = {t: v["state"] for t, v in results["il_watch"]["tis"].items()}
+    assert states == {"watch_ok": "success", "watch_fail": "failed", "watch_poke": "success"}
+    assert "Flyte execution watch-fail ended FAILED: bad data" in logs
+    # Deferred (the first poke saw RUNNING), then polled by the trigger to the end.
+    assert admin.executions["ml", "development", "watch-ok"].polls >= 3
+    assert not {n for n, _ in admin.terminated} & {"watch-ok", "watch-fail", "watch-poke"}
 
 
 def test_timeout_terminates_the_execution_and_fails(group):
