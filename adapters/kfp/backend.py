@@ -3,6 +3,7 @@ and ``kfp-local`` (compile, then run through kfp.local's SubprocessRunner)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,11 @@ from interlock.core.backends import Capabilities, RunOptions, RunResult
 from interlock.core.spec import PipelineSpec
 
 from .compile import compile_pipeline
+from .component import DEFAULT_IMAGE
 from .image import DEFAULT_BASE, write_image_files
 from .policies import LOSSY, KfpOptions, parse_bool
+
+log = logging.getLogger("interlock.kfp")
 
 _FEATURES = {
     "gpu": "native (accelerator limit)",
@@ -46,6 +50,11 @@ def _compile(spec: PipelineSpec, out: Path, options: dict[str, Any]) -> list[Pat
     base_image = options.pop("base_image", DEFAULT_BASE)
     context = options.pop("context", None)
     opts = KfpOptions.from_options(**options)
+    if not opts.image and any(not s.image for s in spec.steps):
+        log.warning(
+            "no image given: steps use %s; build one (emit_image=True) and compile with image=REGISTRY/IMAGE:TAG",
+            DEFAULT_IMAGE,
+        )
     path = compile_pipeline(spec, out, opts)
     written = [path]
     if emit_image:

@@ -195,7 +195,7 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
 
 def _child_pythonpath() -> str:
     # The component subprocess must import the team's modules exactly as this process does.
-    paths = [p for p in sys.path if p and Path(p).exists()]
+    paths = [str(Path(p or ".").resolve()) for p in sys.path if Path(p or ".").exists()]
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in paths]
     return os.pathsep.join([*extra, *paths])
 

@@ -327,3 +327,23 @@ def test_optional_values_travel_as_json_text(tmp_path: Path) -> None:
     assert "inputDefinitions" not in bare  # unbound None defaults are not declared
     # A plain int into an Optional[int] port stays an int on the wire.
     assert ir["components"]["comp-plain"]["inputDefinitions"]["parameters"]["x"]["parameterType"] == "NUMBER_INTEGER"
+
+
+def test_interlock_compile_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from interlock.core.cli import main
+
+    try:
+        get_backend("kfp")
+    except il.InterlockError:
+        register_backend("kfp", KfpBackend)  # until the entry point is installed
+    out = tmp_path / "build" / "typed.yaml"
+    code = main([
+        "compile", "kfp_test_pipelines.typed:typed", "--backend", "kfp", "--out", str(out),
+        "--image", "registry.example/fraud:1", "--option", "emit_image=true", "--option", "caching=false",
+    ])
+    assert code == 0
+    printed = capsys.readouterr().out.split()
+    assert printed[0] == str(out) and printed[1].endswith("kfp-typed-image/Dockerfile")
+    ir, _ = load_ir(out)
+    assert container(ir, "train")["image"] == "registry.example/fraud:1"
+    assert task(ir, "train")["cachingOptions"] == {}
