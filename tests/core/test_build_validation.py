@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-import pandas as pd
 import pytest
 
 import interlock as il
@@ -50,11 +49,6 @@ def take_optional(x: Optional[int] = None) -> int:  # noqa: UP045
 
 
 @il.step
-def frame() -> pd.DataFrame:
-    return pd.DataFrame({"a": [1]})
-
-
-@il.step
 def deploy(model: il.Model) -> str:
     return str(model.path)
 
@@ -85,6 +79,14 @@ def test_int_into_str_names_pipeline_step_port_and_both_types() -> None:
 
 
 def test_dataframe_into_model() -> None:
+    pd = pytest.importorskip("pandas")
+
+    def make() -> Any:
+        return pd.DataFrame({"a": [1]})
+
+    make.__annotations__ = {"return": pd.DataFrame}  # pandas is imported here, not at module level
+    frame = il.step(name="frame")(make)
+
     @il.pipeline(name="frame-into-model")
     def p():
         deploy(model=frame())
