@@ -35,6 +35,8 @@ def parse_param(raw: str, spec: PipelineSpec) -> tuple[str, Any]:
 
 
 def coerce(value: str, t: TypeSpec, pipeline: str, key: str) -> Any:
+    if t.optional and value == "null":  # JSON's null: the only way to pass None on a command line
+        return None
     try:
         if t.kind == "str":
             return value
