@@ -146,3 +146,14 @@ def test_console_script(tmp_path: Path) -> None:
     )
     assert bad.returncode == 2
     assert "cannot read 'many' as int" in bad.stderr
+
+
+def test_null_sets_an_optional_parameter_to_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = "core_pipelines.cli_optional:optional_params"
+    rc, out, err = run_cli(capsys, "run", target, "-p", "limit=null", "-p", "tag=null", "--workdir", str(tmp_path))
+    assert rc == 0, err
+    assert "o0: 'limit=None tag=None'" in out
+    rc, out, _ = run_cli(capsys, "run", target, "-p", "limit=7", "-p", "tag=nullish", "--workdir", str(tmp_path))
+    assert rc == 0 and "o0: 'limit=7 tag=nullish'" in out
+    rc, _, err = run_cli(capsys, "run", GREET, "-p", "times=null", "--workdir", str(tmp_path))
+    assert rc == 2 and "cannot read 'null' as int" in err  # not Optional: None is refused
