@@ -136,7 +136,13 @@ class FlyteLaunchPlanOperator(BaseOperator):
         self._waiting_on: str | None = None  # set while polling in the worker, for on_kill
 
     def get_hook(self) -> FlyteHook:
-        return FlyteHook(self.flyte_conn_id, project=self.project, domain=self.domain)
+        # One hook (one gRPC channel, one OAuth2 token) per task run, not per call.
+        hook = getattr(self, "_hook", None)
+        if hook is None:
+            hook = self._hook = FlyteHook(
+                self.flyte_conn_id, project=self.project, domain=self.domain
+            )
+        return hook
 
     # -- launch ---------------------------------------------------------------------------
 

@@ -39,7 +39,12 @@ class FlyteExecutionSensor(BaseSensorOperator):
         self.deferrable = deferrable
 
     def get_hook(self) -> FlyteHook:
-        return FlyteHook(self.flyte_conn_id, project=self.project, domain=self.domain)
+        hook = getattr(self, "_hook", None)  # one channel and token for all pokes
+        if hook is None:
+            hook = self._hook = FlyteHook(
+                self.flyte_conn_id, project=self.project, domain=self.domain
+            )
+        return hook
 
     def poke(self, context: Any) -> bool:
         status = self.get_hook().get_status(self.execution_name)
