@@ -347,3 +347,13 @@ def test_interlock_compile_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str
     ir, _ = load_ir(out)
     assert container(ir, "train")["image"] == "registry.example/fraud:1"
     assert task(ir, "train")["cachingOptions"] == {}
+
+
+def test_nested_gates_nest_dsl_if(tmp_path: Path) -> None:
+    ir, _ = load_ir(compile_pipeline(il.spec(typed.nested), tmp_path / "n.yaml"))
+    root = ir["root"]["dag"]["tasks"]
+    assert {"positive", "ship-always", "condition-1"} == set(root)
+    outer = ir["components"]["comp-condition-1"]["dag"]["tasks"]
+    assert {"ship-positive", "big", "condition-2"} == set(outer)
+    assert outer["condition-2"]["triggerPolicy"]["condition"] == "inputs.parameter_values['pipelinechannel--big-Output'] == true"
+    assert set(ir["components"]["comp-condition-2"]["dag"]["tasks"]) == {"ship-big"}

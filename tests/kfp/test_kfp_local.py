@@ -211,3 +211,12 @@ def test_optional_values_cross_as_json_text(tmp_path: Path) -> None:
     result = run(typed.optional, tmp_path / "work")
     assert result.status == "succeeded", result.error
     assert result.outputs == {"o0": "None-a", "o1": None, "o2": 3}
+
+
+def test_nested_gates_skip_the_inner_block(tmp_path: Path) -> None:
+    result = run(typed.nested, tmp_path / "work", x=5)
+    assert result.status == "succeeded", result.error
+    assert {n: o.status for n, o in result.steps.items()} == {
+        "positive": "succeeded", "ship_positive": "succeeded", "big": "succeeded",
+        "ship_big": "skipped", "ship_always": "succeeded",
+    }

@@ -123,3 +123,22 @@ def plain(x: int | None = None) -> int:
 def optional(x: int | None = None, label: str = "a"):
     """Optional values: KFP has no null parameter, so they travel as JSON text."""
     return maybe(x=x, label=label), maybe.named("bare")(), plain(x=plain.named("seed")(x=3))
+
+
+@il.step
+def positive(x: int) -> bool:
+    return x > 0
+
+
+@il.step
+def big(x: int) -> bool:
+    return x > 10
+
+
+@il.pipeline(name="kfp-nested")
+def nested(x: int = 20):
+    with il.when(positive(x=x)):
+        ship.named("ship_positive")(rows=x)
+        with il.when(big(x=x)):
+            ship.named("ship_big")(rows=x)
+    ship.named("ship_always")(rows=x)
