@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,7 +31,7 @@ BACKEND = "flyte-local"
 
 
 @contextmanager
-def isolated_flyte(cache_dir: Path, data_dir: Path) -> Iterator[None]:
+def isolated_flyte(cache_dir: Path, data_dir: Path, tmp_dir: Path) -> Iterator[None]:
     """flytekit's local cache and blob store in directories interlock controls, for one run."""
     import flytekit.core.local_cache as lc
     from diskcache import Cache
@@ -47,10 +48,16 @@ def isolated_flyte(cache_dir: Path, data_dir: Path) -> Iterator[None]:
     # Cached outputs point at blobs: keep them next to the cache so a hit still finds its data.
     files = FileAccessProvider(local_sandbox_dir=str(data_dir / "sandbox"), raw_output_prefix=str(data_dir / "raw"))
     ctx = FlyteContextManager.current_context()
+    # flytekit's local execution makes its user-space directories with tempfile: keep those
+    # (and the steps' scratch artifacts) in the work directory too, not in the system /tmp.
+    saved_tmp = tempfile.tempdir
+    tempfile.tempdir = str(tmp_dir)
+    tmp_dir.mkdir(parents=True, exist_ok=True)
     try:
         with FlyteContextManager.with_context(ctx.with_file_access(files)):
             yield
     finally:
+        tempfile.tempdir = saved_tmp
         store.close()
         lc.CACHE_LOCATION, lc.LocalTaskCache._initialized, prior = saved
         if prior is not None:
@@ -131,7 +138,8 @@ class FlyteLocalRunner:
         journal: list[str] = []
         error: BaseException | None = None
         returned: Any = None
-        with isolated_flyte(options.cache_dir / "flyte", options.cache_dir / "flyte-data"), run_state(run, journal):
+        dirs = (options.cache_dir / "flyte", options.cache_dir / "flyte-data", options.run_dir / "tmp")
+        with isolated_flyte(*dirs), run_state(run, journal):
             try:
                 returned = entities.workflow(**inputs)
             except Exception as exc:  # flytekit wraps the step's StepFailed; unwrapped below
@@ -145,10 +153,10 @@ class FlyteLocalRunner:
             statuses={k: v.status for k, v in steps.items()}, started=started,
             cached={k: v.cached for k, v in steps.items()},
         )
-        step_error: Exception | None = None
+        step_error: StepFailed | None = None
         if error is not None:
             step_error = _find_step_failed(error) or self._failure_from_fragments(steps, error)
-            step_error.receipt_path = str(receipt)  # type: ignore[attr-defined]
+            step_error.receipt_path = str(receipt)
         outputs = {} if error else self._outputs(returned)
         return RunResult(spec.name, options.run_id, BACKEND, status, outputs, steps, receipt, step_error)
 

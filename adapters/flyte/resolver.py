@@ -58,7 +58,7 @@ class InterlockTaskResolver(TaskResolverMixin):
     def name(self) -> str:
         return "interlock"
 
-    def loader_args(self, settings: Any, t: Task) -> list[str]:  # type: ignore[override]
+    def loader_args(self, settings: Any, t: Any) -> list[str]:
         from .tasks import NOOP_NAME
 
         if t.name == NOOP_NAME:
@@ -66,7 +66,7 @@ class InterlockTaskResolver(TaskResolverMixin):
         ref = getattr(t, "interlock_pipeline_ref", None)
         if not ref:
             raise PipelineDefinitionError(f"task {t.name!r} was not built by the interlock Flyte adapter")
-        return ["pipeline", ref, "node", t.interlock_node, "step", t.interlock_step]  # type: ignore[attr-defined]
+        return ["pipeline", ref, "node", t.interlock_node, "step", t.interlock_step]
 
     def load_task(self, loader_args: list[str]) -> PythonAutoContainerTask:
         from .tasks import build_noop, build_task

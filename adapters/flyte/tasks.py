@@ -81,7 +81,7 @@ class InterlockTaskMixin:
 _classes: dict[type, type] = {}
 
 
-def _task_class(base: type) -> type:
+def _task_class(base: type) -> Any:
     if base not in _classes:
         _classes[base] = type(f"Interlock{base.__name__}", (InterlockTaskMixin, base), {})
     return _classes[base]
@@ -115,6 +115,18 @@ def run_context(pipeline: str) -> RunContext:
     return run
 
 
+def _scratch() -> Path:
+    """Where output directories are staged before flytekit uploads them: its own sandbox."""
+    import flytekit
+
+    try:
+        base = Path(flytekit.current_context().working_directory)
+    except Exception:  # outside a flytekit execution (a direct call in a test)
+        base = Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="interlock-out-", dir=base))
+
+
 def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any) -> Callable[..., Any]:
     """The Python function flytekit runs for ``node``: a typed signature around the shim."""
 
@@ -128,8 +140,7 @@ def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any) -> Callab
             if getattr(err, "retryable", False):
                 raise FlyteRecoverableException(str(err)) from err
             raise
-        scratch = Path(tempfile.mkdtemp(prefix="interlock-out-"))
-        return outputs_to_flyte(step.outputs, result.outputs, ret_type, scratch)
+        return outputs_to_flyte(step.outputs, result.outputs, ret_type, _scratch())
 
     params = [
         inspect.Parameter(
@@ -164,7 +175,7 @@ def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None
         step, in_process=options.in_process, cache=options.cache, image=options.image,
         environment=env,
     )
-    base: type = PythonFunctionTask
+    base: Any = PythonFunctionTask
     task_config: Any = None
     if step.distributed is not None:
         from flytekit.core.task import TaskPlugins
@@ -198,7 +209,7 @@ def build_noop(options: TaskOptions | None = None) -> PythonFunctionTask:
     if options.echo_else:
         from flytekit.core.task import Echo
 
-        return Echo(name=NOOP_NAME)  # type: ignore[return-value]
+        return Echo(name=NOOP_NAME)
     cls = _task_class(PythonFunctionTask)
     task = cls.__new__(cls)
     task.interlock_name = NOOP_NAME

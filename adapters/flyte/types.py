@@ -53,9 +53,9 @@ def _base_type(t: TypeSpec) -> Any:
     if k in ("int", "float", "str", "bool"):
         return {"int": int, "float": float, "str": str, "bool": bool}[k]
     if k == "list":
-        return list[python_type(t.args[0])] if t.args else str  # untyped: JSON text
+        return list[python_type(t.args[0])] if t.args else str  # type: ignore[misc]  # untyped: JSON text
     if k == "dict":
-        return dict[str, python_type(t.args[1])] if t.args else str
+        return dict[str, python_type(t.args[1])] if t.args else str  # type: ignore[misc]
     if k == "dataclass":
         return t.resolve_class()
     if k == "dataframe":
@@ -75,7 +75,7 @@ def outputs_type(ports: tuple[Port, ...], name: str) -> Any:
         return None
     if len(ports) == 1 and ports[0].name == "o0":
         return python_type(ports[0].type)
-    return NamedTuple(name, [(p.name, python_type(p.type)) for p in ports])  # type: ignore[misc]
+    return NamedTuple(name, [(p.name, python_type(p.type)) for p in ports])
 
 
 # -- values --------------------------------------------------------------------------------

@@ -112,10 +112,10 @@ class _Builder:
         units: list[tuple[str, str]] = []
         member_of: dict[str, tuple[str, str]] = {}
         for n in ordered:
-            u = self._unit(self.spec.node(n).gate, gate)
-            if u is None:
+            member = self._unit(self.spec.node(n).gate, gate)
+            if member is None:
                 continue
-            unit = ("node", n) if u == "" else ("gate", u)
+            unit = ("node", n) if member == "" else ("gate", member)
             member_of[n] = unit
             if unit not in units:
                 units.append(unit)
@@ -125,10 +125,8 @@ class _Builder:
             ups: set[str] = set()
             for n in names:
                 ups |= self.spec.node(n).upstream()
-            if u[0] == "gate":
-                ups.add(self.spec.gate(u[1]).condition.node or "")
-                ups |= {c.node or "" for g in self.spec.gates if g.parent for c in [g.condition]
-                        if g.id in self.nodes_gates(u[1])}
+            if u[0] == "gate":  # the block's own condition and those of blocks nested in it
+                ups |= {g.condition.node or "" for g in self.spec.gates if g.id in self.nodes_gates(u[1])}
             deps[u] = {member_of[x] for x in ups if x in member_of and member_of[x] != u}
         done: list[tuple[str, str]] = []
         while len(done) < len(units):
@@ -159,7 +157,7 @@ class _Builder:
         kwargs = {}
         for port, b in node.inputs:
             v = self.value_of(b, values, values.setdefault("__outputs__", {}))
-            t = step.input(port).type  # type: ignore[union-attr]
+            t = step.input(port).type
             if b.kind == "const":
                 v = to_flyte(v, t)  # dataclass from its JSON form, untyped list/dict as JSON text
             kwargs[port] = v
@@ -214,7 +212,7 @@ class _Builder:
             p.name: to_flyte(p.default, p.type) for p in spec.params if p.has_default
         }
         out_ports = tuple(_Port(k, t) for k, t in spec.output_types)
-        ret = outputs_type(out_ports, f"{py_ident(spec.name)}_outputs")  # type: ignore[arg-type]
+        ret = outputs_type(out_ports, f"{py_ident(spec.name)}_outputs")
 
         def body(**kwargs: Any) -> Any:
             values = dict(kwargs)
