@@ -24,7 +24,8 @@ from typing import Any
 
 from interlock.plugins.airflow.compat import AIRFLOW_3, DAG, BaseOperator
 from interlock.plugins.airflow.hook import FlyteHook
-from interlock.plugins.airflow.operators import FlyteLaunchPlanOperator, launch_plan_name
+from interlock.plugins.airflow.names import launch_plan_name
+from interlock.plugins.airflow.operators import FlyteLaunchPlanOperator
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from typing import Any
 
 MAX_EXECUTION_NAME = 20
 MAX_GENERATIONS = 999  # three digits keep the name within 20 characters
@@ -28,6 +29,26 @@ _MAX_PREFIX = 253
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def launch_plan_name(pipeline_or_name: Any) -> str:
+    """A launch plan name from a string or an interlock pipeline (anything with ``.name``).
+
+    An interlock pipeline named ``fraud-retrain`` is registered on Flyte as a workflow and
+    a default launch plan with that same name.
+    """
+    name: Any
+    if isinstance(pipeline_or_name, str):
+        name = pipeline_or_name
+    else:
+        name = getattr(pipeline_or_name, "name", None)
+        if not isinstance(name, str):
+            raise TypeError(
+                f"expected a launch plan name or a pipeline with a .name, got {pipeline_or_name!r}"
+            )
+    if not name:
+        raise ValueError("the launch plan name is empty")
+    return name
 
 
 def logical_run_key(

@@ -21,7 +21,12 @@ from interlock.plugins.airflow.compat import (
     XCom,
 )
 from interlock.plugins.airflow.hook import FlyteHook, LaunchResult
-from interlock.plugins.airflow.names import logical_run_key, sanitize_annotations, sanitize_labels
+from interlock.plugins.airflow.names import (
+    launch_plan_name,
+    logical_run_key,
+    sanitize_annotations,
+    sanitize_labels,
+)
 from interlock.plugins.airflow.phases import TERMINAL, Phase
 from interlock.plugins.airflow.triggers import (
     FAILED,
@@ -33,26 +38,6 @@ from interlock.plugins.airflow.triggers import (
 
 XCOM_EXECUTION_NAME = "flyte_execution_name"
 XCOM_EXECUTION = "flyte_execution"
-
-
-def launch_plan_name(pipeline_or_name: Any) -> str:
-    """A launch plan name from a string or an interlock pipeline (anything with ``.name``).
-
-    An interlock pipeline named ``fraud-retrain`` is registered on Flyte as a workflow and
-    a default launch plan with that same name.
-    """
-    name: Any
-    if isinstance(pipeline_or_name, str):
-        name = pipeline_or_name
-    else:
-        name = getattr(pipeline_or_name, "name", None)
-        if not isinstance(name, str):
-            raise TypeError(
-                f"expected a launch plan name or a pipeline with a .name, got {pipeline_or_name!r}"
-            )
-    if not name:
-        raise ValueError("the launch plan name is empty")
-    return name
 
 
 def _seconds(value: timedelta | float | int | None) -> float | None:

@@ -81,6 +81,25 @@ def test_the_try_number_is_not_part_of_the_run_key():
         names.execution_name(key, names.MAX_GENERATIONS + 1)
 
 
+def test_launch_plan_name_from_an_interlock_pipeline_or_a_string():
+    import interlock as il
+
+    @il.step
+    def ingest(snapshot: str) -> str:
+        return snapshot
+
+    @il.pipeline(name="fraud-retrain")
+    def fraud_retrain(snapshot: str = "2026-11-01"):
+        ingest(snapshot=snapshot)
+
+    assert names.launch_plan_name(fraud_retrain) == "fraud-retrain"  # the Flyte adapter's naming
+    assert names.launch_plan_name("fraud-retrain") == "fraud-retrain"
+    with pytest.raises(TypeError):
+        names.launch_plan_name(42)
+    with pytest.raises(ValueError):
+        names.launch_plan_name("")
+
+
 # -- labels and annotations ---------------------------------------------------------------
 
 
