@@ -40,6 +40,7 @@ MODEL_NAME = "fraud-detector"
 EXPERIMENT = "fraud-retrain"
 SPLIT_SEED = 2026  # fixed, not a training knob: champion and challenger see the same test rows
 DEFAULT_REGISTRY_DIR = Path(".interlock") / "mlflow"
+DEFAULT_TRAIN = TrainParams()
 
 
 class Evaluation(NamedTuple):
@@ -216,7 +217,7 @@ def fraud_retrain(
     snapshot: str = "2026-11-01",
     margin: float = 0.01,
     registry: str = "",
-    params: TrainParams = TrainParams(),
+    params: TrainParams = DEFAULT_TRAIN,
 ):
     """Retrain the fraud model on a snapshot; promote it only if it beats the champion by `margin` AUC."""
     raw = ingest(snapshot=snapshot)

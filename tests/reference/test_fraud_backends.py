@@ -1,0 +1,105 @@
+"""fraud-retrain unchanged on every local backend: the same metrics, the same cache behaviour,
+the same validation stop. A backend that is not installed (``interlock backends``) is skipped.
+
+The expected metrics are computed here without any backend, from the same functions the
+steps call: every backend must reproduce them exactly (seeded data, fixed split seed,
+deterministic single-threaded training).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import interlock as il
+from interlock.core.backends import available_backends
+from interlock.plugins.mlflow import MlflowRegistry
+from reference_pipelines import fraud_data, fraud_model
+from reference_pipelines.fraud_model import TrainParams
+from reference_pipelines.fraud_retrain import MODEL_NAME, SPLIT_SEED, fraud_retrain
+
+BACKENDS = ["local", "flyte-local", "kfp-local"]
+TRAINING = ["ingest", "validate", "transform", "train"]
+DOWNSTREAM = ["transform", "train", "evaluate", "champion_gate", "register"]
+
+
+@dataclasses.dataclass
+class Runs:
+    backend: str
+    first: il.RunResult
+    again: il.RunResult
+    broken: il.RunResult
+    registry_uri: str
+
+    def registry(self) -> MlflowRegistry:
+        return MlflowRegistry(tracking_uri=self.registry_uri)
+
+
+@pytest.fixture(scope="module")
+def expected() -> dict[str, float]:
+    splits = fraud_model.stratified_split(fraud_data.generate("2026-11-01"), seed=SPLIT_SEED)
+    pre = fraud_model.fit_preprocessing(splits["train"])
+
+    def xy(df: Any) -> tuple[Any, Any]:
+        return fraud_model.apply_preprocessing(df, pre), df[fraud_data.LABEL].to_numpy()
+
+    model, _ = fraud_model.fit(*xy(splits["train"]), *xy(splits["valid"]), TrainParams())
+    return fraud_model.evaluate_model(model, pre, splits["test"])
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def runs(request, tmp_path_factory) -> Runs:
+    backend = request.param
+    if backend not in available_backends():
+        pytest.skip(f"backend {backend!r} is not installed (see `interlock backends`)")
+    home = tmp_path_factory.mktemp(backend)
+    registry = home / "mlflow"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+        def run(**params: Any) -> il.RunResult:
+            return il.run(fraud_retrain, backend, workdir=home / "work", raise_on_failure=False,
+                          registry=str(registry), **params)
+
+        first = run()
+        again = run()
+        broken = run(snapshot="corrupt-nulls:2026-11-01")
+    return Runs(backend, first, again, broken, f"sqlite:///{Path(registry) / 'mlflow.db'}")
+
+
+def test_same_metrics_as_computed_without_a_backend(runs, expected):
+    first = runs.first
+    assert first.succeeded, first.error
+    assert dict(first["challenger"]) == expected
+    assert first["promoted"] is True
+    assert first["champion_before"] == "none"
+    assert runs.registry().champion(MODEL_NAME) == "1"
+
+
+def test_rerun_with_identical_inputs_is_served_from_cache(runs):
+    again = runs.again
+    assert again.succeeded, again.error
+    assert {n: again.steps[n].status for n in TRAINING} == dict.fromkeys(TRAINING, "cached")
+    assert again["promoted"] is False  # the same model is no better than itself
+    assert dict(again["champion"]) == dict(again["challenger"]) == dict(runs.first["challenger"])
+    assert again.steps["register"].status != "succeeded"
+    assert len(runs.registry().client.search_model_versions(f"name='{MODEL_NAME}'")) == 1
+
+
+def test_corrupted_snapshot_stops_at_validation_and_registers_nothing(runs):
+    broken = runs.broken
+    assert broken.status == "failed"
+    assert broken.steps["validate"].status == "failed"
+    assert all(broken.steps[n].status not in ("succeeded", "cached") for n in DOWNSTREAM), broken.steps
+    assert isinstance(broken.error, il.StepFailed) and broken.error.kind == "FATAL"
+    receipt = json.loads(Path(broken.receipt_path).read_text())
+    validate = next(s for s in receipt["steps"] if s["node"] == "validate")
+    message = validate["attempts"][-1]["failure"]["message"]
+    assert "column 'amount': not_nullable: 200 failing value(s)" in message
+    assert "column 'country': not_nullable" in message
+    assert runs.registry().aliases(MODEL_NAME) == {"champion": "1"}
+    assert len(runs.registry().client.search_model_versions(f"name='{MODEL_NAME}'")) == 1
