@@ -59,10 +59,10 @@ class InterlockTaskResolver(TaskResolverMixin):
         return "interlock"
 
     def loader_args(self, settings: Any, t: Any) -> list[str]:
-        from .tasks import NOOP_NAME
+        from .tasks import NOOP_SUFFIX
 
-        if t.name == NOOP_NAME:
-            return ["noop", "gate-closed"]
+        if getattr(t, "interlock_node", None) == NOOP_SUFFIX:
+            return ["noop", t.interlock_pipeline]
         ref = getattr(t, "interlock_pipeline_ref", None)
         if not ref:
             raise PipelineDefinitionError(f"task {t.name!r} was not built by the interlock Flyte adapter")
@@ -71,8 +71,8 @@ class InterlockTaskResolver(TaskResolverMixin):
     def load_task(self, loader_args: list[str]) -> PythonAutoContainerTask:
         from .tasks import build_noop, build_task
 
-        if loader_args[:1] == ["noop"]:
-            return build_noop()
+        if list(loader_args[:1]) == ["noop"]:  # pyflyte-execute passes a tuple
+            return build_noop(loader_args[1])
         args = dict(zip(loader_args[::2], loader_args[1::2], strict=True))
         spec = load_spec(args["pipeline"])
         node = args["node"]

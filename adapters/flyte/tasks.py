@@ -39,7 +39,7 @@ CLUSTER_IN_PROCESS = frozenset({FailureKind.CONTENTION})
 LOCAL_JOURNAL: list[str] | None = None
 # Set by the flyte-local backend: the run's context (with its sleeper and clock) for in-process tasks.
 LOCAL_RUN: RunContext | None = None
-NOOP_NAME = "interlock.gate-closed"
+NOOP_SUFFIX = "gate-closed"
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,12 @@ def gate_closed() -> None:
     """The else branch of an il.when conditional: nothing to do."""
 
 
-def build_noop(options: TaskOptions | None = None) -> PythonFunctionTask:
+def noop_name(pipeline: str) -> str:
+    # Per pipeline: two pipelines registered under one version may use different images.
+    return f"{pipeline}.{NOOP_SUFFIX}"
+
+
+def build_noop(pipeline: str, options: TaskOptions | None = None) -> PythonFunctionTask:
     from flytekit import Resources
 
     from .resolver import resolver
@@ -209,13 +214,14 @@ def build_noop(options: TaskOptions | None = None) -> PythonFunctionTask:
     if options.echo_else:
         from flytekit.core.task import Echo
 
-        return Echo(name=NOOP_NAME)
+        return Echo(name=noop_name(pipeline))
     cls = _task_class(PythonFunctionTask)
     task = cls.__new__(cls)
-    task.interlock_name = NOOP_NAME
-    task.interlock_node = NOOP_NAME
+    task.interlock_name = noop_name(pipeline)
+    task.interlock_node = NOOP_SUFFIX
     task.interlock_pipeline_ref = None
-    task.interlock_step = NOOP_NAME
+    task.interlock_pipeline = pipeline
+    task.interlock_step = NOOP_SUFFIX
     # The smallest pod Kubernetes will schedule: the branch only has to exist.
     tiny = Resources(cpu="100m", mem="64Mi")
     extra = {"container_image": options.image} if options.image else {}

@@ -49,7 +49,7 @@ class _Builder:
         self.options = options
         self.tasks = {n.name: build_task(spec, n.name, options) for n in spec.nodes}
         self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
-        self.noop = build_noop(options) if spec.gates else None
+        self.noop = build_noop(spec.name, options) if spec.gates else None
         for _, b in spec.outputs:
             if b.kind == "output" and spec.node(b.node or "").gate:
                 raise PipelineDefinitionError(

@@ -149,7 +149,7 @@ def test_gate_is_a_conditional_with_noop_else_and_a_subworkflow(compiled: dict[s
     cmp = branch.case.condition.comparison
     assert cmp.left_value.var == "decide.o0" and cmp.right_value.primitive.boolean is True
     assert branch.case.then_node.workflow_node.sub_workflow_ref.name == "flyte-demo.gate-1"
-    assert branch.else_node.task_node.reference_id.name == "interlock.gate-closed"
+    assert branch.else_node.task_node.reference_id.name == "flyte-demo.gate-closed"
     [sub] = wf.sub_workflows
     assert sub.id.name == "flyte-demo.gate-1"
     assert [n.id for n in sub.nodes] == ["register", "notify"]
@@ -249,7 +249,7 @@ def test_cli_compile_and_backends(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert rc == 0
     printed = capsys.readouterr().out.split()
     assert str(out / "flyte-package.tgz") in printed
-    [noop] = out.glob("*_interlock.gate-closed_1.pb")
+    [noop] = out.glob("*_flyte-demo.gate-closed_1.pb")
     msg = task_pb2.TaskSpec()
     msg.ParseFromString(noop.read_bytes())
     assert msg.template.type == "echo"  # no pod for a closed gate

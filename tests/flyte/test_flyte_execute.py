@@ -144,3 +144,16 @@ def test_failures_map_to_flyte_error_kinds(
     assert f"({kind})" in err.message
     # One attempt in the pod: on a cluster Flyte owns TRANSIENT retries, and FATAL gets none.
     assert counter.read_text() == "1"
+
+
+def test_closed_gate_noop_task_runs_in_its_container(tmp_path: Path, ctx: FlyteContext) -> None:
+    files = il.compile(demo, backend="flyte", out=tmp_path / "pb", project="p", domain="d", version="v1", image="img:1")
+    [path] = [f for f in files if f.name.endswith("_flyte-demo.gate-closed_1.pb")]
+    ts = task_pb2.TaskSpec()
+    ts.ParseFromString(path.read_bytes())
+    args = list(ts.template.container.args)
+    assert args[args.index("--") + 1:] == ["noop", "flyte-demo"]
+    proc = _execute(ts, LiteralMap(literals={}), tmp_path / "run")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _outputs(tmp_path / "run").literals == {}
+    assert not (tmp_path / "run" / "outputs" / "error.pb").exists()
