@@ -9,6 +9,7 @@ kept out of messages, and an il.run whose step resumes from an S3 checkpoint on 
 
 from __future__ import annotations
 
+import gc
 import http.server
 import importlib.util
 import json
@@ -409,6 +410,38 @@ def test_large_files_go_up_in_parts_and_verify(s3: str, bucket: str, tmp_path: P
     put(store, object_key, bytes(data))
     with pytest.raises(CheckpointError, match="w.bin"):
         store.load_latest(KEY)
+
+
+def test_a_load_downloads_each_file_once(s3: str, bucket: str, tmp_path: Path) -> None:
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    store = S3CheckpointStore(bucket, endpoint_url=s3, spool_dir=spool_dir)
+    files = {"a": payload(1, 50_000), "d/b": payload(2, 70_000)}
+    store.save(KEY, files)
+    gets: list[str] = []
+    store.client.meta.events.register(
+        "provide-client-params.s3.GetObject", lambda params, **_kw: gets.append(params["Key"])
+    )
+    loaded = store.load_latest(KEY)  # verifies: streams every file once
+    assert loaded is not None
+    assert {n: loaded.read_bytes(n) for n in loaded.names} == files
+    out = loaded.copy_to(tmp_path / "out")
+    assert (out / "d" / "b").read_bytes() == files["d/b"]
+    data_gets = [k for k in gets if "/data/" in k]
+    assert sorted(data_gets) == sorted(KeyLayout("", KEY).data(loaded.info.id, n) for n in files)
+    # Local copies are still checked on every read.
+    [copy_dir] = list(spool_dir.iterdir())
+    for copy in copy_dir.iterdir():
+        copy.write_bytes(b"tampered")
+    with pytest.raises(CheckpointError, match="does not match its manifest"):
+        loaded.read_bytes("a")
+    del loaded
+    gc.collect()
+    assert list(spool_dir.iterdir()) == []  # gone with the LoadedCheckpoint
+    # Without a spool every read downloads again.
+    plain = S3CheckpointStore(bucket, endpoint_url=s3, spool=False)
+    loaded = plain.load_latest(KEY)
+    assert loaded is not None and loaded.read_bytes("a") == files["a"]
 
 
 def test_failed_save_leaves_nothing_behind(s3: str, bucket: str, tmp_path: Path) -> None:

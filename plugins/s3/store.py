@@ -35,6 +35,7 @@ import secrets
 import stat
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TypeVar
@@ -56,6 +57,7 @@ from interlock.core.errors import CheckpointError, SerializationError
 
 from .errors import S3StoreError, error_code, is_boto_error, is_missing, wrap
 from .layout import CLAIM, MANIFEST, KeyLayout, normalise_prefix
+from .spool import Spool
 from .uri import display_endpoint, endpoint_from_env, parse_s3_uri
 
 __all__ = ["S3CheckpointStore"]
@@ -147,7 +149,9 @@ class S3CheckpointStore:
     standard AWS chain. ``stale_after``: seconds without activity after which an
     uncommitted checkpoint counts as abandoned and may be deleted. ``conditional_writes``:
     use ``If-None-Match: *`` (falls back by itself where the server refuses it).
-    Files of ``multipart_threshold`` bytes or more are uploaded in parts.
+    Files of ``multipart_threshold`` bytes or more are uploaded in parts. ``spool``: keep
+    the files that a load verified in a temporary directory (under ``spool_dir``) while the
+    loaded checkpoint is alive, so reading them does not download them a second time.
     """
 
     def __init__(
@@ -163,6 +167,8 @@ class S3CheckpointStore:
         multipart_chunksize: int = 16 * MiB,
         max_concurrency: int = 8,
         max_attempts: int = 5,
+        spool: bool = True,
+        spool_dir: str | os.PathLike | None = None,
     ) -> None:
         self.bucket, _ = parse_s3_uri(f"s3://{bucket}")
         self.prefix = normalise_prefix(prefix)
@@ -173,6 +179,8 @@ class S3CheckpointStore:
         self.multipart_chunksize = multipart_chunksize
         self.max_concurrency = max_concurrency
         self.max_attempts = max_attempts
+        self.spool = spool
+        self.spool_dir = spool_dir
         self._client = client
         self._transfer: Any = None
         self._lock = threading.Lock()
@@ -536,8 +544,16 @@ class S3CheckpointStore:
                 if data is None:
                     return _VANISHED
                 info = decode_manifest(data, key=key, checkpoint_id=entry.id)
-                loaded = LoadedCheckpoint(info, self._opener(layout, info))
-                loaded.verify()
+                spool = Spool(self.spool_dir) if self.spool else None
+                loaded = LoadedCheckpoint(info, self._opener(layout, info, spool))
+                if spool is not None:
+                    weakref.finalize(loaded, spool.cleanup)
+                try:
+                    loaded.verify()
+                except BaseException:
+                    if spool is not None:
+                        spool.cleanup()
+                    raise
                 return loaded
             except S3StoreError:
                 raise  # the service failed: no evidence of corruption
@@ -554,8 +570,14 @@ class S3CheckpointStore:
             ) from first_error
         return None
 
-    def _opener(self, layout: KeyLayout, info: CheckpointInfo) -> Callable[[str], Any]:
-        def open_file(name: str) -> contextlib.closing[_Body]:
+    def _opener(
+        self, layout: KeyLayout, info: CheckpointInfo, spool: Spool | None
+    ) -> Callable[[str], Any]:
+        def open_file(name: str) -> Any:
+            local = spool.local(name) if spool is not None else None
+            if local is not None:
+                with contextlib.suppress(OSError):
+                    return open(local, "rb")  # noqa: SIM115 - the caller closes it
             object_key = layout.data(info.id, name)
             try:
                 response = self.client.get_object(Bucket=self.bucket, Key=object_key)
@@ -565,7 +587,10 @@ class S3CheckpointStore:
                 if is_missing(exc):
                     raise mismatch_error(info, name, "file is missing") from exc
                 raise self._wrap(exc, "GetObject", object_key) from exc
-            body = _Body(response["Body"], lambda exc: self._wrap(exc, "GetObject", object_key))
+            body: Any = _Body(response["Body"], lambda exc: self._wrap(exc, "GetObject", object_key))
+            if spool is not None:
+                with contextlib.suppress(OSError):
+                    body = spool.tee(name, body)
             return contextlib.closing(body)
 
         return open_file
