@@ -142,6 +142,8 @@ def assemble_receipt(
         step = spec.step_of(node)
         frag_path = state_dir / "receipts" / f"{node.name}.json"
         frag: dict[str, Any] = json.loads(frag_path.read_text()) if frag_path.exists() else {}
+        if frag.get("run_id", run_id) != run_id:  # left by another run in a shared state dir
+            frag = {}
         is_cached = bool((cached or {}).get(node.name)) or statuses.get(node.name) == "cached"
         attempts = frag.get("attempts", []) if not is_cached else []
         busy = sum(a.get("duration_s", 0.0) for a in attempts)
