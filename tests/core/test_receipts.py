@@ -176,3 +176,23 @@ def test_price_table_estimates(tmp_path: Path) -> None:
     custom = tmp_path / "p.json"
     custom.write_text(json.dumps({"gpu_hour:default": 1.0}))
     assert PriceTable.load(str(custom)).gpu_hour("unknown-gpu") == 1.0
+
+
+def test_a_fragment_of_another_run_stays_out_of_the_receipt(tmp_path: Path) -> None:
+    # A state directory shared by runs (a KFP state PVC) holds fragments of earlier runs.
+    from interlock.core.receipt import assemble_receipt
+
+    spec = il.spec(receipts.receipt_failing)
+    state = tmp_path / "state"
+    (state / "receipts").mkdir(parents=True)
+    stale = {"run_id": "r-old", "status": "failed", "attempts": [
+        {"number": 1, "duration_s": 5.0, "status": "failed", "failure": {"kind": "FATAL", "reason": "old"}},
+    ], "facts": {"old": True}}
+    (state / "receipts" / "publish.json").write_text(json.dumps(stale))
+    path = assemble_receipt(
+        spec, run_id="r-new", backend="local", state_dir=state, params={}, status="failed",
+        statuses={"reject": "failed", "publish": "not-run"}, started=0.0,
+    )
+    publish = step_entry(read(path), "publish")
+    assert publish["attempts"] == [] and publish["failure_kinds"] == [] and publish["facts"] == {}
+    assert publish["duration_s"] == 0
