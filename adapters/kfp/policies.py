@@ -135,7 +135,6 @@ def container_env(spec: PipelineSpec, step: StepSpec, opts: KfpOptions) -> dict[
     """Static env of the container: the step's env plus what the shim reads."""
     env = dict(step.env)
     env["INTERLOCK_RETRY_IN_PROCESS"] = ",".join(sorted(k.value for k in IN_PROCESS))
-    env["INTERLOCK_PIPELINE"] = spec.name
     if opts.state_pvc:
         env["INTERLOCK_STATE_ROOT"] = STATE_MOUNT  # the shim uses STATE_ROOT/runs/<run id>/state
     return env
