@@ -35,11 +35,13 @@ class Sleeper:
 
 
 def run(
-    pipeline: Any, workdir: Path, *, run_id: str | None = None, sleeper: Any = None, progress: Any = None, **params: Any,
+    pipeline: Any, workdir: Path, *, run_id: str | None = None, sleeper: Any = None, progress: Any = None,
+    cache: bool = True, **params: Any,
 ) -> RunResult:
     spec = il.spec(pipeline)
     options = RunOptions(
         run_id=run_id or f"r-{uuid.uuid4().hex[:8]}", workdir=workdir, sleeper=sleeper or Sleeper(), progress=progress,
+        cache=cache,
     )
     return KfpLocalBackend().run(spec, resolve_params(spec, params), options)
 
@@ -181,6 +183,7 @@ def test_a_code_change_invalidates_the_kfp_cache(tmp_path: Path, monkeypatch: py
     assert run(module.pipe, work).outputs == {"o0": "x=2"}
     hit = run(module.pipe, work)
     assert hit.steps["bump"].status == "cached" and hit.outputs == {"o0": "x=2"}
+    assert run(module.pipe, work, cache=False).steps["bump"].status == "succeeded"  # il.run(cache=False)
 
     src.write_text(textwrap.dedent(MODULE.format(inc=100)))
     module = importlib.reload(module)
