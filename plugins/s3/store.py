@@ -24,8 +24,10 @@ loading. AWS S3 (since 2024), MinIO and moto honour ``If-None-Match: *``.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import email.utils
+import functools
 import hashlib
 import io
 import json
@@ -226,6 +228,10 @@ class S3CheckpointStore:
         }
         if self.endpoint_url:
             options["s3"] = {"addressing_style": "path"}  # MinIO, moto: no bucket subdomains
+            # botocore's default CRC trailers (since 1.36) are refused by some S3-compatible
+            # servers; integrity does not rest on them (every file is sha256-verified).
+            options["request_checksum_calculation"] = "when_required"
+            options["response_checksum_validation"] = "when_required"
         return _session(boto3).client("s3", endpoint_url=self.endpoint_url, config=Config(**options))
 
     def _transfer_config(self) -> Any:
@@ -372,13 +378,11 @@ class S3CheckpointStore:
     def _delete(self, keys: list[str]) -> None:
         for start in range(0, len(keys), _DELETE_BATCH):
             batch = keys[start : start + _DELETE_BATCH]
-            response = self._call(
+            request = {"Objects": [{"Key": k} for k in batch], "Quiet": True}
+            response: dict[str, Any] = self._call(
                 "DeleteObjects",
                 batch[0],
-                lambda batch=batch: self.client.delete_objects(
-                    Bucket=self.bucket,
-                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
-                ),
+                functools.partial(self.client.delete_objects, Bucket=self.bucket, Delete=request),
             )
             errors = response.get("Errors") or []
             if errors:
@@ -527,8 +531,8 @@ class S3CheckpointStore:
         # it (manifest first); a newer one was committed before that, so list again.
         for _ in range(_RESCANS):
             result = self._load_latest_once(layout, fallback)
-            if result is not _VANISHED:
-                return result  # type: ignore[return-value]
+            if isinstance(result, LoadedCheckpoint) or result is None:
+                return result
         raise _churn_error(key)
 
     def _load_latest_once(self, layout: KeyLayout, fallback: bool) -> object:
@@ -623,7 +627,7 @@ class S3CheckpointStore:
 
     # --- prune and cleanup ---
 
-    def prune(self, key: str, keep: int) -> list[CheckpointInfo]:
+    def prune(self, key: str, keep: int) -> builtins.list[CheckpointInfo]:
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
             raise CheckpointError(f"prune keep must be an int >= 0, got {keep!r}")
         layout = self._layout(key)
@@ -646,7 +650,7 @@ class S3CheckpointStore:
             self._delete([k for seq in targets for k in entries[seq].keys if k not in manifests])
         return doomed
 
-    def cleanup(self, key: str, *, older_than: float | None = None) -> list[str]:
+    def cleanup(self, key: str, *, older_than: float | None = None) -> builtins.list[str]:
         """Delete uncommitted checkpoints (no manifest) idle for ``older_than`` seconds
         (default ``stale_after``; 0: all, for when no writer of the key can be running).
         Returns their ids."""
@@ -656,7 +660,7 @@ class S3CheckpointStore:
 
     def _clean(
         self, layout: KeyLayout, entries: dict[int, _Entry], now: float, older_than: float
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         removed = []
         for entry in entries.values():
             if entry.manifest:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from interlock.core.errors import CheckpointError
@@ -30,10 +31,10 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def endpoint_from_env(env: dict[str, str] | None = None) -> str | None:
-    env = os.environ if env is None else env
+def endpoint_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    source: Mapping[str, str] = os.environ if env is None else env
     for var in ENDPOINT_ENV:
-        value = env.get(var, "").strip()
+        value = source.get(var, "").strip()
         if value:
             return value
     return None
