@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends import DEFAULT_BACKEND, available_backends, default_workdir, get_backend
-from .errors import InterlockError, PipelineDefinitionError, StepFailed
+from .errors import BackendNotFound, InterlockError, PipelineDefinitionError, StepFailed
 from .loader import load_pipeline
 from .spec import PipelineSpec
 from .types import TypeSpec
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except InterlockError as exc:
         print(f"interlock: error [{exc.code}]: {exc}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(exc, PipelineDefinitionError) else EXIT_FAILED
+        return EXIT_USAGE if isinstance(exc, PipelineDefinitionError | BackendNotFound) else EXIT_FAILED
 
 
 if __name__ == "__main__":

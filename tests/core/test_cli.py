@@ -90,7 +90,7 @@ def test_target_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     rc, _, err = run_cli(capsys, "run", f"{FILE}:repeat")
     assert rc == 2 and "is not an @il.pipeline" in err
     rc, _, err = run_cli(capsys, "run", GREET, "--backend", "nope", "--workdir", str(tmp_path))
-    assert rc == 1 and "unknown backend 'nope'; installed:" in err and "local" in err
+    assert rc == 2 and "unknown backend 'nope'; installed:" in err and "local" in err
 
 
 def test_graph(capsys: pytest.CaptureFixture[str]) -> None:
