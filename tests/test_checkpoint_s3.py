@@ -511,17 +511,19 @@ def test_missing_bucket_is_fatal_with_a_hint(s3: str, caplog) -> None:
         assert SECRET not in text and KEY_ID not in text
 
 
-def _serve_503() -> tuple[http.server.ThreadingHTTPServer, str]:
-    class SlowDown(http.server.BaseHTTPRequestHandler):
+def _serve_error(status: int, code: str) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """A loopback HTTP server that answers every request with an S3 error document."""
+
+    class Failing(http.server.BaseHTTPRequestHandler):
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             if length:
                 self.rfile.read(length)
             body = (
-                b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
-                b"<Message>Please reduce your request rate.</Message></Error>"
-            )
-            self.send_response(503)
+                f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                f"<Message>{code} from the test server</Message></Error>"
+            ).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -533,23 +535,36 @@ def _serve_503() -> tuple[http.server.ThreadingHTTPServer, str]:
         def log_message(self, *args) -> None:  # quiet
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowDown)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Failing)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def test_throttling_is_retryable_and_transient(s3: str) -> None:
-    server, endpoint = _serve_503()
+@pytest.mark.parametrize(
+    ("status", "code", "retryable", "hint"),
+    [
+        (503, "SlowDown", True, "throttling"),
+        (500, "InternalError", True, "throttling or unavailable"),
+        (403, "AccessDenied", False, "s3:PutObject"),
+        (403, "InvalidAccessKeyId", False, "credentials"),
+    ],
+)
+def test_service_errors_map_to_retryable_or_fatal(
+    s3: str, status: int, code: str, retryable: bool, hint: str
+) -> None:
+    server, endpoint = _serve_error(status, code)
     try:
-        store = S3CheckpointStore("busy-bucket", endpoint_url=endpoint, max_attempts=1)
+        store = S3CheckpointStore("some-bucket", endpoint_url=endpoint, max_attempts=1)
         with pytest.raises(S3StoreError) as err:
-            store.load_latest(KEY)
+            store.save(KEY, {"s": b"1"})
     finally:
         server.shutdown()
+        server.server_close()
     e = err.value
-    assert e.s3_code == "SlowDown" and e.status == 503 and e.retryable is True
-    assert classify(e).kind is FailureKind.TRANSIENT
-    assert SECRET not in str(e)
+    assert (e.s3_code, e.status, e.retryable) == (code, status, retryable)
+    assert e.code == "CHECKPOINT_S3" and hint in (e.hint or "")
+    assert classify(e).kind is (FailureKind.TRANSIENT if retryable else FailureKind.FATAL)
+    assert SECRET not in str(e) and KEY_ID not in str(e)
 
 
 def test_unreachable_endpoint_is_retryable(s3: str) -> None:
