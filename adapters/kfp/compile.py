@@ -64,13 +64,21 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     task_names: dict[str, str] = {}
     selectors: dict[str, str] = {}
 
-    outputs = exported_outputs(spec)
+    # KFP refuses pipeline outputs produced inside an ExitHandler (the receipt task's block).
+    outputs = [] if opts.state_pvc else exported_outputs(spec)
     ReturnType = _return_type(spec, outputs)
 
     def body(*args: Any) -> Any:
         values = dict(zip(order, args, strict=True))
         tasks: dict[str, Any] = {}
         open_gates: list[tuple[str, Any]] = []
+        handler = None
+        if opts.state_pvc:
+            # Fragments outlive pods on the state volume: assemble the receipt at exit.
+            from .receipt_task import make_receipt_task
+
+            handler = dsl.ExitHandler(make_receipt_task(spec, values, opts), name="interlock-run")
+            handler.__enter__()
         for node in spec.nodes:
             chain = [g for g in spec.gate_chain(node.gate)]
             keep = 0
@@ -86,6 +94,8 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
             task_names[tasks[node.name].name] = node.name
         while open_gates:
             open_gates.pop()[1].__exit__(None, None, None)
+        if handler is not None:
+            handler.__exit__(None, None, None)
         if outputs:
             values_out = [_value(b, values, tasks, components) for _, b in outputs]
             return ReturnType(*values_out) if ReturnType is not None else values_out[0]

@@ -224,6 +224,21 @@ LOSSY = (
     "pipeline outputs that are a dataclass field are not declared in the IR (KFP cannot select a field); "
     "kfp-local still returns them",
     "schedule: not part of the IR; create a recurring run with kfp.Client().create_recurring_run(cron_expression=...)",
-    "local checkpoint stores and FATAL markers need a shared volume on a cluster: compile with state_pvc=NAME "
-    "(or use an s3:// checkpoint store)",
+    "local checkpoint stores, FATAL markers and receipt fragments need a shared volume on a cluster: compile "
+    "with state_pvc=NAME (or use an s3:// checkpoint store); a dsl.ExitHandler task then assembles the receipt, "
+    "and the IR declares no pipeline outputs (KFP refuses outputs from inside an ExitHandler)",
 )
+
+
+def apply_receipt_settings(task: Any, spec: PipelineSpec, opts: KfpOptions) -> None:
+    """The exit task that assembles the receipt: never cached, on the state volume."""
+    from kfp import kubernetes
+
+    task.set_display_name("interlock-receipt")
+    task.set_caching_options(enable_caching=False)
+    task.set_env_variable("INTERLOCK_STATE_ROOT", STATE_MOUNT)
+    if opts.state_pvc:
+        kubernetes.mount_pvc(task, pvc_name=opts.state_pvc, mount_path=STATE_MOUNT)
+    kubernetes.use_field_path_as_env(task, env_name="KFP_RUN_ID", field_path="metadata.labels['pipeline/runid']")
+    for k, v in sorted(dict(spec.labels).items()):
+        kubernetes.add_pod_label(task, label_key=k, label_value=v)

@@ -357,3 +357,18 @@ def test_nested_gates_nest_dsl_if(tmp_path: Path) -> None:
     assert {"ship-positive", "big", "condition-2"} == set(outer)
     assert outer["condition-2"]["triggerPolicy"]["condition"] == "inputs.parameter_values['pipelinechannel--big-Output'] == true"
     assert set(ir["components"]["comp-condition-2"]["dag"]["tasks"]) == {"ship-big"}
+
+
+def test_receipt_exit_handler_with_a_state_volume(tmp_path: Path) -> None:
+    ir, platform = load_ir(compile_pipeline(il.spec(typed.typed), tmp_path / "t.yaml", KfpOptions(state_pvc="st")))
+    root = ir["root"]["dag"]["tasks"]
+    receipt_task = root["interlock-receipt"]
+    assert receipt_task["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"  # runs after a failure too
+    assert receipt_task["inputs"]["parameters"]["status"] == {"taskFinalStatus": {"producerTask": "exit-handler-1"}}
+    assert receipt_task["inputs"]["parameters"]["params"] == {"componentInputParameter": "params"}
+    assert receipt_task["cachingOptions"] == {}
+    assert "train" in ir["components"]["comp-exit-handler-1"]["dag"]["tasks"]
+    assert platform["exec-interlock-receipt"]["pvcMount"][0]["mountPath"] == "/interlock-state"
+    assert "outputDefinitions" not in ir["root"]  # KFP refuses outputs from inside an ExitHandler
+    plain, _ = load_ir(compile_pipeline(il.spec(typed.typed), tmp_path / "plain.yaml"))
+    assert "interlock-receipt" not in plain["root"]["dag"]["tasks"]  # no shared state: no receipt task

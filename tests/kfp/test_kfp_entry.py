@@ -154,3 +154,23 @@ def test_dataset_directory_round_trip(tmp_path: Path) -> None:
     assert isinstance(back, il.Dataset) and back.metadata == {"snapshot": "2026-11-01"}
     assert (back.path / "part-0.csv").read_text() == "a,b\n1,2\n"
     assert art.metadata["snapshot"] == "2026-11-01" and art.metadata["interlock_type"] == "il.Dataset"
+
+
+def test_exit_task_assembles_the_receipt_from_fragments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from interlock.adapters.kfp.receipt_task import finish_run
+
+    monkeypatch.delenv("INTERLOCK_STATE_DIR", raising=False)
+    monkeypatch.setenv("INTERLOCK_STATE_ROOT", str(tmp_path / "pvc"))
+    monkeypatch.setenv("KFP_RUN_ID", "run-77")
+    spec = il.spec(failing.fatal)
+    with pytest.raises(StepFailed):  # the first task fails FATAL in its pod
+        run_node("kfp_test_pipelines.failing:fatal", "doomed", spec.step("doomed").fingerprint,
+                 {"marker_dir": str(tmp_path / "calls")})
+    path = Path(finish_run("kfp_test_pipelines.failing:fatal", {"marker_dir": str(tmp_path / "calls")}, "FAILED"))
+    assert path == tmp_path / "pvc" / "runs" / "run-77" / "state" / "receipt.json"
+    receipt = json.loads(path.read_text())
+    assert receipt["run_id"] == "run-77" and receipt["status"] == "failed"
+    steps = {s["node"]: s for s in receipt["steps"]}
+    assert steps["doomed"]["status"] == "failed" and steps["doomed"]["failure_kinds"] == ["FATAL"]
+    assert steps["after_doomed"]["status"] == "not-run"
+    assert receipt["parameters"] == {"marker_dir": str(tmp_path / "calls")}

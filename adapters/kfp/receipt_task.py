@@ -1,0 +1,77 @@
+"""The run's receipt on a cluster: a KFP exit handler that assembles the shim's fragments.
+
+Each task's shim writes its receipt fragment into the run's state directory. On a cluster
+that directory is on the state volume (``state_pvc``), so one more task, run by
+``dsl.ExitHandler`` whether the pipeline succeeded or failed, can merge the fragments into
+``receipt.json`` next to them. Without a state volume the fragments die with their pods
+and no receipt task is compiled (kfp-local assembles the receipt in-process instead).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from interlock.core.spec import PipelineSpec
+
+from .component import DEFAULT_IMAGE, _function_from_source
+from .policies import KfpOptions, apply_receipt_settings
+from .types import kfp_type
+
+FUNCTION_NAME = "interlock_receipt"
+
+
+def receipt_source(spec: PipelineSpec) -> str:
+    params = [f"{p.name}: {kfp_type(p.type).parameter}" for p in spec.params]
+    args = ", ".join(f"{p.name!r}: {p.name}" for p in spec.params)
+    signature = ", ".join(["status: PipelineTaskFinalStatus", *params])
+    return (
+        f"def {FUNCTION_NAME}({signature}) -> str:\n"
+        f"    from interlock.adapters.kfp.receipt_task import finish_run\n"
+        f"    return finish_run({spec.ref!r}, {{{args}}}, status.state)\n"
+    )
+
+
+def make_receipt_task(spec: PipelineSpec, values: dict[str, Any], opts: KfpOptions) -> Any:
+    """Create the exit task (inside the pipeline body, before the ExitHandler block)."""
+    from kfp import dsl
+
+    source = receipt_source(spec)
+    fn = _function_from_source(source, FUNCTION_NAME, f"<interlock-kfp {spec.name}/receipt>")
+    comp = dsl.component(fn, base_image=opts.image or DEFAULT_IMAGE, install_kfp_package=False)
+    task = comp(**{p.name: values[p.name] for p in spec.params})
+    apply_receipt_settings(task, spec, opts)
+    return task
+
+
+def finish_run(pipeline_ref: str, params: dict[str, Any], state: str | None = None) -> str:
+    """In the exit task: merge the fragments of this run into receipt.json; returns its path."""
+    from interlock.core.receipt import assemble_receipt
+
+    from .entry import load_spec, run_context
+    from .types import decode
+
+    spec = load_spec(pipeline_ref)
+    run = run_context(spec)
+    statuses: dict[str, str] = {}
+    started: list[float] = []
+    for node in spec.nodes:
+        frag = run.state_dir / "receipts" / f"{node.name}.json"
+        if frag.exists():
+            data = json.loads(frag.read_text())
+            statuses[node.name] = data.get("status", "unknown")
+            if data.get("started"):
+                started.append(float(data["started"]))
+        else:
+            # Not run by the shim in this run: a KFP cache hit, a closed gate, or never reached.
+            statuses[node.name] = "not-run"
+    failed = any(s == "failed" for s in statuses.values()) or (state or "").upper() in ("FAILED", "ERROR")
+    typed = {p.name: decode(params.get(p.name), p.type) for p in spec.params}
+    path = assemble_receipt(
+        spec, run_id=run.run_id, backend=run.backend, state_dir=run.state_dir, params=typed,
+        status="failed" if failed else "succeeded", statuses=statuses,
+        started=min(started) if started else time.time(), extra={"kfp": {"final_state": state}},
+    )
+    print(f"interlock: receipt {path}", flush=True)
+    return str(path)
