@@ -236,8 +236,8 @@ def _json_problem(value: Any, t: TypeSpec, where: str) -> str | None:
 
 
 def new_run_id(pipeline: str) -> str:
-    """Sortable, unique, and a valid Flyte execution / Kubernetes name (lowercase, starts with a letter)."""
-    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
+    """Sortable, unique, and a valid Flyte execution name: lowercase, starts with a letter, 20 chars."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%y%m%d%H%M%S")
     return f"r{stamp}-{os.urandom(3).hex()}"
 
 

@@ -214,6 +214,12 @@ class Builder:
                         hint="move this step into the same il.when block",
                     )
             return b
+        if _holds_promise(value):
+            raise PipelineDefinitionError(
+                "a step output or parameter nested inside a list or dict constant cannot be wired",
+                pipeline=self.name, step=node, port=port,
+                hint="pass each runtime value as its own input, or build the collection in a step",
+            )
         if dataclasses.is_dataclass(value) and not isinstance(value, type) and value_matches(value, dst):
             return Binding.of_const(dataclasses.asdict(value))
         if not value_matches(value, dst):
@@ -262,6 +268,16 @@ class Builder:
             self._gate_stack.pop()
         if not any(n.gate == gate.id for n in self.nodes):
             raise PipelineDefinitionError(f"il.when({condition.describe()}) block has no steps", pipeline=self.name)
+
+
+def _holds_promise(value: Any) -> bool:
+    if isinstance(value, Promise):
+        return True
+    if isinstance(value, list | tuple):
+        return any(_holds_promise(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_promise(v) for v in value.values())
+    return False
 
 
 @contextlib.contextmanager

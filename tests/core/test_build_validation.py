@@ -564,3 +564,32 @@ def test_nothing_runs_while_building() -> None:
     spec = il.spec(p)
     assert len(spec.nodes) == 2
     assert calls == []
+
+
+def test_promise_nested_in_a_constant_is_refused() -> None:
+    @il.step
+    def count(xs: list) -> int:
+        return len(xs)
+
+    @il.step
+    def same(x: int) -> int:
+        return x
+
+    @il.pipeline
+    def nested(a: int = 1):
+        return count(xs=[same(x=a), 2])
+
+    with pytest.raises(il.PipelineDefinitionError) as info:
+        il.spec(nested)
+    assert info.value.step == "count" and info.value.port == "xs"
+    assert "nested inside a list or dict constant" in str(info.value)
+
+
+def test_run_ids_are_valid_flyte_execution_names() -> None:
+    import re
+
+    from interlock.core.backends import new_run_id
+
+    ids = {new_run_id("any") for _ in range(50)}
+    assert len(ids) == 50
+    assert all(re.fullmatch(r"[a-z][a-z0-9-]{0,19}", i) for i in ids), ids
