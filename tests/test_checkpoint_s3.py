@@ -536,7 +536,7 @@ def _serve_error(status: int, code: str) -> tuple[http.server.ThreadingHTTPServe
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Failing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
