@@ -151,7 +151,8 @@ class S3CheckpointStore:
     standard AWS chain. ``stale_after``: seconds without activity after which an
     uncommitted checkpoint counts as abandoned and may be deleted. ``conditional_writes``:
     use ``If-None-Match: *`` (falls back by itself where the server refuses it).
-    Files of ``multipart_threshold`` bytes or more are uploaded in parts. ``spool``: keep
+    Files of ``multipart_threshold`` bytes or more are uploaded in parts. ``max_attempts``:
+    tries of one request, the first included (botocore's standard retry mode). ``spool``: keep
     the files that a load verified in a temporary directory (under ``spool_dir``) while the
     loaded checkpoint is alive, so reading them does not download them a second time.
     """
@@ -223,7 +224,7 @@ class S3CheckpointStore:
                 hint="pip install 'interlock[s3]'",
             ) from exc
         options: dict[str, Any] = {
-            "retries": {"mode": "standard", "max_attempts": self.max_attempts},
+            "retries": {"mode": "standard", "total_max_attempts": self.max_attempts},
             "max_pool_connections": max(10, self.max_concurrency + 2),
         }
         if self.endpoint_url:
