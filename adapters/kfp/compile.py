@@ -140,7 +140,7 @@ def _output_annotation(spec: PipelineSpec, name: str) -> Any:
 def _return_type(spec: PipelineSpec, outputs: list[tuple[str, Binding]]) -> Any:
     if len(outputs) == 1 and outputs[0][0] == "o0":
         return None  # one plain output: KFP's "Output"
-    return typing.NamedTuple("Outputs", [(name, _output_annotation(spec, name)) for name, _ in outputs])  # type: ignore[misc]
+    return typing.NamedTuple("Outputs", [(name, _output_annotation(spec, name)) for name, _ in outputs])
 
 
 def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components: dict[str, NodeComponent]) -> Any:

@@ -375,5 +375,5 @@ def _step_failed(spec: PipelineSpec, node: str, failure: dict[str, Any], attempt
         attempts=max(attempts, 1), pipeline=spec.name,
     )
     with contextlib.suppress(Exception):
-        err.failure = Failure.from_dict(failure)  # type: ignore[attr-defined]
+        err.failure = Failure.from_dict(failure)
     return err
