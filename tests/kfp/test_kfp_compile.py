@@ -281,17 +281,18 @@ def test_state_volume_env(tmp_path: Path) -> None:
     assert env["INTERLOCK_STATE_ROOT"] == "/interlock-state" and "INTERLOCK_STATE_DIR" not in env
 
 
-def test_ir_parses_strictly_as_kfp_protos(tmp_path: Path) -> None:
-    # What the KFP API server (and Vertex) parse: the pipeline spec and the platform spec protos.
-    from google.protobuf import json_format
-    from kfp.pipeline_spec import pipeline_spec_pb2
+def test_ir_is_what_kfp_client_submits(tmp_path: Path) -> None:
+    # kfp.Client().create_run_from_pipeline_package reads the file with this function: a strict
+    # protobuf parse of the pipeline spec and the platform spec, which it then sends to the API.
+    from kfp.client.client import _extract_pipeline_yaml
 
-    for pipe in (typed.typed, typed.field_gate, policies.policies):
-        docs = list(yaml.safe_load_all(compile_pipeline(il.spec(pipe), tmp_path / f"{pipe.name}.yaml").read_text()))
-        parsed = json_format.ParseDict(docs[0], pipeline_spec_pb2.PipelineSpec())
-        assert parsed.pipeline_info.name == pipe.name
-        platform = json_format.ParseDict(docs[1], pipeline_spec_pb2.PlatformSpec())
-        assert "kubernetes" in platform.platforms
+    for pipe in (typed.typed, typed.field_gate, policies.policies, typed.optional, typed.nested):
+        doc = _extract_pipeline_yaml(str(compile_pipeline(il.spec(pipe), tmp_path / f"{pipe.name}.yaml")))
+        assert doc.pipeline_spec.pipeline_info.name == pipe.name
+        assert "kubernetes" in doc.platform_spec.platforms
+    doc = _extract_pipeline_yaml(str(compile_pipeline(il.spec(policies.policies), tmp_path / "pvc.yaml", KfpOptions(state_pvc="st"))))
+    executors = doc.platform_spec.platforms["kubernetes"].deployment_spec.executors
+    assert "exec-interlock-receipt" in executors
 
 
 def test_pipeline_outputs_are_declared(tmp_path: Path) -> None:
