@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
 import interlock as il
-from interlock.core.checkpoint import CheckpointInfo, CheckpointStore
+from interlock.core.checkpoint import Checkpointer, CheckpointInfo, CheckpointStore
 from interlock.core.errors import CheckpointError
 from interlock.core.failures import FailureKind, classify
 from interlock.plugins.s3 import KeyLayout, S3CheckpointStore, S3StoreError, parse_s3_uri
@@ -442,6 +442,24 @@ def test_a_load_downloads_each_file_once(s3: str, bucket: str, tmp_path: Path) -
     plain = S3CheckpointStore(bucket, endpoint_url=s3, spool=False)
     loaded = plain.load_latest(KEY)
     assert loaded is not None and loaded.read_bytes("a") == files["a"]
+
+
+def test_many_files_go_up_in_windows(s3: str, bucket: str, tmp_path: Path, monkeypatch) -> None:
+    from interlock.plugins.s3 import store as store_module
+
+    monkeypatch.setattr(store_module, "_UPLOAD_WINDOW", 4)  # 11 files: windows of 4, 4, 3
+    src = tmp_path / "shards"
+    src.mkdir()
+    content = {f"shard-{i:02d}.bin": payload(i, 1000 + i) for i in range(11)}
+    for name, data in content.items():
+        (src / name).write_bytes(data)
+    store = S3CheckpointStore(bucket, endpoint_url=s3)
+    info = Checkpointer(store, KEY).save(src, step=1)
+    assert {n: (e.sha256, e.size) for n, e in info.files.items()} == {
+        n: (contract.sha(d), len(d)) for n, d in content.items()
+    }
+    restored = Checkpointer(store, KEY).load(tmp_path / "out")
+    assert {p.name: p.read_bytes() for p in restored.iterdir()} == content
 
 
 def test_failed_save_leaves_nothing_behind(s3: str, bucket: str, tmp_path: Path) -> None:

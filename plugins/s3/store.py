@@ -74,6 +74,7 @@ _TAKEN = ("PreconditionFailed", "ConditionalRequestConflict")
 _UNSUPPORTED = ("NotImplemented", "InvalidArgument", "InvalidRequest")
 _VANISHED = object()
 _MANIFEST_CACHE = 256
+_UPLOAD_WINDOW = 32  # files open and in flight at once within one save
 T = TypeVar("T")
 
 
@@ -243,6 +244,9 @@ class S3CheckpointStore:
                 multipart_threshold=self.multipart_threshold,
                 multipart_chunksize=self.multipart_chunksize,
                 max_concurrency=self.max_concurrency,
+                # s3transfer itself (not the CRT client): it reads our non-seekable
+                # hashing readers once, in order, which the sha256 relies on.
+                preferred_transfer_client="classic",
             )
         return self._transfer
 
@@ -429,11 +433,8 @@ class S3CheckpointStore:
         written = [layout.claim(cid)]
         owned = True
         try:
-            files_done: dict[str, FileEntry] = {}
-            for name in sorted(files):
-                object_key = layout.data(cid, name)
-                written.append(object_key)
-                files_done[name] = self._upload(key, name, object_key, files[name])
+            written += [layout.data(cid, name) for name in sorted(files)]
+            files_done = self._upload_all(key, layout, cid, files)
             info = CheckpointInfo(
                 key=key,
                 id=cid,
@@ -497,23 +498,46 @@ class S3CheckpointStore:
         except (ValueError, AttributeError):
             return None
 
-    def _upload(self, key: str, name: str, object_key: str, source: FileSource) -> FileEntry:
-        if isinstance(source, bytes | bytearray | memoryview):
-            # bytes(...) is free for bytes and a snapshot of a bytearray or memoryview.
-            stream: BinaryIO = io.BytesIO(bytes(source))
-        else:
-            try:
-                stream = open(source, "rb")  # noqa: SIM115 - closed below
-            except OSError as exc:
-                raise CheckpointError(
-                    f"cannot save a checkpoint of key {key!r}: cannot read file {name!r} from {os.fspath(source)}: {exc}"
-                ) from exc
-        reader = _HashingReader(stream)
+    def _upload_all(
+        self, key: str, layout: KeyLayout, cid: str, files: Mapping[str, FileSource]
+    ) -> dict[str, FileEntry]:
+        """Upload every file under checkpoint ``cid``; each file's sha256 and size as sent.
+
+        One transfer manager for the whole save, so many small files (a sharded model) go
+        up concurrently; a bounded window of them is open at a time. Large files go up in
+        parts (``upload_fileobj``'s machinery: s3transfer with our TransferConfig).
+        """
+        from boto3.s3.transfer import create_transfer_manager
+
+        done: dict[str, FileEntry] = {}
+        names = sorted(files)
+        opened: list[BinaryIO] = []
         try:
-            with stream:
-                self.client.upload_fileobj(
-                    reader, self.bucket, object_key, Config=self._transfer_config()
-                )
+            with create_transfer_manager(self.client, self._transfer_config()) as manager:
+                for start in range(0, len(names), _UPLOAD_WINDOW):
+                    window: list[tuple[str, str, _HashingReader, Any]] = []
+                    for name in names[start : start + _UPLOAD_WINDOW]:
+                        stream = _open_source(key, name, files[name])
+                        opened.append(stream)
+                        reader = _HashingReader(stream)
+                        object_key = layout.data(cid, name)
+                        future = manager.upload(reader, self.bucket, object_key)
+                        window.append((name, object_key, reader, future))
+                    for name, object_key, reader, future in window:
+                        self._finish_upload(key, name, object_key, future)
+                        done[name] = FileEntry(sha256=reader.sha.hexdigest(), size=reader.size)
+                    for stream in opened:  # every upload of the window is complete
+                        stream.close()
+                    opened.clear()
+        finally:
+            # After the manager's exit, which cancels and waits for uploads still running.
+            for stream in opened:
+                stream.close()
+        return done
+
+    def _finish_upload(self, key: str, name: str, object_key: str, future: Any) -> None:
+        try:
+            future.result()
         except Exception as exc:
             if is_boto_error(exc):
                 raise self._wrap(exc, "Upload", object_key) from exc
@@ -522,7 +546,6 @@ class S3CheckpointStore:
                     f"cannot save a checkpoint of key {key!r}: reading file {name!r} failed: {exc}"
                 ) from exc
             raise
-        return FileEntry(sha256=reader.sha.hexdigest(), size=reader.size)
 
     # --- load and list ---
 
@@ -724,6 +747,18 @@ def _server_time(page: dict[str, Any]) -> float | None:
         return email.utils.parsedate_to_datetime(date).timestamp()
     except (TypeError, ValueError):
         return None
+
+
+def _open_source(key: str, name: str, source: FileSource) -> BinaryIO:
+    if isinstance(source, bytes | bytearray | memoryview):
+        # bytes(...) is free for bytes and a snapshot of a bytearray or memoryview.
+        return io.BytesIO(bytes(source))
+    try:
+        return open(source, "rb")  # noqa: SIM115 - the caller closes it
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot save a checkpoint of key {key!r}: cannot read file {name!r} from {os.fspath(source)}: {exc}"
+        ) from exc
 
 
 def _check_regular_file(key: str, name: str, source: os.PathLike) -> None:
