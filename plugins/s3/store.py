@@ -4,8 +4,8 @@ S3 has no rename, so the manifest object is the commit point (layout in ``layout
 
 - save: list the key's objects and claim the next id above every id present with a
   ``claim`` object written with ``If-None-Match: *`` (a writer that loses the race moves
-  on to the next id); upload the files under ``<id>/data/`` (multipart through s3transfer
-  for large ones), hashing exactly the bytes sent; check the claim is still ours; PUT the
+  on to the next id); upload the files under ``<id>/data/``, several at once (multipart
+  through s3transfer for large ones), hashing exactly the bytes sent; check the claim is still ours; PUT the
   manifest, again conditionally. Only then does the checkpoint exist.
 - load: list, newest id first; an id without a manifest is ignored; a manifest is checked
   (``decode_manifest``) and every file is streamed and verified against it.
