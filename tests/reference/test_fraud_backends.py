@@ -74,6 +74,8 @@ def runs(request, tmp_path_factory) -> Runs:
 def test_same_metrics_as_computed_without_a_backend(runs, expected):
     first = runs.first
     assert first.succeeded, first.error
+    # A fresh workdir has a fresh cache: every step ran.
+    assert {n: o.status for n, o in first.steps.items()} == dict.fromkeys(first.steps, "succeeded")
     assert dict(first["challenger"]) == expected
     assert first["promoted"] is True
     assert first["champion_before"] == "none"
@@ -103,3 +105,19 @@ def test_corrupted_snapshot_stops_at_validation_and_registers_nothing(runs):
     assert "column 'country': not_nullable" in message
     assert runs.registry().aliases(MODEL_NAME) == {"champion": "1"}
     assert len(runs.registry().client.search_model_versions(f"name='{MODEL_NAME}'")) == 1
+
+
+@pytest.mark.parametrize("backend", ["flyte", "kfp"])
+def test_compiles_for_a_cluster_with_the_gpu_request(backend, tmp_path):
+    if backend not in available_backends():
+        pytest.skip(f"backend {backend!r} is not installed (see `interlock backends`)")
+    out = tmp_path / ("fraud_retrain.yaml" if backend == "kfp" else "flyte")
+    files = il.compile(fraud_retrain, backend, out, image="registry.example.com/fraud:test")
+    names = [f.name for f in files]
+    if backend == "kfp":
+        text = out.read_text()
+        assert "nvidia.com/gpu" in text and "nvidia-h200" in text
+        assert "reference_pipelines.fraud_retrain:fraud_retrain" in text
+    else:
+        assert "flyte-package.tgz" in names
+        assert any(".train_" in n for n in names) and any(".register_" in n for n in names)
