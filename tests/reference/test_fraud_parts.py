@@ -311,3 +311,45 @@ def test_training_picks_cuda_only_when_present():
     import torch
 
     assert fraud_model.pick_device() == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_train_step_resumes_through_the_runtime_shim_after_a_transient_failure(tmp_path, transformed, monkeypatch):
+    """The real train step under the real shim: a TRANSIENT crash after epoch 2 is retried
+    in-process, and the retry resumes from the epoch-2 checkpoint."""
+    from interlock.core.runtime import RunContext, execute_step
+    from reference_pipelines.fraud_retrain import train
+
+    params = TrainParams(hidden=8, epochs=4, batch_size=512)
+    real_fit = fraud_model.fit
+    epochs_seen: list[list[int]] = []
+
+    def flaky_fit(*args, **kwargs):
+        attempt: list[int] = []
+        epochs_seen.append(attempt)
+
+        def hook(epoch, record):
+            attempt.append(epoch)
+            if len(epochs_seen) == 1 and epoch == 2:
+                raise ConnectionResetError("connection reset by peer (simulated, after epoch 2)")
+
+        return real_fit(*args, on_epoch_end=hook, **kwargs)
+
+    monkeypatch.setattr(fraud_model, "fit", flaky_fit)
+    run = RunContext("fraud-retrain", "r-resume", "local", tmp_path / "state", sleeper=lambda s: None)
+    result = execute_step(run, train.spec, "train", {"splits": transformed, "params": params})
+
+    assert [a.status for a in result.attempts] == ["failed", "succeeded"]
+    assert result.attempts[0].failure["kind"] == "TRANSIENT"
+    assert epochs_seen == [[1, 2], [3, 4]]  # the retry trained only what was missing
+    resumed, _ = fraud_model.load_model_dir(result.outputs["o0"].path)
+
+    splits = _read(transformed)
+    pre = json.loads((transformed / fraud_model.PREPROCESSING_FILE).read_text())
+    monkeypatch.setattr(fraud_model, "fit", real_fit)
+    reference, _ = fraud_model.fit(
+        fraud_model.apply_preprocessing(splits["train"], pre), splits["train"][fraud_data.LABEL].to_numpy(),
+        fraud_model.apply_preprocessing(splits["valid"], pre), splits["valid"][fraud_data.LABEL].to_numpy(),
+        params,
+    )
+    for k, v in _weights(reference).items():
+        np.testing.assert_array_equal(_weights(resumed)[k], v)
