@@ -74,7 +74,9 @@ _TAKEN = ("PreconditionFailed", "ConditionalRequestConflict")
 _UNSUPPORTED = ("NotImplemented", "InvalidArgument", "InvalidRequest")
 _VANISHED = object()
 _MANIFEST_CACHE = 256
-_UPLOAD_WINDOW = 32  # files open and in flight at once within one save
+_UPLOAD_WINDOW = 32
+_COMMIT_TRIES = 3  # saves that lost their id to another writer start over under a new one
+_LOST = ("ClaimLost", "IdTaken")  # files open and in flight at once within one save
 T = TypeVar("T")
 
 
@@ -347,6 +349,17 @@ class S3CheckpointStore:
             self._remember(object_key, response["ETag"], data)
         return data
 
+    def _exists(self, object_key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=object_key)
+            return True
+        except Exception as exc:
+            if is_boto_error(exc):
+                if is_missing(exc):
+                    return False
+                raise self._wrap(exc, "HeadObject", object_key) from exc
+            raise
+
     def _remember(self, object_key: str, etag: str, data: bytes) -> None:
         with self._lock:
             self._manifests.pop(object_key, None)
@@ -358,6 +371,8 @@ class S3CheckpointStore:
         """PUT unless the object exists; False when it does (another writer was first).
         ``remember``: cache the body under the ETag the server gave it."""
         extra = {"IfNoneMatch": "*"} if self.conditional_writes else {}
+        if not self.conditional_writes and self._exists(object_key):
+            return False  # the same check, not atomic: the read-back after it narrows the race
         try:
             response = self.client.put_object(
                 Bucket=self.bucket, Key=object_key, Body=body, **extra
@@ -429,7 +444,29 @@ class S3CheckpointStore:
 
         entries, now = self._scan(layout)
         self._clean(layout, entries, now, self.stale_after)
-        cid, token = self._claim(layout, max(entries, default=0) + 1)
+        seq = max(entries, default=0) + 1
+        for attempt in range(1, _COMMIT_TRIES + 1):
+            try:
+                return self._save_as(layout, seq, files, step, meta)
+            except S3StoreError as exc:
+                if exc.s3_code not in _LOST or attempt == _COMMIT_TRIES:
+                    raise
+                log.info("checkpoint save of key %r: %s; saving again under a new id", key, exc.message)
+                entries, _ = self._scan(layout)
+                seq = max(entries, default=0) + 1
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _save_as(
+        self,
+        layout: KeyLayout,
+        seq: int,
+        files: Mapping[str, FileSource],
+        step: int | None,
+        meta: dict[str, Any],
+    ) -> CheckpointInfo:
+        """Claim id ``seq`` (or the next free one), upload, commit."""
+        key = layout.key
+        cid, token = self._claim(layout, seq)
         written = [layout.claim(cid)]
         owned = True
         try:
@@ -444,7 +481,8 @@ class S3CheckpointStore:
                 metadata=meta,
             )
             manifest = encode_manifest(info)
-            # A cleanup that took this writer for dead deletes the claim first: give up.
+            # A cleanup that took this writer for dead deletes the claim first; without
+            # conditional writes, a racing writer may have overwritten it: give up the id.
             if self._claim_token(layout, cid) != token:
                 owned = False
                 raise S3StoreError(
@@ -458,7 +496,7 @@ class S3CheckpointStore:
                 owned = False
                 raise S3StoreError(
                     f"checkpoint {cid} of key {key!r} was committed by another writer first",
-                    s3_code="PreconditionFailed",
+                    s3_code="IdTaken",
                     retryable=True,
                     hint="another attempt of this step may be running",
                 )
