@@ -133,6 +133,10 @@ def pick_device() -> str:
 @contextlib.contextmanager
 def deterministic(seed: int) -> Iterator[None]:
     """Fixed seeds (torch, numpy) and deterministic kernels; one CPU thread for a stable sum order."""
+    import os
+
+    # cuBLAS is deterministic only with a fixed workspace; it must be set before CUDA starts.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import numpy as np
     import torch
 
