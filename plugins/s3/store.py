@@ -28,13 +28,10 @@ import builtins
 import contextlib
 import email.utils
 import functools
-import hashlib
-import io
 import json
 import logging
 import os
 import secrets
-import stat
 import threading
 import time
 import weakref
@@ -60,6 +57,7 @@ from interlock.core.errors import CheckpointError, SerializationError
 from .errors import S3StoreError, error_code, is_boto_error, is_missing, wrap
 from .layout import CLAIM, MANIFEST, KeyLayout, normalise_prefix
 from .spool import Spool
+from .streams import Body, HashingReader, check_regular_file, open_source
 from .uri import display_endpoint, endpoint_from_env, parse_s3_uri
 
 __all__ = ["S3CheckpointStore"]
@@ -78,60 +76,6 @@ _UPLOAD_WINDOW = 32
 _COMMIT_TRIES = 3  # saves that lost their id to another writer start over under a new one
 _LOST = ("ClaimLost", "IdTaken")  # files open and in flight at once within one save
 T = TypeVar("T")
-
-
-class _HashingReader:
-    """A read-only, non-seekable view of a source that hashes what it hands out.
-
-    Non-seekable on purpose: s3transfer then reads it once, in order, and retries from its
-    own buffers, so the digest covers exactly the bytes that were uploaded.
-    """
-
-    def __init__(self, source: BinaryIO) -> None:
-        self._source = source
-        self.sha = hashlib.sha256()
-        self.size = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def read(self, amount: int | None = -1) -> bytes:
-        if amount is None or amount < 0:
-            data = self._source.read()
-        else:
-            parts, want = [], amount
-            while want > 0:  # full reads: a short part would be below S3's minimum part size
-                chunk = self._source.read(want)
-                if not chunk:
-                    break
-                parts.append(chunk)
-                want -= len(chunk)
-            data = b"".join(parts)
-        self.sha.update(data)
-        self.size += len(data)
-        return data
-
-
-class _Body:
-    """A boto3 StreamingBody whose transport errors surface as S3StoreError."""
-
-    def __init__(self, body: Any, on_error: Callable[[BaseException], S3StoreError]) -> None:
-        self._body = body
-        self._on_error = on_error
-
-    def read(self, amount: int = -1) -> bytes:
-        try:
-            return self._body.read(amount if amount >= 0 else None)
-        except Exception as exc:
-            if is_boto_error(exc):
-                raise self._on_error(exc) from exc
-            raise
-
-    def close(self) -> None:
-        self._body.close()
 
 
 @dataclass
@@ -440,7 +384,7 @@ class S3CheckpointStore:
                 )
             layout.data(format_checkpoint_id(1), name)  # object key length, checked up front
             if isinstance(src, os.PathLike):
-                _check_regular_file(key, name, src)
+                check_regular_file(key, name, src)
 
         entries, now = self._scan(layout)
         self._clean(layout, entries, now, self.stale_after)
@@ -553,11 +497,11 @@ class S3CheckpointStore:
         try:
             with create_transfer_manager(self.client, self._transfer_config()) as manager:
                 for start in range(0, len(names), _UPLOAD_WINDOW):
-                    window: list[tuple[str, str, _HashingReader, Any]] = []
+                    window: list[tuple[str, str, HashingReader, Any]] = []
                     for name in names[start : start + _UPLOAD_WINDOW]:
-                        stream = _open_source(key, name, files[name])
+                        stream = open_source(key, name, files[name])
                         opened.append(stream)
-                        reader = _HashingReader(stream)
+                        reader = HashingReader(stream)
                         object_key = layout.data(cid, name)
                         future = manager.upload(reader, self.bucket, object_key)
                         window.append((name, object_key, reader, future))
@@ -653,7 +597,7 @@ class S3CheckpointStore:
                 if is_missing(exc):
                     raise mismatch_error(info, name, "file is missing") from exc
                 raise self._wrap(exc, "GetObject", object_key) from exc
-            body: Any = _Body(response["Body"], lambda exc: self._wrap(exc, "GetObject", object_key))
+            body: Any = Body(response["Body"], lambda exc: self._wrap(exc, "GetObject", object_key))
             if spool is not None:
                 with contextlib.suppress(OSError):
                     body = spool.tee(name, body)
@@ -785,27 +729,3 @@ def _server_time(page: dict[str, Any]) -> float | None:
         return email.utils.parsedate_to_datetime(date).timestamp()
     except (TypeError, ValueError):
         return None
-
-
-def _open_source(key: str, name: str, source: FileSource) -> BinaryIO:
-    if isinstance(source, bytes | bytearray | memoryview):
-        # bytes(...) is free for bytes and a snapshot of a bytearray or memoryview.
-        return io.BytesIO(bytes(source))
-    try:
-        return open(source, "rb")  # noqa: SIM115 - the caller closes it
-    except OSError as exc:
-        raise CheckpointError(
-            f"cannot save a checkpoint of key {key!r}: cannot read file {name!r} from {os.fspath(source)}: {exc}"
-        ) from exc
-
-
-def _check_regular_file(key: str, name: str, source: os.PathLike) -> None:
-    try:
-        mode = os.stat(source).st_mode
-    except OSError as exc:
-        raise CheckpointError(
-            f"cannot save a checkpoint of key {key!r}: file {name!r} from {os.fspath(source)}: {exc}"
-        ) from exc
-    if not stat.S_ISREG(mode):  # checked before opening: opening a FIFO would block
-        raise SerializationError(f"cannot checkpoint {os.fspath(source)}: not a regular file")
-

@@ -1,0 +1,93 @@
+"""Streams between local sources and S3: hashing what is uploaded, wrapping what is read."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from interlock.core.checkpoint import FileSource
+from interlock.core.errors import CheckpointError, SerializationError
+
+from .errors import S3StoreError, is_boto_error
+
+
+class HashingReader:
+    """A read-only, non-seekable view of a source that hashes what it hands out.
+
+    Non-seekable on purpose: s3transfer then reads it once, in order, and retries from its
+    own buffers, so the digest covers exactly the bytes that were uploaded.
+    """
+
+    def __init__(self, source: BinaryIO) -> None:
+        self._source = source
+        self.sha = hashlib.sha256()
+        self.size = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def read(self, amount: int | None = -1) -> bytes:
+        if amount is None or amount < 0:
+            data = self._source.read()
+        else:
+            parts, want = [], amount
+            while want > 0:  # full reads: a short part would be below S3's minimum part size
+                chunk = self._source.read(want)
+                if not chunk:
+                    break
+                parts.append(chunk)
+                want -= len(chunk)
+            data = b"".join(parts)
+        self.sha.update(data)
+        self.size += len(data)
+        return data
+
+
+class Body:
+    """A boto3 StreamingBody whose transport errors surface as S3StoreError."""
+
+    def __init__(self, body: Any, on_error: Callable[[BaseException], S3StoreError]) -> None:
+        self._body = body
+        self._on_error = on_error
+
+    def read(self, amount: int = -1) -> bytes:
+        try:
+            return self._body.read(amount if amount >= 0 else None)
+        except Exception as exc:
+            if is_boto_error(exc):
+                raise self._on_error(exc) from exc
+            raise
+
+    def close(self) -> None:
+        self._body.close()
+
+
+def open_source(key: str, name: str, source: FileSource) -> BinaryIO:
+    if isinstance(source, bytes | bytearray | memoryview):
+        # bytes(...) is free for bytes and a snapshot of a bytearray or memoryview.
+        return io.BytesIO(bytes(source))
+    try:
+        return open(source, "rb")  # noqa: SIM115 - the caller closes it
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot save a checkpoint of key {key!r}: cannot read file {name!r} from {os.fspath(source)}: {exc}"
+        ) from exc
+
+
+def check_regular_file(key: str, name: str, source: os.PathLike) -> None:
+    try:
+        mode = os.stat(source).st_mode
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot save a checkpoint of key {key!r}: file {name!r} from {os.fspath(source)}: {exc}"
+        ) from exc
+    if not stat.S_ISREG(mode):  # checked before opening: opening a FIFO would block
+        raise SerializationError(f"cannot checkpoint {os.fspath(source)}: not a regular file")
+
