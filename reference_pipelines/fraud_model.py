@@ -24,6 +24,7 @@ BINARY = ("is_foreign",)
 PRECISION_K = 100
 SPLIT_FRACTIONS = (0.70, 0.15, 0.15)  # train, validation, test
 
+MODEL_FORMAT = 1  # bump when the model directory's layout changes; loaders refuse others
 WEIGHTS_FILE = "weights.npz"
 CONFIG_FILE = "config.json"
 PREPROCESSING_FILE = "preprocessing.json"
@@ -303,7 +304,10 @@ def save_model_dir(model: Any, pre: dict[str, Any], params: TrainParams, dest: P
 
     dest.mkdir(parents=True, exist_ok=True)
     np.savez(dest / WEIGHTS_FILE, **{k: v.detach().cpu().numpy() for k, v in model.state_dict().items()})
-    config = {"architecture": "mlp", "n_features": len(pre["features"]), "params": asdict(params), **extra}
+    config = {
+        "format": MODEL_FORMAT, "architecture": "mlp", "n_features": len(pre["features"]),
+        "params": asdict(params), **extra,
+    }
     (dest / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
     (dest / PREPROCESSING_FILE).write_text(json.dumps(pre, indent=2, sort_keys=True))
 
@@ -315,6 +319,11 @@ def load_model_dir(path: Path) -> tuple[Any, dict[str, Any]]:
 
     path = Path(path)
     config = json.loads((path / CONFIG_FILE).read_text())
+    if config.get("format") != MODEL_FORMAT or config.get("architecture") != "mlp":
+        raise ValueError(
+            f"{path} holds a model of format {config.get('format')!r} ({config.get('architecture')!r}); "
+            f"this code reads format {MODEL_FORMAT} (mlp)"
+        )
     pre = json.loads((path / PREPROCESSING_FILE).read_text())
     model = build_model(int(config["n_features"]), int(config["params"]["hidden"]))
     with np.load(path / WEIGHTS_FILE) as arrays:

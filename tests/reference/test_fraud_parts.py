@@ -353,3 +353,24 @@ def test_train_step_resumes_through_the_runtime_shim_after_a_transient_failure(t
     )
     for k, v in _weights(reference).items():
         np.testing.assert_array_equal(_weights(resumed)[k], v)
+
+
+def test_a_model_directory_of_another_format_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architecture": "mlp", "n_features": 3, "params": {}}))
+    with pytest.raises(ValueError, match="format None"):
+        fraud_model.load_model_dir(tmp_path)
+
+
+# -- where MLflow lives -----------------------------------------------------------------------------
+def test_registry_parameter_wins_then_the_environment_then_the_run_directory(tmp_path, monkeypatch):
+    from reference_pipelines.fraud_retrain import open_registry
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///" + str(tmp_path / "env" / "mlflow.db"))
+    assert open_registry("mine").tracking_uri == f"sqlite:///{tmp_path / 'mine' / 'mlflow.db'}"
+    assert open_registry("http://mlflow.example.com:5000").tracking_uri == "http://mlflow.example.com:5000"
+    assert open_registry("").tracking_uri == "sqlite:///" + str(tmp_path / "env" / "mlflow.db")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    default = open_registry("")
+    assert default.tracking_uri == f"sqlite:///{tmp_path / '.interlock' / 'mlflow' / 'mlflow.db'}"
+    assert Path(default.tracking_uri[len("sqlite:///"):]).is_absolute()
