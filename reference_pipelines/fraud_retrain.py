@@ -27,7 +27,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pandas as pd
 
@@ -35,6 +35,9 @@ import interlock as il
 
 from . import fraud_data, fraud_model, fraud_schema
 from .fraud_model import TrainParams
+
+if TYPE_CHECKING:
+    from interlock.plugins.mlflow import MlflowRegistry
 
 MODEL_NAME = "fraud-detector"
 EXPERIMENT = "fraud-retrain"
@@ -59,7 +62,7 @@ class Summary(NamedTuple):
     champion_before: str
 
 
-def open_registry(registry: str):  # -> interlock.plugins.mlflow.MlflowRegistry
+def open_registry(registry: str) -> MlflowRegistry:
     """The MLflow store a run uses: ``registry`` (URI or directory), else the environment's, else ./.interlock/mlflow."""
     from interlock.plugins.mlflow import MlflowRegistry
 
