@@ -123,6 +123,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     except StepFailed as exc:
         print(f"\nFAILED after {time.monotonic() - t0:.1f}s: {exc}", file=sys.stderr)
+        detail = getattr(getattr(exc, "failure", None), "message", "")
+        if detail and detail != exc.reason:  # e.g. the validation report, column by column
+            print(f"\n{detail}", file=sys.stderr)
         return EXIT_FAILED
     wall = time.monotonic() - t0
     print(f"\n{spec.name}: {result.status} in {wall:.1f}s  (run {result.run_id}, backend {backend})")

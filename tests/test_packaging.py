@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -62,7 +63,11 @@ def test_wheel_runs_a_pipeline_in_a_bare_venv(wheel: Path, tmp_path: Path) -> No
         """
     )
     (tmp_path / "demo_wheel.py").write_text(script)
+    # A bare environment: the suite's PYTHONPATH (tests/, where tests/core/ would pass for a
+    # namespace package named `core`) must not leak into the check.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     proc = subprocess.run(
-        [str(py), "demo_wheel.py", str(tmp_path / "work")], cwd=tmp_path, capture_output=True, text=True, check=True
+        [str(py), "demo_wheel.py", str(tmp_path / "work")], cwd=tmp_path, capture_output=True, text=True,
+        check=True, env=env,
     )
     assert proc.stdout.strip() == "42"

@@ -76,9 +76,14 @@ def _follow(value: Any, fields: tuple[str, ...]) -> Any:
     return value
 
 
+NULL_KEY = "interlock_null"  # an Optional artifact output that was None
+
+
 def read_artifact(art: Any, t: TypeSpec) -> Any:
     """An input artifact (anything with ``.path``/``.metadata``) as an interlock value."""
     path = Path(art.path)
+    if t.optional and dict(art.metadata or {}).get(NULL_KEY):
+        return None
     if t.kind == "dataframe":
         if path.is_dir():
             return read_value(t, path)
@@ -119,6 +124,11 @@ def write_artifact(value: Any, t: TypeSpec, art: Any) -> None:
     path = Path(art.path)
     path.parent.mkdir(parents=True, exist_ok=True)
     art.metadata["interlock_type"] = t.describe()
+    if value is None:
+        # KFP has no null artifact: mark it, and still write a file so kfp's cache sees one.
+        art.metadata[NULL_KEY] = True
+        path.write_text("null")
+        return
     if t.kind == "dataframe":
         # A parquet file at .path, so plain KFP components can read it with pd.read_parquet.
         try:
