@@ -49,6 +49,7 @@ def run(
         workdir=Path(workdir) if workdir else default_workdir(),
         cache=cache,
         progress=progress,
+        extra={"functions": pipeline.functions} if isinstance(pipeline, Pipeline) else {},
     )
     result = impl.run(spec, resolved, options)
     if raise_on_failure and not result.succeeded:

@@ -52,7 +52,12 @@ class LocalCache:
             return None
         return {p.name: read_value(p.type, entry / p.name) for p in step.outputs}
 
-    def put(self, step: StepSpec, key: str, outputs: dict[str, Any]) -> None:
+    def provenance(self, step: StepSpec, key: str) -> dict[str, Any]:
+        """What the producing run declared (snapshots, facts, run id): a hit carries it forward."""
+        path = self._entry(step, key) / "provenance.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def put(self, step: StepSpec, key: str, outputs: dict[str, Any], provenance: dict[str, Any] | None = None) -> None:
         entry = self._entry(step, key)
         if (entry / "COMPLETE").exists():
             return
@@ -61,6 +66,7 @@ class LocalCache:
         try:
             for p in step.outputs:
                 write_value(outputs[p.name], p.type, tmp / p.name)
+            (tmp / "provenance.json").write_text(json.dumps(provenance or {}, sort_keys=True, default=str))
             (tmp / "COMPLETE").write_text(step.fingerprint)
             os.replace(tmp, entry)
         except OSError:

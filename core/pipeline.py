@@ -39,6 +39,7 @@ class Pipeline:
         self.schedule = schedule
         self.labels = check_labels(dict(labels or {}))
         self._spec: PipelineSpec | None = None
+        self._functions: dict[str, Callable[..., Any]] = {}
         self.ref: str = f"{fn.__module__}:{fn.__name__}"
         functools.update_wrapper(self, fn)
 
@@ -47,6 +48,13 @@ class Pipeline:
         if self._spec is None:
             self._spec = self._build()
         return self._spec
+
+    @property
+    def functions(self) -> dict[str, Callable[..., Any]]:
+        """The step functions by step name, for in-process backends: steps defined in a
+        notebook or a function body run locally without being importable."""
+        _ = self.spec
+        return dict(self._functions)
 
     def _params(self) -> list[Port]:
         try:
@@ -83,6 +91,7 @@ class Pipeline:
             args = {p.name: Promise(builder, Binding.of_param(p.name), p.type) for p in params}
             returned = self.fn(**args)
         outputs, output_types = self._outputs(builder, returned)
+        self._functions = {name: s.fn for name, s in builder.steps.items()}
         order = topological_order(builder.nodes, pipeline=self.name, gates=builder.gates)
         spec = PipelineSpec(
             name=self.name,

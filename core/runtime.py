@@ -355,6 +355,14 @@ def _public(facts: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in facts.items() if not k.startswith("_")}
 
 
+def record_cache_hit(run: RunContext, step: StepSpec, node: str, provenance: dict[str, Any]) -> None:
+    """A fragment for a node served from cache: no attempts, but the data snapshots it stands on."""
+    now = run.clock()
+    result = StepResult(node, step.name, {}, [], now, now, list(provenance.get("snapshots", [])),
+                        {**provenance.get("facts", {}), "cached_from_run": provenance.get("run_id")})
+    _write_fragment(run, step, result, "cached")
+
+
 def _write_fragment(run: RunContext, step: StepSpec, result: StepResult, status: str) -> None:
     """One receipt fragment per node; a backend retry of the step appends its attempts."""
     path = fragment_path(run, result.node)

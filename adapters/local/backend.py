@@ -11,7 +11,7 @@ from interlock.core.bindings import gate_open, node_inputs, resolve
 from interlock.core.cache import LocalCache, cache_key
 from interlock.core.errors import StepFailed
 from interlock.core.receipt import assemble_receipt
-from interlock.core.runtime import RunContext, execute_step
+from interlock.core.runtime import RunContext, execute_step, record_cache_hit
 from interlock.core.spec import PipelineSpec
 from interlock.core.values import read_value, write_value
 
@@ -79,14 +79,16 @@ class LocalBackend:
             use_cache = options.cache and step.cache is not None and step.cache.enabled
             key = cache_key(step, inputs) if use_cache else None
             hit = cache.get(step, key) if key else None
-            if hit is not None:
+            if hit is not None and key:
                 outputs[node.name] = hit
+                record_cache_hit(run, step, node.name, cache.provenance(step, key))
                 steps[node.name] = StepOutcome("cached", cached=True)
                 options.emit(node.name, "cached", key[:12] if key else "")
                 continue
             options.emit(node.name, "started", "")
             try:
-                result = execute_step(run, step, node.name, inputs)
+                fn = options.extra.get("functions", {}).get(step.name)
+                result = execute_step(run, step, node.name, inputs, fn)
             except StepFailed as exc:
                 error = exc
                 failure = getattr(exc, "failure", None)
@@ -101,7 +103,8 @@ class LocalBackend:
                 write_value(result.outputs[port.name], port.type, values_dir / port.name)
             outputs[node.name] = {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
             if key:
-                cache.put(step, key, outputs[node.name])
+                provenance = {"run_id": options.run_id, "snapshots": result.snapshots, "facts": result.facts}
+                cache.put(step, key, outputs[node.name], provenance)
             duration = result.ended - result.started
             steps[node.name] = StepOutcome("succeeded", attempts=len(result.attempts), duration_s=duration)
             options.emit(node.name, "succeeded", f"{duration:.2f}s, {len(result.attempts)} attempt(s)")

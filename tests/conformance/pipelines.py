@@ -163,6 +163,22 @@ def fatal(x: int = 1):
     return add_one(x=broken(x=x))
 
 
+# -- an Optional artifact that may be None (a first run has no champion metrics) ----------------
+@il.step
+def maybe_metrics(present: bool) -> il.Metrics | None:
+    return il.Metrics(auc=0.75) if present else None
+
+
+@il.step
+def summarize(m: il.Metrics | None) -> str:
+    return "none" if m is None else f"auc={m['auc']:.2f}"
+
+
+@il.pipeline(name="conf-optional")
+def optional_artifact(present: bool = False):
+    return summarize(m=maybe_metrics(present=present))
+
+
 @dataclass
 class Case:
     pipeline: Any
@@ -189,6 +205,8 @@ CASES: dict[str, Case] = {
                       {"o0": Summary(steps=20, final_lr=0.05, tagged=True), "o1": "20 steps"}),
     "dataclass-param": Case(dataclass_params, {"params": TrainParams(lr=1.0, epochs=5, tags=[])}, "succeeded",
                             {"o0": Summary(steps=50, final_lr=0.1, tagged=False), "o1": "50 steps"}),
+    "optional-none": Case(optional_artifact, {"present": False}, "succeeded", {"o0": "none"}),
+    "optional-present": Case(optional_artifact, {"present": True}, "succeeded", {"o0": "auc=0.75"}),
     "frame": Case(frames, {"n": 4}, "succeeded", {"o0": 9.0}),
     "transient": Case(transient, {}, "succeeded", {"o0": "recovered"}, {"flaky": "succeeded"}, {"flaky": 2},
                       needs_marker_dir=True),

@@ -149,3 +149,16 @@ def test_tuple_defaults_round_trip_and_run(tmp_path: Path) -> None:
     assert PipelineSpec.loads(spec.dumps()) == spec
     assert spec.params[0].default == [3, 4]
     assert il.run(basic.tuple_defaults, backend="local", workdir=tmp_path).outputs == {"o0": 7, "o1": 3}
+
+
+def test_steps_defined_in_a_function_body_run_on_the_local_backend(tmp_path) -> None:
+    @il.step
+    def square(x: int) -> int:
+        return x * x
+
+    @il.pipeline(name="inline")
+    def inline(x: int = 3):
+        return square(x=x)
+
+    assert "<locals>" in il.spec(inline).step("square").ref  # not importable: a container could not run it
+    assert il.run(inline, backend="local", workdir=tmp_path).outputs["o0"] == 9

@@ -196,3 +196,17 @@ def test_a_fragment_of_another_run_stays_out_of_the_receipt(tmp_path: Path) -> N
     publish = step_entry(read(path), "publish")
     assert publish["attempts"] == [] and publish["failure_kinds"] == [] and publish["facts"] == {}
     assert publish["duration_s"] == 0
+
+
+def test_a_cache_hit_keeps_the_snapshot_it_stands_on(tmp_path: Path) -> None:
+    from core_pipelines import snapshots
+
+    first = il.run(snapshots.snapshots, backend="local", workdir=tmp_path, run_id="r-one")
+    second = il.run(snapshots.snapshots, backend="local", workdir=tmp_path, run_id="r-two")
+    assert second.steps["load"].status == "cached"
+    again = read(second.receipt_path)
+    assert again["cache_hits"] == ["load"]
+    assert again["snapshots"] == [{"id": "snap-1", "rows": 42, "node": "load"}]
+    load = step_entry(again, "load")
+    assert load["attempts"] == [] and load["facts"]["cached_from_run"] == "r-one"
+    assert read(first.receipt_path)["snapshots"] == again["snapshots"]
