@@ -116,6 +116,10 @@ def image_record(image: str | None) -> dict[str, Any]:
     return {"image": image, "digest": digest}
 
 
+def _without_node(snapshot: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in snapshot.items() if k != "node"}
+
+
 def assemble_receipt(
     spec: PipelineSpec,
     *,
@@ -153,7 +157,8 @@ def assemble_receipt(
         total_gpu_s += gpu_s
         total_cost += cost
         for snap in frag.get("snapshots", []):
-            if snap not in snapshots:
+            # One entry per snapshot, credited to the first node that declared it.
+            if _without_node(snap) not in [_without_node(s) for s in snapshots]:
                 snapshots.append({**snap, "node": node.name} if "node" not in snap else snap)
         image = (images or {}).get(node.name) or step.image
         steps.append({

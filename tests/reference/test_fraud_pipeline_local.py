@@ -178,8 +178,13 @@ def test_rerun_with_identical_inputs_is_served_from_cache(history):
     assert "keep champion" in r["decision"] and "gain +0.0000" in r["decision"]
     receipt = _receipt(r)
     assert receipt["cache_hits"] == TRAINING
-    # The evaluation still declares the data its metrics come from.
-    assert [s["id"] for s in receipt["snapshots"]] == ["2026-11-01"]
+    # The cached ingest still names the snapshot it read (replayed from the cache entry), and
+    # the evaluation declares the held-out split its metrics come from.
+    by_node = {s["node"]: s for s in receipt["snapshots"]}
+    assert set(by_node) == {"ingest", "evaluate"}
+    assert {s["id"] for s in receipt["snapshots"]} == {"2026-11-01"}
+    assert by_node["ingest"]["rows"] == 20_000 and by_node["evaluate"]["split"] == "test"
+    assert by_node["ingest"]["sha256"] == by_node["evaluate"]["sha256"]
 
 
 # -- 4. a worse challenger --------------------------------------------------------------------------
