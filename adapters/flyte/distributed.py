@@ -7,12 +7,12 @@ per pod renders as a plain ``PyTorch`` job (the training operator starts one pro
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from interlock.core.policies import Torchrun
+from interlock.plugins.pytorch import process_group, rank
+
+__all__ = ["process_group", "rank", "task_config"]
 
 
 def task_config(t: Torchrun, *, spawn: bool = True) -> Any:
@@ -31,25 +31,3 @@ def task_config(t: Torchrun, *, spawn: bool = True) -> Any:
         )
     # A fixed world, one process per pod: master + (nnodes - 1) workers.
     return PyTorch(worker=Worker(replicas=t.nnodes - 1), increase_shared_mem=False)
-
-
-def rank() -> int:
-    return int(os.environ.get("RANK", "0"))
-
-
-@contextmanager
-def process_group(t: Torchrun | None) -> Iterator[None]:
-    """Join the process group the launcher prepared (env:// rendezvous), once per worker."""
-    if t is None or "WORLD_SIZE" not in os.environ:
-        yield
-        return
-    import torch.distributed as dist
-
-    owned = not dist.is_initialized()
-    if owned:
-        dist.init_process_group(backend=t.backend)
-    try:
-        yield
-    finally:
-        if owned and dist.is_initialized():
-            dist.destroy_process_group()

@@ -1,0 +1,40 @@
+"""The env:// rendezvous that torchrun, torch elastic and the training operator all set up."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from interlock.core.policies import Torchrun
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_rank_zero() -> bool:
+    """Only rank 0 writes outputs, receipts and registry entries; the others just train."""
+    return rank() == 0
+
+
+@contextmanager
+def process_group(t: Torchrun | None) -> Iterator[None]:
+    """Join the process group the launcher prepared (env:// rendezvous), once per worker."""
+    if t is None or "WORLD_SIZE" not in os.environ:
+        yield
+        return
+    import torch.distributed as dist
+
+    owned = not dist.is_initialized()
+    if owned:
+        dist.init_process_group(backend=t.backend)
+    try:
+        yield
+    finally:
+        if owned and dist.is_initialized():
+            dist.destroy_process_group()
