@@ -162,6 +162,23 @@ def validate_file_names(names: list[str]) -> None:
         raise CheckpointError(f"checkpoint file name {clash[0]!r} is also used as a directory")
 
 
+def check_save_args(
+    key: str, files: Mapping[str, Any], step: int | None, metadata: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """What every store checks before it writes a byte; returns the metadata as JSON."""
+    validate_file_names(list(files))
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+        raise CheckpointError(f"checkpoint step must be an int or None, got {step!r}")
+    meta = check_metadata(metadata or {}, key)
+    for name, src in files.items():
+        if isinstance(src, str) or not isinstance(src, bytes | bytearray | memoryview | os.PathLike):
+            raise SerializationError(
+                f"checkpoint file {name!r}: expected bytes or a path-like, got {type(src).__name__}",
+                hint="wrap a path in pathlib.Path; a str is ambiguous",
+            )
+    return meta
+
+
 def check_metadata(metadata: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A JSON copy of ``metadata`` (string keys throughout), equal to what a load returns."""
 

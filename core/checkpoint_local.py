@@ -43,7 +43,7 @@ from .checkpoint import (
     FileEntry,
     FileSource,
     LoadedCheckpoint,
-    check_metadata,
+    check_save_args,
     decode_manifest,
     encode_manifest,
     format_checkpoint_id,
@@ -51,7 +51,6 @@ from .checkpoint import (
     mismatch_error,
     parse_checkpoint_id,
     remove_tree,
-    validate_file_names,
     validate_key,
 )
 from .errors import CheckpointError, SerializationError
@@ -229,19 +228,7 @@ class LocalCheckpointStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> CheckpointInfo:
         kdir = self.key_dir(key)
-        names = list(files)
-        validate_file_names(names)
-        if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
-            raise CheckpointError(f"checkpoint step must be an int or None, got {step!r}")
-        meta = check_metadata(metadata or {}, key)  # before writing gigabytes, not after
-        for name, src in files.items():
-            if isinstance(src, str) or not isinstance(
-                src, bytes | bytearray | memoryview | os.PathLike
-            ):
-                raise SerializationError(
-                    f"checkpoint file {name!r}: expected bytes or a path-like, got {type(src).__name__}",
-                    hint="wrap a path in pathlib.Path; a str is ambiguous",
-                )
+        meta = check_save_args(key, files, step, metadata)  # before writing gigabytes, not after
         try:
             created = not kdir.exists()
             kdir.mkdir(parents=True, exist_ok=True)

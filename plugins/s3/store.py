@@ -44,15 +44,14 @@ from interlock.core.checkpoint import (
     FileEntry,
     FileSource,
     LoadedCheckpoint,
-    check_metadata,
+    check_save_args,
     decode_manifest,
     encode_manifest,
     format_checkpoint_id,
     mismatch_error,
     parse_checkpoint_id,
-    validate_file_names,
 )
-from interlock.core.errors import CheckpointError, SerializationError
+from interlock.core.errors import CheckpointError
 
 from .errors import S3StoreError, error_code, is_boto_error, is_missing, wrap
 from .layout import CLAIM, MANIFEST, KeyLayout, normalise_prefix
@@ -369,19 +368,8 @@ class S3CheckpointStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> CheckpointInfo:
         layout = self._layout(key)
-        names = list(files)
-        validate_file_names(names)
-        if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
-            raise CheckpointError(f"checkpoint step must be an int or None, got {step!r}")
-        meta = check_metadata(metadata or {}, key)  # before uploading gigabytes, not after
+        meta = check_save_args(key, files, step, metadata)  # before uploading gigabytes, not after
         for name, src in files.items():
-            if isinstance(src, str) or not isinstance(
-                src, bytes | bytearray | memoryview | os.PathLike
-            ):
-                raise SerializationError(
-                    f"checkpoint file {name!r}: expected bytes or a path-like, got {type(src).__name__}",
-                    hint="wrap a path in pathlib.Path; a str is ambiguous",
-                )
             layout.data(format_checkpoint_id(1), name)  # object key length, checked up front
             if isinstance(src, os.PathLike):
                 check_regular_file(key, name, src)
