@@ -7,13 +7,44 @@ container will import from the image.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from .errors import PipelineDefinitionError
 from .pipeline import Pipeline
+from .spec import PipelineSpec
+
+
+def import_ref(ref: str) -> Any:
+    """The object a ``module:qualname`` reference names (raises ImportError or AttributeError)."""
+    module_name, _, qual = ref.partition(":")
+    if not module_name or not qual:
+        raise ImportError(f"reference {ref!r} is not 'module:qualname'")
+    obj: Any = importlib.import_module(module_name)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@functools.cache
+def load_spec(ref: str) -> PipelineSpec:
+    """Rebuild a PipelineSpec inside a container from ``module:attr`` (a pipeline or a spec)."""
+    try:
+        obj = import_ref(ref)
+    except (ImportError, AttributeError) as exc:
+        raise PipelineDefinitionError(
+            f"cannot import pipeline {ref!r}: {exc}",
+            hint="the pipeline's module must be importable in the step's image (installed or on PYTHONPATH)",
+        ) from exc
+    if isinstance(obj, PipelineSpec):
+        return obj
+    if isinstance(obj, Pipeline):
+        return obj.spec
+    raise PipelineDefinitionError(f"{ref} is neither an @il.pipeline nor a PipelineSpec")
 
 
 def module_name_for(path: Path) -> tuple[str, Path]:

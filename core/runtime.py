@@ -10,7 +10,6 @@ receipt fragment. flytekit's and kfp's local executions do none of this themselv
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
@@ -121,11 +120,10 @@ class StepResult:
 # -- resolving user code -------------------------------------------------------------------
 def resolve_function(step: StepSpec) -> Callable[..., Any]:
     """Import the step's function by reference ("module:qualname") from the step's image."""
-    module_name, _, qual = step.ref.partition(":")
+    from .loader import import_ref
+
     try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qual.split("."):
-            obj = getattr(obj, part)
+        obj = import_ref(step.ref)
     except (ImportError, AttributeError) as exc:
         raise StepFailed(
             step.name, "FATAL", f"cannot import {step.ref}: {exc}",

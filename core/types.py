@@ -8,7 +8,6 @@ same types and the same compatibility rules. Anything that would need pickle is 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -65,11 +64,9 @@ class TypeSpec:
         """Import the dataclass this spec names (inside a container, from the step's image)."""
         if self.kind != "dataclass" or not self.name:
             raise TypeError(f"{self.describe()} is not a dataclass type")
-        module, _, qual = self.name.partition(":")
-        obj: Any = importlib.import_module(module)
-        for part in qual.split("."):
-            obj = getattr(obj, part)
-        return obj
+        from .loader import import_ref
+
+        return import_ref(self.name)  # type: ignore[no-any-return]
 
     # -- JSON -----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

@@ -11,33 +11,16 @@ its spec and builds the same task again. The command line of a serialized task r
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from flytekit.core.base_task import Task, TaskResolverMixin
 from flytekit.core.python_auto_container import PythonAutoContainerTask
 
 from interlock.core.errors import PipelineDefinitionError
+from interlock.core.loader import load_spec
 from interlock.core.spec import PipelineSpec
 
 LOCATION = "interlock.adapters.flyte.resolver.resolver"
-
-
-def load_spec(ref: str) -> PipelineSpec:
-    """Import ``module:attribute`` (an ``@il.pipeline`` or a PipelineSpec) and return its spec."""
-    module_name, _, attr = ref.partition(":")
-    if not module_name or not attr:
-        raise PipelineDefinitionError(f"pipeline reference {ref!r} is not 'module:attribute'")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise PipelineDefinitionError(
-            f"cannot import pipeline {ref!r}: {exc}",
-            hint="the pipeline's module must be importable in the task image (installed or on PYTHONPATH)",
-        ) from exc
-    return obj if isinstance(obj, PipelineSpec) else obj.spec
 
 
 def check_ref(spec: PipelineSpec) -> str:

@@ -8,7 +8,6 @@ from the image (or, under kfp-local, from the parent's ``sys.path``); nothing is
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.errors import SerializationError, StepFailed
+from interlock.core.loader import load_spec
 from interlock.core.runtime import RunContext, execute_step
 from interlock.core.spec import Binding, PipelineSpec, StepSpec
 from interlock.core.types import TypeSpec
@@ -35,20 +35,6 @@ log = logging.getLogger("interlock.kfp")
 RUN_ID_ENV = ("INTERLOCK_RUN_ID", "KFP_RUN_ID")
 
 STATE_ROOT_ENV = "INTERLOCK_STATE_ROOT"
-
-_specs: dict[str, PipelineSpec] = {}
-
-
-def load_spec(ref: str) -> PipelineSpec:
-    """Rebuild the PipelineSpec from "module:attr" (an ``@il.pipeline`` or a PipelineSpec)."""
-    if ref not in _specs:
-        module_name, _, attr = ref.partition(":")
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-        _specs[ref] = obj if isinstance(obj, PipelineSpec) else obj.spec
-    return _specs[ref]
-
 
 def run_context(spec: PipelineSpec) -> RunContext:
     run_id = next((os.environ[k] for k in RUN_ID_ENV if os.environ.get(k)), None)
