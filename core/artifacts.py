@@ -37,8 +37,8 @@ class _DirectoryArtifact:
     def __eq__(self, other: object) -> bool:
         return (
             type(other) is type(self)
-            and self.path == other.path  # type: ignore[attr-defined]
-            and self.metadata == other.metadata  # type: ignore[attr-defined]
+            and self.path == other.path
+            and self.metadata == other.metadata
         )
 
     __hash__ = None  # type: ignore[assignment]

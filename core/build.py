@@ -78,7 +78,7 @@ class Promise:
         return f"<promise {self.describe()}: {self._type.describe()}>"
 
 
-class Outputs(tuple):  # type: ignore[type-arg]
+class Outputs(tuple):
     """Several outputs of one node: unpack it like a tuple or use attribute names."""
 
     _names: tuple[str, ...]
@@ -90,7 +90,8 @@ class Outputs(tuple):  # type: ignore[type-arg]
 
     def __getattr__(self, name: str) -> Promise:
         try:
-            return self[self._names.index(name)]  # type: ignore[no-any-return]
+            promise: Promise = self[self._names.index(name)]
+            return promise
         except ValueError:
             raise AttributeError(f"no output named {name!r}; outputs: {list(self._names)}") from None
 

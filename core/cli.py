@@ -81,7 +81,7 @@ def _fmt_value(value: Any) -> str:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in available_backends():
         try:
             caps = get_backend(name).capabilities()

@@ -99,17 +99,17 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
                     f"missing required input of type {port.type.describe()}", pipeline=name, step=n.name, port=port.name
                 )
         for pname, b in n.inputs:
-            port = step.input(pname)
-            if port is None:
+            target = step.input(pname)
+            if target is None:
                 raise PipelineDefinitionError("unknown argument", pipeline=name, step=n.name, port=pname)
             if b.kind == "output" and b.node not in node_names:
                 raise PipelineDefinitionError(f"reads unknown node {b.node!r}", pipeline=name, step=n.name, port=pname)
             src = binding_type(spec, b)
             if b.kind != "const" and src is None:
                 raise PipelineDefinitionError(f"{b.describe()} does not exist", pipeline=name, step=n.name, port=pname)
-            if src is not None and not assignable(src, port.type):
+            if src is not None and not assignable(src, target.type):
                 raise PipelineDefinitionError(
-                    f"type mismatch: {b.describe()} is {src.describe()}, but the input expects {port.type.describe()}",
+                    f"type mismatch: {b.describe()} is {src.describe()}, but the input expects {target.type.describe()}",
                     pipeline=name, step=n.name, port=pname,
                 )
         if n.gate is not None and n.gate not in gate_ids:

@@ -116,7 +116,7 @@ class Pipeline:
         elif isinstance(returned, Outputs):
             named = list(zip(returned._names, returned, strict=True))
         elif isinstance(returned, tuple) and is_named_tuple(type(returned)):
-            named = list(zip(type(returned)._fields, returned, strict=True))
+            named = list(zip(getattr(type(returned), "_fields"), returned, strict=True))  # noqa: B009
         elif isinstance(returned, tuple | list):
             named = [(f"o{i}", v) for i, v in enumerate(returned)]
         else:

@@ -105,7 +105,7 @@ class Resources:
                 f"accelerator={accelerator!r} without a gpu count",
                 hint=f"add gpu=1 (or more): Resources(gpu=1, accelerator={accelerator!r})",
             )
-        values = {
+        values: dict[str, Any] = {
             "cpu": _quantity_str(cpu, "cpu"),
             "memory": _quantity_str(memory, "memory"),
             "gpu": gpu,

@@ -66,7 +66,8 @@ class TypeSpec:
             raise TypeError(f"{self.describe()} is not a dataclass type")
         from .loader import import_ref
 
-        return import_ref(self.name)  # type: ignore[no-any-return]
+        cls: type = import_ref(self.name)
+        return cls
 
     # -- JSON -----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

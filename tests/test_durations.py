@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from interlock.core.durations import format_duration, parse_duration
 from interlock.core.errors import PolicyError
 

@@ -13,6 +13,7 @@ import botocore.exceptions
 import pytest
 import torch
 import torch.distributed
+
 from interlock.core.errors import (
     PipelineDefinitionError,
     PolicyError,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from interlock.core.errors import InterlockError
 from interlock.plugins.mlmd import (
     PYTHON_ENV_VAR,

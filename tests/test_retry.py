@@ -11,6 +11,7 @@ import torch
 import torch.distributed
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from interlock.core.errors import PolicyError, ValidationFailed
 from interlock.core.failures import Failure, FailureKind, Preempted, classify
 from interlock.core.retry import (

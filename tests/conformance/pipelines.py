@@ -115,7 +115,7 @@ def report(steps: int) -> str:
 
 
 @il.pipeline(name="conf-dataclass")
-def dataclass_params(params: TrainParams = TrainParams(lr=0.5, epochs=2)):
+def dataclass_params(params: TrainParams = TrainParams(lr=0.5, epochs=2)):  # noqa: B008 - recorded, never mutated
     summary = fit(params=params)
     return summary, report(steps=summary.steps)
 

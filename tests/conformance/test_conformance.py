@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 import interlock as il
-from interlock.core.backends import available_backends
-
 from conformance.pipelines import CASES, Case
+from interlock.core.backends import available_backends
 
 RUNNABLE = ["local", "flyte-local", "kfp-local"]
 
