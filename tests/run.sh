@@ -20,6 +20,7 @@ if ! .venv-mlmd/bin/python -c 'import ml_metadata' >/dev/null 2>&1; then
   .venv/bin/interlock lineage --setup --env .venv-mlmd
 fi
 export INTERLOCK_MLMD_PYTHON="$PWD/.venv-mlmd/bin/python"
+export PATH="$PWD/.venv/bin:$PATH"  # as if activated: console scripts (interlock, pyflyte-execute)
 
 # Tests never touch the real home directory: flytekit, kfp, mlflow and airflow caches go to a
 # throwaway HOME as a second line of defence behind the tests' own tmp_path isolation.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ def _execute(
     cmd = [subst.get(a, a) for a in args]
     assert cmd[0] == "pyflyte-execute"
     full_env = {**os.environ, **task_env, **env}
+    # In the image the environment's scripts are on PATH; here that is this interpreter's bin.
+    full_env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), full_env.get("PATH", "")])
     if state:
         full_env.update(INTERLOCK_STATE_DIR=str(work / "state"), INTERLOCK_RUN_ID="f1a2b3")
     else:  # what propeller sets in every task pod
