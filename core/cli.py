@@ -73,7 +73,7 @@ def _fmt_value(value: Any) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4f}"
     if hasattr(value, "to_dict") and callable(value.to_dict) and type(value).__name__ == "Metrics":
-        return ", ".join(f"{k}={v:.4f}" for k, v in value.to_dict().items())
+        return ", ".join(f"{k}={v:.4f}" for k, v in value.to_dict().items()) or "(none)"
     if type(value).__name__ == "DataFrame":
         return f"DataFrame{tuple(value.shape)}"
     text = repr(value)
