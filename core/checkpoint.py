@@ -576,3 +576,36 @@ class Checkpointer:
 def remove_tree(path: Path) -> None:
     """Best-effort delete used by stores for abandoned or pruned directories."""
     shutil.rmtree(path, ignore_errors=True)
+
+
+STORE_ENTRY_POINTS = "interlock.checkpoint_stores"
+
+
+def store_for_uri(uri: str) -> CheckpointStore:
+    """The store a CheckpointPolicy.store URI names: a path, or ``scheme://...`` from a plugin.
+
+    Schemes come from the ``interlock.checkpoint_stores`` entry points (``s3`` ships with
+    interlock[s3]); each names a class with ``from_uri(uri)``. Core never imports a plugin.
+    """
+    scheme, sep, _ = uri.partition("://")
+    if not sep:
+        from .checkpoint_local import LocalCheckpointStore
+
+        return LocalCheckpointStore(uri)
+    from importlib.metadata import entry_points
+
+    found = {ep.name: ep for ep in entry_points(group=STORE_ENTRY_POINTS)}
+    if scheme not in found:
+        raise CheckpointError(
+            f"no checkpoint store for {scheme}:// URIs (installed: {', '.join(sorted(found)) or 'none'})",
+            hint="install the plugin that provides it, e.g. pip install 'interlock[s3]'",
+        )
+    try:
+        store_cls = found[scheme].load()
+    except ImportError as exc:
+        raise CheckpointError(
+            f"the {scheme}:// checkpoint store cannot be imported: {exc}",
+            hint=f"install its extra, e.g. pip install 'interlock[{scheme}]'",
+        ) from exc
+    store: CheckpointStore = store_cls.from_uri(uri)
+    return store

@@ -170,10 +170,13 @@ def cmd_spec(args: argparse.Namespace) -> int:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    try:
-        from interlock.plugins import mlmd
-    except ImportError as exc:  # pragma: no cover - the plugin ships with interlock
-        raise InterlockError(f"the lineage plugin is unavailable: {exc}") from exc
+    from importlib.metadata import entry_points
+
+    # The lineage provider is a plugin (ML Metadata); core finds it by entry point, never by import.
+    providers = {ep.name: ep for ep in entry_points(group="interlock.lineage")}
+    if "mlmd" not in providers:
+        raise InterlockError("no lineage provider installed (entry point group interlock.lineage)")
+    mlmd = providers["mlmd"].load()
     if args.setup:
         print(mlmd.setup_env(args.env))
         return 0

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import Checkpointer, CheckpointInfo
+from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri
 from .context import StepContext
 from .errors import PolicyError, StepFailed
 from .failures import Failure, FailureKind, Preempted, default_classifier
@@ -171,15 +171,7 @@ def _write_json_atomic(path: Path, data: Any) -> None:
 def _checkpointer(run: RunContext, step: StepSpec, node: str, ctx: StepContext) -> Checkpointer:
     policy = step.checkpoint
     root = (policy.store if policy and policy.store else None) or run.checkpoint_root or str(run.state_dir / "checkpoints")
-    if root.startswith("s3://"):
-        from importlib import import_module
-
-        store = import_module("interlock.plugins.s3").S3CheckpointStore.from_uri(root)
-    else:
-        from .checkpoint_local import LocalCheckpointStore
-
-        store = LocalCheckpointStore(root)
-    return _RuntimeCheckpointer(store, f"{run.pipeline}/{run.run_id}/{node}", keep=policy.keep if policy else 2, ctx=ctx)
+    return _RuntimeCheckpointer(store_for_uri(root), f"{run.pipeline}/{run.run_id}/{node}", keep=policy.keep if policy else 2, ctx=ctx)
 
 
 class _RuntimeCheckpointer(Checkpointer):

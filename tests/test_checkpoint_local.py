@@ -315,3 +315,14 @@ def test_checkpoint_modules_do_not_use_pickle() -> None:
     for name in ("checkpoint.py", "checkpoint_local.py"):
         source = (core / name).read_text()
         assert not re.search(r"^\s*(import|from)\s+(c?pickle|dill|cloudpickle)\b", source, re.M)
+
+
+def test_store_for_uri_picks_local_paths_and_refuses_unknown_schemes(tmp_path) -> None:
+    from interlock.core.checkpoint import store_for_uri
+    from interlock.core.checkpoint_local import LocalCheckpointStore
+    from interlock.core.errors import CheckpointError
+
+    assert isinstance(store_for_uri(str(tmp_path / "ckpt")), LocalCheckpointStore)
+    with pytest.raises(CheckpointError) as info:
+        store_for_uri("gs://bucket/prefix")
+    assert "no checkpoint store for gs://" in str(info.value) and "s3" in str(info.value)
