@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .artifacts import Dataset, Metrics, Model
@@ -209,18 +209,3 @@ def value_matches(value: Any, spec: TypeSpec) -> bool:
     if k == "dataclass":
         return dataclasses.is_dataclass(value) and _qualname(type(value)) == spec.name
     return False  # artifacts are never constants
-
-
-def describe_value(value: Any) -> str:
-    return type(value).__name__
-
-
-@dataclass(frozen=True)
-class Signature:
-    """A step's ports as derived from its function."""
-
-    inputs: tuple[tuple[str, TypeSpec, bool, Any], ...]  # (name, type, has_default, default)
-    outputs: tuple[tuple[str, TypeSpec], ...]
-    context_arg: str | None = None
-    output_tuple: str | None = None  # NamedTuple "module:Qualname" when several outputs
-    extra: dict[str, Any] = field(default_factory=dict)
