@@ -1,1 +1,10 @@
 """interlock core: the portable pipeline model and the runtime shim (stdlib only)."""
+
+# From a checkout's root this folder is also reachable as a top-level `core`. Loading it
+# under that name would make a second copy of every module (two StepFailed classes), so
+# only the installed name is allowed.
+if __name__ != "interlock.core":
+    raise ImportError(
+        f"{__name__!r} is the folder of the package 'interlock.core': import interlock.core "
+        "(install the project first: pip install -e .)"
+    )

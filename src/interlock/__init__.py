@@ -16,15 +16,6 @@ Importing this package is light: it loads the stdlib-only core. flytekit, kfp, m
 friends load only when their adapter or plugin is used.
 """
 
-import os as _os
-
-# In a source checkout this folder holds only this file; the subpackages are the top-level
-# folders core/, adapters/ and plugins/ beside it. When the checkout shadows an installed
-# copy (python run from the repository root), look for them there too.
-_here = _os.path.dirname(__file__)
-if not _os.path.isdir(_os.path.join(_here, "core")):
-    __path__.append(_os.path.dirname(_here))  # noqa: F821 - __path__ is set for packages
-
 from interlock.core.api import compile, run
 from interlock.core.artifacts import Dataset, Metrics, Model
 from interlock.core.backends import Capabilities, RunResult, StepOutcome
