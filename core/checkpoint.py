@@ -19,7 +19,7 @@ id present, committed or not; validate names with ``validate_key``/``validate_fi
 upload the files; then write ``encode_manifest(info)`` as one object, last. ``list`` and
 ``load_latest`` read manifests with ``decode_manifest`` (which checks the manifest's own
 checksum and its key and id), skip ids that have no manifest, and return a
-``LoadedCheckpoint(info, opener)`` after ``verify()``. Run tests/checkpoint_contract.py.
+``LoadedCheckpoint(info, opener)`` after ``verify()``. Run tests/checkpoints/contract.py.
 """
 
 from __future__ import annotations

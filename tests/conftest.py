@@ -1,23 +1,26 @@
 """Suite-wide test setup.
 
-`tests/` goes on sys.path (and PYTHONPATH, for the subprocesses that kfp-local and
-pyflyte-execute start) so that test pipelines are importable by a stable module name, the
-way a container imports a team's pipeline package.
+The tests' own importable modules (test pipelines, helpers) are found through pytest's
+``pythonpath`` setting in pyproject.toml, never by editing sys.path here. Subprocesses that
+import a test pipeline by module name (kfp-local's tasks, ``pyflyte-execute``, the Airflow
+driver), the way a container imports a team's pipeline package, get the same list through
+PYTHONPATH, except the repository root: on a child's PYTHONPATH the root's
+``interlock.egg-info`` would pass for an installed interlock (pip then skips installing
+one), and kfp-local hands its tasks this process's sys.path anyway.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
-TESTS = str(Path(__file__).resolve().parent)
-if TESTS not in sys.path:
-    sys.path.insert(0, TESTS)
-_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-if TESTS not in _paths:
-    os.environ["PYTHONPATH"] = os.pathsep.join([TESTS, *_paths])
+import pytest
 
 # No phoning home from the libraries under test (MLflow 3 telemetry writes under ~/.config too).
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    ours = [str(p) for p in config.getini("pythonpath") if p != config.rootpath]
+    theirs = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in ours]
+    os.environ["PYTHONPATH"] = os.pathsep.join([*ours, *theirs])

@@ -7,18 +7,9 @@ the CLI and in subprocesses, as a team's pipeline package does in a container.
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
-
-HERE = str(Path(__file__).resolve().parent)
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-if HERE not in _paths:
-    os.environ["PYTHONPATH"] = os.pathsep.join([HERE, *_paths])
 
 
 @pytest.fixture(autouse=True)

@@ -1,23 +1,14 @@
 """Flyte adapter tests: importable test pipelines, an isolated HOME, and the backends registered.
 
-``tests/flyte`` goes on sys.path and PYTHONPATH so ``flyte_pipelines`` imports by the same
+``tests/flyte`` is on pytest's pythonpath (pyproject.toml) so ``flyte_pipelines`` imports by the same
 name here and inside ``pyflyte-execute`` subprocesses (as a team's package would in an image).
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
-
-HERE = str(Path(__file__).resolve().parent)
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-_paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-if HERE not in _paths:
-    os.environ["PYTHONPATH"] = os.pathsep.join([HERE, *_paths])
 
 
 @pytest.fixture(autouse=True)

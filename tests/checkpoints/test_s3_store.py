@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import http.server
-import importlib.util
 import json
 import logging
 import os
@@ -26,6 +25,7 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from checkpoints import contract
 from moto.server import ThreadedMotoServer
 
 import interlock as il
@@ -34,22 +34,6 @@ from interlock.core.errors import CheckpointError
 from interlock.core.failures import FailureKind, classify
 from interlock.plugins.s3 import KeyLayout, S3CheckpointStore, S3StoreError, parse_s3_uri
 
-
-def load_checkpoint_contract():
-    """Import tests/checkpoint_contract.py by path (tests/ is not a package)."""
-    name = "interlock_tests.checkpoint_contract"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("checkpoint_contract.py")
-        )
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-contract = load_checkpoint_contract()
 KEY = contract.KEY
 payload = contract.payload
 
@@ -702,7 +686,7 @@ def test_docs_example_resumes_after_a_sigterm_with_an_s3_store(
     s3: str, admin, tmp_path: Path, monkeypatch
 ) -> None:
     """The runnable example of docs/checkpoints.md, as written, with CHECKPOINT_STORE=s3://."""
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "checkpoints.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "checkpoints.md").read_text()
     section = doc.split("## A runnable example", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     script = tmp_path / "resumable_training.py"

@@ -453,7 +453,7 @@ def test_a_failed_step_without_outputs_still_shows_in_the_run(
 
 @needs_mlmd
 def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "lineage.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "lineage.md").read_text()
     section = doc.split("### Local runs", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     env = {**os.environ, PYTHON_ENV_VAR: str(MLMD_PYTHON)}

@@ -5,7 +5,7 @@ implementing the hooks below (they reach under the store's API to simulate crash
 corruption). Override the ``store`` fixture instead of ``make_store`` when the store needs
 other fixtures (an S3 store needs a moto server)::
 
-    contract = load_checkpoint_contract()   # see test_checkpoint_local.py
+    from checkpoints import contract   # tests/ is on pytest's pythonpath
 
     class TestMyStore(contract.CheckpointStoreContract):
         @pytest.fixture

@@ -3,37 +3,20 @@
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import json
 import os
 import re
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from checkpoints import contract
 
 from interlock.core.checkpoint import Checkpointer, CheckpointInfo, CheckpointStore
 from interlock.core.checkpoint_local import LocalCheckpointStore
 from interlock.core.errors import CheckpointError, SerializationError
 
-
-def load_checkpoint_contract():
-    """Import tests/checkpoint_contract.py by path (tests/ is not on sys.path)."""
-    name = "interlock_tests.checkpoint_contract"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("checkpoint_contract.py")
-        )
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-contract = load_checkpoint_contract()
 KEY = contract.KEY
 payload = contract.payload
 
@@ -311,7 +294,7 @@ def test_overlong_key_is_refused_clearly(tmp_path: Path) -> None:
 
 
 def test_checkpoint_modules_do_not_use_pickle() -> None:
-    core = Path(__file__).resolve().parents[1] / "core"
+    core = Path(__file__).resolve().parents[2] / "core"
     for name in ("checkpoint.py", "checkpoint_local.py"):
         source = (core / name).read_text()
         assert not re.search(r"^\s*(import|from)\s+(c?pickle|dill|cloudpickle)\b", source, re.M)

@@ -12,7 +12,6 @@ rename), not durability across a power loss (that is what the fsyncs are for).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import random
 import signal
@@ -22,22 +21,17 @@ import time
 from pathlib import Path
 
 import pytest
+from checkpoints import checkpoint_writer
 
 from interlock.core.checkpoint_local import LocalCheckpointStore
 
-HELPER = Path(__file__).with_name("helpers") / "checkpoint_writer.py"
+HELPER = Path(__file__).with_name("checkpoint_writer.py")
 KEY = "fault-test/run-1/train"
 PART_BYTES = 10 << 20
 KEEP = 2
 SEED = 20261129
 
 
-def _helper_module():
-    spec = importlib.util.spec_from_file_location("interlock_tests.checkpoint_writer", HELPER)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class Writer:
@@ -112,7 +106,7 @@ def test_sigkill_during_save_never_exposes_a_torn_checkpoint(tmp_path: Path) -> 
 
 
 def run_trials(tmp_path: Path, *, trials: int, parts: int, min_each: int, durable: bool) -> None:
-    helper = _helper_module()
+    helper = checkpoint_writer
     root = tmp_path / "store"
     store = LocalCheckpointStore(root)
     digests: dict[int, dict[str, str]] = {}

@@ -23,8 +23,6 @@ collect_ignore_glob = (
     if any(importlib.util.find_spec(m) is None for m in ("airflow", "flytekit", "grpc"))
     else []
 )
-if str(HERE) not in sys.path:  # the helpers next to this file; never the parent "tests/"
-    sys.path.insert(0, str(HERE))
 
 from bridge_fake_admin import FakeAdmin, serve  # noqa: E402
 from bridge_harness import CLIENT_ID, CLIENT_SECRET, airflow_env  # noqa: E402
