@@ -62,20 +62,54 @@ def where(exc: il.PipelineDefinitionError) -> tuple[str | None, str | None, str 
     return exc.pipeline, exc.step, exc.port
 
 
-# -- type mismatches on edges -------------------------------------------------------------------
-def test_int_into_str_names_pipeline_step_port_and_both_types() -> None:
-    @il.pipeline(name="int-into-str")
-    def p():
-        shout(msg=count())
+# -- wiring mistakes: each names the pipeline, the step, the port and what is wrong ---------------
+def _int_into_str():
+    shout(msg=count())
 
+
+def _optional_into_int():
+    take_int(x=maybe_count())
+
+
+def _param_mismatch(name: str = "x"):
+    take_int(x=name)
+
+
+def _const_mismatch():
+    take_int(x="seven")
+
+
+def _missing_input():
+    shout()
+
+
+def _unknown_arg():
+    shout(msg="a", volume=11)
+
+
+@pytest.mark.parametrize(
+    ("body", "step", "port", "needles"),
+    [
+        pytest.param(_int_into_str, "shout", "msg",
+                     ["pipeline 'int-into-str'", "step 'shout'", "port 'msg'", "output count.o0 is int", "expects str"],
+                     id="int-into-str"),
+        pytest.param(_optional_into_int, "take_int", "x", ["Optional[int]", "expects int"], id="optional-into-int"),
+        pytest.param(_param_mismatch, "take_int", "x", ["pipeline parameter 'name' is str"], id="param-mismatch"),
+        pytest.param(_const_mismatch, "take_int", "x", ["'seven' (str) does not fit int"], id="const-mismatch"),
+        pytest.param(_missing_input, "shout", "msg", ["missing required input of type str"], id="missing-input"),
+        pytest.param(_unknown_arg, "shout", "volume", ["['msg']"], id="unknown-arg"),
+    ],
+)
+def test_wiring_mistake_names_pipeline_step_port_and_why(
+    body: Any, step: str, port: str, needles: list[str], request: pytest.FixtureRequest
+) -> None:
+    name = request.node.callspec.id
+    p = il.pipeline(name=name)(body)
     with pytest.raises(il.PipelineDefinitionError) as info:
         il.spec(p)
-    exc = info.value
-    assert where(exc) == ("int-into-str", "shout", "msg")
-    text = str(exc)
-    assert "pipeline 'int-into-str'" in text and "step 'shout'" in text and "port 'msg'" in text
-    assert "output count.o0 is int" in text
-    assert "expects str" in text
+    assert where(info.value) == (name, step, port)
+    for needle in needles:
+        assert needle in str(info.value)
 
 
 def test_dataframe_into_model() -> None:
@@ -97,17 +131,6 @@ def test_dataframe_into_model() -> None:
     assert "pandas.DataFrame" in str(info.value) and "il.Model" in str(info.value)
 
 
-def test_optional_int_into_int_is_refused() -> None:
-    @il.pipeline(name="optional-into-int")
-    def p():
-        take_int(x=maybe_count())
-
-    with pytest.raises(il.PipelineDefinitionError) as info:
-        il.spec(p)
-    assert where(info.value) == ("optional-into-int", "take_int", "x")
-    assert "Optional[int]" in str(info.value) and "expects int" in str(info.value)
-
-
 def test_int_into_optional_int_and_int_into_float_are_accepted() -> None:
     @il.pipeline(name="widening")
     def p():
@@ -120,51 +143,7 @@ def test_int_into_optional_int_and_int_into_float_are_accepted() -> None:
     assert spec.node("halve").bindings["x"] == Binding.of_output("count", "o0")
 
 
-def test_pipeline_parameter_of_the_wrong_type() -> None:
-    @il.pipeline(name="param-mismatch")
-    def p(name: str = "x"):
-        take_int(x=name)
-
-    with pytest.raises(il.PipelineDefinitionError) as info:
-        il.spec(p)
-    assert where(info.value) == ("param-mismatch", "take_int", "x")
-    assert "pipeline parameter 'name' is str" in str(info.value)
-
-
-def test_constant_of_the_wrong_type() -> None:
-    @il.pipeline(name="const-mismatch")
-    def p():
-        take_int(x="seven")
-
-    with pytest.raises(il.PipelineDefinitionError) as info:
-        il.spec(p)
-    assert where(info.value) == ("const-mismatch", "take_int", "x")
-    assert "'seven' (str) does not fit int" in str(info.value)
-
-
 # -- missing and unknown arguments -------------------------------------------------------------
-def test_missing_required_input() -> None:
-    @il.pipeline(name="missing-input")
-    def p():
-        shout()
-
-    with pytest.raises(il.PipelineDefinitionError) as info:
-        il.spec(p)
-    assert where(info.value) == ("missing-input", "shout", "msg")
-    assert "missing required input of type str" in str(info.value)
-
-
-def test_unknown_argument() -> None:
-    @il.pipeline(name="unknown-arg")
-    def p():
-        shout(msg="a", volume=11)
-
-    with pytest.raises(il.PipelineDefinitionError) as info:
-        il.spec(p)
-    assert where(info.value) == ("unknown-arg", "shout", "volume")
-    assert "['msg']" in str(info.value)
-
-
 def test_positional_arguments_inside_a_pipeline() -> None:
     @il.pipeline(name="positional")
     def p():
