@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .policies import Cache, CheckpointPolicy, Resources, Secret, Torchrun
@@ -269,27 +270,42 @@ class PipelineSpec:
     version: int = SPEC_VERSION
 
     # -- lookups ---------------------------------------------------------------------------
-    def step(self, name: str) -> StepSpec:
+    # Indexed once per spec (it is frozen): adapters look steps and nodes up inside per-node
+    # loops, and linear scans there made compiling N steps O(N^2). The first of duplicate
+    # names wins, as validation reports duplicates by name.
+    @cached_property
+    def _steps_by_name(self) -> dict[str, StepSpec]:
+        index: dict[str, StepSpec] = {}
         for s in self.steps:
-            if s.name == name:
-                return s
-        raise KeyError(name)
+            index.setdefault(s.name, s)
+        return index
+
+    @cached_property
+    def _nodes_by_name(self) -> dict[str, Node]:
+        index: dict[str, Node] = {}
+        for n in self.nodes:
+            index.setdefault(n.name, n)
+        return index
+
+    @cached_property
+    def _gates_by_id(self) -> dict[str, Gate]:
+        index: dict[str, Gate] = {}
+        for g in self.gates:
+            index.setdefault(g.id, g)
+        return index
+
+    def step(self, name: str) -> StepSpec:
+        return self._steps_by_name[name]
 
     def node(self, name: str) -> Node:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
+        return self._nodes_by_name[name]
 
     def step_of(self, node: str | Node) -> StepSpec:
         n = self.node(node) if isinstance(node, str) else node
         return self.step(n.step)
 
     def gate(self, gate_id: str) -> Gate:
-        for g in self.gates:
-            if g.id == gate_id:
-                return g
-        raise KeyError(gate_id)
+        return self._gates_by_id[gate_id]
 
     def gate_chain(self, gate_id: str | None) -> list[Gate]:
         """The gates enclosing a block, outermost first."""

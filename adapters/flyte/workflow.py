@@ -9,6 +9,7 @@ several steps (or a nested gate) becomes a sub-workflow, one step is called dire
 
 from __future__ import annotations
 
+import heapq
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -111,13 +112,15 @@ class _Builder:
         """Members ordered so that every unit comes after all it reads from (Kahn, stable)."""
         units: list[tuple[str, str]] = []
         member_of: dict[str, tuple[str, str]] = {}
+        seen: set[tuple[str, str]] = set()
         for n in ordered:
             member = self._unit(self.spec.node(n).gate, gate)
             if member is None:
                 continue
             unit = ("node", n) if member == "" else ("gate", member)
             member_of[n] = unit
-            if unit not in units:
+            if unit not in seen:
+                seen.add(unit)
                 units.append(unit)
         deps: dict[tuple[str, str], set[tuple[str, str]]] = {u: set() for u in units}
         for u in units:
@@ -128,12 +131,25 @@ class _Builder:
             if u[0] == "gate":  # the block's own condition and those of blocks nested in it
                 ups |= {g.condition.node or "" for g in self.spec.gates if g.id in self.nodes_gates(u[1])}
             deps[u] = {member_of[x] for x in ups if x in member_of and member_of[x] != u}
+        # Kahn's algorithm; among the ready units the earliest in `ordered` goes first.
+        index = {u: i for i, u in enumerate(units)}
+        waiting = {u: len(d) for u, d in deps.items()}
+        readers: dict[tuple[str, str], list[tuple[str, str]]] = {u: [] for u in units}
+        for u, d in deps.items():
+            for up in d:
+                readers[up].append(u)
+        ready = [index[u] for u in units if not waiting[u]]
+        heapq.heapify(ready)
         done: list[tuple[str, str]] = []
-        while len(done) < len(units):
-            ready = [u for u in units if u not in done and deps[u] <= set(done)]
-            if not ready:
-                raise PipelineDefinitionError("il.when blocks depend on each other in a cycle", pipeline=self.spec.name)
-            done.append(ready[0])
+        while ready:
+            u = units[heapq.heappop(ready)]
+            done.append(u)
+            for r in readers[u]:
+                waiting[r] -= 1
+                if not waiting[r]:
+                    heapq.heappush(ready, index[r])
+        if len(done) < len(units):
+            raise PipelineDefinitionError("il.when blocks depend on each other in a cycle", pipeline=self.spec.name)
         return done
 
     def nodes_gates(self, gate: str) -> set[str]:
