@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .codecs import TypeKind, json_problem, value_matches
 from .errors import BackendNotFound, CapabilityError, PipelineDefinitionError
 from .spec import PipelineSpec
-from .types import TypeSpec, value_matches
 
 ENTRY_POINT_GROUP = "interlock.backends"
 DEFAULT_BACKEND = "local"
@@ -199,10 +199,10 @@ def resolve_params(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]
             raise PipelineDefinitionError(
                 f"missing required parameter of type {p.type.describe()}", pipeline=spec.name, port=p.name
             )
-        if p.type.kind == "dataclass" and isinstance(value, dict):
+        if p.type.kind is TypeKind.DATACLASS and isinstance(value, dict):
             # A JSON object for a dataclass (the CLI's -p cfg='{...}'): check it field by field
             # here, or a bad field surfaces as a raw TypeError/ValueError inside a backend.
-            problem = _json_problem(value, p.type, p.name)
+            problem = json_problem(value, p.type, p.name)
             if problem:
                 raise PipelineDefinitionError(f"parameter value {problem}", pipeline=spec.name, port=p.name)
             resolved[p.name] = value
@@ -214,25 +214,6 @@ def resolve_params(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]
             )
         resolved[p.name] = value
     return resolved
-
-
-def _json_problem(value: Any, t: TypeSpec, where: str) -> str | None:
-    """Why a JSON value cannot become type ``t`` (objects stand for dataclasses); None if it can."""
-    if t.kind == "dataclass" and isinstance(value, dict):
-        fields = dict(t.fields)
-        unknown = sorted(set(value) - set(fields))
-        if unknown:
-            return f"{where} has no field(s) {unknown}; fields are {list(fields)}"
-        items: list[tuple[str, Any, TypeSpec]] = [(f"{where}.{k}", v, fields[k]) for k, v in value.items()]
-    elif t.kind == "list" and t.args and isinstance(value, list | tuple):
-        items = [(f"{where}[{i}]", v, t.args[0]) for i, v in enumerate(value)]
-    elif t.kind == "dict" and t.args and isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        items = [(f"{where}[{k!r}]", v, t.args[1]) for k, v in value.items()]
-    elif value_matches(value, t):
-        return None
-    else:
-        return f"{where}={value!r} ({type(value).__name__}) does not fit {t.describe()}"
-    return next((p for p in (_json_problem(v, ft, w) for w, v, ft in items) if p), None)
 
 
 def new_run_id(pipeline: str) -> str:

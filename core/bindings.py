@@ -4,25 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from .codecs import revive
 from .errors import PipelineDefinitionError
-from .spec import Binding, PipelineSpec
+from .spec import Binding, BindingKind, PipelineSpec
 from .types import TypeSpec
-from .values import from_jsonable
+
+
+def follow(value: Any, fields: tuple[str, ...]) -> Any:
+    """A field path into a dataclass value, or into its JSON object."""
+    for f in fields:
+        value = value[f] if isinstance(value, dict) else getattr(value, f)
+    return value
 
 
 def resolve(b: Binding, params: dict[str, Any], outputs: dict[str, dict[str, Any]], t: TypeSpec | None = None) -> Any:
     """The value a binding points at: a parameter, a (field of a) node output, or a constant."""
-    if b.kind == "param":
+    if b.kind is BindingKind.PARAM:
         value = params[b.param or ""]
-    elif b.kind == "output":
-        value = outputs[b.node or ""][b.port or ""]
-        for f in b.field:
-            value = value[f] if isinstance(value, dict) else getattr(value, f)
+    elif b.kind is BindingKind.OUTPUT:
+        value = follow(outputs[b.node or ""][b.port or ""], b.field)
     else:
         value = b.value
-    if t is not None and t.kind == "dataclass" and isinstance(value, dict):
-        value = from_jsonable(value, t)
-    return value
+    return revive(value, t) if t is not None else value
 
 
 def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -36,7 +39,7 @@ def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outp
         values[name] = resolve(b, params, outputs, port.type)
     for port in step.inputs:
         if port.name not in values and port.has_default:
-            values[port.name] = from_jsonable(port.default, port.type) if port.type.kind == "dataclass" else port.default
+            values[port.name] = revive(port.default, port.type)
     return values
 
 

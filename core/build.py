@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .errors import PipelineDefinitionError
-from .spec import Binding, Gate, Node
-from .types import TypeSpec, assignable, value_matches
+from .spec import Binding, BindingKind, Gate, Node
+from .types import TypeKind, TypeSpec, assignable, value_matches
 
 if TYPE_CHECKING:
     from .step import Step
@@ -52,8 +52,8 @@ class Promise:
         if name.startswith("_"):
             raise AttributeError(name)
         t = self._type
-        ft = t.field_type(name) if t.kind == "dataclass" else None
-        if ft is None or self._binding.kind != "output":
+        ft = t.field_type(name) if t.kind is TypeKind.DATACLASS else None
+        if ft is None or self._binding.kind is not BindingKind.OUTPUT:
             raise PipelineDefinitionError(
                 f"{self.describe()} of type {t.describe()} has no field {name!r}",
                 pipeline=self._builder.name,
@@ -173,7 +173,7 @@ class Builder:
         for item in items:
             if isinstance(item, NodeHandle):
                 out.append(item.node)
-            elif isinstance(item, Promise) and item.binding.kind == "output":
+            elif isinstance(item, Promise) and item.binding.kind is BindingKind.OUTPUT:
                 out.append(item.binding.node or "")
             elif isinstance(item, Outputs) and item:
                 out.append(item[0].binding.node or "")
@@ -206,7 +206,7 @@ class Builder:
                     pipeline=self.name, step=node, port=port,
                 )
             b = value.binding
-            if b.kind == "output":
+            if b.kind is BindingKind.OUTPUT:
                 src_gate = self._node_gate.get(b.node or "")
                 if src_gate is not None and src_gate not in self._gate_stack:
                     raise PipelineDefinitionError(
@@ -241,12 +241,12 @@ class Builder:
     # -- gates -------------------------------------------------------------------------
     @contextlib.contextmanager
     def when(self, condition: Any) -> Iterator[None]:
-        if not isinstance(condition, Promise) or condition.binding.kind != "output":
+        if not isinstance(condition, Promise) or condition.binding.kind is not BindingKind.OUTPUT:
             raise PipelineDefinitionError(
                 f"il.when takes a bool output of a step, got {condition!r}", pipeline=self.name,
                 hint="a gate is a step: make a step return bool (or a NamedTuple/dataclass with a bool field)",
             )
-        if condition.type.kind != "bool" or condition.type.optional:
+        if condition.type.kind is not TypeKind.BOOL or condition.type.optional:
             raise PipelineDefinitionError(
                 f"il.when needs a bool, but {condition.describe()} is {condition.type.describe()}",
                 pipeline=self.name,

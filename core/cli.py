@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends import DEFAULT_BACKEND, available_backends, default_workdir, get_backend
+from .codecs import codec
 from .errors import BackendNotFound, InterlockError, PipelineDefinitionError, StepFailed
 from .loader import load_pipeline
 from .spec import PipelineSpec
@@ -38,18 +39,7 @@ def coerce(value: str, t: TypeSpec, pipeline: str, key: str) -> Any:
     if t.optional and value == "null":  # JSON's null: the only way to pass None on a command line
         return None
     try:
-        if t.kind == "str":
-            return value
-        if t.kind == "bool":
-            lowered = value.lower()
-            if lowered not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(value)
-            return lowered in ("true", "1", "yes")
-        if t.kind == "int":
-            return int(value)
-        if t.kind == "float":
-            return float(value)
-        return json.loads(value)
+        return codec(t).parse(value)
     except ValueError as exc:
         raise PipelineDefinitionError(
             f"cannot read {value!r} as {t.describe()}", pipeline=pipeline, port=key

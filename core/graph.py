@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .errors import PipelineDefinitionError
-from .spec import Binding, Gate, Node, PipelineSpec
-from .types import TypeSpec, assignable
+from .spec import Binding, BindingKind, Gate, Node, PipelineSpec
+from .types import TypeKind, TypeSpec, assignable
 
 
 def _gate_conditions(gate_id: str | None, gates: dict[str, Gate], *, pipeline: str, node: str) -> set[str]:
@@ -20,7 +20,7 @@ def _gate_conditions(gate_id: str | None, gates: dict[str, Gate], *, pipeline: s
         g = gates.get(gate_id)
         if g is None:  # validate() reports unknown gates; ordering alone cannot use them
             break
-        if g.condition.kind == "output" and g.condition.node:
+        if g.condition.kind is BindingKind.OUTPUT and g.condition.node:
             out.add(g.condition.node)
         gate_id = g.parent
     return out
@@ -64,10 +64,10 @@ def topological_order(nodes: Iterable[Node], *, pipeline: str = "", gates: Itera
 
 
 def binding_type(spec: PipelineSpec, b: Binding) -> TypeSpec | None:
-    if b.kind == "param":
+    if b.kind is BindingKind.PARAM:
         p = spec.param(b.param or "")
         return p.type if p else None
-    if b.kind == "output":
+    if b.kind is BindingKind.OUTPUT:
         port = spec.step_of(b.node or "").output(b.port or "")
         t = port.type if port else None
         for f in b.field:
@@ -102,10 +102,10 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
             target = step.input(pname)
             if target is None:
                 raise PipelineDefinitionError("unknown argument", pipeline=name, step=n.name, port=pname)
-            if b.kind == "output" and b.node not in node_names:
+            if b.kind is BindingKind.OUTPUT and b.node not in node_names:
                 raise PipelineDefinitionError(f"reads unknown node {b.node!r}", pipeline=name, step=n.name, port=pname)
             src = binding_type(spec, b)
-            if b.kind != "const" and src is None:
+            if b.kind is not BindingKind.CONST and src is None:
                 raise PipelineDefinitionError(f"{b.describe()} does not exist", pipeline=name, step=n.name, port=pname)
             if src is not None and not assignable(src, target.type):
                 raise PipelineDefinitionError(
@@ -118,10 +118,10 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
         if g.parent is not None and g.parent not in gate_ids:
             raise PipelineDefinitionError(f"gate {g.id} is nested in unknown gate {g.parent!r}", pipeline=name)
         t = binding_type(spec, g.condition) if g.condition.node in node_names else None
-        if t is None or t.kind != "bool":
+        if t is None or t.kind is not TypeKind.BOOL:
             raise PipelineDefinitionError(f"gate {g.id} condition {g.condition.describe()} is not a bool output", pipeline=name)
     for out_name, b in spec.outputs:
-        if b.kind == "output" and b.node in node_names and spec.node(b.node or "").gate is not None:
+        if b.kind is BindingKind.OUTPUT and b.node in node_names and spec.node(b.node or "").gate is not None:
             raise PipelineDefinitionError(
                 f"pipeline output {out_name!r} comes from {b.describe()}, inside an il.when block",
                 pipeline=name, hint="return only outputs of steps that always run",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
@@ -134,15 +135,19 @@ class StepSpec:
         )
 
 
+class BindingKind(StrEnum):
+    """Where a binding's value comes from."""
+
+    PARAM = "param"  # a pipeline parameter
+    OUTPUT = "output"  # a node's output port, optionally a field path into a dataclass output
+    CONST = "const"  # a JSON-able literal
+
+
 @dataclass(frozen=True)
 class Binding:
-    """Where a node input (or a pipeline output, or a gate condition) gets its value.
+    """Where a node input (or a pipeline output, or a gate condition) gets its value."""
 
-    kind "param": a pipeline parameter; "output": a node's output port, optionally a field
-    path into a dataclass output; "const": a JSON-able literal.
-    """
-
-    kind: str
+    kind: BindingKind
     param: str | None = None
     node: str | None = None
     port: str | None = None
@@ -150,33 +155,34 @@ class Binding:
     value: Any = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", BindingKind(self.kind))
         object.__setattr__(self, "field", tuple(self.field))
         object.__setattr__(self, "value", _json_form(self.value))
 
     @staticmethod
     def of_param(name: str) -> Binding:
-        return Binding("param", param=name)
+        return Binding(BindingKind.PARAM, param=name)
 
     @staticmethod
     def of_output(node: str, port: str, field: tuple[str, ...] = ()) -> Binding:
-        return Binding("output", node=node, port=port, field=tuple(field))
+        return Binding(BindingKind.OUTPUT, node=node, port=port, field=tuple(field))
 
     @staticmethod
     def of_const(value: Any) -> Binding:
-        return Binding("const", value=value)
+        return Binding(BindingKind.CONST, value=value)
 
     def describe(self) -> str:
-        if self.kind == "param":
+        if self.kind is BindingKind.PARAM:
             return f"pipeline parameter {self.param!r}"
-        if self.kind == "output":
+        if self.kind is BindingKind.OUTPUT:
             dotted = "".join(f".{f}" for f in self.field)
             return f"output {self.node}.{self.port}{dotted}"
         return f"constant {self.value!r}"
 
     def to_json(self) -> dict[str, Any]:
-        if self.kind == "param":
+        if self.kind is BindingKind.PARAM:
             return {"param": self.param}
-        if self.kind == "output":
+        if self.kind is BindingKind.OUTPUT:
             out: dict[str, Any] = {"node": self.node, "port": self.port}
             if self.field:
                 out["field"] = list(self.field)
@@ -228,7 +234,7 @@ class Node:
         return dict(self.inputs)
 
     def upstream(self) -> set[str]:
-        ups = {b.node for _, b in self.inputs if b.kind == "output" and b.node}
+        ups = {b.node for _, b in self.inputs if b.kind is BindingKind.OUTPUT and b.node}
         return ups | set(self.after)
 
     def to_json(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from .errors import PipelineDefinitionError, PolicyError
 from .policies import Cache, CheckpointPolicy, Resources, Secret, Torchrun, check_labels
 from .retry import Retry
 from .spec import Port, StepSpec
-from .types import is_named_tuple, type_of, value_matches
+from .types import TypeKind, is_named_tuple, type_of, value_matches
 
 
 def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
@@ -78,7 +78,7 @@ def build_step_spec(fn: Callable[..., Any], name: str, **policy: Any) -> StepSpe
         t = type_of(ann, where=f"{where}, input {pname!r}")
         has_default = p.default is not inspect.Parameter.empty
         default = _jsonable_default(p.default) if has_default else None
-        if has_default and not (value_matches(p.default, t) or (t.kind == "dataclass" and isinstance(default, dict))):
+        if has_default and not (value_matches(p.default, t) or (t.kind is TypeKind.DATACLASS and isinstance(default, dict))):
             raise PipelineDefinitionError(
                 f"default {p.default!r} does not match the declared type {t.describe()}", step=name, port=pname
             )

@@ -24,7 +24,7 @@ from interlock.core.errors import PipelineDefinitionError, StepFailed
 from interlock.core.failures import FailureKind
 from interlock.core.runtime import RunContext, execute_step
 from interlock.core.spec import PipelineSpec, StepSpec
-from interlock.core.values import from_jsonable
+from interlock.core.values import revive
 
 from . import distributed, policies
 from .types import from_flyte, outputs_to_flyte, outputs_type, python_type
@@ -158,7 +158,7 @@ def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any) -> Callab
 
 
 def _default(p: Any) -> Any:
-    return from_jsonable(p.default, p.type) if p.type.kind == "dataclass" and p.default is not None else p.default
+    return revive(p.default, p.type)
 
 
 def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None) -> PythonFunctionTask:

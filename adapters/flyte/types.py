@@ -5,6 +5,9 @@ types: primitives and typed list/dict stay native, dataclasses stay dataclasses,
 is a StructuredDataset with a content hash, il.Dataset/il.Model are FlyteDirectory with a
 content hash, il.Metrics is ``dict[str, float]``. The hashes make Flyte's cache key see the
 data, not the random blob URI a run wrote it to, so the same data hits across runs.
+
+``FLYTE_CODECS`` holds one row per kind (python type, to and from flytekit's value); where a
+kind needs core's file format (a Dataset's directory), its row calls core's codec row.
 """
 
 from __future__ import annotations
@@ -12,23 +15,20 @@ from __future__ import annotations
 import json
 import tempfile
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
 from flytekit.core.hash import HashMethod
 from flytekit.types.directory import FlyteDirectory
 
-from interlock.core.artifacts import Dataset, Metrics, Model
+from interlock.core.artifacts import Metrics
+from interlock.core.codecs import TypeKind, codec, dataframe_hash, directory_hash, revive
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.spec import Port
 from interlock.core.types import TypeSpec
-from interlock.core.values import (
-    ARTIFACT_META,
-    dataframe_hash,
-    directory_hash,
-    from_jsonable,
-    write_value,
-)
+from interlock.core.values import write_value
 
 # Marks an untyped list/dict carried as JSON text: flytekit would pickle a bare ``list``.
 JSON_TEXT = "application/json"
@@ -42,31 +42,40 @@ def hash_directory(d: FlyteDirectory) -> str:
     return directory_hash(d.path)
 
 
+@dataclass(frozen=True)
+class FlyteCodec:
+    """How one kind crosses a Flyte task boundary. Functions never see None."""
+
+    kind: TypeKind
+    # The annotation flytekit derives the task interface from; None: no Flyte form.
+    python: Callable[[TypeSpec], Any] | None
+    # An interlock value as the Python value flytekit expects for ``python(t)`` (``scratch``:
+    # where to stage files flytekit will upload), and what flytekit delivers back as the value.
+    to_flyte: Callable[[Any, TypeSpec, Path | None], Any] = lambda value, t, scratch: value
+    from_flyte: Callable[[Any, TypeSpec], Any] = lambda value, t: value
+
+
 def python_type(t: TypeSpec) -> Any:
     """The annotation flytekit derives the task interface from."""
-    base = _base_type(t)
+    make = flyte_codec(t).python
+    if make is None:
+        raise PipelineDefinitionError(f"type {t.describe()} has no Flyte equivalent")
+    base = make(t)
     return typing.Optional[base] if t.optional else base  # noqa: UP045 - a runtime type object
 
 
-def _base_type(t: TypeSpec) -> Any:
-    k = t.kind
-    if k in ("int", "float", "str", "bool"):
-        return {"int": int, "float": float, "str": str, "bool": bool}[k]
-    if k == "list":
-        return list[python_type(t.args[0])] if t.args else str  # type: ignore[misc]  # untyped: JSON text
-    if k == "dict":
-        return dict[str, python_type(t.args[1])] if t.args else str  # type: ignore[misc]
-    if k == "dataclass":
-        return t.resolve_class()
-    if k == "dataframe":
-        import pandas as pd
+def to_flyte(value: Any, t: TypeSpec, scratch: Path | None = None) -> Any:
+    """An interlock value as the Python value flytekit expects for ``python_type(t)``."""
+    return None if value is None else flyte_codec(t).to_flyte(value, t, scratch)
 
-        return Annotated[pd.DataFrame, HashMethod(hash_frame)]
-    if k in ("dataset", "model"):
-        return Annotated[FlyteDirectory, HashMethod(hash_directory)]
-    if k == "metrics":
-        return dict[str, float]
-    raise PipelineDefinitionError(f"type {t.describe()} has no Flyte equivalent")
+
+def from_flyte(value: Any, t: TypeSpec) -> Any:
+    """What flytekit delivered, as the value the step function declared."""
+    return None if value is None else flyte_codec(t).from_flyte(value, t)
+
+
+def flyte_codec(t: TypeSpec) -> FlyteCodec:
+    return FLYTE_CODECS[t.kind]
 
 
 def outputs_type(ports: tuple[Port, ...], name: str) -> Any:
@@ -78,55 +87,6 @@ def outputs_type(ports: tuple[Port, ...], name: str) -> Any:
     return NamedTuple(name, [(p.name, python_type(p.type)) for p in ports])
 
 
-# -- values --------------------------------------------------------------------------------
-def to_flyte(value: Any, t: TypeSpec, scratch: Path | None = None) -> Any:
-    """An interlock value as the Python value flytekit expects for ``python_type(t)``."""
-    if value is None:
-        return None
-    k = t.kind
-    if k in ("list", "dict") and not t.args:
-        return json.dumps(value, sort_keys=True)
-    if k == "dataclass":
-        return value if not isinstance(value, dict) else from_jsonable(value, t)
-    if k == "metrics":
-        return {str(n): float(v) for n, v in dict(value).items()}
-    if k in ("dataset", "model"):
-        # The directory plus interlock's metadata file, so a downstream step gets both back.
-        dest = Path(tempfile.mkdtemp(prefix=f"interlock-{k}-", dir=scratch))
-        write_value(value, t, dest)
-        return FlyteDirectory(str(dest))
-    if k == "list":
-        return [to_flyte(v, t.args[0], scratch) for v in value]
-    if k == "dict":
-        return {n: to_flyte(v, t.args[1], scratch) for n, v in value.items()}
-    return value
-
-
-def from_flyte(value: Any, t: TypeSpec) -> Any:
-    """What flytekit delivered, as the value the step function declared."""
-    if value is None:
-        return None
-    k = t.kind
-    if k in ("list", "dict") and not t.args:
-        return json.loads(value) if isinstance(value, str) else value
-    if k == "metrics":
-        return Metrics(value)
-    if k == "dataclass":
-        return value if not isinstance(value, dict) else from_jsonable(value, t)
-    if k in ("dataset", "model"):
-        local = Path(value.download()) if isinstance(value, FlyteDirectory) else Path(value)
-        meta_path = local / ARTIFACT_META
-        meta = json.loads(meta_path.read_text())["metadata"] if meta_path.exists() else {}
-        return (Model if k == "model" else Dataset)(local, meta)
-    if k == "list":
-        return [from_flyte(v, t.args[0]) for v in value]
-    if k == "dict":
-        return {n: from_flyte(v, t.args[1]) for n, v in value.items()}
-    if k == "float":
-        return float(value)
-    return value
-
-
 def outputs_to_flyte(ports: tuple[Port, ...], values: dict[str, Any], ret_type: Any, scratch: Path | None) -> Any:
     if not ports:
         return None
@@ -134,3 +94,88 @@ def outputs_to_flyte(ports: tuple[Port, ...], values: dict[str, Any], ret_type: 
     if len(ports) == 1 and ports[0].name == "o0":
         return converted[0]
     return ret_type(*converted)
+
+
+# -- rows ------------------------------------------------------------------------------------
+def _native(kind: TypeKind, tp: type, **kw: Any) -> FlyteCodec:
+    """A kind flytekit carries as a plain Python value of type ``tp``."""
+    return FlyteCodec(kind, python=lambda t: tp, **kw)
+
+
+# list/dict: typed ones stay native (element by element); untyped ones are JSON text.
+def _list_python(t: TypeSpec) -> Any:
+    return list[python_type(t.args[0])] if t.args else str  # type: ignore[misc]
+
+
+def _list_to(value: Any, t: TypeSpec, scratch: Path | None) -> Any:
+    return [to_flyte(v, t.args[0], scratch) for v in value] if t.args else json.dumps(value, sort_keys=True)
+
+
+def _list_from(value: Any, t: TypeSpec) -> Any:
+    if not t.args:
+        return json.loads(value) if isinstance(value, str) else value
+    return [from_flyte(v, t.args[0]) for v in value]
+
+
+def _dict_python(t: TypeSpec) -> Any:
+    return dict[str, python_type(t.args[1])] if t.args else str  # type: ignore[misc]
+
+
+def _dict_to(value: Any, t: TypeSpec, scratch: Path | None) -> Any:
+    return {n: to_flyte(v, t.args[1], scratch) for n, v in value.items()} if t.args else json.dumps(value, sort_keys=True)
+
+
+def _dict_from(value: Any, t: TypeSpec) -> Any:
+    if not t.args:
+        return json.loads(value) if isinstance(value, str) else value
+    return {n: from_flyte(v, t.args[1]) for n, v in value.items()}
+
+
+def _frame_python(t: TypeSpec) -> Any:
+    import pandas as pd
+
+    return Annotated[pd.DataFrame, HashMethod(hash_frame)]
+
+
+# Dataset/Model: a FlyteDirectory holding the directory in core's format (files plus
+# interlock's metadata file), so a downstream step gets both back.
+def _directory_to(value: Any, t: TypeSpec, scratch: Path | None) -> Any:
+    dest = Path(tempfile.mkdtemp(prefix=f"interlock-{t.kind.value}-", dir=scratch))
+    write_value(value, t, dest)
+    return FlyteDirectory(str(dest))
+
+
+def _directory_from(value: Any, t: TypeSpec) -> Any:
+    local = Path(value.download()) if isinstance(value, FlyteDirectory) else Path(value)
+    return codec(t).read(t, local)
+
+
+def _directory(kind: TypeKind) -> FlyteCodec:
+    return FlyteCodec(
+        kind, python=lambda t: Annotated[FlyteDirectory, HashMethod(hash_directory)],
+        to_flyte=_directory_to, from_flyte=_directory_from,
+    )
+
+
+FLYTE_CODECS: dict[TypeKind, FlyteCodec] = {
+    row.kind: row
+    for row in (
+        _native(TypeKind.INT, int),
+        _native(TypeKind.FLOAT, float, from_flyte=lambda value, t: float(value)),
+        _native(TypeKind.STR, str),
+        _native(TypeKind.BOOL, bool),
+        FlyteCodec(TypeKind.NONE, python=None),
+        FlyteCodec(TypeKind.LIST, python=_list_python, to_flyte=_list_to, from_flyte=_list_from),
+        FlyteCodec(TypeKind.DICT, python=_dict_python, to_flyte=_dict_to, from_flyte=_dict_from),
+        # A dataclass stays a dataclass (flytekit's own transformer); its JSON object is revived.
+        FlyteCodec(TypeKind.DATACLASS, python=lambda t: t.resolve_class(),
+                   to_flyte=lambda value, t, scratch: revive(value, t), from_flyte=revive),
+        # A StructuredDataset with a content hash: Flyte's cache key sees the data, not the blob URI.
+        FlyteCodec(TypeKind.DATAFRAME, python=_frame_python),
+        _directory(TypeKind.DATASET),
+        _directory(TypeKind.MODEL),
+        FlyteCodec(TypeKind.METRICS, python=lambda t: dict[str, float],
+                   to_flyte=lambda value, t, scratch: {str(n): float(v) for n, v in dict(value).items()},
+                   from_flyte=lambda value, t: Metrics(value)),
+    )
+}

@@ -21,7 +21,7 @@ from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.graph import binding_type
-from interlock.core.spec import Binding, PipelineSpec
+from interlock.core.spec import Binding, BindingKind, PipelineSpec
 
 from .tasks import TaskOptions, build_noop, build_task, py_ident
 from .types import outputs_type, python_type, to_flyte
@@ -39,7 +39,7 @@ class Entities:
 
 
 def _key(b: Binding) -> str:
-    if b.kind == "param":
+    if b.kind is BindingKind.PARAM:
         return b.param or ""  # workflow inputs keep the pipeline's parameter names
     return py_ident("__".join([b.node or "", b.port or "", *b.field]))
 
@@ -52,7 +52,7 @@ class _Builder:
         self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
         self.noop = build_noop(spec.name, options) if spec.gates else None
         for _, b in spec.outputs:
-            if b.kind == "output" and spec.node(b.node or "").gate:
+            if b.kind is BindingKind.OUTPUT and spec.node(b.node or "").gate:
                 raise PipelineDefinitionError(
                     f"pipeline output {b.describe()} comes from inside an il.when block; a Flyte conditional "
                     "with a no-op else branch has no value to return there",
@@ -87,7 +87,7 @@ class _Builder:
         found: dict[str, Binding] = {}
         for name in inside:
             for _, b in self.spec.node(name).inputs:
-                if b.kind == "param" or (b.kind == "output" and b.node not in inside):
+                if b.kind is BindingKind.PARAM or (b.kind is BindingKind.OUTPUT and b.node not in inside):
                     found[_key(b)] = b
         for g in self.spec.gates:
             if g.parent and gate in [c.id for c in self.spec.gate_chain(g.parent)]:
@@ -159,7 +159,7 @@ class _Builder:
         key = _key(b)
         if key in values:  # a workflow input: a parameter, or a value passed into a sub-workflow
             return values[key]
-        if b.kind == "output":
+        if b.kind is BindingKind.OUTPUT:
             out = node_outputs[b.node or ""]
             v = out if not isinstance(out, dict) else out[b.port or ""]
             for f in b.field:
@@ -174,7 +174,7 @@ class _Builder:
         for port, b in node.inputs:
             v = self.value_of(b, values, values.setdefault("__outputs__", {}))
             t = step.input(port).type
-            if b.kind == "const":
+            if b.kind is BindingKind.CONST:
                 v = to_flyte(v, t)  # dataclass from its JSON form, untyped list/dict as JSON text
             kwargs[port] = v
         result = self.tasks[name](**kwargs)

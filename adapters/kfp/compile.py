@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.errors import PipelineDefinitionError
-from interlock.core.spec import Binding, Gate, PipelineSpec
-from interlock.core.types import TypeSpec
+from interlock.core.spec import Binding, BindingKind, Gate, PipelineSpec
+from interlock.core.types import TypeKind, TypeSpec
 
 from .component import NodeComponent, declared_inputs, make_components
 from .names import SINGLE
@@ -123,7 +123,7 @@ def exported_outputs(spec: PipelineSpec) -> list[tuple[str, Binding]]:
     """
     return [
         (name, b) for name, b in spec.outputs
-        if b.kind == "output" and not b.field and spec.node(b.node or "").gate is None
+        if b.kind is BindingKind.OUTPUT and not b.field and spec.node(b.node or "").gate is None
     ]
 
 
@@ -144,9 +144,9 @@ def _return_type(spec: PipelineSpec, outputs: list[tuple[str, Binding]]) -> Any:
 
 
 def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components: dict[str, NodeComponent]) -> Any:
-    if b.kind == "param":
+    if b.kind is BindingKind.PARAM:
         return values[b.param or ""]
-    if b.kind == "output":
+    if b.kind is BindingKind.OUTPUT:
         src = components[b.node or ""]
         return tasks[b.node or ""].outputs[src.outputs[b.port or ""]]
     return b.value
@@ -165,11 +165,11 @@ def _task(
         port = step.input(port_name)
         assert port is not None
         b = bindings.get(port_name)
-        if b is not None and b.kind != "const":
+        if b is not None and b.kind is not BindingKind.CONST:
             kwargs[comp.inputs[port_name]] = _value(b, values, tasks, components)
             continue
         value = b.value if b is not None else port.default
-        if declared.kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+        if declared.kind is TypeKind.FLOAT and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)  # a literal int for a float port
         if value is None and not json_text(declared):
             continue  # an Optional artifact left at None: the component's own default

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlock.core.errors import PipelineDefinitionError
-from interlock.core.spec import PipelineSpec, StepSpec
-from interlock.core.types import TypeSpec
+from interlock.core.spec import BindingKind, PipelineSpec, StepSpec
+from interlock.core.types import TypeKind, TypeSpec
 
 from .names import function_names, io_names, single_return
 from .types import kfp_type
@@ -57,13 +57,13 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     assert p is not None
     b = spec.node(node).bindings.get(port)
     src: TypeSpec | None = None
-    if b is not None and b.kind == "output":
+    if b is not None and b.kind is BindingKind.OUTPUT:
         out = spec.step_of(b.node or "").output(b.port or "")
         assert out is not None
         src = out.type
         if b.field:
             return src
-    elif b is not None and b.kind == "param":
+    elif b is not None and b.kind is BindingKind.PARAM:
         param = spec.param(b.param or "")
         src = param.type if param else None
     if src is None:
@@ -71,8 +71,8 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     if src.optional:
         return src
     t = dataclasses.replace(p.type, optional=False)
-    if src.kind == "int" and t.kind == "float":
-        t = dataclasses.replace(t, kind="int")
+    if src.kind is TypeKind.INT and t.kind is TypeKind.FLOAT:
+        t = dataclasses.replace(t, kind=TypeKind.INT)
     return t
 
 

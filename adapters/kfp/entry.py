@@ -8,7 +8,6 @@ from the image (or, under kfp-local, from the parent's ``sys.path``); nothing is
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -16,16 +15,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from interlock.core.errors import SerializationError, StepFailed
+from interlock.core.errors import StepFailed
 from interlock.core.loader import load_spec
 from interlock.core.runtime import RunContext, execute_step
-from interlock.core.spec import Binding, PipelineSpec, StepSpec
-from interlock.core.types import TypeSpec
-from interlock.core.values import from_jsonable, read_value, to_jsonable, write_value
+from interlock.core.spec import PipelineSpec, StepSpec
+from interlock.core.values import from_jsonable
 
 from .component import declared_inputs
 from .names import io_names, single_return
-from .types import coerce_json, decode, encode, json_text
+from .types import read_artifact, to_parameter, to_value, write_artifact
 
 log = logging.getLogger("interlock.kfp")
 
@@ -53,106 +51,6 @@ def run_context(spec: PipelineSpec) -> RunContext:
         backend=os.environ.get("INTERLOCK_BACKEND", "kfp"),
         **overrides,
     )
-
-
-# -- inputs --------------------------------------------------------------------------------
-def _follow(value: Any, fields: tuple[str, ...]) -> Any:
-    for f in fields:
-        value = value[f] if isinstance(value, dict) else getattr(value, f)
-    return value
-
-
-NULL_KEY = "interlock_null"  # an Optional artifact output that was None
-
-
-def read_artifact(art: Any, t: TypeSpec) -> Any:
-    """An input artifact (anything with ``.path``/``.metadata``) as an interlock value."""
-    path = Path(art.path)
-    if t.optional and dict(art.metadata or {}).get(NULL_KEY):
-        return None
-    if t.kind == "dataframe":
-        if path.is_dir():
-            return read_value(t, path)
-        import pandas as pd
-
-        try:
-            return pd.read_parquet(path)
-        except Exception as exc:  # pyarrow raises several types for a file that is not parquet
-            raise SerializationError(f"input artifact {art.uri} is not a parquet file: {exc}") from exc
-    if t.kind in ("dataset", "model"):
-        return read_value(t, path)
-    if t.kind == "metrics":
-        from interlock.core.artifacts import Metrics
-
-        if path.is_file():
-            return Metrics(json.loads(path.read_text()))
-        # A metrics artifact from a plain KFP component lives in its metadata only.
-        return Metrics({k: v for k, v in dict(art.metadata or {}).items() if isinstance(v, int | float)})
-    raise SerializationError(f"{t.describe()} is not an artifact type")
-
-
-def to_value(raw: Any, binding: Binding | None, t: TypeSpec, declared: TypeSpec | None = None) -> Any:
-    """A KFP input value (declared to KFP as ``declared``) as an interlock value of type ``t``."""
-    if raw is None:
-        return None
-    fields = binding.field if binding is not None and binding.kind == "output" else ()
-    if hasattr(raw, "path") and hasattr(raw, "uri"):
-        value = read_artifact(raw, t if not fields else (declared or t))
-        return _follow(value, fields) if fields else value
-    raw = decode(raw, declared or t)
-    if fields:
-        raw = _follow(raw, fields)
-    return from_jsonable(coerce_json(raw, t), t)
-
-
-# -- outputs -------------------------------------------------------------------------------
-def write_artifact(value: Any, t: TypeSpec, art: Any) -> None:
-    path = Path(art.path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    art.metadata["interlock_type"] = t.describe()
-    if value is None:
-        # KFP has no null artifact: mark it, and still write a file so kfp's cache sees one.
-        art.metadata[NULL_KEY] = True
-        path.write_text("null")
-        return
-    if t.kind == "dataframe":
-        # A parquet file at .path, so plain KFP components can read it with pd.read_parquet.
-        try:
-            value.to_parquet(path, index=True)
-        except Exception as exc:
-            raise SerializationError(f"cannot write DataFrame as parquet: {exc}") from exc
-        art.metadata.update(rows=len(value), columns=[str(c) for c in value.columns])
-    elif t.kind in ("dataset", "model"):
-        write_value(value, t, path)
-        art.metadata.update({k: v for k, v in value.metadata.items() if _jsonable(v)})
-    elif t.kind == "metrics":
-        values = dict(value)
-        for name, number in values.items():
-            art.log_metric(name, float(number))
-        # kfp only records metrics in metadata; the file must exist too, or kfp-local's
-        # cache treats the artifact as missing and never hits.
-        path.write_text(json.dumps(values, sort_keys=True))
-    else:
-        raise SerializationError(f"{t.describe()} is not an artifact type")
-
-
-def _jsonable(v: Any) -> bool:
-    try:
-        json.dumps(v)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def to_parameter(value: Any, t: TypeSpec, where: str) -> Any:
-    if json_text(t):
-        return encode(to_jsonable(value, t), t)  # Optional: JSON text, "null" included
-    if value is None:
-        raise SerializationError(
-            f"{where}: returned None; KFP output parameters cannot be None",
-            hint="return a value, or use a dataclass field / sentinel for 'missing' on KFP",
-        )
-    return to_jsonable(value, t)
 
 
 # -- the entry point -----------------------------------------------------------------------
@@ -202,4 +100,5 @@ def node_inputs(spec: PipelineSpec, step: StepSpec, node: str, args: dict[str, A
     return inputs
 
 
-__all__ = ["load_spec", "run_node", "read_artifact", "write_artifact"]
+# The value conversions live with the KFP codec table (types.py); kept importable from here.
+__all__ = ["load_spec", "read_artifact", "run_node", "to_parameter", "to_value", "write_artifact"]

@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 from interlock.core.spec import PipelineSpec
+from interlock.core.types import TypeKind
 
 DEFAULT_BASE = "python:3.11-slim"
 SOURCE_DIR = "/usr/local/src/pipeline"  # kfp component build uses /usr/local/src/kfp/components
@@ -33,7 +34,7 @@ def requirements(spec: PipelineSpec, extra: tuple[str, ...] | list[str] = ()) ->
         f"kfp-kubernetes=={_version('kfp-kubernetes', '2.17.3')}",
         f"interlock[kfp]=={_version('interlock', '0.1.0')}",
     ]
-    if "dataframe" in kinds:
+    if TypeKind.DATAFRAME in kinds:
         lines += [f"pandas=={_version('pandas', '2.2.3')}", f"pyarrow=={_version('pyarrow', '17.0.0')}"]
     lines += [r for r in extra if r not in lines]
     return lines

@@ -1,36 +1,31 @@
-"""How interlock's portable types appear in a KFP v2 component signature.
+"""How each interlock kind crosses a KFP v2 component boundary: one row per kind.
 
 JSON values travel as KFP parameters (typed, so KFP's own wiring check still applies);
 DataFrames, directories and metrics travel as KFP artifacts, so the KFP UI and ML Metadata
-see ``system.Dataset`` / ``system.Model`` / ``system.Metrics``. This module only produces
-annotation *source text*: it is pasted into a generated component function.
+see ``system.Dataset`` / ``system.Model`` / ``system.Metrics``. ``KFP_CODECS`` holds, per
+kind, its KFP type (annotation *source text*, pasted into a generated component function)
+and, for artifacts, how a value is written into an output artifact and read back from an
+input one. Parameters share one rule for every kind: the value's JSON form (core's row), as
+JSON text when Optional. Each direction is one pass: KFP form -> this row -> core's row.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from interlock.core.errors import PipelineDefinitionError
+from interlock.core.artifacts import Metrics
+from interlock.core.bindings import follow
+from interlock.core.codecs import TypeKind, from_jsonable, read_parquet, to_jsonable, write_parquet
+from interlock.core.errors import PipelineDefinitionError, SerializationError
+from interlock.core.spec import Binding, BindingKind
 from interlock.core.types import TypeSpec
+from interlock.core.values import read_value, write_value
 
-# interlock kind -> (KFP artifact class name, MLMD schema title)
-ARTIFACT_CLASSES: dict[str, tuple[str, str]] = {
-    "dataframe": ("Dataset", "system.Dataset"),
-    "dataset": ("Dataset", "system.Dataset"),
-    "model": ("Model", "system.Model"),
-    "metrics": ("Metrics", "system.Metrics"),
-}
-
-_PARAMETER_TYPES = {
-    "int": "int",
-    "float": "float",
-    "str": "str",
-    "bool": "bool",
-    "list": "list",
-    "dict": "dict",
-    # A dataclass crosses as its JSON object: a KFP Struct parameter.
-    "dataclass": "dict",
-}
+NULL_KEY = "interlock_null"  # an Optional artifact output that was None
 
 
 @dataclass(frozen=True)
@@ -54,6 +49,21 @@ class KfpType:
         return f"Output[{self.artifact}]"
 
 
+@dataclass(frozen=True)
+class KfpCodec:
+    """One kind on KFP. Artifact rows write and read; parameter rows only name the type."""
+
+    kind: TypeKind
+    form: KfpType | None  # None: the kind has no KFP form
+    write: Callable[[Any, TypeSpec, Any], None] | None = None  # a value (never None) into an output artifact
+    read: Callable[[Any, TypeSpec], Any] | None = None  # an input artifact as the value
+
+
+def kfp_codec(t: TypeSpec) -> KfpCodec:
+    return KFP_CODECS[t.kind]
+
+
+# -- types -----------------------------------------------------------------------------------
 def json_text(t: TypeSpec) -> bool:
     """Optional JSON values travel as JSON text in a KFP string: KFP has no null parameter
     (kfp.local cannot even pass a missing optional one), and "null" is a fine string."""
@@ -64,43 +74,157 @@ def kfp_type(t: TypeSpec, *, where: str = "") -> KfpType:
     """The KFP form of a TypeSpec; an Optional JSON value is a string of JSON text."""
     if json_text(t):
         return KfpType(None, "str")
-    if t.kind in ARTIFACT_CLASSES:
-        cls, title = ARTIFACT_CLASSES[t.kind]
-        return KfpType(cls, None, title)
-    if t.kind in _PARAMETER_TYPES:
-        return KfpType(None, _PARAMETER_TYPES[t.kind])
-    raise PipelineDefinitionError(f"type {t.describe()}{where} has no KFP form")
+    form = kfp_codec(t).form
+    if form is None:
+        raise PipelineDefinitionError(f"type {t.describe()}{where} has no KFP form")
+    return form
 
 
-def coerce_json(value: object, t: TypeSpec) -> object:
-    """Undo protobuf's Struct round trip: every JSON number comes back as a float.
-
-    Walks the declared type and turns integral floats back into ints where an int is
-    declared. Numbers inside unparameterised list/dict stay floats (nothing says otherwise).
-    """
-    if value is None:
-        return None
-    if t.kind == "int" and isinstance(value, float) and value.is_integer():
-        return int(value)
-    if t.kind == "list" and t.args and isinstance(value, list):
-        return [coerce_json(v, t.args[0]) for v in value]
-    if t.kind == "dict" and t.args and isinstance(value, dict):
-        return {k: coerce_json(v, t.args[1]) for k, v in value.items()}
-    if t.kind == "dataclass" and isinstance(value, dict):
-        fields = dict(t.fields)
-        return {k: coerce_json(v, fields[k]) if k in fields else v for k, v in value.items()}
-    return value
-
-
+# -- parameters: the JSON form, as JSON text when Optional -----------------------------------
 def encode(value: object, t: TypeSpec) -> object:
     """A JSON value (already JSON-able) in the KFP form of ``t``."""
-    import json
-
     return json.dumps(value, sort_keys=True) if json_text(t) else value
 
 
 def decode(raw: object, t: TypeSpec) -> object:
     """The JSON value behind a KFP value declared as ``t``."""
-    import json
-
     return json.loads(raw) if json_text(t) and isinstance(raw, str) else raw
+
+
+def to_parameter(value: Any, t: TypeSpec, where: str) -> Any:
+    """A step's output value as the KFP output parameter of type ``t``."""
+    if json_text(t):
+        return encode(to_jsonable(value, t), t)  # Optional: JSON text, "null" included
+    if value is None:
+        raise SerializationError(
+            f"{where}: returned None; KFP output parameters cannot be None",
+            hint="return a value, or use a dataclass field / sentinel for 'missing' on KFP",
+        )
+    return to_jsonable(value, t)
+
+
+def to_value(raw: Any, binding: Binding | None, t: TypeSpec, declared: TypeSpec | None = None) -> Any:
+    """A KFP input value (declared to KFP as ``declared``) as an interlock value of type ``t``.
+
+    A binding that picks a dataclass field gets the whole output (KFP cannot index into a
+    Struct), so the field path is followed here, on the JSON form, before core's row for ``t``.
+    """
+    if raw is None:
+        return None
+    fields = binding.field if binding is not None and binding.kind is BindingKind.OUTPUT else ()
+    if hasattr(raw, "path") and hasattr(raw, "uri"):
+        return follow(read_artifact(raw, (declared or t) if fields else t), fields)
+    return from_jsonable(follow(decode(raw, declared or t), fields), t)
+
+
+# -- artifacts -------------------------------------------------------------------------------
+def write_artifact(value: Any, t: TypeSpec, art: Any) -> None:
+    """A step's output value into its KFP output artifact (anything with ``.path``/``.metadata``)."""
+    path = Path(art.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    art.metadata["interlock_type"] = t.describe()
+    if value is None:
+        # KFP has no null artifact: mark it, and still write a file so kfp's cache sees one.
+        art.metadata[NULL_KEY] = True
+        path.write_text("null")
+        return
+    write = kfp_codec(t).write
+    if write is None:
+        raise SerializationError(f"{t.describe()} is not an artifact type")
+    write(value, t, art)
+
+
+def read_artifact(art: Any, t: TypeSpec) -> Any:
+    """An input artifact (anything with ``.path``/``.metadata``) as an interlock value."""
+    if t.optional and dict(art.metadata or {}).get(NULL_KEY):
+        return None
+    read = kfp_codec(t).read
+    if read is None:
+        raise SerializationError(f"{t.describe()} is not an artifact type")
+    return read(art, t)
+
+
+def _jsonable(v: Any) -> bool:
+    try:
+        json.dumps(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+# DataFrame: a parquet file at .path (core's format), so plain KFP components can read it.
+def _write_frame(value: Any, t: TypeSpec, art: Any) -> None:
+    write_parquet(value, Path(art.path))
+    art.metadata.update(rows=len(value), columns=[str(c) for c in value.columns])
+
+
+def _read_frame(art: Any, t: TypeSpec) -> Any:
+    path = Path(art.path)
+    if path.is_dir():  # a port directory, as core writes it
+        return read_value(t, path)
+    try:
+        return read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a file that is not parquet
+        raise SerializationError(f"input artifact {art.uri} is not a parquet file: {exc}") from exc
+
+
+# Dataset/Model: core's directory at .path; JSON-able metadata also on the artifact (KFP UI, MLMD).
+def _write_directory(value: Any, t: TypeSpec, art: Any) -> None:
+    write_value(value, t, Path(art.path))
+    art.metadata.update({k: v for k, v in value.metadata.items() if _jsonable(v)})
+
+
+def _read_directory(art: Any, t: TypeSpec) -> Any:
+    return read_value(t, Path(art.path))
+
+
+# Metrics: logged on the artifact (the KFP UI reads metadata) and written as a JSON file.
+def _write_metrics(value: Any, t: TypeSpec, art: Any) -> None:
+    values = to_jsonable(value, t)
+    for name, number in values.items():
+        art.log_metric(name, float(number))
+    # The file must exist too, or kfp-local's cache treats the artifact as missing and never hits.
+    Path(art.path).write_text(json.dumps(values, sort_keys=True))
+
+
+def _read_metrics(art: Any, t: TypeSpec) -> Any:
+    path = Path(art.path)
+    if path.is_file():
+        return Metrics(json.loads(path.read_text()))
+    # A metrics artifact from a plain KFP component lives in its metadata only.
+    return Metrics({k: v for k, v in dict(art.metadata or {}).items() if isinstance(v, int | float)})
+
+
+def _parameter(kind: TypeKind, name: str) -> KfpCodec:
+    return KfpCodec(kind, KfpType(None, name))
+
+
+def _artifact(kind: TypeKind, cls: str, write: Callable[[Any, TypeSpec, Any], None],
+              read: Callable[[Any, TypeSpec], Any]) -> KfpCodec:
+    return KfpCodec(kind, KfpType(cls, None, f"system.{cls}"), write, read)
+
+
+KFP_CODECS: dict[TypeKind, KfpCodec] = {
+    row.kind: row
+    for row in (
+        _parameter(TypeKind.INT, "int"),
+        _parameter(TypeKind.FLOAT, "float"),
+        _parameter(TypeKind.STR, "str"),
+        _parameter(TypeKind.BOOL, "bool"),
+        KfpCodec(TypeKind.NONE, None),
+        _parameter(TypeKind.LIST, "list"),
+        _parameter(TypeKind.DICT, "dict"),
+        _parameter(TypeKind.DATACLASS, "dict"),  # its JSON object: a KFP Struct parameter
+        _artifact(TypeKind.DATAFRAME, "Dataset", _write_frame, _read_frame),
+        _artifact(TypeKind.DATASET, "Dataset", _write_directory, _read_directory),
+        _artifact(TypeKind.MODEL, "Model", _write_directory, _read_directory),
+        _artifact(TypeKind.METRICS, "Metrics", _write_metrics, _read_metrics),
+    )
+}
+
+# kind -> (KFP artifact class name, MLMD schema title), for lineage.
+ARTIFACT_CLASSES: dict[str, tuple[str, str]] = {
+    kind: (row.form.artifact, row.form.schema_title)
+    for kind, row in KFP_CODECS.items()
+    if row.form is not None and row.form.artifact is not None and row.form.schema_title is not None
+}

@@ -121,6 +121,6 @@ class LocalBackend:
 
 
 def resolve_param(value: Any, t: Any) -> Any:
-    from interlock.core.values import from_jsonable
+    from interlock.core.values import revive
 
-    return from_jsonable(value, t) if t.kind == "dataclass" and isinstance(value, dict) else value
+    return revive(value, t)

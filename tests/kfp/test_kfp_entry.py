@@ -14,7 +14,6 @@ from kfp_test_pipelines import failing, typed
 
 import interlock as il
 from interlock.adapters.kfp.entry import read_artifact, run_node, to_value, write_artifact
-from interlock.adapters.kfp.types import coerce_json
 from interlock.core.errors import SerializationError, StepFailed
 from interlock.core.spec import Binding
 from interlock.core.types import TypeSpec, type_of
@@ -56,11 +55,14 @@ def test_metrics_are_logged_and_the_file_is_written(tmp_path: Path) -> None:
 def test_struct_numbers_come_back_as_declared() -> None:
     t = type_of(typed.TrainParams)
     raw = {"lr": 0.5, "epochs": 3.0, "tags": ["a"]}  # protobuf Struct turned 3 into 3.0
-    assert coerce_json(raw, t) == {"lr": 0.5, "epochs": 3, "tags": ["a"]}
     value = to_value(raw, None, t)
     assert value == typed.TrainParams(lr=0.5, epochs=3, tags=["a"]) and isinstance(value.epochs, int)
-    assert coerce_json({"a": 2.0}, type_of(dict[str, int])) == {"a": 2}
-    assert coerce_json([1.0, 2.5], type_of(list[float])) == [1.0, 2.5]
+    counts = to_value({"a": 2.0}, None, type_of(dict[str, int]))
+    assert counts == {"a": 2} and isinstance(counts["a"], int)
+    assert to_value([1.0, 2.5], None, type_of(list[float])) == [1.0, 2.5]
+    mixed = to_value([1.0, 2.5], None, type_of(list[int]))
+    assert [type(v) for v in mixed] == [int, float]  # only integral floats become ints
+    assert [type(v) for v in to_value([3.0], None, type_of(list))] == [float]  # untyped: nothing says int
     # A binding that picks a dataclass field: KFP delivers the whole struct.
     rows = to_value({"auc": 0.9, "rows": 4.0, "approved": True}, Binding.of_output("approve", "o0", ("rows",)), TypeSpec("int"))
     assert rows == 4 and isinstance(rows, int)
