@@ -125,6 +125,11 @@ class RunFailed(InterlockError):
     def headline(self) -> str:
         return f"pipeline {self.pipeline!r} failed: {self.reason}" if self.pipeline else f"the run failed: {self.reason}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only fields: rebuild from the instance's state, not from args (a worker
+        # process may hand the error back to its parent).
+        return (_restore, (type(self), dict(self.__dict__)))
+
     @property
     def message(self) -> str:
         msg = self.headline()
@@ -173,3 +178,10 @@ class StepFailed(RunFailed):
 
     def headline(self) -> str:
         return f"step {self.step!r} failed ({self.kind}) after {self.attempts} attempt(s): {self.reason}"
+
+
+def _restore(cls: type[RunFailed], state: dict[str, Any]) -> RunFailed:
+    err = cls.__new__(cls)
+    Exception.__init__(err, state.get("reason", ""))
+    err.__dict__.update(state)
+    return err

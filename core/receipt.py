@@ -134,7 +134,6 @@ def assemble_receipt(
     statuses: Mapping[str, Status | str],
     started: float,
     images: dict[str, str | None] | None = None,
-    cached: dict[str, bool] | None = None,
     extra: dict[str, Any] | None = None,
     prices: PriceTable | None = None,
     code_dir: str | Path | None = None,
@@ -150,7 +149,7 @@ def assemble_receipt(
     for node in spec.nodes:
         step = spec.step_of(node)
         frag = fragments.get(node.name)
-        is_cached = bool((cached or {}).get(node.name)) or statuses.get(node.name) == Status.CACHED
+        is_cached = statuses.get(node.name) == Status.CACHED
         attempts = [a.to_dict() for a in frag.attempts] if frag and not is_cached else []
         busy = sum(a.get("duration_s", 0.0) for a in attempts)
         gpus = step.gpus

@@ -336,6 +336,15 @@ class RunState:
     def receipt_path(self) -> Path:
         return Path(self.state_dir) / "receipt.json"
 
+    @property
+    def checkpoints_dir(self) -> Path:
+        """The default checkpoint store: the run's own folder (a retry of this run resumes)."""
+        return Path(self.state_dir) / "checkpoints"
+
+    def for_rank(self, rank: int) -> RunState:
+        """Where a distributed step's rank other than 0 keeps its state: one fragment per node."""
+        return self if rank == 0 else RunState(Path(self.state_dir) / "ranks" / str(rank), self.run_id)
+
     def _read(self, path: Path) -> dict[str, Any] | None:
         if not path.exists():
             return None

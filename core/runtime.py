@@ -85,7 +85,7 @@ def _output_error(step: StepSpec, msg: str) -> StepFailed:
 
 def _checkpointer(run: RunContext, step: StepSpec, node: str, ctx: StepContext) -> Checkpointer:
     policy = step.checkpoint
-    root = (policy.store if policy and policy.store else None) or run.checkpoint_root or str(run.state_dir / "checkpoints")
+    root = (policy.store if policy and policy.store else None) or run.checkpoint_root or str(run.state.checkpoints_dir)
     return _RuntimeCheckpointer(store_for_uri(root), f"{run.pipeline}/{run.run_id}/{node}", keep=policy.keep if policy else 2, ctx=ctx)
 
 

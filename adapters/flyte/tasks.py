@@ -149,9 +149,8 @@ def run_context(pipeline: str) -> RunContext:
         if seen.state_dir is None:
             overrides["state_dir"] = Path(fctx.working_directory) / "interlock-state"
     run = RunContext.from_env(**overrides)
-    if distributed.rank() != 0:
-        # One receipt per node: ranks other than 0 keep their fragments apart.
-        run.state_dir = run.state_dir / "ranks" / str(distributed.rank())
+    # One receipt per node: ranks other than 0 keep their fragments apart.
+    run.state_dir = run.state.for_rank(distributed.rank()).state_dir
     return run
 
 
