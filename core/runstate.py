@@ -513,7 +513,8 @@ def _failure_of(state: RunState, node: str, frag: Fragment | None, saw: Seen) ->
     if marker is not None:  # the shim refused at once: this node failed FATAL earlier in this run
         return Failure(marker.failure.kind, marker.refusal(), marker.failure.hint or "fix the cause and start a new run",
                        rule=marker.failure.rule, exc_type=marker.failure.exc_type, message=marker.failure.message)
-    recorded = frag.failures() if frag is not None and saw.shim_ran else []
+    # The fragment's failures explain this one only when the shim itself ended the step failed.
+    recorded = frag.failures() if frag is not None and saw.shim_ran and frag.status is Status.FAILED else []
     if recorded:
         return recorded[-1]
     return Failure(FailureKind.FATAL, saw.detail or "the task failed before the shim ran (see the backend's log above)")
