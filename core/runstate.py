@@ -21,7 +21,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -103,6 +104,21 @@ class RunEnv:
         if self.state_root is not None and self.run_id:
             return state_dir_under(self.state_root, self.run_id)
         return None
+
+
+@contextmanager
+def exported(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of a run (its child processes read them)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 # -- layout ------------------------------------------------------------------------------------

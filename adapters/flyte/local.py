@@ -8,7 +8,6 @@ work directory for the run, never at ``~/.flyte``.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from typing import Any
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import StepFailed
 from interlock.core.receipt import assemble_receipt
-from interlock.core.runstate import ALL_KINDS, RunContext, Seen, settle, state_dir_of
+from interlock.core.runstate import ALL_KINDS, RunContext, Seen, exported, settle, state_dir_of
 from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
 
@@ -69,17 +68,8 @@ def isolated_flyte(cache_dir: Path, data_dir: Path, tmp_dir: Path) -> Iterator[N
 @contextmanager
 def run_state(run: RunContext) -> Iterator[LocalRun]:
     """Expose the run to the task bodies: by run id in this process, through the env to workers."""
-    saved_env = {k: os.environ.get(k) for k in run.to_env()}
-    os.environ.update(run.to_env())
-    try:
-        with local_run(LocalRun(run)) as local:
-            yield local
-    finally:
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with exported(run.to_env()), local_run(LocalRun(run)) as local:
+        yield local
 
 
 def _find_step_failed(exc: BaseException | None) -> StepFailed | None:

@@ -28,7 +28,7 @@ from typing import Any
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import InterlockError, StepFailed
 from interlock.core.receipt import assemble_receipt
-from interlock.core.runstate import RunEnv, RunState, Seen, settle, state_dir_of
+from interlock.core.runstate import RunEnv, RunState, Seen, exported, settle, state_dir_of
 from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
 from interlock.core.values import to_jsonable
@@ -186,20 +186,6 @@ class _Clock:
         return getattr(time, name)
 
 
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def _child_pythonpath() -> str:
     # The component subprocess must import the team's modules exactly as this process does.
     paths = [str(Path(p or ".").resolve()) for p in sys.path if Path(p or ".").exists()]
@@ -270,7 +256,7 @@ class KfpLocalRun:
             "PYTHONPATH": _child_pythonpath(),
         }
         crashed: Exception | None = None
-        with _environ(env), observer.installed(), warnings.catch_warnings():
+        with exported(env), observer.installed(), warnings.catch_warnings():
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:
