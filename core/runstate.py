@@ -321,11 +321,12 @@ class Marker:
     run_id: str
     failure: Failure
 
-    def refusal(self) -> str:
-        """The reason the shim gives when it refuses to run the node again."""
-        return (
-            f"already failed {self.failure.kind} earlier in run {self.run_id}: {self.failure.reason} "
-            "(not re-running: a retry cannot fix it)"
+    def refusal(self) -> Failure:
+        """The failure the shim reports when it refuses to run the node again."""
+        f = self.failure
+        return replace(
+            f, reason=f"already failed {f.kind} earlier in run {self.run_id}: {f.reason} (not re-running: a retry cannot fix it)",
+            hint=f.hint or "fix the cause and start a new run",
         )
 
 
@@ -527,8 +528,7 @@ def _failure_of(state: RunState, node: str, frag: Fragment | None, saw: Seen) ->
         return Failure(saw.error.kind, saw.error.reason, saw.error.hint)
     marker = state.read_marker(node) if not saw.shim_ran else None
     if marker is not None:  # the shim refused at once: this node failed FATAL earlier in this run
-        return Failure(marker.failure.kind, marker.refusal(), marker.failure.hint or "fix the cause and start a new run",
-                       rule=marker.failure.rule, exc_type=marker.failure.exc_type, message=marker.failure.message)
+        return marker.refusal()
     # The fragment's failures explain this one only when the shim itself ended the step failed.
     recorded = frag.failures() if frag is not None and saw.shim_ran and frag.status is Status.FAILED else []
     if recorded:

@@ -163,11 +163,8 @@ def execute_step(
     state = run.state
     prior = state.read_marker(node, StopMarker.FATAL)
     if prior is not None:
-        raise StepFailed(
-            node, prior.failure.kind, prior.refusal(),
-            hint=prior.failure.hint or "fix the cause and start a new run", pipeline=run.pipeline,
-            failure=prior.failure,
-        )
+        refused = prior.refusal()
+        raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
     fn = fn or resolve_function(step)
     classifier = run.classifier or default_classifier
     # A backend retry (a new container for the same node) resumes the retry budget where the
