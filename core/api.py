@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from .backends import (
-    DEFAULT_BACKEND,
     RunOptions,
     RunResult,
     check_capabilities,
+    default_backend,
     default_workdir,
     get_backend,
     new_run_id,
     resolve_params,
 )
-from .errors import StepFailed
+from .errors import RunFailed
 from .pipeline import Pipeline
 from .pipeline import spec as spec_of
 from .spec import PipelineSpec
@@ -37,9 +37,10 @@ def run(
     """Run a pipeline on a backend and return its RunResult.
 
     A failed run raises ``il.StepFailed`` naming the step, the failure kind, the reason, the
-    hint and the receipt (pass ``raise_on_failure=False`` to get the failed RunResult).
+    hint and the receipt, or ``il.RunFailed`` when it failed outside any step (pass
+    ``raise_on_failure=False`` to get the failed RunResult).
     """
-    backend = backend or os.environ.get("INTERLOCK_BACKEND", DEFAULT_BACKEND)
+    backend = backend or default_backend()
     spec = spec_of(pipeline)
     impl = get_backend(backend)
     check_capabilities(spec, impl.capabilities(), action="run")
@@ -53,26 +54,11 @@ def run(
     )
     result = impl.run(spec, resolved, options)
     if raise_on_failure and not result.succeeded:
-        if isinstance(result.error, StepFailed):
-            raise _with_receipt(result.error, result.receipt_path)
-        failed = [n for n, o in result.steps.items() if o.status == "failed"]
-        raise StepFailed(failed[0] if failed else "?", "FATAL", "the run failed", receipt_path=str(result.receipt_path))
+        err = result.error or RunFailed(f"backend {backend!r} reported a failed run", pipeline=spec.name)
+        if not err.receipt_path and result.receipt_path:  # backends learn the receipt path last
+            err.receipt_path = str(result.receipt_path)
+        raise err
     return result
-
-
-def _with_receipt(err: StepFailed, receipt: Path | None) -> StepFailed:
-    """The backend's StepFailed, with the receipt in its message (backends learn the path last)."""
-    path = err.receipt_path or (str(receipt) if receipt else None)
-    if not path or path in str(err):
-        return err
-    out = StepFailed(
-        err.step, err.kind, err.reason, hint=err.hint, attempts=err.attempts, receipt_path=path, pipeline=err.pipeline
-    )
-    # Keep what the shim attached (failure, attempt_log, retryable) and the original cause.
-    out.__dict__.update({k: v for k, v in vars(err).items() if k not in ("receipt_path", "message", "hint")})
-    out.__cause__ = err.__cause__ or err
-    out.__traceback__ = err.__traceback__
-    return out
 
 
 def compile(  # noqa: A001 - the public verb mirrors `kfp.compiler` / `pyflyte package`

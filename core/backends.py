@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .codecs import TypeKind, json_problem, value_matches
-from .errors import BackendNotFound, CapabilityError, PipelineDefinitionError
+from .errors import BackendNotFound, CapabilityError, PipelineDefinitionError, RunFailed
+from .runstate import RunEnv, StepOutcome, run_dir_under
 from .spec import PipelineSpec
+from .status import Status
 
 ENTRY_POINT_GROUP = "interlock.backends"
 DEFAULT_BACKEND = "local"
@@ -42,15 +44,6 @@ class Capabilities:
 
 
 @dataclass
-class StepOutcome:
-    status: str  # succeeded | failed | skipped | cached
-    attempts: int = 0
-    cached: bool = False
-    failure: dict[str, Any] | None = None
-    duration_s: float = 0.0
-
-
-@dataclass
 class RunOptions:
     run_id: str
     workdir: Path
@@ -61,7 +54,7 @@ class RunOptions:
 
     @property
     def run_dir(self) -> Path:
-        return self.workdir / "runs" / self.run_id
+        return run_dir_under(self.workdir, self.run_id)
 
     @property
     def cache_dir(self) -> Path:
@@ -77,15 +70,18 @@ class RunResult:
     pipeline: str
     run_id: str
     backend: str
-    status: str  # succeeded | failed
+    status: Status  # SUCCEEDED | FAILED
     outputs: dict[str, Any]
     steps: dict[str, StepOutcome]
     receipt_path: Path | None
-    error: Exception | None = None
+    error: RunFailed | None = None  # StepFailed when a step failed
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
 
     @property
     def succeeded(self) -> bool:
-        return self.status == "succeeded"
+        return self.status is Status.SUCCEEDED
 
     def __getitem__(self, output: str) -> Any:
         return self.outputs[output]
@@ -220,6 +216,11 @@ def new_run_id(pipeline: str) -> str:
     """Sortable, unique, and a valid Flyte execution name: lowercase, starts with a letter, 20 chars."""
     stamp = _dt.datetime.now(_dt.UTC).strftime("%y%m%d%H%M%S")
     return f"r{stamp}-{os.urandom(3).hex()}"
+
+
+def default_backend() -> str:
+    """The backend il.run and the CLI use when none is named: $INTERLOCK_BACKEND, else local."""
+    return RunEnv.read().backend or DEFAULT_BACKEND
 
 
 def default_workdir() -> Path:

@@ -5,17 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from .backends import DEFAULT_BACKEND, available_backends, default_workdir, get_backend
+from .backends import (
+    DEFAULT_BACKEND,
+    available_backends,
+    default_backend,
+    default_workdir,
+    get_backend,
+)
 from .codecs import codec
-from .errors import BackendNotFound, InterlockError, PipelineDefinitionError, StepFailed
+from .errors import BackendNotFound, InterlockError, PipelineDefinitionError, RunFailed, StepFailed
 from .loader import load_pipeline
+from .runstate import EnvName
 from .spec import PipelineSpec
+from .status import Status
 from .types import TypeSpec
 
 EXIT_FAILED = 1
@@ -54,7 +61,8 @@ class Progress:
         self.t0 = time.monotonic()
 
     def __call__(self, node: str, event: str, detail: str) -> None:
-        mark = {"started": "..", "succeeded": "ok", "cached": "==", "skipped": "--", "failed": "!!"}.get(event, "  ")
+        mark = {"started": "..", Status.SUCCEEDED: "ok", Status.CACHED: "==", Status.SKIPPED: "--",
+                Status.FAILED: "!!"}.get(event, "  ")
         elapsed = time.monotonic() - self.t0
         print(f"[{elapsed:6.1f}s] {mark} {node:<24} {event}{'  ' + detail if detail else ''}", file=self.stream or sys.stderr, flush=True)
 
@@ -103,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipe = load_pipeline(args.target)
     spec = pipe.spec
     params = dict(parse_param(p, spec) for p in args.param)
-    backend = args.backend or os.environ.get("INTERLOCK_BACKEND", DEFAULT_BACKEND)
+    backend = args.backend or default_backend()
     print(f"interlock: running {spec.name} on {backend} ({len(spec.nodes)} steps)", file=sys.stderr)
     t0 = time.monotonic()
     try:
@@ -111,16 +119,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             pipe, backend, workdir=args.workdir, run_id=args.run_id, cache=not args.no_cache,
             progress=Progress(), **params,
         )
-    except StepFailed as exc:
+    except RunFailed as exc:
         print(f"\nFAILED after {time.monotonic() - t0:.1f}s: {exc}", file=sys.stderr)
-        detail = getattr(getattr(exc, "failure", None), "message", "")
+        failure = exc.failure if isinstance(exc, StepFailed) else None
+        detail = failure.message if failure else ""
         if detail and detail != exc.reason:  # e.g. the validation report, column by column
             print(f"\n{detail}", file=sys.stderr)
         return EXIT_FAILED
     wall = time.monotonic() - t0
     print(f"\n{spec.name}: {result.status} in {wall:.1f}s  (run {result.run_id}, backend {backend})")
-    cached = [n for n, o in result.steps.items() if o.status == "cached"]
-    skipped = [n for n, o in result.steps.items() if o.status == "skipped"]
+    cached = [n for n, o in result.steps.items() if o.status is Status.CACHED]
+    skipped = [n for n, o in result.steps.items() if o.status is Status.SKIPPED]
     if cached:
         print(f"  served from cache: {', '.join(cached)}")
     if skipped:
@@ -189,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a pipeline: FILE_OR_MODULE[:PIPELINE]")
     r.add_argument("target")
-    r.add_argument("--backend", "-b", default=None, help=f"default: $INTERLOCK_BACKEND or {DEFAULT_BACKEND}")
+    r.add_argument("--backend", "-b", default=None, help=f"default: ${EnvName.BACKEND} or {DEFAULT_BACKEND}")
     r.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     r.add_argument("--workdir", default=None, help="run state, caches and receipts (default .interlock)")
     r.add_argument("--run-id", default=None)

@@ -7,7 +7,14 @@ same thing could help (``retryable``), in the spirit of flytekit's ``USER:Recove
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .status import FailureKind
+
+if TYPE_CHECKING:  # failures.py and runstate.py import this module
+    from .failures import Failure
+    from .runstate import Attempt
 
 
 class InterlockError(Exception):
@@ -17,9 +24,17 @@ class InterlockError(Exception):
     retryable: bool = False
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        self.message = message
+        self._message = message
         self.hint = hint
-        super().__init__(message if not hint else f"{message}\n  hint: {hint}")
+        super().__init__(message)
+
+    @property
+    def message(self) -> str:
+        return self._message
+
+    def __str__(self) -> str:
+        # Computed, not frozen into args: a field set later (a receipt path) shows up.
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
 
 
 class PipelineDefinitionError(InterlockError):
@@ -89,11 +104,51 @@ class SerializationError(InterlockError):
     code = "SERIALIZATION"
 
 
-class StepFailed(InterlockError):
+class RunFailed(InterlockError):
+    """A run did not succeed; raised by ``il.run``.
+
+    ``StepFailed`` (a subclass) names the step that failed. This class itself is raised when
+    a run failed outside any step: the orchestrator gave up before, between or after the
+    steps (kfp could not schedule the pipeline, flytekit failed to assemble the outputs).
+    """
+
+    code = "RUN_FAILED"
+
+    def __init__(
+        self, reason: str, *, hint: str | None = None, receipt_path: str | None = None, pipeline: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.receipt_path = receipt_path
+        self.pipeline = pipeline
+        super().__init__(reason, hint=hint)
+
+    def headline(self) -> str:
+        return f"pipeline {self.pipeline!r} failed: {self.reason}" if self.pipeline else f"the run failed: {self.reason}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only fields: rebuild from the instance's state, not from args (a worker
+        # process may hand the error back to its parent).
+        return (_restore, (type(self), dict(self.__dict__)))
+
+    @property
+    def message(self) -> str:
+        msg = self.headline()
+        if self.receipt_path:
+            msg += f"\n  receipt: {self.receipt_path}"
+        return msg
+
+
+class StepFailed(RunFailed):
     """A step failed for good: retries exhausted or a FATAL failure.
 
-    Raised by ``il.run``; names the step, the failure kind, the reason, the hint and the
-    receipt that records every attempt.
+    Raised by ``il.run``; names the step (its node), the failure kind, the reason, the hint
+    and the receipt that records every attempt. Fields set by the runtime shim:
+
+    - ``failure``: the classified failure (rule, exception type, message, remediation);
+    - ``attempt_log``: the attempts of this execution of the step;
+    - ``backend_should_retry``: the failure kind allows a retry that the shim left to the
+      backend (KFP ``set_retry``, a Flyte recoverable error). Not the same as ``retryable``,
+      which says whether retrying a failure of this kind could help at all.
     """
 
     code = "STEP_FAILED"
@@ -101,22 +156,32 @@ class StepFailed(InterlockError):
     def __init__(
         self,
         step: str,
-        kind: str,
+        kind: FailureKind | str,
         reason: str,
         *,
         hint: str | None = None,
         attempts: int = 1,
         receipt_path: str | None = None,
         pipeline: str | None = None,
+        failure: Failure | None = None,
+        attempt_log: Sequence[Attempt] = (),
+        backend_should_retry: bool = False,
     ) -> None:
         self.step = step
-        self.kind = kind
-        self.reason = reason
+        self.kind = kind if isinstance(kind, FailureKind) else FailureKind(str(kind).upper())
         self.attempts = attempts
-        self.receipt_path = receipt_path
-        self.pipeline = pipeline
-        self.retryable = kind in ("TRANSIENT", "CONTENTION", "PREEMPTED")
-        msg = f"step {step!r} failed ({kind}) after {attempts} attempt(s): {reason}"
-        if receipt_path:
-            msg += f"\n  receipt: {receipt_path}"
-        super().__init__(msg, hint=hint)
+        self.failure = failure
+        self.attempt_log: tuple[Attempt, ...] = tuple(attempt_log)
+        self.backend_should_retry = backend_should_retry
+        self.retryable = self.kind.retryable
+        super().__init__(reason, hint=hint, receipt_path=receipt_path, pipeline=pipeline)
+
+    def headline(self) -> str:
+        return f"step {self.step!r} failed ({self.kind}) after {self.attempts} attempt(s): {self.reason}"
+
+
+def _restore(cls: type[RunFailed], state: dict[str, Any]) -> RunFailed:
+    err = cls.__new__(cls)
+    Exception.__init__(err, state.get("reason", ""))
+    err.__dict__.update(state)
+    return err

@@ -30,7 +30,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from .errors import (
@@ -41,6 +40,7 @@ from .errors import (
     SerializationError,
     ValidationFailed,
 )
+from .status import FailureKind  # defined there so that errors.py can use it too
 
 __all__ = [
     "DEFAULT_RULES",
@@ -59,19 +59,6 @@ __all__ = [
 MAX_MESSAGE_CHARS = 1000
 MAX_CHAIN = 32
 HALVE_BATCH = "halve_batch"  # Rule/Failure.remediation: the runtime may halve the batch and retry
-
-
-class FailureKind(StrEnum):
-    """A str: ``FailureKind.FATAL == "FATAL"``, and it serializes to JSON as such."""
-
-    TRANSIENT = "TRANSIENT"
-    CONTENTION = "CONTENTION"
-    FATAL = "FATAL"
-    PREEMPTED = "PREEMPTED"
-
-    @property
-    def retryable(self) -> bool:
-        return self is not FailureKind.FATAL
 
 
 def _kind(value: Any, where: str) -> FailureKind:

@@ -15,12 +15,15 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .policies import parse_quantity
+from .runstate import RunState
 from .spec import PipelineSpec
+from .status import Status
 
 RECEIPT_VERSION = 1
 
@@ -127,36 +130,34 @@ def assemble_receipt(
     backend: str,
     state_dir: Path,
     params: dict[str, Any],
-    status: str,
-    statuses: dict[str, str],
+    status: Status | str,
+    statuses: Mapping[str, Status | str],
     started: float,
     images: dict[str, str | None] | None = None,
-    cached: dict[str, bool] | None = None,
     extra: dict[str, Any] | None = None,
     prices: PriceTable | None = None,
     code_dir: str | Path | None = None,
 ) -> Path:
     """Merge the step fragments the shim wrote into state_dir/receipt.json and return its path."""
     prices = prices or PriceTable.load()
+    state = RunState(Path(state_dir), run_id)
+    fragments = state.fragments(n.name for n in spec.nodes)  # only this run's: a state dir may be shared
     steps: list[dict[str, Any]] = []
     snapshots: list[dict[str, Any]] = []
     total_gpu_s = 0.0
     total_cost = 0.0
     for node in spec.nodes:
         step = spec.step_of(node)
-        frag_path = state_dir / "receipts" / f"{node.name}.json"
-        frag: dict[str, Any] = json.loads(frag_path.read_text()) if frag_path.exists() else {}
-        if frag.get("run_id", run_id) != run_id:  # left by another run in a shared state dir
-            frag = {}
-        is_cached = bool((cached or {}).get(node.name)) or statuses.get(node.name) == "cached"
-        attempts = frag.get("attempts", []) if not is_cached else []
+        frag = fragments.get(node.name)
+        is_cached = statuses.get(node.name) == Status.CACHED
+        attempts = [a.to_dict() for a in frag.attempts] if frag and not is_cached else []
         busy = sum(a.get("duration_s", 0.0) for a in attempts)
         gpus = step.gpus
         gpu_s = busy * gpus
         cost = prices.estimate(step.resources.to_json(), busy, gpus=gpus, interruptible=step.interruptible)
         total_gpu_s += gpu_s
         total_cost += cost
-        for snap in frag.get("snapshots", []):
+        for snap in frag.snapshots if frag else []:
             # One entry per snapshot, credited to the first node that declared it.
             if _without_node(snap) not in [_without_node(s) for s in snapshots]:
                 snapshots.append({**snap, "node": node.name} if "node" not in snap else snap)
@@ -164,7 +165,7 @@ def assemble_receipt(
         steps.append({
             "node": node.name,
             "step": step.name,
-            "status": statuses.get(node.name, frag.get("status", "not-run")),
+            "status": Status(statuses.get(node.name, frag.status if frag else Status.NOT_RUN)),
             "cached": is_cached,
             "fingerprint": step.fingerprint,
             **image_record(image),
@@ -176,7 +177,7 @@ def assemble_receipt(
             "distributed": step.distributed.to_json() if step.distributed else None,
             "gpu_seconds": round(gpu_s, 3),
             "estimated_cost_usd": cost,
-            "facts": frag.get("facts", {}),
+            "facts": frag.facts if frag else {},
         })
     receipt = {
         "receipt_version": RECEIPT_VERSION,
@@ -184,7 +185,7 @@ def assemble_receipt(
         "pipeline_ref": spec.ref,
         "run_id": run_id,
         "backend": backend,
-        "status": status,
+        "status": Status(status),
         "started": started,
         "ended": time.time(),
         "git": git_info(code_dir),
@@ -195,9 +196,4 @@ def assemble_receipt(
         "totals": {"gpu_seconds": round(total_gpu_s, 3), "estimated_cost_usd": round(total_cost, 6)},
         **(extra or {}),
     }
-    path = state_dir / "receipt.json"
-    state_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(receipt, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
-    return path
+    return state.write_receipt(receipt)

@@ -10,99 +10,30 @@ receipt fragment. flytekit's and kfp's local executions do none of this themselv
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri
 from .context import StepContext
-from .errors import PolicyError, StepFailed
+from .errors import StepFailed
 from .failures import Failure, FailureKind, Preempted, default_classifier
 from .retry import RetryTracker
+from .runstate import ALL_KINDS, Attempt, Fragment, RunContext, StopMarker
 from .spec import StepSpec
+from .status import Status
 from .values import check_output
 
 log = logging.getLogger("interlock.runtime")
 
-ALL_KINDS = frozenset(FailureKind)
-
-
-@dataclass
-class RunContext:
-    """Where one run's state lives and how the shim may retry, the same on every backend."""
-
-    pipeline: str
-    run_id: str
-    backend: str
-    state_dir: Path
-    retry_in_process: frozenset[FailureKind] = ALL_KINDS
-    sleeper: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.time
-    checkpoint_root: str | None = None  # default: state_dir/checkpoints (a run's own folder)
-    preemption_grace_s: float = 20.0
-    classifier: Any = None  # a failures.Classifier; None = the default rule table
-
-    def __post_init__(self) -> None:
-        self.state_dir = Path(self.state_dir)
-
-    def to_env(self) -> dict[str, str]:
-        """What a child process (a container, a kfp subprocess) needs to rebuild this context."""
-        return {
-            "INTERLOCK_PIPELINE": self.pipeline,
-            "INTERLOCK_RUN_ID": self.run_id,
-            "INTERLOCK_BACKEND": self.backend,
-            "INTERLOCK_STATE_DIR": str(self.state_dir),
-            "INTERLOCK_RETRY_IN_PROCESS": ",".join(sorted(k.value for k in self.retry_in_process)),
-            **({"INTERLOCK_CHECKPOINT_ROOT": self.checkpoint_root} if self.checkpoint_root else {}),
-        }
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> RunContext:
-        env = dict(os.environ if env is None else env)
-        kinds = env.get("INTERLOCK_RETRY_IN_PROCESS")
-        values: dict[str, Any] = {
-            "pipeline": env.get("INTERLOCK_PIPELINE", "unknown"),
-            "run_id": env.get("INTERLOCK_RUN_ID", "unknown"),
-            "backend": env.get("INTERLOCK_BACKEND", "unknown"),
-            "state_dir": Path(env.get("INTERLOCK_STATE_DIR", ".interlock/state")),
-            "retry_in_process": frozenset(FailureKind(k) for k in kinds.split(",") if k) if kinds is not None else ALL_KINDS,
-            "checkpoint_root": env.get("INTERLOCK_CHECKPOINT_ROOT"),
-        }
-        values.update(overrides)
-        return cls(**values)
-
-
-@dataclass
-class Attempt:
-    number: int
-    started: float
-    ended: float
-    status: str  # "succeeded" | "failed"
-    failure: dict[str, Any] | None = None
-    decision: str | None = None
-    delay_s: float = 0.0
-    batch_size_factor: float = 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "number": self.number,
-            "started": self.started,
-            "ended": self.ended,
-            "duration_s": round(self.ended - self.started, 6),
-            "status": self.status,
-            "failure": self.failure,
-            "decision": self.decision,
-            "delay_s": self.delay_s,
-            "batch_size_factor": self.batch_size_factor,
-        }
+# RunContext, Attempt and ALL_KINDS live in runstate (the run's state); re-exported here
+# because the shim is where steps meet them.
+__all__ = ["ALL_KINDS", "Attempt", "RunContext", "StepResult", "StepTimeout", "execute_step", "record_cache_hit"]
 
 
 @dataclass
@@ -126,7 +57,7 @@ def resolve_function(step: StepSpec) -> Callable[..., Any]:
         obj = import_ref(step.ref)
     except (ImportError, AttributeError) as exc:
         raise StepFailed(
-            step.name, "FATAL", f"cannot import {step.ref}: {exc}",
+            step.name, FailureKind.FATAL, f"cannot import {step.ref}: {exc}",
             hint="the step's module must be importable in its image (PYTHONPATH / installed package)",
         ) from exc
     return getattr(obj, "fn", obj)  # an il.step wraps the plain function
@@ -149,28 +80,12 @@ def outputs_of(step: StepSpec, returned: Any) -> dict[str, Any]:
 
 
 def _output_error(step: StepSpec, msg: str) -> StepFailed:
-    return StepFailed(step.name, "FATAL", msg)
-
-
-# -- markers and fragments -----------------------------------------------------------------
-def marker_path(run: RunContext, node: str) -> Path:
-    return run.state_dir / "markers" / f"{node}.fatal.json"
-
-
-def fragment_path(run: RunContext, node: str) -> Path:
-    return run.state_dir / "receipts" / f"{node}.json"
-
-
-def _write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True, indent=1, default=str))
-    os.replace(tmp, path)
+    return StepFailed(step.name, FailureKind.FATAL, msg)
 
 
 def _checkpointer(run: RunContext, step: StepSpec, node: str, ctx: StepContext) -> Checkpointer:
     policy = step.checkpoint
-    root = (policy.store if policy and policy.store else None) or run.checkpoint_root or str(run.state_dir / "checkpoints")
+    root = (policy.store if policy and policy.store else None) or run.checkpoint_root or str(run.state.checkpoints_dir)
     return _RuntimeCheckpointer(store_for_uri(root), f"{run.pipeline}/{run.run_id}/{node}", keep=policy.keep if policy else 2, ctx=ctx)
 
 
@@ -245,21 +160,17 @@ def execute_step(
     inputs: dict[str, Any],
     fn: Callable[..., Any] | None = None,
 ) -> StepResult:
-    marker = marker_path(run, node)
-    prior = _same_run(run, marker)
+    state = run.state
+    prior = state.read_marker(node, StopMarker.FATAL)
     if prior is not None:
-        raise StepFailed(
-            node, "FATAL",
-            f"already failed FATAL earlier in run {run.run_id}: {prior['failure']['reason']} "
-            "(not re-running: a retry cannot fix it)",
-            hint=prior["failure"].get("hint") or "fix the cause and start a new run",
-            pipeline=run.pipeline,
-        )
+        refused = prior.refusal()
+        raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
     fn = fn or resolve_function(step)
     classifier = run.classifier or default_classifier
     # A backend retry (a new container for the same node) resumes the retry budget where the
     # previous container left it, from the attempts recorded in this node's receipt fragment.
-    tracker = RetryTracker.replay(step.retry, _earlier_failures(run, node))
+    earlier = state.read_fragment(node)
+    tracker = RetryTracker.replay(step.retry, earlier.failures() if earlier else [])
     attempts: list[Attempt] = []
     factor = 0.5**tracker.halvings  # an OOM remediation survives a backend retry too
     started = run.clock()
@@ -284,7 +195,7 @@ def execute_step(
             decision = tracker.decide(failure)
             retry_here = decision.retry and failure.kind in run.retry_in_process
             attempts.append(Attempt(
-                len(attempts) + 1, t0, run.clock(), "failed", failure.to_dict(), decision.reason,
+                len(attempts) + 1, t0, run.clock(), Status.FAILED, failure.to_dict(), decision.reason,
                 decision.delay_s if retry_here else 0.0, factor,
             ))
             log.warning("step %s attempt %d: %s (%s) -> %s", node, len(attempts), failure.reason, failure.kind, decision.reason)
@@ -295,50 +206,19 @@ def execute_step(
                     run.sleeper(decision.delay_s)
                 continue
             if failure.kind is FailureKind.FATAL:
-                _write_json_atomic(marker, {"node": node, "run_id": run.run_id, "failure": failure.to_dict()})
+                state.write_marker(node, failure, StopMarker.FATAL)
             result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
-            _write_fragment(run, step, result, "failed")
-            err = StepFailed(
-                node, failure.kind.value, failure.reason, hint=failure.hint, attempts=len(attempts),
-                pipeline=run.pipeline,
-            )
-            err.failure = failure  # type: ignore[attr-defined]
-            err.attempt_log = attempts  # type: ignore[attr-defined]
-            # Retryable by the backend when the taxonomy allows it but it was not done here.
-            err.retryable = decision.retry and not retry_here
-            raise err from exc
-        attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), "succeeded", batch_size_factor=factor))
+            _write_fragment(run, step, result, Status.FAILED)
+            raise StepFailed(
+                node, failure.kind, failure.reason, hint=failure.hint, attempts=len(attempts),
+                pipeline=run.pipeline, failure=failure, attempt_log=attempts,
+                # The taxonomy allows a retry that the shim did not make here: the backend should.
+                backend_should_retry=decision.retry and not retry_here,
+            ) from exc
+        attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SUCCEEDED, batch_size_factor=factor))
         result = StepResult(node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
-        _write_fragment(run, step, result, "succeeded")
+        _write_fragment(run, step, result, Status.SUCCEEDED)
         return result
-
-
-def _same_run(run: RunContext, path: Path) -> dict[str, Any] | None:
-    """A marker or fragment written by this run, or None.
-
-    A state directory may outlive a run (a PVC shared by every KFP run): what an earlier run
-    left there must neither block nor spend the budget of this one.
-    """
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("run_id", run.run_id) != run.run_id:
-        return None
-    return data
-
-
-def _earlier_failures(run: RunContext, node: str) -> list[Failure]:
-    fragment = _same_run(run, fragment_path(run, node))
-    if fragment is None:
-        return []
-    try:
-        attempts = fragment.get("attempts", [])
-        return [Failure.from_dict(a["failure"]) for a in attempts if a.get("failure")]
-    except (ValueError, KeyError, TypeError, PolicyError):
-        return []
 
 
 def _public(facts: dict[str, Any]) -> dict[str, Any]:
@@ -350,25 +230,25 @@ def record_cache_hit(run: RunContext, step: StepSpec, node: str, provenance: dic
     now = run.clock()
     result = StepResult(node, step.name, {}, [], now, now, list(provenance.get("snapshots", [])),
                         {**provenance.get("facts", {}), "cached_from_run": provenance.get("run_id")})
-    _write_fragment(run, step, result, "cached")
+    _write_fragment(run, step, result, Status.CACHED)
 
 
-def _write_fragment(run: RunContext, step: StepSpec, result: StepResult, status: str) -> None:
+def _write_fragment(run: RunContext, step: StepSpec, result: StepResult, status: Status) -> None:
     """One receipt fragment per node; a backend retry of the step appends its attempts."""
-    path = fragment_path(run, result.node)
-    previous: list[dict[str, Any]] = (_same_run(run, path) or {}).get("attempts", [])
-    _write_json_atomic(path, {
-        "run_id": run.run_id,
-        "node": result.node,
-        "step": step.name,
-        "status": status,
-        "fingerprint": step.fingerprint,
-        "image": step.image,
-        "started": result.started,
-        "ended": result.ended,
-        "attempts": previous + [a.to_dict() for a in result.attempts],
-        "snapshots": result.snapshots,
-        "facts": result.facts,
-        "resources": step.resources.to_json(),
-        "distributed": step.distributed.to_json() if step.distributed else None,
-    })
+    state = run.state
+    previous = state.read_fragment(result.node)
+    state.write_fragment(Fragment(
+        run_id=run.run_id,
+        node=result.node,
+        step=step.name,
+        status=status,
+        fingerprint=step.fingerprint,
+        image=step.image,
+        started=result.started,
+        ended=result.ended,
+        attempts=(previous.attempts if previous else []) + list(result.attempts),
+        snapshots=result.snapshots,
+        facts=result.facts,
+        resources=step.resources.to_json(),
+        distributed=step.distributed.to_json() if step.distributed else None,
+    ))

@@ -8,8 +8,6 @@ work directory for the run, never at ``~/.flyte``.
 
 from __future__ import annotations
 
-import json
-import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -17,15 +15,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backends import RunOptions, RunResult, StepOutcome
+from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import StepFailed
 from interlock.core.receipt import assemble_receipt
-from interlock.core.runtime import ALL_KINDS, RunContext, fragment_path
+from interlock.core.runstate import ALL_KINDS, RunContext, Seen, exported, settle, state_dir_of
 from interlock.core.spec import PipelineSpec
+from interlock.core.status import Status
 
-from . import tasks as _tasks
+from .tasks import LocalRun, TaskOptions, local_run
 from .types import from_flyte, to_flyte
-from .workflow import build_entities
+from .workflow import build_entities, gate_values
 
 BACKEND = "flyte-local"
 
@@ -67,20 +66,10 @@ def isolated_flyte(cache_dir: Path, data_dir: Path, tmp_dir: Path) -> Iterator[N
 
 
 @contextmanager
-def run_state(run: RunContext, journal: list[str]) -> Iterator[None]:
-    """Expose the run to the task bodies: in-process (globals) and to worker processes (env)."""
-    saved_env = {k: os.environ.get(k) for k in run.to_env()}
-    os.environ.update(run.to_env())
-    _tasks.LOCAL_RUN, _tasks.LOCAL_JOURNAL = run, journal
-    try:
-        yield
-    finally:
-        _tasks.LOCAL_RUN, _tasks.LOCAL_JOURNAL = None, None
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def run_state(run: RunContext) -> Iterator[LocalRun]:
+    """Expose the run to the task bodies: by run id in this process, through the env to workers."""
+    with exported(run.to_env()), local_run(LocalRun(run)) as local:
+        yield local
 
 
 def _find_step_failed(exc: BaseException | None) -> StepFailed | None:
@@ -97,28 +86,19 @@ def _find_step_failed(exc: BaseException | None) -> StepFailed | None:
     return None
 
 
-def _fragment(run: RunContext, node: str) -> dict[str, Any] | None:
-    path = fragment_path(run, node)
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def outcomes(spec: PipelineSpec, run: RunContext, journal: list[str], failed: bool) -> dict[str, StepOutcome]:
-    """What happened to each node: ran (a fragment), cached (reached, no fragment), or not reached."""
-    out: dict[str, StepOutcome] = {}
+def observed(spec: PipelineSpec, local: LocalRun) -> dict[str, Seen]:
+    """What flytekit did with each node it reached: ran it (a fragment), served it from its
+    cache (no fragment: the shim did not run), or failed it."""
+    state = local.run.state
+    seen: dict[str, Seen] = {}
     for node in spec.nodes:
-        frag = _fragment(run, node.name)
-        if frag is not None:
-            attempts = frag.get("attempts", [])
-            last = attempts[-1] if attempts else {}
-            out[node.name] = StepOutcome(
-                frag["status"], attempts=len(attempts), failure=last.get("failure") if frag["status"] == "failed" else None,
-                duration_s=round(frag.get("ended", 0) - frag.get("started", 0), 6),
-            )
-        elif node.name in journal:
-            out[node.name] = StepOutcome("cached", cached=True)
-        else:
-            out[node.name] = StepOutcome("not-run" if failed else "skipped")
-    return out
+        name = node.name
+        if name in local.raised:
+            exc = local.raised[name]
+            seen[name] = Seen(Status.FAILED, error=_find_step_failed(exc), detail=f"flytekit failed the task: {exc}")
+        elif name in local.returned:
+            seen[name] = Seen(Status.SUCCEEDED if state.read_fragment(name) is not None else Status.CACHED)
+    return seen
 
 
 class FlyteLocalRunner:
@@ -130,42 +110,34 @@ class FlyteLocalRunner:
     def run(self, params: dict[str, Any]) -> RunResult:
         spec, options = self.spec, self.options
         started = time.time()
-        state_dir = options.run_dir / "state"
+        state_dir = state_dir_of(options.run_dir)
         run = RunContext(spec.name, options.run_id, BACKEND, state_dir, retry_in_process=ALL_KINDS,
                          sleeper=options.sleeper)
-        entities = build_entities(spec, _tasks.TaskOptions(in_process=ALL_KINDS, spawn=self.spawn, cache=options.cache))
+        entities = build_entities(spec, TaskOptions(in_process=ALL_KINDS, spawn=self.spawn, cache=options.cache))
         inputs = {p.name: to_flyte(params[p.name], p.type, options.run_dir) for p in spec.params if p.name in params}
-        journal: list[str] = []
         error: BaseException | None = None
         returned: Any = None
         dirs = (options.cache_dir / "flyte", options.cache_dir / "flyte-data", options.run_dir / "tmp")
-        with isolated_flyte(*dirs), run_state(run, journal):
+        with isolated_flyte(*dirs), run_state(run) as local:
             try:
                 returned = entities.workflow(**inputs)
-            except Exception as exc:  # flytekit wraps the step's StepFailed; unwrapped below
+            except Exception as exc:  # flytekit wraps the step's StepFailed; the observer has it
                 error = exc
-        steps = outcomes(spec, run, journal, failed=error is not None)
-        for name, o in steps.items():
-            options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")
-        status = "failed" if error else "succeeded"
-        receipt = assemble_receipt(
-            spec, run_id=options.run_id, backend=BACKEND, state_dir=state_dir, params=params, status=status,
-            statuses={k: v.status for k, v in steps.items()}, started=started,
-            cached={k: v.cached for k, v in steps.items()},
+        outcome = settle(
+            spec, run.state, observed(spec, local), gates=gate_values(spec, local.returned),
+            failed=f"flytekit failed the run: {error}" if error is not None else None,
         )
-        step_error: StepFailed | None = None
-        if error is not None:
-            step_error = _find_step_failed(error) or self._failure_from_fragments(steps, error)
-            step_error.receipt_path = str(receipt)
-        outputs = {} if error else self._outputs(returned)
-        return RunResult(spec.name, options.run_id, BACKEND, status, outputs, steps, receipt, step_error)
-
-    def _failure_from_fragments(self, steps: dict[str, StepOutcome], error: BaseException) -> StepFailed:
-        for name, o in steps.items():
-            if o.status == "failed" and o.failure:
-                return StepFailed(name, o.failure.get("kind", "FATAL"), o.failure.get("reason", str(error)),
-                                  hint=o.failure.get("hint"), attempts=o.attempts, pipeline=self.spec.name)
-        return StepFailed("?", "FATAL", f"flytekit failed the run: {error}", pipeline=self.spec.name)
+        for name, o in outcome.steps.items():
+            options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")
+        receipt = assemble_receipt(
+            spec, run_id=options.run_id, backend=BACKEND, state_dir=state_dir, params=params, status=outcome.status,
+            statuses=outcome.statuses, started=started,
+        )
+        if outcome.error is not None:
+            outcome.error.receipt_path = str(receipt)
+        outputs = {} if outcome.error else self._outputs(returned)
+        return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt,
+                         outcome.error)
 
     def _outputs(self, returned: Any) -> dict[str, Any]:
         names = [k for k, _ in self.spec.output_types]

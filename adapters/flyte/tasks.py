@@ -3,8 +3,14 @@
 The task function is synthesised from the step's ports (so flytekit derives the typed
 interface itself), converts what Flyte delivers into the values the step declared, calls
 ``execute_step`` and converts the outputs back. Failures map to Flyte's error kinds: what
-the shim hands back as retryable becomes ``FlyteRecoverableException`` (Flyte retries it),
+the shim says the backend should retry becomes ``FlyteRecoverableException`` (Flyte retries it),
 FATAL stays a plain user error (non-recoverable: Flyte does not retry it).
+
+Under flyte-local the tasks run in this process: the backend registers a ``LocalRun`` under
+the run's id, and a task finds it through the environment contract (``INTERLOCK_RUN_ID``),
+so that the run's sleeper and clock reach the shim and the backend learns which nodes
+flytekit reached. Worker processes (torch elastic) and pods rebuild the run from the
+environment alone.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ from __future__ import annotations
 import inspect
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +29,8 @@ from flytekit.exceptions.user import FlyteRecoverableException
 
 from interlock.core.errors import PipelineDefinitionError, StepFailed
 from interlock.core.failures import FailureKind
-from interlock.core.runtime import RunContext, execute_step
+from interlock.core.runstate import RunContext, RunEnv
+from interlock.core.runtime import execute_step
 from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.values import revive
 
@@ -34,12 +42,41 @@ BACKEND = "flyte"
 # shim keeps only CONTENTION (exponential backoff) in-process and hands the rest to Flyte.
 CLUSTER_IN_PROCESS = frozenset({FailureKind.CONTENTION})
 
-# Set by the flyte-local backend while a run is in progress: nodes flytekit reached (ran or
-# served from its cache). Nodes never reached sat in a closed il.when branch.
-LOCAL_JOURNAL: list[str] | None = None
-# Set by the flyte-local backend: the run's context (with its sleeper and clock) for in-process tasks.
-LOCAL_RUN: RunContext | None = None
 NOOP_SUFFIX = "gate-closed"
+
+
+@dataclass
+class LocalRun:
+    """A flyte-local run as the tasks running in this process see it.
+
+    ``run`` carries the run's sleeper and clock. ``returned`` and ``raised`` record each node
+    flytekit reached: what its local execution returned (it ran, or flytekit's cache served
+    it) or raised. A node in neither was never reached.
+    """
+
+    run: RunContext
+    returned: dict[str, Any] = field(default_factory=dict)
+    raised: dict[str, BaseException] = field(default_factory=dict)
+
+
+# By run id: the tasks find their run through INTERLOCK_RUN_ID, never through a global that
+# one run would overwrite for another.
+_LOCAL_RUNS: dict[str, LocalRun] = {}
+
+
+@contextmanager
+def local_run(local: LocalRun) -> Iterator[LocalRun]:
+    """Make ``local`` visible to the tasks flytekit runs in this process, for one run."""
+    _LOCAL_RUNS[local.run.run_id] = local
+    try:
+        yield local
+    finally:
+        _LOCAL_RUNS.pop(local.run.run_id, None)
+
+
+def _local_run() -> LocalRun | None:
+    run_id = RunEnv.read().run_id
+    return _LOCAL_RUNS.get(run_id) if run_id else None
 
 
 @dataclass(frozen=True)
@@ -73,9 +110,16 @@ class InterlockTaskMixin:
         return self.interlock_name
 
     def local_execute(self, ctx: Any, **kwargs: Any) -> Any:
-        if LOCAL_JOURNAL is not None:
-            LOCAL_JOURNAL.append(self.interlock_node)
-        return super().local_execute(ctx, **kwargs)  # type: ignore[misc]
+        local = _local_run()
+        if local is None:
+            return super().local_execute(ctx, **kwargs)  # type: ignore[misc]
+        try:
+            returned = super().local_execute(ctx, **kwargs)  # type: ignore[misc]
+        except BaseException as exc:
+            local.raised[self.interlock_node] = exc
+            raise
+        local.returned[self.interlock_node] = returned
+        return returned
 
 
 _classes: dict[type, type] = {}
@@ -87,31 +131,26 @@ def _task_class(base: type) -> Any:
     return _classes[base]
 
 
-def _local_run() -> RunContext | None:
-    return LOCAL_RUN
-
-
 def run_context(pipeline: str) -> RunContext:
     """The run's context inside a Flyte task: from the environment, else from Flyte's own ids."""
     local = _local_run()
     if local is not None and distributed.rank() == 0 and "LOCAL_RANK" not in os.environ:
-        return local
-    env = os.environ
+        return local.run
+    seen = RunEnv.read()
     overrides: dict[str, Any] = {"pipeline": pipeline}
-    if "INTERLOCK_RUN_ID" not in env or "INTERLOCK_STATE_DIR" not in env:
+    if seen.run_id is None or seen.state_dir is None:
         import flytekit
 
         fctx = flytekit.current_context()
-        overrides.setdefault("backend", BACKEND)
-        if "INTERLOCK_RUN_ID" not in env:
+        overrides["backend"] = BACKEND
+        if seen.run_id is None:
             # A Flyte pod always has one (FLYTE_INTERNAL_EXECUTION_ID); a bare pyflyte-execute may not.
             overrides["run_id"] = fctx.execution_id.name or "unnamed"
-        if "INTERLOCK_STATE_DIR" not in env:
+        if seen.state_dir is None:
             overrides["state_dir"] = Path(fctx.working_directory) / "interlock-state"
     run = RunContext.from_env(**overrides)
-    if distributed.rank() != 0:
-        # One receipt per node: ranks other than 0 keep their fragments apart.
-        run.state_dir = run.state_dir / "ranks" / str(distributed.rank())
+    # One receipt per node: ranks other than 0 keep their fragments apart.
+    run.state_dir = run.state.for_rank(distributed.rank()).state_dir
     return run
 
 
@@ -137,7 +176,7 @@ def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any) -> Callab
             with distributed.process_group(step.distributed):
                 result = execute_step(run, step, node, inputs)
         except StepFailed as err:
-            if getattr(err, "retryable", False):
+            if err.backend_should_retry:
                 raise FlyteRecoverableException(str(err)) from err
             raise
         return outputs_to_flyte(step.outputs, result.outputs, ret_type, _scratch())
@@ -168,8 +207,7 @@ def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None
     step = spec.step_of(node)
     ret_type = outputs_type(step.outputs, f"{py_ident(node)}_outputs")
     body = step_body(spec.name, node, step, ret_type)
-    env = {"INTERLOCK_PIPELINE": spec.name, "INTERLOCK_BACKEND": BACKEND,
-           "INTERLOCK_RETRY_IN_PROCESS": ",".join(sorted(k.value for k in options.in_process)),
+    env = {**RunEnv(pipeline=spec.name, backend=BACKEND, retry_in_process=options.in_process).to_env(),
            **options.environment}
     kwargs = policies.task_kwargs(
         step, in_process=options.in_process, cache=options.cache, image=options.image,

@@ -283,6 +283,25 @@ def _local_bool(flag: Any) -> bool | None:
     return bool(flag.val.scalar.primitive.boolean)
 
 
+def gate_values(spec: PipelineSpec, returned: dict[str, Any]) -> dict[str, bool]:
+    """Each il.when condition whose node flytekit ran locally, from what the node returned."""
+    values: dict[str, bool] = {}
+    for g in spec.gates:
+        b = g.condition
+        if b.kind != "output" or b.node not in returned:
+            continue
+        out = returned[b.node or ""]
+        ports = [p.name for p in spec.step_of(b.node or "").outputs]
+        try:
+            flag = out if len(ports) == 1 and ports[0] == "o0" else getattr(out, b.port or "")
+            taken = _local_bool(flag)
+        except (AttributeError, TypeError):  # not a local boolean literal: leave the gate undecided
+            continue
+        if taken is not None:
+            values[g.id] = taken
+    return values
+
+
 def _is_true(flag: Any) -> Any:
     return flag.is_true() if hasattr(flag, "is_true") else flag
 

@@ -9,15 +9,16 @@ from the image (or, under kfp-local, from the parent's ``sys.path``); nothing is
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 from interlock.core.errors import StepFailed
+from interlock.core.failures import FailureKind
 from interlock.core.loader import load_spec
-from interlock.core.runtime import RunContext, execute_step
+from interlock.core.runstate import RunContext, RunEnv, state_dir_under
+from interlock.core.runtime import execute_step
 from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.values import from_jsonable
 
@@ -27,30 +28,23 @@ from .types import read_artifact, to_parameter, to_value, write_artifact
 
 log = logging.getLogger("interlock.kfp")
 
-# The run id must be stable across KFP retries of a task (FATAL marker, checkpoint key):
-# kfp-local passes INTERLOCK_RUN_ID; on a cluster the pod's `pipeline/runid` label arrives
-# through the downward API as KFP_RUN_ID (see policies.platform_config).
-RUN_ID_ENV = ("INTERLOCK_RUN_ID", "KFP_RUN_ID")
-
-STATE_ROOT_ENV = "INTERLOCK_STATE_ROOT"
-
 def run_context(spec: PipelineSpec) -> RunContext:
-    run_id = next((os.environ[k] for k in RUN_ID_ENV if os.environ.get(k)), None)
+    """The run inside a KFP task, from the environment contract.
+
+    The run id must be stable across KFP retries of a task (FATAL marker, checkpoint key):
+    kfp-local passes it; on a cluster it comes from the pod's ``pipeline/runid`` label (see
+    policies.apply_task_settings). On a cluster the state root is a shared volume
+    (state_pvc): markers and fragments are per run, under the run id known only here.
+    """
+    seen = RunEnv.read()
+    run_id = seen.run_id
     if run_id is None:
         run_id = f"kfp-{uuid.uuid4().hex[:12]}"
-        log.warning("no run id in %s; FATAL markers will not stop KFP retries of this task", "/".join(RUN_ID_ENV))
+        log.warning("no run id in the environment; FATAL markers will not stop KFP retries of this task")
     overrides: dict[str, Any] = {}
-    if not os.environ.get("INTERLOCK_STATE_DIR"):
-        # On a cluster the state root is a shared volume (state_pvc); markers and fragments
-        # must be per run, and the run id is only known here.
-        root = Path(os.environ.get(STATE_ROOT_ENV, ".interlock"))
-        overrides["state_dir"] = root / "runs" / run_id / "state"
-    return RunContext.from_env(
-        pipeline=spec.name,
-        run_id=run_id,
-        backend=os.environ.get("INTERLOCK_BACKEND", "kfp"),
-        **overrides,
-    )
+    if seen.state_dir is None and seen.state_root is None:
+        overrides["state_dir"] = state_dir_under(Path(".interlock"), run_id)
+    return RunContext.from_env(pipeline=spec.name, run_id=run_id, backend=seen.backend or "kfp", **overrides)
 
 
 # -- the entry point -----------------------------------------------------------------------
@@ -60,7 +54,7 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
     step = spec.step_of(node)
     if step.fingerprint != fingerprint:
         raise StepFailed(
-            node, "FATAL",
+            node, FailureKind.FATAL,
             f"the code of step {step.name!r} in this image differs from the compiled pipeline "
             f"(fingerprint {step.fingerprint[:12]} != {fingerprint[:12]})",
             hint="rebuild the image from the same commit, then recompile", pipeline=spec.name,

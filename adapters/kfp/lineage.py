@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.spec import PipelineSpec
+from interlock.core.status import Status
 
 from .names import io_names
 from .types import ARTIFACT_CLASSES
@@ -69,7 +70,7 @@ def run_description(spec: PipelineSpec, receipt: dict[str, Any], records: Mappin
         kinds = entry.get("failure_kinds") or []
         steps.append({
             "name": node.name,
-            "state": "COMPLETE" if rec.status == "succeeded" else "FAILED",
+            "state": "COMPLETE" if rec.status is Status.SUCCEEDED else "FAILED",
             "cached": bool(rec.cached),
             "image": entry.get("image"),
             "image_digest": entry.get("digest"),

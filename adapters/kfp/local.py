@@ -14,7 +14,6 @@ RunResult and the lineage record are built from.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -26,11 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backends import RunOptions, RunResult, StepOutcome
+from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import InterlockError, StepFailed
 from interlock.core.receipt import assemble_receipt
-from interlock.core.runtime import fragment_path, marker_path
+from interlock.core.runstate import RunEnv, RunState, Seen, exported, settle, state_dir_of
 from interlock.core.spec import PipelineSpec
+from interlock.core.status import Status
 from interlock.core.values import to_jsonable
 
 from .compile import build_pipeline
@@ -41,6 +41,8 @@ from .types import encode, json_text
 
 log = logging.getLogger("interlock.kfp")
 
+BACKEND = "kfp-local"
+
 # kfp.local keeps one global configuration and runs patch process-wide state (environ,
 # kfp.local's task executor): one kfp-local run at a time per process.
 _RUN_LOCK = threading.Lock()
@@ -49,7 +51,7 @@ _RUN_LOCK = threading.Lock()
 @dataclass
 class TaskRecord:
     node: str
-    status: str  # succeeded | failed
+    status: Status  # SUCCEEDED | FAILED, as kfp reported the task
     outputs: dict[str, Any]  # kfp output name -> value or kfp Artifact
     inputs: dict[str, Any]  # kfp input name -> value or kfp Artifact
     cached: bool
@@ -65,8 +67,7 @@ class _TaskObserver:
     """Wraps kfp.local's per-task executor and per-attempt dispatcher during one run."""
 
     task_names: dict[str, str]
-    state_dir: Path
-    run_id: str
+    state: RunState
     sleeper: Callable[[float], None]
     emit: Callable[[str, str, str], None] = lambda node, event, detail: None
     records: dict[str, TaskRecord] = field(default_factory=dict)
@@ -123,9 +124,9 @@ class _TaskObserver:
             inputs = OrchestratorUtils.make_task_arguments(kw["task_spec"].inputs, kw["io_store"])
         except Exception:  # lineage is best-effort; never fail the run for it
             inputs = {}
-        frag = fragment_path(self._ctx(), node)
+        frag = self.state.fragment_path(node)
         before = frag.stat().st_mtime_ns if frag.exists() else None
-        rec = TaskRecord(node, "failed", {}, inputs, False, time.time(), 0.0)
+        rec = TaskRecord(node, Status.FAILED, {}, inputs, False, time.time(), 0.0)
         self.records[node] = rec
         self.current = node
         self.emit(node, "started", "")
@@ -134,13 +135,13 @@ class _TaskObserver:
         finally:
             self.current = None
             rec.ended = time.time()
-        rec.status = "succeeded" if task_status == status.Status.SUCCESS else "failed"
+        rec.status = Status.SUCCEEDED if task_status == status.Status.SUCCESS else Status.FAILED
         rec.outputs = dict(outputs or {})
         after = frag.stat().st_mtime_ns if frag.exists() else None
         # The shim writes a fragment whenever it runs; a success without one came from kfp's cache.
         rec.fragment_written = after != before
-        rec.cached = rec.status == "succeeded" and not rec.fragment_written
-        self.emit(node, "cached" if rec.cached else rec.status, f"{rec.ended - rec.started:.2f}s")
+        rec.cached = rec.status is Status.SUCCEEDED and not rec.fragment_written
+        self.emit(node, Status.CACHED if rec.cached else rec.status, f"{rec.ended - rec.started:.2f}s")
         return outputs, task_status
 
     def _dispatch(self, orig: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -148,7 +149,7 @@ class _TaskObserver:
 
         node = self.current
         rec = self.records.get(node or "")
-        if rec is not None and rec.kfp_attempts > 0 and marker_path(self._ctx(), rec.node).exists():
+        if rec is not None and rec.kfp_attempts > 0 and self.state.read_marker(rec.node) is not None:
             # kfp retries every failure; after a FATAL one the shim would refuse in seconds.
             # Locally we skip even those seconds (the shim's own check is tested separately).
             rec.stopped_by_marker += 1
@@ -159,14 +160,20 @@ class _TaskObserver:
 
     def _sleep(self, seconds: float) -> None:
         node = self.current
-        if node and marker_path(self._ctx(), node).exists():
+        if node and self.state.read_marker(node) is not None:
             return  # the retry will be refused at once: do not wait for it
         self.sleeper(seconds)
 
-    def _ctx(self) -> Any:
-        from interlock.core.runtime import RunContext
-
-        return RunContext("", self.run_id, "kfp-local", self.state_dir)
+    def seen(self) -> dict[str, Seen]:
+        """What kfp did with each task it started, for settle()."""
+        return {
+            r.node: Seen(
+                Status.CACHED if r.cached else r.status, shim_ran=r.fragment_written,
+                detail=None if r.fragment_written else "the task failed before the shim ran (see the kfp log above)",
+                duration_s=r.ended - r.started,
+            )
+            for r in self.records.values()
+        }
 
 
 class _Clock:
@@ -177,20 +184,6 @@ class _Clock:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)
-
-
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _child_pythonpath() -> str:
@@ -224,7 +217,7 @@ class KfpLocalRun:
 
     @property
     def state_dir(self) -> Path:
-        return self.options.run_dir / "state"
+        return state_dir_of(self.options.run_dir)
 
     @property
     def pipeline_root(self) -> Path:
@@ -257,15 +250,13 @@ class KfpLocalRun:
             enable_caching=options.cache,
             cache_root=str(self.cache_root),
         )
-        observer = _TaskObserver(built.task_names, self.state_dir, options.run_id, options.sleeper, options.emit)
+        observer = _TaskObserver(built.task_names, RunState(self.state_dir, options.run_id), options.sleeper, options.emit)
         env = {
-            "INTERLOCK_RUN_ID": options.run_id,
-            "INTERLOCK_STATE_DIR": str(self.state_dir.resolve()),
-            "INTERLOCK_BACKEND": "kfp-local",
+            **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND).to_env(),
             "PYTHONPATH": _child_pythonpath(),
         }
         crashed: Exception | None = None
-        with _environ(env), observer.installed(), warnings.catch_warnings():
+        with exported(env), observer.installed(), warnings.catch_warnings():
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:
@@ -279,41 +270,13 @@ class KfpLocalRun:
         self, params: dict[str, Any], observer: _TaskObserver, started: float, crashed: Exception | None = None,
     ) -> RunResult:
         spec, options = self.spec, self.options
-        steps: dict[str, StepOutcome] = {}
-        error: StepFailed | None = None
-        failed_any = False
-        for node in spec.nodes:
-            rec = observer.records.get(node.name)
-            frag = _fragment(self.state_dir, node.name)
-            if rec is None:
-                steps[node.name] = StepOutcome("not-run")
-                continue
-            attempts = len(frag.get("attempts", [])) if not rec.cached else 0
-            duration = rec.ended - rec.started
-            if rec.cached:
-                steps[node.name] = StepOutcome("cached", cached=True, duration_s=duration)
-            elif rec.status == "succeeded":
-                steps[node.name] = StepOutcome("succeeded", attempts=attempts, duration_s=duration)
-            else:
-                failed_any = True
-                failure = _last_failure(frag)
-                marker = marker_path(observer._ctx(), node.name)
-                if not rec.fragment_written and marker.exists():
-                    # The shim refused at once: this node failed FATAL earlier in this run.
-                    prior = _read_json(marker).get("failure") or failure
-                    failure = {**prior, "reason": f"already failed FATAL earlier in run {options.run_id}: {prior.get('reason')}"}
-                steps[node.name] = StepOutcome("failed", attempts=attempts, failure=failure, duration_s=duration)
-                if error is None:
-                    error = _step_failed(spec, node.name, failure, attempts)
-        status = "failed" if failed_any or crashed else "succeeded"
-        # Nodes kfp never started: behind a closed gate (run succeeded) or after a failure.
-        for name, outcome in steps.items():
-            if outcome.status == "not-run" and status == "succeeded":
-                steps[name] = StepOutcome("skipped")
+        outcome = settle(
+            spec, observer.state, observer.seen(), gates=self._gates(observer),
+            failed=f"kfp-local could not run the pipeline: {crashed}" if crashed is not None else None,
+        )
         receipt = assemble_receipt(
-            spec, run_id=options.run_id, backend="kfp-local", state_dir=self.state_dir, params=params,
-            status=status, statuses={k: v.status for k, v in steps.items()}, started=started,
-            cached={k: v.cached for k, v in steps.items()},
+            spec, run_id=options.run_id, backend=BACKEND, state_dir=self.state_dir, params=params,
+            status=outcome.status, statuses=outcome.statuses, started=started,
             extra={"kfp": {
                 "pipeline_root": str(self.pipeline_root),
                 "cache_root": str(self.cache_root),
@@ -321,16 +284,39 @@ class KfpLocalRun:
                           for r in observer.records.values()},
             }},
         )
-        if error is None and crashed is not None:
-            error = StepFailed(
-                "?", "FATAL", f"kfp-local could not run the pipeline: {crashed}", pipeline=spec.name,
-                hint="see the kfp log above",
-            )
+        error = outcome.error
         if error is not None:
+            if crashed is not None and not isinstance(error, StepFailed):
+                error.hint = "see the kfp log above"
             error.receipt_path = str(receipt)
         outputs = {} if error else self._outputs(observer)
         record_lineage(spec, receipt, observer.records, workdir=options.workdir, extra=options.extra)
-        return RunResult(spec.name, options.run_id, "kfp-local", status, outputs, steps, receipt, error)
+        return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt, error)
+
+    def _gates(self, observer: _TaskObserver) -> dict[str, bool]:
+        """Each il.when condition whose node kfp ran, read from that node's outputs."""
+        from interlock.core.graph import binding_type
+
+        from .names import io_names
+
+        values: dict[str, bool] = {}
+        for g in self.spec.gates:
+            b = g.condition
+            rec = observer.records.get(b.node or "")
+            if b.kind != "output" or rec is None or rec.status is not Status.SUCCEEDED:
+                continue
+            step = self.spec.step_of(b.node or "")
+            _, names_out = io_names(step)
+            port = step.output(b.port or "")
+            t = binding_type(self.spec, b)
+            raw = rec.outputs.get(names_out.get(b.port or "", ""))
+            if port is None or t is None or raw is None:
+                continue
+            try:
+                values[g.id] = bool(to_value(raw, b, t, port.type))
+            except Exception as exc:  # an unreadable output leaves the gate undecided, never fails the run
+                log.debug("gate %s: cannot read %s: %s", g.id, b.describe(), exc)
+        return values
 
     def _outputs(self, observer: _TaskObserver) -> dict[str, Any]:
         spec = self.spec
@@ -338,7 +324,7 @@ class KfpLocalRun:
         out: dict[str, Any] = {}
         for name, b in spec.outputs:
             rec = observer.records.get(b.node or "")
-            if rec is None or rec.status != "succeeded":
+            if rec is None or rec.status is not Status.SUCCEEDED:
                 continue  # behind a closed gate
             from .names import io_names
 
@@ -347,33 +333,3 @@ class KfpLocalRun:
             src = spec.step_of(b.node or "").output(b.port or "")
             out[name] = to_value(raw, b, types[name], src.type if src else None)
         return out
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _fragment(state_dir: Path, node: str) -> dict[str, Any]:
-    return _read_json(state_dir / "receipts" / f"{node}.json")
-
-
-def _last_failure(frag: dict[str, Any]) -> dict[str, Any]:
-    failures = [a["failure"] for a in frag.get("attempts", []) if a.get("failure")]
-    if failures:
-        return failures[-1]
-    return {"kind": "FATAL", "reason": "the task failed before the shim ran (see the kfp log above)", "hint": None}
-
-
-def _step_failed(spec: PipelineSpec, node: str, failure: dict[str, Any], attempts: int) -> StepFailed:
-    from interlock.core.failures import Failure
-
-    err = StepFailed(
-        node, failure.get("kind", "FATAL"), failure.get("reason", "failed"), hint=failure.get("hint"),
-        attempts=max(attempts, 1), pipeline=spec.name,
-    )
-    with contextlib.suppress(Exception):
-        err.failure = Failure.from_dict(failure)
-    return err

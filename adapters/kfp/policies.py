@@ -10,11 +10,13 @@ annotations, secrets, timeout, volumes, downward-API env) land in the platform s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from interlock.core.failures import FailureKind
 from interlock.core.policies import Toleration
 from interlock.core.retry import Retry
+from interlock.core.runstate import EnvName, RunEnv
 from interlock.core.spec import PipelineSpec, StepSpec
 
 # Kinds the shim retries inside the container: TRANSIENT (at once, cheap) and FATAL (only
@@ -22,6 +24,7 @@ from interlock.core.spec import PipelineSpec, StepSpec
 # wait: that is KFP's set_retry with backoff.
 IN_PROCESS = frozenset({FailureKind.TRANSIENT, FailureKind.FATAL})
 STATE_MOUNT = "/interlock-state"
+RUN_ID_LABEL = "metadata.labels['pipeline/runid']"  # the run id, stable across KFP retries of a task
 
 
 @dataclass(frozen=True)
@@ -134,9 +137,8 @@ def describe_retry(m: RetryMapping | None) -> str:
 def container_env(spec: PipelineSpec, step: StepSpec, opts: KfpOptions) -> dict[str, str]:
     """Static env of the container: the step's env plus what the shim reads."""
     env = dict(step.env)
-    env["INTERLOCK_RETRY_IN_PROCESS"] = ",".join(sorted(k.value for k in IN_PROCESS))
-    if opts.state_pvc:
-        env["INTERLOCK_STATE_ROOT"] = STATE_MOUNT  # the shim uses STATE_ROOT/runs/<run id>/state
+    # With a state volume the shim uses STATE_ROOT/runs/<run id>/state.
+    env.update(RunEnv(retry_in_process=IN_PROCESS, state_root=Path(STATE_MOUNT) if opts.state_pvc else None).to_env())
     return env
 
 
@@ -201,7 +203,7 @@ def apply_platform_settings(task: Any, spec: PipelineSpec, step: StepSpec, opts:
     if opts.state_pvc:
         kubernetes.mount_pvc(task, pvc_name=opts.state_pvc, mount_path=STATE_MOUNT)
     if opts.run_id_from_pod_label:
-        kubernetes.use_field_path_as_env(task, env_name="KFP_RUN_ID", field_path="metadata.labels['pipeline/runid']")
+        kubernetes.use_field_path_as_env(task, env_name=EnvName.ORCHESTRATOR_RUN_ID, field_path=RUN_ID_LABEL)
 
 
 # What KFP cannot express, and what the adapter does instead (shown by `interlock backends`).
@@ -236,9 +238,9 @@ def apply_receipt_settings(task: Any, spec: PipelineSpec, opts: KfpOptions) -> N
 
     task.set_display_name("interlock-receipt")
     task.set_caching_options(enable_caching=False)
-    task.set_env_variable("INTERLOCK_STATE_ROOT", STATE_MOUNT)
+    task.set_env_variable(EnvName.STATE_ROOT, STATE_MOUNT)
     if opts.state_pvc:
         kubernetes.mount_pvc(task, pvc_name=opts.state_pvc, mount_path=STATE_MOUNT)
-    kubernetes.use_field_path_as_env(task, env_name="KFP_RUN_ID", field_path="metadata.labels['pipeline/runid']")
+    kubernetes.use_field_path_as_env(task, env_name=EnvName.ORCHESTRATOR_RUN_ID, field_path=RUN_ID_LABEL)
     for k, v in sorted(dict(spec.labels).items()):
         kubernetes.add_pod_label(task, label_key=k, label_value=v)

@@ -9,7 +9,6 @@ and no receipt task is compiled (kfp-local assembles the receipt in-process inst
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -46,31 +45,26 @@ def make_receipt_task(spec: PipelineSpec, values: dict[str, Any], opts: KfpOptio
 
 
 def finish_run(pipeline_ref: str, params: dict[str, Any], state: str | None = None) -> str:
-    """In the exit task: merge the fragments of this run into receipt.json; returns its path."""
+    """In the exit task: merge the fragments of this run into receipt.json; returns its path.
+
+    The exit task sees only the fragments (``seen=None``): a node without one in this run
+    (a KFP cache hit, a closed gate, or never reached) is recorded as not-run.
+    """
     from interlock.core.receipt import assemble_receipt
+    from interlock.core.runstate import settle
 
     from .entry import load_spec, run_context
     from .types import decode
 
     spec = load_spec(pipeline_ref)
     run = run_context(spec)
-    statuses: dict[str, str] = {}
-    started: list[float] = []
-    for node in spec.nodes:
-        frag = run.state_dir / "receipts" / f"{node.name}.json"
-        if frag.exists():
-            data = json.loads(frag.read_text())
-            statuses[node.name] = data.get("status", "unknown")
-            if data.get("started"):
-                started.append(float(data["started"]))
-        else:
-            # Not run by the shim in this run: a KFP cache hit, a closed gate, or never reached.
-            statuses[node.name] = "not-run"
-    failed = any(s == "failed" for s in statuses.values()) or (state or "").upper() in ("FAILED", "ERROR")
+    kfp_failed = (state or "").upper() in ("FAILED", "ERROR")
+    outcome = settle(spec, run.state, None, failed=f"KFP reported the run {state}" if kfp_failed else None)
+    started = [f.started for f in outcome.fragments.values() if f.started]
     typed = {p.name: decode(params.get(p.name), p.type) for p in spec.params}
     path = assemble_receipt(
         spec, run_id=run.run_id, backend=run.backend, state_dir=run.state_dir, params=typed,
-        status="failed" if failed else "succeeded", statuses=statuses,
+        status=outcome.status, statuses=outcome.statuses,
         started=min(started) if started else time.time(), extra={"kfp": {"final_state": state}},
     )
     print(f"interlock: receipt {path}", flush=True)

@@ -6,13 +6,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backends import Capabilities, RunOptions, RunResult, StepOutcome
+from interlock.core.backends import Capabilities, RunOptions, RunResult
 from interlock.core.bindings import gate_open, node_inputs, resolve
 from interlock.core.cache import LocalCache, cache_key
 from interlock.core.errors import StepFailed
 from interlock.core.receipt import assemble_receipt
-from interlock.core.runtime import RunContext, execute_step, record_cache_hit
+from interlock.core.runstate import RunContext, Seen, settle, state_dir_of
+from interlock.core.runtime import execute_step, record_cache_hit
 from interlock.core.spec import PipelineSpec
+from interlock.core.status import Status
 from interlock.core.values import read_value, write_value
 
 NATIVE = "native"
@@ -57,23 +59,20 @@ class LocalBackend:
 
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
         started = time.time()
-        state_dir = options.run_dir / "state"
-        run = RunContext(spec.name, options.run_id, self.name, state_dir, sleeper=options.sleeper)
+        run = RunContext(spec.name, options.run_id, self.name, state_dir_of(options.run_dir), sleeper=options.sleeper)
         cache = LocalCache(options.cache_dir)
         typed_params = {
             p.name: resolve_param(params[p.name], p.type) for p in spec.params if p.name in params
         }
         outputs: dict[str, dict[str, Any]] = {}
-        steps: dict[str, StepOutcome] = {}
-        error: StepFailed | None = None
+        seen: dict[str, Seen] = {}
+        failed = False
         for node in spec.nodes:
             step = spec.step_of(node)
-            if error is not None:
-                steps[node.name] = StepOutcome("not-run")
-                continue
+            if failed:
+                break  # what follows is NOT_RUN (or SKIPPED behind a closed gate): settle() says which
             if not gate_open(spec, node.gate, outputs):
-                steps[node.name] = StepOutcome("skipped")
-                options.emit(node.name, "skipped", "gate closed")
+                options.emit(node.name, Status.SKIPPED, "gate closed")
                 continue
             inputs = node_inputs(spec, node.name, typed_params, outputs)
             use_cache = options.cache and step.cache is not None and step.cache.enabled
@@ -82,20 +81,17 @@ class LocalBackend:
             if hit is not None and key:
                 outputs[node.name] = hit
                 record_cache_hit(run, step, node.name, cache.provenance(step, key))
-                steps[node.name] = StepOutcome("cached", cached=True)
-                options.emit(node.name, "cached", key[:12] if key else "")
+                seen[node.name] = Seen(Status.CACHED)
+                options.emit(node.name, Status.CACHED, key[:12] if key else "")
                 continue
             options.emit(node.name, "started", "")
             try:
                 fn = options.extra.get("functions", {}).get(step.name)
                 result = execute_step(run, step, node.name, inputs, fn)
             except StepFailed as exc:
-                error = exc
-                failure = getattr(exc, "failure", None)
-                steps[node.name] = StepOutcome(
-                    "failed", attempts=exc.attempts, failure=failure.to_dict() if failure else {"reason": exc.reason}
-                )
-                options.emit(node.name, "failed", f"{exc.kind}: {exc.reason}")
+                failed = True
+                seen[node.name] = Seen(Status.FAILED, error=exc)
+                options.emit(node.name, Status.FAILED, f"{exc.kind}: {exc.reason}")
                 continue
             # Values cross the boundary as files, exactly as they would between containers.
             values_dir = options.run_dir / "values" / node.name
@@ -105,19 +101,22 @@ class LocalBackend:
             if key:
                 provenance = {"run_id": options.run_id, "snapshots": result.snapshots, "facts": result.facts}
                 cache.put(step, key, outputs[node.name], provenance)
+            seen[node.name] = Seen(Status.SUCCEEDED)
             duration = result.ended - result.started
-            steps[node.name] = StepOutcome("succeeded", attempts=len(result.attempts), duration_s=duration)
-            options.emit(node.name, "succeeded", f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
+            options.emit(node.name, Status.SUCCEEDED, f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
 
-        status = "failed" if error else "succeeded"
+        gates = {g.id: bool(resolve(g.condition, typed_params, outputs)) for g in spec.gates
+                 if g.condition.kind != "output" or g.condition.node in outputs}
+        outcome = settle(spec, run.state, seen, gates=gates)
         receipt = assemble_receipt(
-            spec, run_id=options.run_id, backend=self.name, state_dir=state_dir, params=params,
-            status=status, statuses={k: v.status for k, v in steps.items()}, started=started,
+            spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,
+            status=outcome.status, statuses=outcome.statuses, started=started,
         )
-        if error is not None:
-            error.receipt_path = str(receipt)
-        final = {} if error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
-        return RunResult(spec.name, options.run_id, self.name, status, final, steps, receipt, error)
+        if outcome.error is not None:
+            outcome.error.receipt_path = str(receipt)
+        final = {} if outcome.error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
+        return RunResult(spec.name, options.run_id, self.name, outcome.status, final, outcome.steps, receipt,
+                         outcome.error)
 
 
 def resolve_param(value: Any, t: Any) -> Any:

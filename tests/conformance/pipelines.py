@@ -179,6 +179,34 @@ def optional_artifact(present: bool = False):
     return summarize(m=maybe_metrics(present=present))
 
 
+# -- one run with every status: cached, succeeded, skipped (closed gate), failed, not-run -----------
+@il.step(cache=il.Cache())
+def load_value(x: int) -> int:
+    return x * 10
+
+
+@il.step
+def explode(x: int, decided: bool) -> int:
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")  # FATAL: never retried
+
+
+@il.pipeline(name="conf-statuses")
+def statuses(x: int = 2, threshold: int = 100):
+    value = load_value(x=x)
+    promote = above(x=value, threshold=threshold)
+    with il.when(promote):
+        announce(x=value)
+    # Reads the gate's decision, so every backend decides the gate before this step fails.
+    return add_one(x=explode(x=value, decided=promote))
+
+
+# What each node of conf-statuses ends as, on every backend; the second run of the same work
+# directory is served load_value from the cache.
+STATUSES_FIRST = {"load_value": "succeeded", "above": "succeeded", "announce": "skipped", "explode": "failed",
+                  "add_one": "not-run"}
+STATUSES_AGAIN = {**STATUSES_FIRST, "load_value": "cached"}
+
+
 @dataclass
 class Case:
     pipeline: Any

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
 import interlock as il
-from conformance.pipelines import CASES, Case
+from conformance.pipelines import CASES, STATUSES_AGAIN, STATUSES_FIRST, Case, statuses
 from interlock.core.backends import available_backends
 
 RUNNABLE = ["local", "flyte-local", "kfp-local"]
@@ -64,3 +65,23 @@ def test_failed_run_raises_step_failed_with_receipt(backend: str, tmp_path: Path
     assert "illegal memory access" in err.reason
     assert err.hint  # the classifier says what to do
     assert err.receipt_path and Path(err.receipt_path).exists()
+
+
+def test_the_local_backends_agree_on_every_status(tmp_path: Path) -> None:
+    """One pipeline with a cached step, a closed gate, a failed step and a step after it:
+    local, flyte-local and kfp-local report the same status for every node, twice."""
+    installed = [b for b in RUNNABLE if b in available_backends()]
+    seen: dict[str, list[dict[str, str]]] = {}
+    for backend in installed:
+        work = tmp_path / backend
+        runs = [il.run(statuses, backend=backend, workdir=work, raise_on_failure=False) for _ in range(2)]
+        for r in runs:
+            assert r.status == "failed"
+            assert isinstance(r.error, il.StepFailed), r.error
+            assert (r.error.step, r.error.kind) == ("explode", "FATAL")
+            assert r.steps["explode"].attempts == 1 and r.steps["explode"].failure["kind"] == "FATAL"
+            assert json.loads(Path(r.receipt_path).read_text())["steps"][0]["status"] == r.steps["load_value"].status
+        seen[backend] = [{n: str(o.status) for n, o in r.steps.items()} for r in runs]
+        assert seen[backend] == [STATUSES_FIRST, STATUSES_AGAIN], backend
+        assert runs[1].steps["load_value"].cached and runs[1].steps["load_value"].attempts == 0
+    assert len({json.dumps(v, sort_keys=True) for v in seen.values()}) == 1, seen

@@ -17,7 +17,7 @@ import pytest
 
 import interlock as il
 from interlock.core.failures import FailureKind
-from interlock.core.runtime import RunContext, execute_step, fragment_path, marker_path
+from interlock.core.runtime import RunContext, execute_step
 
 GPU_FULL = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu"
 
@@ -73,7 +73,7 @@ def test_transient_budget_runs_out(tmp_path: Path) -> None:
     err = info.value
     assert (err.step, err.kind, err.attempts) == ("always_resets", "TRANSIENT", 2)
     assert "network connection dropped" in err.reason
-    assert not marker_path(shim.run, "always_resets").exists()  # only FATAL leaves a marker
+    assert not shim.run.state.marker_path("always_resets").exists()  # only FATAL leaves a marker
 
 
 # -- CONTENTION ------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def test_contention_stops_at_max_total(tmp_path: Path) -> None:
         shim.execute(never_schedules, x=1)
     assert shim.delays == [10, 20, 40]  # the next wait (80s) would pass max_total=70s
     assert info.value.kind == "CONTENTION" and info.value.attempts == 4
-    fragment = json.loads(fragment_path(shim.run, "never_schedules").read_text())
+    fragment = json.loads(shim.run.state.fragment_path("never_schedules").read_text())
     assert "would pass max_total" in fragment["attempts"][-1]["decision"]
 
 
@@ -128,9 +128,9 @@ def test_fatal_is_not_retried_and_leaves_a_marker(tmp_path: Path) -> None:
         shim.execute(check, x=1)
     err = info.value
     assert (err.kind, err.attempts, len(calls)) == ("FATAL", 1, 1)
-    assert err.retryable is False
+    assert err.retryable is False and err.backend_should_retry is False
     assert shim.delays == []
-    marker = json.loads(marker_path(shim.run, "check").read_text())
+    marker = json.loads(shim.run.state.marker_path("check").read_text())
     assert marker["failure"]["kind"] == "FATAL" and marker["run_id"] == "run-1"
 
     # A backend retry of the same node in the same run ends at once without calling the step.
@@ -231,7 +231,7 @@ def test_a_retry_in_the_same_run_resumes_and_a_new_run_starts_fresh(tmp_path: Pa
     shim = Shim(tmp_path, retry_in_process=frozenset())
     with pytest.raises(il.StepFailed) as info:
         shim.execute(work, x=1)
-    assert info.value.retryable is True  # the backend should retry it
+    assert info.value.backend_should_retry is True
     assert shim.execute(work, x=2).outputs == {"o0": 2}  # the backend's retry
     Shim(tmp_path, run_id="run-2").execute(work, x=3)
     assert loaded == [None, {"x": 1}, None]
@@ -336,9 +336,9 @@ def test_fragment_records_attempts_and_a_backend_retry_appends(tmp_path: Path) -
     for expected_kind in ("TRANSIENT", "CONTENTION"):
         with pytest.raises(il.StepFailed) as info:
             shim.execute(flaky, x=1)
-        assert info.value.kind == expected_kind and info.value.retryable
+        assert info.value.kind == expected_kind and info.value.backend_should_retry
     shim.execute(flaky, x=1)
-    fragment = json.loads(fragment_path(shim.run, "flaky").read_text())
+    fragment = json.loads(shim.run.state.fragment_path("flaky").read_text())
     assert fragment["status"] == "succeeded"
     assert [a["failure"]["kind"] if a["failure"] else None for a in fragment["attempts"]] == [
         "TRANSIENT", "CONTENTION", None,
@@ -358,12 +358,12 @@ def test_backend_retries_replay_the_budget(tmp_path: Path) -> None:
     shim = Shim(tmp_path, retry_in_process=frozenset())
     with pytest.raises(il.StepFailed) as first:
         shim.execute(resets, x=1)
-    assert first.value.retryable is True
+    assert first.value.backend_should_retry is True
     with pytest.raises(il.StepFailed) as second:
         shim.execute(resets, x=1)
     # The first container spent the one transient retry; the second must not get another.
-    assert second.value.retryable is False
-    decisions = [a["decision"] for a in json.loads(fragment_path(shim.run, "resets").read_text())["attempts"]]
+    assert second.value.backend_should_retry is False
+    decisions = [a["decision"] for a in json.loads(shim.run.state.fragment_path("resets").read_text())["attempts"]]
     assert decisions[0].startswith("TRANSIENT 1/1")
     assert "giving up after 1 retry" in decisions[1]
 
@@ -389,6 +389,6 @@ def test_a_shared_state_dir_keeps_runs_apart(tmp_path: Path) -> None:
     second = Shim(tmp_path, run_id="run-b", retry_in_process=frozenset())
     with pytest.raises(il.StepFailed) as info:
         second.execute(resets, x=1)
-    assert info.value.retryable is True
-    fragment = json.loads(fragment_path(second.run, "resets").read_text())
+    assert info.value.backend_should_retry is True
+    fragment = json.loads(second.run.state.fragment_path("resets").read_text())
     assert fragment["run_id"] == "run-b" and len(fragment["attempts"]) == 1

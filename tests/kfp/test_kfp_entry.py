@@ -131,7 +131,7 @@ def test_contention_is_left_to_kfp_retries(run_env: Path, tmp_path: Path) -> Non
     with pytest.raises(StepFailed) as info:
         run_node("kfp_test_pipelines.failing:contention", "squeezed", spec.step("squeezed").fingerprint,
                  {"marker_dir": str(tmp_path / "c")})
-    assert info.value.kind == "CONTENTION" and info.value.retryable is True  # a non-zero exit for set_retry
+    assert info.value.kind == "CONTENTION" and info.value.backend_should_retry is True  # a non-zero exit for set_retry
     assert not (run_env / "markers" / "squeezed.fatal.json").exists()
 
 

@@ -1,0 +1,38 @@
+"""The two vocabularies of what happened in a run: a ``Status`` and a ``FailureKind``.
+
+Both are ``str`` enums: they compare equal to their values (``Status.SKIPPED == "skipped"``)
+and serialize to JSON as plain strings, so receipts and fragments keep their format. This
+module imports nothing from interlock, so errors, failures and the run state can all use it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """What happened to a run, a step or one attempt of a step."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # behind an il.when block whose condition was false
+    CACHED = "cached"  # served from a cache: the step's code did not run
+    NOT_RUN = "not-run"  # never reached: an earlier failure stopped the run first
+
+    @property
+    def done(self) -> bool:
+        """The step produced its outputs (ran or came from the cache)."""
+        return self in (Status.SUCCEEDED, Status.CACHED)
+
+
+class FailureKind(StrEnum):
+    """A str: ``FailureKind.FATAL == "FATAL"``, and it serializes to JSON as such."""
+
+    TRANSIENT = "TRANSIENT"
+    CONTENTION = "CONTENTION"
+    FATAL = "FATAL"
+    PREEMPTED = "PREEMPTED"
+
+    @property
+    def retryable(self) -> bool:
+        return self is not FailureKind.FATAL
