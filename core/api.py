@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .backends import (
     DEFAULT_BACKEND,
+    BackendOptions,
+    Compiler,
     RunOptions,
     RunResult,
+    Runner,
     check_capabilities,
+    check_role,
     default_workdir,
     get_backend,
     new_run_id,
     resolve_params,
+    run_options_for,
 )
 from .errors import StepFailed
 from .pipeline import Pipeline
@@ -32,26 +37,33 @@ def run(
     cache: bool = True,
     progress: Callable[[str, str, str], None] | None = None,
     raise_on_failure: bool = True,
+    options: BackendOptions | Mapping[str, Any] | None = None,
     **params: Any,
 ) -> RunResult:
     """Run a pipeline on a backend and return its RunResult.
 
+    ``options``: the backend's own run options, as its options class (e.g.
+    ``FlyteLocalOptions(spawn=False)``) or as keywords checked against it.
     A failed run raises ``il.StepFailed`` naming the step, the failure kind, the reason, the
     hint and the receipt (pass ``raise_on_failure=False`` to get the failed RunResult).
     """
     backend = backend or os.environ.get("INTERLOCK_BACKEND", DEFAULT_BACKEND)
     spec = spec_of(pipeline)
     impl = get_backend(backend)
-    check_capabilities(spec, impl.capabilities(), action="run")
+    caps = check_role(spec, impl, "run")
+    assert isinstance(impl, Runner)  # check_role refused anything else
+    check_capabilities(spec, caps)
+    backend_options = run_options_for(caps, options)
     resolved = resolve_params(spec, params)
-    options = RunOptions(
+    run_options = RunOptions(
         run_id=run_id or new_run_id(spec.name),
         workdir=Path(workdir) if workdir else default_workdir(),
         cache=cache,
         progress=progress,
-        extra={"functions": pipeline.functions} if isinstance(pipeline, Pipeline) else {},
+        functions=pipeline.functions if isinstance(pipeline, Pipeline) else {},
+        backend_options=backend_options,
     )
-    result = impl.run(spec, resolved, options)
+    result = impl.run(spec, resolved, run_options)
     if raise_on_failure and not result.succeeded:
         if isinstance(result.error, StepFailed):
             raise _with_receipt(result.error, result.receipt_path)
@@ -84,5 +96,6 @@ def compile(  # noqa: A001 - the public verb mirrors `kfp.compiler` / `pyflyte p
     """Compile a pipeline for a backend; returns the files written."""
     spec = spec_of(pipeline)
     impl = get_backend(backend)
-    check_capabilities(spec, impl.capabilities(), action="compile")
+    check_capabilities(spec, check_role(spec, impl, "compile"))
+    assert isinstance(impl, Compiler)  # check_role refused anything else
     return impl.compile(spec, Path(out), **options)

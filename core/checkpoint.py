@@ -578,9 +578,6 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-STORE_ENTRY_POINTS = "interlock.checkpoint_stores"
-
-
 def store_for_uri(uri: str) -> CheckpointStore:
     """The store a CheckpointPolicy.store URI names: a path, or ``scheme://...`` from a plugin.
 
@@ -592,20 +589,7 @@ def store_for_uri(uri: str) -> CheckpointStore:
         from .checkpoint_local import LocalCheckpointStore
 
         return LocalCheckpointStore(uri)
-    from importlib.metadata import entry_points
+    from . import plugins
 
-    found = {ep.name: ep for ep in entry_points(group=STORE_ENTRY_POINTS)}
-    if scheme not in found:
-        raise CheckpointError(
-            f"no checkpoint store for {scheme}:// URIs (installed: {', '.join(sorted(found)) or 'none'})",
-            hint="install the plugin that provides it, e.g. pip install 'interlock[s3]'",
-        )
-    try:
-        store_cls = found[scheme].load()
-    except ImportError as exc:
-        raise CheckpointError(
-            f"the {scheme}:// checkpoint store cannot be imported: {exc}",
-            hint=f"install its extra, e.g. pip install 'interlock[{scheme}]'",
-        ) from exc
-    store: CheckpointStore = store_cls.from_uri(uri)
+    store: CheckpointStore = plugins.load(plugins.CHECKPOINT_STORES, scheme).from_uri(uri)
     return store

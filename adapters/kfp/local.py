@@ -36,7 +36,7 @@ from interlock.core.values import to_jsonable
 from .compile import build_pipeline
 from .entry import to_value
 from .lineage import record_lineage
-from .policies import KfpOptions
+from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
 
 log = logging.getLogger("interlock.kfp")
@@ -329,7 +329,7 @@ class KfpLocalRun:
         if error is not None:
             error.receipt_path = str(receipt)
         outputs = {} if error else self._outputs(observer)
-        record_lineage(spec, receipt, observer.records, workdir=options.workdir, extra=options.extra)
+        record_lineage(spec, receipt, observer.records, workdir=options.workdir, enabled=KfpLocalOptions.of(options).lineage)
         return RunResult(spec.name, options.run_id, "kfp-local", status, outputs, steps, receipt, error)
 
     def _outputs(self, observer: _TaskObserver) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from interlock.core.backends import BackendOptions
 from interlock.core.failures import FailureKind
 from interlock.core.policies import Toleration
 from interlock.core.retry import Retry
@@ -22,6 +23,14 @@ from interlock.core.spec import PipelineSpec, StepSpec
 # wait: that is KFP's set_retry with backoff.
 IN_PROCESS = frozenset({FailureKind.TRANSIENT, FailureKind.FATAL})
 STATE_MOUNT = "/interlock-state"
+
+
+@dataclass(frozen=True)
+class KfpLocalOptions(BackendOptions):
+    """Run options of ``kfp-local`` (``il.run(..., options=KfpLocalOptions(...))``)."""
+
+    # Record the run with the installed lineage provider (entry point group interlock.lineage).
+    lineage: bool = True
 
 
 @dataclass(frozen=True)
