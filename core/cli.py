@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from .backends import DEFAULT_BACKEND, available_backends, default_workdir, get_backend
-from .errors import BackendNotFound, InterlockError, PipelineDefinitionError, PolicyError, StepFailed
+from .errors import (
+    BackendNotFound,
+    InterlockError,
+    PipelineDefinitionError,
+    PolicyError,
+    StepFailed,
+)
 from .lineage import LineageProvider, lineage_provider
 from .loader import load_pipeline
 from .spec import PipelineSpec
