@@ -79,12 +79,10 @@ def _option_value(backend: str, name: str, value: Any, hint: Any) -> Any:
     allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
     optional = type(None) in allowed
     target = next((t for t in allowed if t is not type(None)), str)
-    if value is None and optional:
+    if optional and (value is None or value == "null"):  # JSON's null, as for -p parameters
         return None
     if isinstance(value, str) and target is not str:
         text = value.strip().lower()
-        if optional and text in ("none", "null", ""):
-            return None
         try:
             if target is bool:
                 if text not in _TRUE + _FALSE:
@@ -93,12 +91,12 @@ def _option_value(backend: str, name: str, value: Any, hint: Any) -> Any:
             return target(value)
         except (TypeError, ValueError) as exc:
             raise PolicyError(
-                f"backend {backend!r}: run option {name}={value!r} is not a {target.__name__}"
+                f"backend {backend!r}: run option {name}={value!r} is not of type {target.__name__}"
             ) from exc
     if not isinstance(value, target) or (target is not bool and isinstance(value, bool)):
         if not (target is float and isinstance(value, int) and not isinstance(value, bool)):
             raise PolicyError(
-                f"backend {backend!r}: run option {name}={value!r} is not a {target.__name__}"
+                f"backend {backend!r}: run option {name}={value!r} is not of type {target.__name__}"
             )
     return value
 

@@ -1,7 +1,7 @@
 """The lineage seam: a small Protocol that a lineage plugin implements.
 
 A provider records runs and answers "where did this model come from?". It is found through
-the ``interlock.lineage`` entry points (the ``mlmd`` plugin records in ML Metadata), and it
+the ``interlock.lineage`` entry points (interlock's own plugin records in KFP's metadata store), and it
 brings its own ``interlock lineage`` options (where its store lives, how to set it up):
 core names no provider, no store and no flag of one.
 
@@ -39,8 +39,8 @@ PROVIDER_ENV = "INTERLOCK_LINEAGE"  # which provider, when more than one is inst
 
 @runtime_checkable
 class LineageProvider(Protocol):
-    name: str  # its entry-point name, e.g. "mlmd"
-    title: str  # what people call its store, e.g. "ML Metadata"
+    name: str  # its entry-point name
+    title: str  # what people call its store, for messages ("<title> not configured")
 
     def record_run(self, run: Mapping[str, Any], *, workdir: Path) -> str:
         """Record one run (the record above) in the provider's store for ``workdir``;

@@ -60,7 +60,7 @@ CHECKPOINT_STORES = PluginGroup(
 )
 LINEAGE = PluginGroup(
     "interlock.lineage", "lineage provider", LineageUnavailable, "no lineage provider {name!r}",
-    "install one, e.g. pip install 'interlock[mlmd]' (then `interlock lineage --setup`)",
+    "lineage plugins register under the entry point group interlock.lineage (docs/lineage.md)",
 )
 
 _registered: dict[str, dict[str, Any]] = {}
