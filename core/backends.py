@@ -76,7 +76,8 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 def _option_value(backend: str, name: str, value: Any, hint: Any) -> Any:
     """``value`` as option ``name``'s declared type; strings are parsed, others checked."""
-    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+    allowed = typing.get_args(hint) if union else (hint,)
     optional = type(None) in allowed
     target = next((t for t in allowed if t is not type(None)), str)
     if optional and (value is None or value == "null"):  # JSON's null, as for -p parameters
@@ -261,7 +262,7 @@ def run_options_for(caps: Capabilities, given: BackendOptions | Mapping[str, Any
     if given is None:
         return cls()
     if isinstance(given, BackendOptions):
-        if not isinstance(given, cls):
+        if type(given) is not cls:  # exactly: another backend's options would be ignored silently
             raise PolicyError(
                 f"backend {caps.backend!r} takes {cls.__name__} run options, not {type(given).__name__}"
             )

@@ -358,6 +358,9 @@ def test_bad_run_options_are_refused_before_running(
 def test_a_backend_without_options_says_so(tmp_path: Path) -> None:
     with pytest.raises(il.PolicyError, match=r"backend 'local' has no run option\(s\) \['spawn'\]; it takes no run options"):
         il.run(basic.one_output, backend="local", workdir=tmp_path, options={"spawn": False}, x=1)
+    with pytest.raises(il.PolicyError, match="backend 'local' takes BackendOptions run options, not OtherOptions"):
+        il.run(basic.one_output, backend="local", workdir=tmp_path, options=OtherOptions(), x=1)
+    assert il.run(basic.one_output, backend="local", workdir=tmp_path, options=BackendOptions(), x=1).succeeded
     assert not (tmp_path / "runs").exists()
 
 
