@@ -360,8 +360,8 @@ def test_a_backend_without_options_says_so(tmp_path: Path) -> None:
         il.run(basic.one_output, backend="local", workdir=tmp_path, options={"spawn": False}, x=1)
     with pytest.raises(il.PolicyError, match="backend 'local' takes BackendOptions run options, not OtherOptions"):
         il.run(basic.one_output, backend="local", workdir=tmp_path, options=OtherOptions(), x=1)
-    assert il.run(basic.one_output, backend="local", workdir=tmp_path, options=BackendOptions(), x=1).succeeded
     assert not (tmp_path / "runs").exists()
+    assert il.run(basic.one_output, backend="local", workdir=tmp_path, options=BackendOptions(), x=1).succeeded
 
 
 def test_cli_maps_option_flags_onto_the_backends_options(
