@@ -71,7 +71,11 @@ class FlyteBackend:
     def capabilities(self) -> Capabilities:
         return Capabilities(
             backend=self.name,
-            features={**CLUSTER_FEATURES, "run": "unsupported: register the compiled files and run on the cluster"},
+            features={
+                **CLUSTER_FEATURES,
+                "run": "unsupported: interlock compile --backend flyte, register the files with flytectl and "
+                "run on the cluster; or run here with --backend flyte-local",
+            },
             lossy=LOSSY,
             description="flytekit tasks, workflow and launch plans as protobufs (pyflyte package layout)",
         )
