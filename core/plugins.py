@@ -115,5 +115,9 @@ def create(group: PluginGroup, name: str, kinds: type | tuple[type, ...], protoc
     target = load(group, name)
     made = target() if callable(target) else target
     if not isinstance(made, kinds):
-        raise group.error(f"{group.noun} {name!r} does not implement the {protocol} protocol")
+        raise group.error(
+            f"{group.noun} {name!r} does not implement the {protocol} protocol",
+            hint="its entry point must name a class or factory of one; after an upgrade that moved "
+            "it, reinstall the package so that its entry points are current",
+        )
     return made
