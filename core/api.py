@@ -10,12 +10,11 @@ from typing import Any
 from .backends import (
     DEFAULT_BACKEND,
     BackendOptions,
-    Compiler,
-    Runner,
     RunOptions,
     RunResult,
+    as_compiler,
+    as_runner,
     check_capabilities,
-    check_role,
     default_workdir,
     get_backend,
     new_run_id,
@@ -49,9 +48,7 @@ def run(
     """
     backend = backend or os.environ.get("INTERLOCK_BACKEND", DEFAULT_BACKEND)
     spec = spec_of(pipeline)
-    impl = get_backend(backend)
-    caps = check_role(spec, impl, "run")
-    assert isinstance(impl, Runner)  # check_role refused anything else
+    impl, caps = as_runner(spec, get_backend(backend))
     check_capabilities(spec, caps)
     backend_options = run_options_for(caps, options)
     resolved = resolve_params(spec, params)
@@ -95,7 +92,6 @@ def compile(  # noqa: A001 - the public verb mirrors `kfp.compiler` / `pyflyte p
 ) -> list[Path]:
     """Compile a pipeline for a backend; returns the files written."""
     spec = spec_of(pipeline)
-    impl = get_backend(backend)
-    check_capabilities(spec, check_role(spec, impl, "compile"))
-    assert isinstance(impl, Compiler)  # check_role refused anything else
+    impl, caps = as_compiler(spec, get_backend(backend))
+    check_capabilities(spec, caps)
     return impl.compile(spec, Path(out), **options)

@@ -237,22 +237,28 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
     return used
 
 
-def check_role(spec: PipelineSpec, backend: Compiler | Runner, action: str) -> Capabilities:
-    """Refuse an action the backend does not play (no ``run``, or run declared unsupported);
-    returns its capabilities."""
+def as_runner(spec: PipelineSpec, backend: Compiler | Runner) -> tuple[Runner, Capabilities]:
+    """The backend in its run role, and its capabilities; refused when it has no ``run`` or
+    declares running unsupported (compile-only)."""
     caps = backend.capabilities()
-    if action == "run" and not (isinstance(backend, Runner) and caps.supports("run")):
+    if not (isinstance(backend, Runner) and caps.supports("run")):
         how = caps.features.get("run", "").partition(":")[2].strip()  # "unsupported: <what to do>"
         raise CapabilityError(
             f"backend {caps.backend!r} compiles only; it cannot run pipelines here",
             pipeline=spec.name, hint=how or f"compile with --backend {caps.backend}, or run with a local backend",
         )
-    if action == "compile" and not isinstance(backend, Compiler):
+    return backend, caps
+
+
+def as_compiler(spec: PipelineSpec, backend: Compiler | Runner) -> tuple[Compiler, Capabilities]:
+    """The backend in its compile role, and its capabilities; refused when it has no ``compile``."""
+    caps = backend.capabilities()
+    if not isinstance(backend, Compiler):
         raise CapabilityError(
             f"backend {caps.backend!r} runs only; it cannot compile pipelines",
             pipeline=spec.name, hint="`interlock backends` lists what each backend does",
         )
-    return caps
+    return backend, caps
 
 
 def run_options_for(caps: Capabilities, given: BackendOptions | Mapping[str, Any] | None) -> BackendOptions:
