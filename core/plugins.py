@@ -103,9 +103,12 @@ def load(group: PluginGroup, name: str) -> Any:
     try:
         return target.load()
     except ImportError as exc:
+        owner = getattr(getattr(target, "dist", None), "name", None) or "interlock"
         raise group.error(
             f"{group.noun} {name!r} is registered but cannot be imported: {exc}",
-            hint=f"install its extra: pip install 'interlock[{group.extra_of(name)}]'",
+            hint=f"install its extra: pip install 'interlock[{group.extra_of(name)}]'"
+            if owner == "interlock"
+            else f"install the dependencies of {owner!r}: pip install '{owner}'",
         ) from exc
 
 

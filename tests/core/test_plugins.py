@@ -59,6 +59,18 @@ def test_a_broken_plugin_names_the_extra_to_install(
     assert isinstance(info.value.__cause__, ImportError)
 
 
+def test_a_broken_plugin_of_another_package_names_that_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Dist:
+        name = "acme-interlock-ray"
+
+    broken = _BrokenEntryPoint()
+    broken.dist = Dist()  # type: ignore[attr-defined]
+    monkeypatch.setitem(plugins.registry(plugins.BACKENDS), "ray", broken)
+    with pytest.raises(BackendNotFound) as info:
+        get_backend("ray")
+    assert info.value.hint == "install the dependencies of 'acme-interlock-ray': pip install 'acme-interlock-ray'"
+
+
 @pytest.mark.parametrize(("group", "ask", "error"), GROUPS, ids=IDS)
 def test_an_unknown_plugin_lists_the_installed_ones(
     group: plugins.PluginGroup, ask: Callable[[str], Any], error: type[InterlockError],
