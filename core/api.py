@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .backends import (
+    BackendOptions,
     RunOptions,
     RunResult,
+    as_compiler,
+    as_runner,
     check_capabilities,
     default_backend,
     default_workdir,
     get_backend,
     new_run_id,
     resolve_params,
+    run_options_for,
 )
 from .errors import RunFailed
 from .pipeline import Pipeline
@@ -32,27 +36,32 @@ def run(
     cache: bool = True,
     progress: Callable[[str, str, str], None] | None = None,
     raise_on_failure: bool = True,
+    options: BackendOptions | Mapping[str, Any] | None = None,
     **params: Any,
 ) -> RunResult:
     """Run a pipeline on a backend and return its RunResult.
 
+    ``options``: the backend's own run options, as its options class (e.g.
+    ``FlyteLocalOptions(spawn=False)``) or as keywords checked against it.
     A failed run raises ``il.StepFailed`` naming the step, the failure kind, the reason, the
     hint and the receipt, or ``il.RunFailed`` when it failed outside any step (pass
     ``raise_on_failure=False`` to get the failed RunResult).
     """
     backend = backend or default_backend()
     spec = spec_of(pipeline)
-    impl = get_backend(backend)
-    check_capabilities(spec, impl.capabilities(), action="run")
+    impl, caps = as_runner(spec, get_backend(backend))
+    check_capabilities(spec, caps)
+    backend_options = run_options_for(caps, options)
     resolved = resolve_params(spec, params)
-    options = RunOptions(
+    run_options = RunOptions(
         run_id=run_id or new_run_id(spec.name),
         workdir=Path(workdir) if workdir else default_workdir(),
         cache=cache,
         progress=progress,
-        extra={"functions": pipeline.functions} if isinstance(pipeline, Pipeline) else {},
+        functions=pipeline.functions if isinstance(pipeline, Pipeline) else {},
+        backend_options=backend_options,
     )
-    result = impl.run(spec, resolved, options)
+    result = impl.run(spec, resolved, run_options)
     if raise_on_failure and not result.succeeded:
         err = result.error or RunFailed(f"backend {backend!r} reported a failed run", pipeline=spec.name)
         if not err.receipt_path and result.receipt_path:  # backends learn the receipt path last
@@ -69,6 +78,6 @@ def compile(  # noqa: A001 - the public verb mirrors `kfp.compiler` / `pyflyte p
 ) -> list[Path]:
     """Compile a pipeline for a backend; returns the files written."""
     spec = spec_of(pipeline)
-    impl = get_backend(backend)
-    check_capabilities(spec, impl.capabilities(), action="compile")
+    impl, caps = as_compiler(spec, get_backend(backend))
+    check_capabilities(spec, caps)
     return impl.compile(spec, Path(out), **options)

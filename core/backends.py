@@ -1,8 +1,10 @@
-"""The backend seam: one small Protocol, found through the ``interlock.backends`` entry points.
+"""The backend seam: small Protocols, found through the ``interlock.backends`` entry points.
 
-A backend compiles a PipelineSpec into native objects and/or runs it. Core validates
-parameters and capabilities first, so every backend refuses the same mistakes the same way.
-Adding a backend means one package and one entry point; no other backend changes.
+A backend plays one role or both: a ``Compiler`` turns a PipelineSpec into native files (IR
+YAML, protobufs), a ``Runner`` runs it. A compile-only backend (``flyte``, ``kfp``) has no
+``run`` at all. Core validates parameters, run options and capabilities first, so every
+backend refuses the same mistakes the same way. Adding a backend means one package and one
+entry point; no other backend changes.
 """
 
 from __future__ import annotations
@@ -10,18 +12,21 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from . import plugins
 from .codecs import TypeKind, json_problem, value_matches
-from .errors import BackendNotFound, CapabilityError, PipelineDefinitionError, RunFailed
+from .errors import CapabilityError, PipelineDefinitionError, PolicyError, RunFailed
 from .runstate import RunEnv, StepOutcome, run_dir_under
 from .spec import PipelineSpec
 from .status import Status
 
-ENTRY_POINT_GROUP = "interlock.backends"
+ENTRY_POINT_GROUP = plugins.BACKENDS.entry_point
 DEFAULT_BACKEND = "local"
 
 # Features a pipeline may use; each backend says "native", "emulated: <how>" or "unsupported".
@@ -31,6 +36,73 @@ FEATURES = (
     "checkpoint", "gates", "secrets", "labels", "distributed", "schedule", "run",
 )
 
+_O = TypeVar("_O", bound="BackendOptions")
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Base of a backend's run options: ``il.run(..., options=...)``, ``interlock run --option K=V``.
+
+    A backend that takes options subclasses this with a frozen dataclass of plain fields
+    (bool, int, float, str, or Optional of those) and names the class in its
+    ``Capabilities.run_options``; this base itself is "no options".
+    """
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_mapping(cls: type[_O], values: Mapping[str, Any], *, backend: str) -> _O:
+        """Options from keywords; string values (the CLI's) are read as each field's type."""
+        names = cls.names()
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            accepted = f"its options are: {', '.join(names)}" if names else "it takes no run options"
+            raise PolicyError(
+                f"backend {backend!r} has no run option(s) {unknown}; {accepted}",
+                hint="`interlock backends` lists each backend's run options",
+            )
+        hints = typing.get_type_hints(cls)
+        return cls(**{k: _option_value(backend, k, v, hints[k]) for k, v in values.items()})
+
+    @classmethod
+    def of(cls: type[_O], options: RunOptions) -> _O:
+        """This backend's options from a RunOptions (the defaults when none were given)."""
+        given = options.backend_options
+        return given if isinstance(given, cls) else cls()
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _option_value(backend: str, name: str, value: Any, hint: Any) -> Any:
+    """``value`` as option ``name``'s declared type; strings are parsed, others checked."""
+    union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+    allowed = typing.get_args(hint) if union else (hint,)
+    optional = type(None) in allowed
+    target = next((t for t in allowed if t is not type(None)), str)
+    if optional and (value is None or value == "null"):  # JSON's null, as for -p parameters
+        return None
+    if isinstance(value, str) and target is not str:
+        text = value.strip().lower()
+        try:
+            if target is bool:
+                if text not in _TRUE + _FALSE:
+                    raise ValueError(value)
+                return text in _TRUE
+            return target(value)
+        except (TypeError, ValueError) as exc:
+            raise PolicyError(
+                f"backend {backend!r}: run option {name}={value!r} is not of type {target.__name__}"
+            ) from exc
+    if not isinstance(value, target) or (target is not bool and isinstance(value, bool)):
+        if not (target is float and isinstance(value, int) and not isinstance(value, bool)):
+            raise PolicyError(
+                f"backend {backend!r}: run option {name}={value!r} is not of type {target.__name__}"
+            )
+    return value
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -38,6 +110,7 @@ class Capabilities:
     features: dict[str, str]
     lossy: tuple[str, ...] = ()  # mappings that lose information, and what the adapter does instead
     description: str = ""
+    run_options: type[BackendOptions] = BackendOptions  # what ``il.run(options=...)`` takes
 
     def supports(self, feature: str) -> bool:
         return not self.features.get(feature, "unsupported").startswith("unsupported")
@@ -50,7 +123,11 @@ class RunOptions:
     cache: bool = True
     sleeper: Callable[[float], None] = time.sleep
     progress: Callable[[str, str, str], None] | None = None  # (node, event, detail)
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The pipeline's in-process step functions by step name (il.run passes them from a
+    # Pipeline; a bare spec has none, and backends import steps by reference instead).
+    functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    # The backend's own options (its Capabilities.run_options); None: its defaults.
+    backend_options: BackendOptions | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -89,50 +166,42 @@ class RunResult:
 
 @runtime_checkable
 class Backend(Protocol):
+    """What every backend has: a name and its capabilities. It also plays one role or both."""
+
     name: str
 
     def capabilities(self) -> Capabilities: ...
 
+
+@runtime_checkable
+class Compiler(Backend, Protocol):
+    """A backend that compiles a spec into files a platform accepts."""
+
     def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]: ...
+
+
+@runtime_checkable
+class Runner(Backend, Protocol):
+    """A backend that runs a spec here and returns its RunResult."""
 
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult: ...
 
 
 # -- discovery -------------------------------------------------------------------------------
-_registered: dict[str, Callable[[], Backend]] = {}
+_registered: dict[str, Any] = plugins.registry(plugins.BACKENDS)
 
 
-def register_backend(name: str, factory: Callable[[], Backend]) -> None:
+def register_backend(name: str, factory: Callable[[], Compiler | Runner]) -> None:
     """Register a backend in-process (tests, notebooks); entry points are the normal route."""
-    _registered[name] = factory
+    plugins.register(plugins.BACKENDS, name, factory)
 
 
 def available_backends() -> dict[str, Any]:
-    from importlib.metadata import entry_points  # not at import time: it costs ~40ms
-
-    found: dict[str, Any] = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    found.update(_registered)
-    return dict(sorted(found.items()))
+    return plugins.installed(plugins.BACKENDS)
 
 
-def get_backend(name: str) -> Backend:
-    found = available_backends()
-    if name not in found:
-        raise BackendNotFound(
-            f"unknown backend {name!r}; installed: {', '.join(found) or 'none'}",
-            hint="adapters ship as extras: pip install 'interlock[flyte]' or 'interlock[kfp]'",
-        )
-    target = found[name]
-    try:
-        factory = target.load() if hasattr(target, "load") else target
-    except ImportError as exc:
-        raise BackendNotFound(
-            f"backend {name!r} is registered but cannot be imported: {exc}",
-            hint="install its extra, e.g. pip install 'interlock[flyte]'",
-        ) from exc
-    backend = factory()
-    if not isinstance(backend, Backend):
-        raise BackendNotFound(f"backend {name!r} does not implement the Backend protocol")
+def get_backend(name: str) -> Compiler | Runner:
+    backend: Compiler | Runner = plugins.create(plugins.BACKENDS, name, (Compiler, Runner), "Backend")
     return backend
 
 
@@ -164,12 +233,47 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
     return used
 
 
-def check_capabilities(spec: PipelineSpec, caps: Capabilities, *, action: str = "run") -> None:
-    if action == "run" and not caps.supports("run"):
+def as_runner(spec: PipelineSpec, backend: Compiler | Runner) -> tuple[Runner, Capabilities]:
+    """The backend in its run role, and its capabilities; refused when it has no ``run`` or
+    declares running unsupported (compile-only)."""
+    caps = backend.capabilities()
+    if not (isinstance(backend, Runner) and caps.supports("run")):
+        how = caps.features.get("run", "").partition(":")[2].strip()  # "unsupported: <what to do>"
         raise CapabilityError(
             f"backend {caps.backend!r} compiles only; it cannot run pipelines here",
-            pipeline=spec.name, hint=f"compile with --backend {caps.backend}, or run with a local backend",
+            pipeline=spec.name, hint=how or f"compile with --backend {caps.backend}, or run with a local backend",
         )
+    return backend, caps
+
+
+def as_compiler(spec: PipelineSpec, backend: Compiler | Runner) -> tuple[Compiler, Capabilities]:
+    """The backend in its compile role, and its capabilities; refused when it has no ``compile``."""
+    caps = backend.capabilities()
+    if not isinstance(backend, Compiler):
+        raise CapabilityError(
+            f"backend {caps.backend!r} runs only; it cannot compile pipelines",
+            pipeline=spec.name, hint="`interlock backends` lists what each backend does",
+        )
+    return backend, caps
+
+
+def run_options_for(caps: Capabilities, given: BackendOptions | Mapping[str, Any] | None) -> BackendOptions:
+    """The backend's run options from what the caller gave: its own options object, keywords
+    (strings read as each field's type), or nothing (its defaults)."""
+    cls = caps.run_options
+    if given is None:
+        return cls()
+    if isinstance(given, BackendOptions):
+        if type(given) is not cls:  # exactly: another backend's options would be ignored silently
+            raise PolicyError(
+                f"backend {caps.backend!r} takes {cls.__name__} run options, not {type(given).__name__}"
+            )
+        return given
+    return cls.from_mapping(given, backend=caps.backend)
+
+
+def check_capabilities(spec: PipelineSpec, caps: Capabilities) -> None:
+    """Refuse a pipeline that uses a feature the backend cannot express."""
     for feature, where in features_used(spec).items():
         if not caps.supports(feature):
             raise CapabilityError(

@@ -19,7 +19,8 @@ id present, committed or not; validate names with ``validate_key``/``validate_fi
 upload the files; then write ``encode_manifest(info)`` as one object, last. ``list`` and
 ``load_latest`` read manifests with ``decode_manifest`` (which checks the manifest's own
 checksum and its key and id), skip ids that have no manifest, and return a
-``LoadedCheckpoint(info, opener)`` after ``verify()``. Run tests/checkpoints/contract.py.
+``LoadedCheckpoint(info, opener)`` after ``verify()``; ``load_latest`` is
+``newest_that_verifies`` over the store's listing. Run tests/checkpoints/contract.py.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO, Protocol, runtime_checkable
+from typing import Any, BinaryIO, Protocol, TypeVar, runtime_checkable
 
 from .errors import CheckpointError, SerializationError
 
@@ -55,6 +56,7 @@ __all__ = [
     "check_metadata",
     "format_checkpoint_id",
     "mismatch_error",
+    "newest_that_verifies",
     "parse_checkpoint_id",
     "validate_file_name",
     "validate_file_names",
@@ -398,6 +400,74 @@ class CheckpointStore(Protocol):
     def prune(self, key: str, keep: int) -> builtins.list[CheckpointInfo]: ...
 
 
+# --- the scan every store's load_latest shares -------------------------------------------
+
+_C = TypeVar("_C")
+_VANISHED = object()
+
+
+def newest_that_verifies(
+    key: str,
+    scan: Callable[[], Sequence[_C]],
+    load: Callable[[_C], LoadedCheckpoint | None],
+    vanished: Callable[[_C], bool],
+    *,
+    fallback: bool,
+    rescans: int,
+    churn: Callable[[], CheckpointError],
+    service_errors: tuple[type[Exception], ...] = (),
+) -> LoadedCheckpoint | None:
+    """The newest committed checkpoint of ``key`` that verifies: ``load_latest`` for any store.
+
+    ``scan()`` lists the key's candidates oldest first (committed or not); ``load(c)`` reads
+    and verifies one, returning None when it has no manifest (not committed: skipped) and
+    raising CheckpointError when it is corrupt or unreadable; ``vanished(c)`` says whether it
+    was deleted since the scan. A concurrent save+prune deletes a checkpoint only after
+    committing a newer one, so a vanished candidate means "scan again" (at most ``rescans``
+    times, then ``churn()`` is raised). A corrupt newest checkpoint is raised unless
+    ``fallback``: then older ones are tried, each skip logged. ``service_errors`` (the store
+    could not ask: no evidence of corruption) propagate at once.
+    """
+    for _ in range(rescans):
+        result = _newest_once(key, scan(), load, vanished, fallback, service_errors)
+        if result is not _VANISHED:
+            return result  # type: ignore[return-value]
+    raise churn()
+
+
+def _newest_once(
+    key: str,
+    candidates: Sequence[_C],
+    load: Callable[[_C], LoadedCheckpoint | None],
+    vanished: Callable[[_C], bool],
+    fallback: bool,
+    service_errors: tuple[type[Exception], ...],
+) -> object:
+    first_error: CheckpointError | None = None
+    for candidate in reversed(candidates):
+        try:
+            loaded = load(candidate)
+        except service_errors:
+            raise
+        except CheckpointError as exc:
+            if vanished(candidate):
+                return _VANISHED  # pruned while we read it
+            if not fallback:
+                raise
+            first_error = first_error or exc
+            log.warning("skipping corrupt checkpoint (fallback=True): %s", exc.message)
+            continue
+        if loaded is not None:
+            return loaded
+        if vanished(candidate):
+            return _VANISHED
+    if first_error is not None:
+        raise CheckpointError(
+            f"no checkpoint of key {key!r} verifies; the newest failed with: {first_error.message}"
+        ) from first_error
+    return None
+
+
 # --- Checkpointer (ctx.checkpoint) -----------------------------------------------------
 
 KIND_KEY = "interlock.kind"
@@ -578,9 +648,6 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-STORE_ENTRY_POINTS = "interlock.checkpoint_stores"
-
-
 def store_for_uri(uri: str) -> CheckpointStore:
     """The store a CheckpointPolicy.store URI names: a path, or ``scheme://...`` from a plugin.
 
@@ -592,20 +659,7 @@ def store_for_uri(uri: str) -> CheckpointStore:
         from .checkpoint_local import LocalCheckpointStore
 
         return LocalCheckpointStore(uri)
-    from importlib.metadata import entry_points
+    from . import plugins
 
-    found = {ep.name: ep for ep in entry_points(group=STORE_ENTRY_POINTS)}
-    if scheme not in found:
-        raise CheckpointError(
-            f"no checkpoint store for {scheme}:// URIs (installed: {', '.join(sorted(found)) or 'none'})",
-            hint="install the plugin that provides it, e.g. pip install 'interlock[s3]'",
-        )
-    try:
-        store_cls = found[scheme].load()
-    except ImportError as exc:
-        raise CheckpointError(
-            f"the {scheme}:// checkpoint store cannot be imported: {exc}",
-            hint=f"install its extra, e.g. pip install 'interlock[{scheme}]'",
-        ) from exc
-    store: CheckpointStore = store_cls.from_uri(uri)
+    store: CheckpointStore = plugins.load(plugins.CHECKPOINT_STORES, scheme).from_uri(uri)
     return store

@@ -49,6 +49,7 @@ from .checkpoint import (
     format_checkpoint_id,
     log,
     mismatch_error,
+    newest_that_verifies,
     parse_checkpoint_id,
     remove_tree,
     validate_key,
@@ -103,7 +104,6 @@ def _write_durable(dest: Path, source: FileSource, durable: bool) -> FileEntry:
 
 
 _RESCANS = 100
-_VANISHED = object()
 
 
 def _churn_error(key: str) -> CheckpointError:
@@ -293,42 +293,29 @@ class LocalCheckpointStore:
 
     def load_latest(self, key: str, *, fallback: bool = False) -> LoadedCheckpoint | None:
         kdir = self.key_dir(key)
-        # A concurrent save+prune can remove a checkpoint between listing and reading it
-        # (it renames it away whole); a newer one is then committed, so list again.
-        for _ in range(_RESCANS):
-            result = self._load_latest_once(key, kdir, fallback)
-            if result is not _VANISHED:
-                return result  # type: ignore[return-value]
-        raise _churn_error(key)
+        # A prune renames a checkpoint away whole: a candidate whose directory is gone
+        # vanished (a newer one was committed first), and the shared scan lists again.
+        return newest_that_verifies(
+            key,
+            lambda: [cdir for _seq, cdir in self._candidates(kdir)],
+            lambda cdir: self._load_verified(key, cdir),
+            lambda cdir: not cdir.exists(),
+            fallback=fallback,
+            rescans=_RESCANS,
+            churn=lambda: _churn_error(key),
+        )
 
-    def _load_latest_once(self, key: str, kdir: Path, fallback: bool) -> object:
-        first_error: CheckpointError | None = None
-        for _seq, cdir in reversed(self._candidates(kdir)):
-            try:
-                info = self._read_info(key, cdir)
-                if info is None:
-                    if not cdir.exists():
-                        return _VANISHED
-                    continue  # no manifest: not committed, ignore
-                loaded = LoadedCheckpoint(info, self._opener(cdir, info))
-                loaded.verify()
-                return loaded
-            except (CheckpointError, OSError) as exc:
-                if not cdir.exists():
-                    return _VANISHED
-                if isinstance(exc, OSError):
-                    exc = CheckpointError(
-                        f"checkpoint {cdir.name} of key {key!r}: cannot read: {exc}"
-                    )
-                if not fallback:
-                    raise exc
-                first_error = first_error or exc
-                log.warning("skipping corrupt checkpoint (fallback=True): %s", exc.message)
-        if first_error is not None:
-            raise CheckpointError(
-                f"no checkpoint of key {key!r} verifies; the newest failed with: {first_error.message}"
-            ) from first_error
-        return None
+    def _load_verified(self, key: str, cdir: Path) -> LoadedCheckpoint | None:
+        """Checkpoint ``cdir`` verified; None without a manifest (not committed)."""
+        try:
+            info = self._read_info(key, cdir)
+            if info is None:
+                return None
+            loaded = LoadedCheckpoint(info, self._opener(cdir, info))
+            loaded.verify()
+            return loaded
+        except OSError as exc:
+            raise CheckpointError(f"checkpoint {cdir.name} of key {key!r}: cannot read: {exc}") from exc
 
     def _opener(self, cdir: Path, info: CheckpointInfo):
         data = cdir / DATA_DIR

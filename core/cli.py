@@ -18,7 +18,15 @@ from .backends import (
     get_backend,
 )
 from .codecs import codec
-from .errors import BackendNotFound, InterlockError, PipelineDefinitionError, RunFailed, StepFailed
+from .errors import (
+    BackendNotFound,
+    InterlockError,
+    PipelineDefinitionError,
+    PolicyError,
+    RunFailed,
+    StepFailed,
+)
+from .lineage import LineageProvider, lineage_provider
 from .loader import load_pipeline
 from .runstate import EnvName
 from .spec import PipelineSpec
@@ -40,6 +48,14 @@ def parse_param(raw: str, spec: PipelineSpec) -> tuple[str, Any]:
             f"unknown parameter {key!r}; parameters are {[p.name for p in spec.params]}", pipeline=spec.name, port=key
         )
     return key, coerce(value, port.type, spec.name, key)
+
+
+def parse_option(raw: str) -> tuple[str, str]:
+    """``key=value`` for a backend's run option; the backend's options class reads the value."""
+    key, sep, value = raw.partition("=")
+    if not sep or not key:
+        raise PolicyError(f"run option {raw!r} must be key=value")
+    return key.replace("-", "_"), value
 
 
 def coerce(value: str, t: TypeSpec, pipeline: str, key: str) -> Any:
@@ -86,7 +102,10 @@ def cmd_backends(args: argparse.Namespace) -> int:
         except InterlockError as exc:
             rows.append({"backend": name, "error": exc.message})
             continue
-        rows.append({"backend": name, "description": caps.description, "features": caps.features, "lossy": list(caps.lossy)})
+        rows.append({
+            "backend": name, "description": caps.description, "features": caps.features,
+            "lossy": list(caps.lossy), "run_options": caps.run_options.names(),
+        })
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -101,6 +120,8 @@ def cmd_backends(args: argparse.Namespace) -> int:
             print(f"  {feature:<26} {how}")
         for item in row["lossy"]:
             print(f"  ! {item}")
+        if row["run_options"]:
+            print(f"  run options (--option K=V): {', '.join(row['run_options'])}")
         print()
     return 0
 
@@ -111,13 +132,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipe = load_pipeline(args.target)
     spec = pipe.spec
     params = dict(parse_param(p, spec) for p in args.param)
+    options = dict(parse_option(o) for o in args.option)
     backend = args.backend or default_backend()
     print(f"interlock: running {spec.name} on {backend} ({len(spec.nodes)} steps)", file=sys.stderr)
     t0 = time.monotonic()
     try:
         result = run(
             pipe, backend, workdir=args.workdir, run_id=args.run_id, cache=not args.no_cache,
-            progress=Progress(), **params,
+            progress=Progress(), options=options or None, **params,
         )
     except RunFailed as exc:
         print(f"\nFAILED after {time.monotonic() - t0:.1f}s: {exc}", file=sys.stderr)
@@ -169,26 +191,16 @@ def cmd_spec(args: argparse.Namespace) -> int:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    from importlib.metadata import entry_points
-
-    # The lineage provider is a plugin (ML Metadata); core finds it by entry point, never by import.
-    providers = {ep.name: ep for ep in entry_points(group="interlock.lineage")}
-    if "mlmd" not in providers:
-        raise InterlockError("no lineage provider installed (entry point group interlock.lineage)")
-    mlmd = providers["mlmd"].load()
-    if args.setup:
-        print(mlmd.setup_env(args.env))
-        return 0
-    if not args.target:
-        raise InterlockError("lineage needs a MODEL_URI or RUN_ID (or --setup)")
-    sqlite = args.sqlite
-    if sqlite is None and args.host is None:
-        sqlite = str(Path(args.workdir or default_workdir()) / "lineage" / "mlmd.sqlite")
-    print(mlmd.lineage_command(args.target, sqlite=sqlite, host=args.host, port=args.port))
+    # The provider is a plugin found by entry point (main loads it before parsing, so that
+    # its own options are known); core only resolves the work directory.
+    provider: LineageProvider = args.lineage_provider
+    args.workdir = Path(args.workdir) if args.workdir else default_workdir()
+    print(provider.run_cli(args))
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentParser:
+    """The parser; ``lineage``: the provider whose options ``interlock lineage`` takes."""
     p = argparse.ArgumentParser(prog="interlock", description="Write a training pipeline once; run it on Flyte or KFP.")
     sub = p.add_subparsers(dest="verb", required=True)
 
@@ -203,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--workdir", default=None, help="run state, caches and receipts (default .interlock)")
     r.add_argument("--run-id", default=None)
     r.add_argument("--no-cache", action="store_true")
+    r.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE",
+        help="a run option of the backend (`interlock backends` lists them)",
+    )
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("compile", help="compile a pipeline for a backend")
@@ -225,21 +241,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("target")
     s.set_defaults(func=cmd_spec)
 
-    lin = sub.add_parser("lineage", help="upstream lineage of a model URI or run id (ML Metadata)")
-    lin.add_argument("target", nargs="?")
-    lin.add_argument("--sqlite", help="MLMD SQLite file (default: WORKDIR/lineage/mlmd.sqlite)")
-    lin.add_argument("--workdir", default=None)
-    lin.add_argument("--host", help="a cluster's metadata gRPC host")
-    lin.add_argument("--port", type=int, default=None)
-    lin.add_argument("--setup", action="store_true", help="create the ml-metadata virtualenv")
-    lin.add_argument("--env", default=None, help="with --setup: where to create it")
-    lin.set_defaults(func=cmd_lineage)
+    about = "upstream lineage of a model URI or run id"
+    lin = sub.add_parser("lineage", help=about + (f" ({lineage.title})" if lineage else ""))
+    lin.add_argument("target", nargs="?", help="a model URI or a run id")
+    lin.add_argument("--workdir", default=None, help="the work directory whose runs to look up (default .interlock)")
+    if lineage is not None:
+        lineage.add_cli_options(lin)
+    lin.set_defaults(func=cmd_lineage, lineage_provider=lineage)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        # Only `interlock lineage` loads the lineage plugin: it brings that verb's options.
+        provider = lineage_provider() if argv[:1] == ["lineage"] else None
+        args = build_parser(provider).parse_args(argv)
         return int(args.func(args))
     except InterlockError as exc:
         print(f"interlock: error [{exc.code}]: {exc}", file=sys.stderr)

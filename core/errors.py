@@ -79,6 +79,12 @@ class BackendNotFound(InterlockError):
     code = "BACKEND_NOT_FOUND"
 
 
+class LineageUnavailable(InterlockError):
+    """No lineage provider is installed, or the installed one is not set up."""
+
+    code = "LINEAGE_UNAVAILABLE"
+
+
 class ValidationFailed(InterlockError):
     """Data failed a validation gate. FATAL: the run stops and nothing downstream runs.
 

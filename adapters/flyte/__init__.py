@@ -10,13 +10,13 @@ Backends (entry points): ``flyte`` compiles for a cluster, ``flyte-local`` runs 
 flytekit's local execution. Importing this package imports flytekit.
 """
 
-from .backend import FlyteBackend, FlyteLocalBackend
+from .backend import FlyteBackend, FlyteLocalBackend, FlyteLocalOptions
 from .compile import compile_to, launch_plans, serialize
 from .resolver import InterlockTaskResolver, load_spec, resolver
 from .tasks import TaskOptions, build_task, task_name
 from .workflow import Entities, build_entities
 
 __all__ = [
-    "Entities", "FlyteBackend", "FlyteLocalBackend", "InterlockTaskResolver", "TaskOptions", "build_entities",
+    "Entities", "FlyteBackend", "FlyteLocalBackend", "FlyteLocalOptions", "InterlockTaskResolver", "TaskOptions", "build_entities",
     "build_task", "compile_to", "launch_plans", "load_spec", "resolver", "serialize", "task_name",
 ]

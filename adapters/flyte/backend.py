@@ -8,11 +8,11 @@ Entry points (pyproject, group ``interlock.backends``)::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backends import Capabilities, RunOptions, RunResult
-from interlock.core.errors import CapabilityError
+from interlock.core.backends import BackendOptions, Capabilities, RunOptions, RunResult
 from interlock.core.spec import PipelineSpec
 
 # What a cluster does with each feature; "emulated" says how, in words.
@@ -54,15 +54,28 @@ LOSSY = (
 )
 
 
+@dataclass(frozen=True)
+class FlyteLocalOptions(BackendOptions):
+    """Run options of ``flyte-local`` (``il.run(..., options=FlyteLocalOptions(...))``)."""
+
+    # How torch elastic starts a distributed step's workers: spawn (fresh interpreters, what
+    # CUDA needs and a cluster does) or, with False, fork (inherits the imported world: faster).
+    spawn: bool = True
+
+
 class FlyteBackend:
-    """Compile-only: registrable protobufs for a Flyte cluster."""
+    """Compile-only: registrable protobufs for a Flyte cluster (it has no ``run``)."""
 
     name = "flyte"
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
             backend=self.name,
-            features={**CLUSTER_FEATURES, "run": "unsupported: register the compiled files and run on the cluster"},
+            features={
+                **CLUSTER_FEATURES,
+                "run": "unsupported: interlock compile --backend flyte, register the files with flytectl and "
+                "run on the cluster; or run here with --backend flyte-local",
+            },
             lossy=LOSSY,
             description="flytekit tasks, workflow and launch plans as protobufs (pyflyte package layout)",
         )
@@ -71,12 +84,6 @@ class FlyteBackend:
         from .compile import compile_to
 
         return compile_to(spec, out, **options)
-
-    def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
-        raise CapabilityError(
-            "the 'flyte' backend compiles only", pipeline=spec.name,
-            hint="interlock compile --backend flyte ... then flytectl register files; or run with --backend flyte-local",
-        )
 
 
 class FlyteLocalBackend(FlyteBackend):
@@ -109,10 +116,10 @@ class FlyteLocalBackend(FlyteBackend):
             backend=self.name, features={**CLUSTER_FEATURES, **local}, lossy=LOSSY,
             description="flytekit local execution of the compiled workflow; the shim adds retries, "
             "timeouts, checkpoint restore and receipts",
+            run_options=FlyteLocalOptions,
         )
 
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
         from .local import FlyteLocalRunner
 
-        spawn = bool(options.extra.get("spawn", True))
-        return FlyteLocalRunner(spec, options, spawn=spawn).run(params)
+        return FlyteLocalRunner(spec, options, spawn=FlyteLocalOptions.of(options).spawn).run(params)

@@ -13,7 +13,7 @@ from interlock.core.spec import PipelineSpec
 from .compile import compile_pipeline
 from .component import DEFAULT_IMAGE
 from .image import DEFAULT_BASE, write_image_files
-from .policies import LOSSY, KfpOptions, parse_bool
+from .policies import LOSSY, KfpLocalOptions, KfpOptions, parse_bool
 
 log = logging.getLogger("interlock.kfp")
 
@@ -67,14 +67,18 @@ def _compile(spec: PipelineSpec, out: Path, options: dict[str, Any]) -> list[Pat
 
 
 class KfpBackend:
-    """Compile-only: IR YAML that a KFP cluster or Vertex AI Pipelines accepts."""
+    """Compile-only: IR YAML that a KFP cluster or Vertex AI Pipelines accepts (it has no ``run``)."""
 
     name = "kfp"
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
             backend=self.name,
-            features={**_FEATURES, "run": "unsupported"},
+            features={
+                **_FEATURES,
+                "run": "unsupported: run locally with --backend kfp-local, or submit the YAML with "
+                "kfp.Client(host=...).create_run_from_pipeline_package('pipeline.yaml', arguments={...})",
+            },
             lossy=LOSSY,
             description="Kubeflow Pipelines v2: compiles to IR YAML (pipeline spec + kfp-kubernetes platform spec)",
         )
@@ -84,15 +88,6 @@ class KfpBackend:
         spot_tolerations, pvc_mounts, state_pvc, run_id_from_pod_label (KfpOptions), and
         emit_image / requirements / base_image / context for the Dockerfile."""
         return _compile(spec, Path(out), options)
-
-    def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
-        from interlock.core.errors import CapabilityError
-
-        raise CapabilityError(
-            "backend 'kfp' compiles only", pipeline=spec.name,
-            hint="run locally with --backend kfp-local, or submit the YAML: "
-            "kfp.Client(host=...).create_run_from_pipeline_package('pipeline.yaml', arguments={...})",
-        )
 
 
 class KfpLocalBackend:
@@ -121,6 +116,7 @@ class KfpLocalBackend:
             features=features,
             lossy=LOSSY,
             description="Kubeflow Pipelines v2 run locally by kfp.local (caching and retries by kfp)",
+            run_options=KfpLocalOptions,
         )
 
     def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
@@ -129,5 +125,5 @@ class KfpLocalBackend:
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
         from .local import KfpLocalRun
 
-        kfp_options = KfpOptions.from_options(**{"local_conditions": True, **dict(options.extra.get("kfp", {}))})
+        kfp_options = KfpOptions.from_options(local_conditions=True)
         return KfpLocalRun(spec, options, kfp_options).execute(params)

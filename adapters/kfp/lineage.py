@@ -1,19 +1,21 @@
-"""Record a kfp-local run in ML Metadata: the run description built from the receipt and
-the artifact URIs kfp assigned, handed to the mlmd plugin (``LineageStore.record_run``).
+"""Record a kfp-local run's lineage: the run description built from the receipt and the
+artifact URIs kfp assigned, handed to the installed lineage provider (core's seam,
+``interlock.core.lineage``; the mlmd plugin records it in ML Metadata).
 
-ml-metadata runs in its own interpreter (protobuf pins); when none is configured the run
-is not recorded and one log line says how to enable it. Lineage never fails a run.
+When no provider is installed or set up, the run is not recorded and one log line says
+why. Lineage never fails a run.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from interlock.core.errors import LineageUnavailable
+from interlock.core.lineage import lineage_provider
 from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
 
@@ -21,15 +23,6 @@ from .names import io_names
 from .types import ARTIFACT_CLASSES
 
 log = logging.getLogger("interlock.kfp.lineage")
-
-SQLITE_ENV = "INTERLOCK_MLMD_SQLITE"
-
-
-def store_path(workdir: Path, extra: Mapping[str, Any] | None = None) -> Path:
-    """Where kfp-local runs record lineage: RunOptions.extra["mlmd_sqlite"], $INTERLOCK_MLMD_SQLITE,
-    else <workdir>/lineage/mlmd.sqlite."""
-    explicit = (extra or {}).get("mlmd_sqlite") or os.environ.get(SQLITE_ENV)
-    return Path(explicit) if explicit else Path(workdir) / "lineage" / "mlmd.sqlite"
 
 
 def _is_artifact(value: Any) -> bool:
@@ -44,7 +37,7 @@ def _port_entry(name: str, art: Any, *, with_properties: bool) -> dict[str, Any]
 
 
 def run_description(spec: PipelineSpec, receipt: dict[str, Any], records: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON run record for LineageStore.record_run: steps with their artifact URIs."""
+    """The run record for LineageProvider.record_run: steps with their artifact URIs."""
     snapshots: dict[str, list[str]] = {}
     for snap in receipt.get("snapshots", []):
         snapshots.setdefault(snap.get("node", ""), []).append(str(snap["id"]))
@@ -101,29 +94,27 @@ def record_lineage(
     records: Mapping[str, Any],
     *,
     workdir: Path,
-    extra: Mapping[str, Any] | None = None,
-) -> Path | None:
-    """Record the run; returns the store path, or None when skipped (logged, never raised)."""
-    if (extra or {}).get("lineage") is False:
+    enabled: bool = True,
+) -> str | None:
+    """Record the run; returns where, or None when skipped (logged, never raised)."""
+    if not enabled:
         return None
     try:
-        from interlock.plugins.mlmd import LineageStore, MlmdUnavailable
-    except ImportError as exc:  # the plugin is optional
-        log.info("lineage not recorded: the mlmd plugin is not importable (%s)", exc)
+        provider = lineage_provider()
+    except LineageUnavailable as exc:  # none installed: lineage is optional
+        log.info("lineage not recorded: %s", exc.message)
         return None
-    path = store_path(workdir, extra)
     try:
         run = run_description(spec, json.loads(Path(receipt_path).read_text()), records)
-        with LineageStore(sqlite_path=path) as store:
-            store.record_run(run)
-    except MlmdUnavailable as exc:
-        log.info("lineage not recorded (ML Metadata not configured): %s", exc.message)
+        where = provider.record_run(run, workdir=Path(workdir))
+    except LineageUnavailable as exc:
+        log.info("lineage not recorded (%s not configured): %s", provider.title, exc.message)
         return None
     except Exception as exc:  # lineage must never fail a training run
         log.warning("lineage not recorded: %s", exc)
         return None
-    log.info("lineage recorded in %s", path)
-    return path
+    log.info("lineage recorded in %s", where)
+    return where
 
 
-__all__ = ["ARTIFACT_CLASSES", "record_lineage", "run_description", "store_path"]
+__all__ = ["ARTIFACT_CLASSES", "record_lineage", "run_description"]

@@ -36,7 +36,7 @@ from interlock.core.values import to_jsonable
 from .compile import build_pipeline
 from .entry import to_value
 from .lineage import record_lineage
-from .policies import KfpOptions
+from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
 
 log = logging.getLogger("interlock.kfp")
@@ -290,7 +290,7 @@ class KfpLocalRun:
                 error.hint = "see the kfp log above"
             error.receipt_path = str(receipt)
         outputs = {} if error else self._outputs(observer)
-        record_lineage(spec, receipt, observer.records, workdir=options.workdir, extra=options.extra)
+        record_lineage(spec, receipt, observer.records, workdir=options.workdir, enabled=KfpLocalOptions.of(options).lineage)
         return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt, error)
 
     def _gates(self, observer: _TaskObserver) -> dict[str, bool]:

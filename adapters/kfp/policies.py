@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from interlock.core.backends import BackendOptions
 from interlock.core.failures import FailureKind
 from interlock.core.policies import Toleration
 from interlock.core.retry import Retry
@@ -25,6 +26,14 @@ from interlock.core.spec import PipelineSpec, StepSpec
 IN_PROCESS = frozenset({FailureKind.TRANSIENT, FailureKind.FATAL})
 STATE_MOUNT = "/interlock-state"
 RUN_ID_LABEL = "metadata.labels['pipeline/runid']"  # the run id, stable across KFP retries of a task
+
+
+@dataclass(frozen=True)
+class KfpLocalOptions(BackendOptions):
+    """Run options of ``kfp-local`` (``il.run(..., options=KfpLocalOptions(...))``)."""
+
+    # Record the run with the installed lineage provider (entry point group interlock.lineage).
+    lineage: bool = True
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ class LocalBackend:
                 continue
             options.emit(node.name, "started", "")
             try:
-                fn = options.extra.get("functions", {}).get(step.name)
+                fn = options.functions.get(step.name)
                 result = execute_step(run, step, node.name, inputs, fn)
             except StepFailed as exc:
                 failed = True

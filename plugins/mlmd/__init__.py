@@ -2,6 +2,7 @@
 
 The official ml-metadata library needs protobuf<5 (kfp needs >=6), so it runs in its own
 venv (``setup_env`` / ``interlock lineage --setup``) behind a JSON-lines worker process.
+``MlmdLineage`` is core's LineageProvider (entry point ``mlmd``, group ``interlock.lineage``).
 """
 
 from .client import (
@@ -20,6 +21,7 @@ from .errors import (
     MlmdUnavailable,
 )
 from .model import ArtifactNode, ExecutionNode, LineageChain, RunInfo, RunSummary
+from .provider import MlmdLineage, store_path
 from .render import format_chain, lineage_command
 from .venv_setup import MLMD_REQUIREMENT, setup_env
 
@@ -35,6 +37,7 @@ __all__ = [
     "LineageNotFound",
     "LineageStore",
     "LineageStoreError",
+    "MlmdLineage",
     "MlmdUnavailable",
     "RecordResult",
     "RunInfo",
@@ -44,4 +47,5 @@ __all__ = [
     "lineage_command",
     "resolve_python",
     "setup_env",
+    "store_path",
 ]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from interlock.core.errors import InterlockError
+from interlock.core.errors import InterlockError, LineageUnavailable
 
 SETUP_COMMAND = "interlock lineage --setup"
 
 
-class MlmdUnavailable(InterlockError):
+class MlmdUnavailable(LineageUnavailable):
     """No interpreter with ml-metadata: the lineage venv was never created or is broken."""
 
     code = "MLMD_UNAVAILABLE"

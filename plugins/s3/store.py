@@ -49,6 +49,7 @@ from interlock.core.checkpoint import (
     encode_manifest,
     format_checkpoint_id,
     mismatch_error,
+    newest_that_verifies,
     parse_checkpoint_id,
 )
 from interlock.core.errors import CheckpointError
@@ -69,7 +70,6 @@ _CLAIM_TRIES = 50
 _DELETE_BATCH = 1000  # DeleteObjects takes at most 1000 keys
 _TAKEN = ("PreconditionFailed", "ConditionalRequestConflict")
 _UNSUPPORTED = ("NotImplemented", "InvalidArgument", "InvalidRequest")
-_VANISHED = object()
 _MANIFEST_CACHE = 256
 _UPLOAD_WINDOW = 32
 _COMMIT_TRIES = 3  # saves that lost their id to another writer start over under a new one
@@ -521,52 +521,37 @@ class S3CheckpointStore:
 
     def load_latest(self, key: str, *, fallback: bool = False) -> LoadedCheckpoint | None:
         layout = self._layout(key)
-        # A concurrent save+prune can delete a checkpoint between the listing and reading
-        # it (manifest first); a newer one was committed before that, so list again.
-        for _ in range(_RESCANS):
-            result = self._load_latest_once(layout, fallback)
-            if isinstance(result, LoadedCheckpoint) or result is None:
-                return result
-        raise _churn_error(key)
+        # A prune deletes the manifest first: a candidate whose manifest is gone vanished (a
+        # newer one was committed first), and the shared scan lists again. Ids without a
+        # manifest are not committed and never candidates.
+        return newest_that_verifies(
+            key,
+            lambda: [e for e in self._scan(layout)[0].values() if e.manifest],
+            lambda entry: self._load_verified(layout, entry),
+            lambda entry: self._get(layout.manifest(entry.id)) is None,
+            fallback=fallback,
+            rescans=_RESCANS,
+            churn=lambda: _churn_error(key),
+            service_errors=(S3StoreError,),  # the service failed: no evidence of corruption
+        )
 
-    def _load_latest_once(self, layout: KeyLayout, fallback: bool) -> object:
-        key = layout.key
-        entries, _ = self._scan(layout)
-        first_error: CheckpointError | None = None
-        for entry in reversed(entries.values()):
-            if not entry.manifest:
-                continue  # not committed: ignored
-            manifest = layout.manifest(entry.id)
-            try:
-                data = self._manifest_bytes(layout, entry)
-                if data is None:
-                    return _VANISHED
-                info = decode_manifest(data, key=key, checkpoint_id=entry.id)
-                spool = Spool(self.spool_dir) if self.spool else None
-                loaded = LoadedCheckpoint(info, self._opener(layout, info, spool))
-                if spool is not None:
-                    weakref.finalize(loaded, spool.cleanup)
-                try:
-                    loaded.verify()
-                except BaseException:
-                    if spool is not None:
-                        spool.cleanup()
-                    raise
-                return loaded
-            except S3StoreError:
-                raise  # the service failed: no evidence of corruption
-            except CheckpointError as exc:
-                if self._get(manifest) is None:
-                    return _VANISHED  # pruned while we read it
-                if not fallback:
-                    raise
-                first_error = first_error or exc
-                log.warning("skipping corrupt checkpoint (fallback=True): %s", exc.message)
-        if first_error is not None:
-            raise CheckpointError(
-                f"no checkpoint of key {key!r} verifies; the newest failed with: {first_error.message}"
-            ) from first_error
-        return None
+    def _load_verified(self, layout: KeyLayout, entry: _Entry) -> LoadedCheckpoint | None:
+        """Checkpoint ``entry`` verified; None when its manifest is gone since the listing."""
+        data = self._manifest_bytes(layout, entry)
+        if data is None:
+            return None
+        info = decode_manifest(data, key=layout.key, checkpoint_id=entry.id)
+        spool = Spool(self.spool_dir) if self.spool else None
+        loaded = LoadedCheckpoint(info, self._opener(layout, info, spool))
+        if spool is not None:
+            weakref.finalize(loaded, spool.cleanup)
+        try:
+            loaded.verify()
+        except BaseException:
+            if spool is not None:
+                spool.cleanup()
+            raise
+        return loaded
 
     def _opener(
         self, layout: KeyLayout, info: CheckpointInfo, spool: Spool | None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,17 @@ class CheckpointStoreContract:
     @pytest.fixture
     def store(self, tmp_path: Path) -> CheckpointStore:
         return self.make_store(tmp_path)
+
+    # The reader-racing-save-and-prune test, sized per store (S3 round trips are slow):
+    # rounds of save+prune, and files per checkpoint (many widen the window in which a
+    # delete is half done).
+    race_rounds = 39
+    race_files = 20
+    race_file_size = 8_000
+
+    def racing_writer(self, store: CheckpointStore) -> CheckpointStore:
+        """The store the racing writer saves and prunes with (default ``store`` itself)."""
+        return store
 
     # --- helpers -------------------------------------------------------------------
 
@@ -350,6 +362,51 @@ class CheckpointStoreContract:
         assert store.prune(KEY, keep=5) == []
         assert self.leftovers(store, KEY) == []
         assert store.list(KEY) == [good, new]
+
+    # --- concurrency ---------------------------------------------------------------
+
+    def test_readers_never_see_a_half_pruned_checkpoint(self, store: CheckpointStore) -> None:
+        def files(step: int) -> dict[str, bytes]:
+            return {f"f{i:02d}": payload(step * 100 + i, self.race_file_size) for i in range(self.race_files)}
+
+        writer = self.racing_writer(store)
+        writer.save(KEY, files(0), step=0)
+        stop = threading.Event()
+        problems: list[str] = []
+        loads = 0
+
+        def reader() -> None:
+            nonlocal loads
+            reader_store = self.reopen(store)  # another process's view of the same storage
+            while not stop.is_set():
+                try:
+                    loaded = reader_store.load_latest(KEY)
+                except CheckpointError as exc:
+                    problems.append(str(exc))
+                    continue
+                if loaded is None:
+                    problems.append("load_latest returned None")
+                    continue
+                try:
+                    got = {n: loaded.read_bytes(n) for n in loaded.names}
+                except CheckpointError:
+                    continue  # pruned between verify and read: refused, never wrong data
+                if got != files(loaded.info.step):
+                    problems.append(f"wrong content for step {loaded.info.step}")
+                loads += 1
+
+        t = threading.Thread(target=reader)
+        t.start()
+        try:
+            for step in range(1, self.race_rounds + 1):
+                writer.save(KEY, files(step), step=step)
+                writer.prune(KEY, keep=1)
+        finally:
+            stop.set()
+            t.join()
+        assert problems == []
+        assert loads > 0
+        assert [i.step for i in writer.list(KEY)] == [self.race_rounds]
 
     # --- corruption ----------------------------------------------------------------
 

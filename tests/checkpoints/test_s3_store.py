@@ -140,6 +140,11 @@ class TestS3CheckpointStoreContract(contract.CheckpointStoreContract):
             store.bucket, store.prefix, endpoint_url=store.endpoint_url, stale_after=0
         )
 
+    # Fewer, smaller rounds of the reader-racing-save-and-prune test: each is many requests.
+    race_rounds = 6
+    race_files = 4
+    race_file_size = 2_000
+
     def leave_uncommitted(self, store, key, checkpoint_id, files) -> None:
         layout = KeyLayout(store.prefix, key)
         for name, content in files.items():
@@ -280,50 +285,6 @@ def test_prune_deletes_the_manifest_before_the_data(s3: str, bucket: str) -> Non
     assert data <= set(flat) and not data & set(deletes[0])  # ...then the data
     assert sorted(ids_present(store, KEY)) == [infos[2].id]
     assert [i.id for i in store.list(KEY)] == [infos[2].id]
-
-
-def test_readers_never_see_a_half_pruned_checkpoint(s3: str, bucket: str) -> None:
-    def files(step: int) -> dict[str, bytes]:
-        return {f"f{i}": payload(step * 100 + i, 2_000) for i in range(4)}
-
-    writer = S3CheckpointStore(bucket, "race", endpoint_url=s3)
-    writer.save(KEY, files(0), step=0)
-    stop = threading.Event()
-    problems: list[str] = []
-    loads = 0
-
-    def reader() -> None:
-        nonlocal loads
-        store = S3CheckpointStore(bucket, "race", endpoint_url=s3)
-        while not stop.is_set():
-            try:
-                loaded = store.load_latest(KEY)
-            except CheckpointError as exc:
-                problems.append(str(exc))
-                continue
-            if loaded is None:
-                problems.append("load_latest returned None")
-                continue
-            try:
-                got = {n: loaded.read_bytes(n) for n in loaded.names}
-            except CheckpointError:
-                continue  # pruned between verify and read: refused, never wrong data
-            if got != files(loaded.info.step):
-                problems.append(f"wrong content for step {loaded.info.step}")
-            loads += 1
-
-    t = threading.Thread(target=reader)
-    t.start()
-    try:
-        for step in range(1, 7):
-            writer.save(KEY, files(step), step=step)
-            writer.prune(KEY, keep=1)
-    finally:
-        stop.set()
-        t.join()
-    assert problems == []
-    assert loads > 0
-    assert [i.step for i in writer.list(KEY)] == [6]
 
 
 def test_concurrent_writers_get_distinct_ids(s3: str, bucket: str) -> None:

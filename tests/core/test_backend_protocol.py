@@ -3,6 +3,7 @@ unknown backends and unsupported features fail before anything runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -15,7 +16,10 @@ import interlock as il
 from interlock.core import backends
 from interlock.core.backends import (
     Backend,
+    BackendOptions,
     Capabilities,
+    Compiler,
+    Runner,
     RunOptions,
     RunResult,
     StepOutcome,
@@ -211,3 +215,174 @@ def test_an_object_that_is_not_a_backend(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(backends._registered, "odd", lambda: object())
     with pytest.raises(BackendNotFound, match="does not implement the Backend protocol"):
         get_backend("odd")
+
+
+# -- roles: compile, run or both ----------------------------------------------------------------
+
+
+class ToyCompiler:
+    """Compile-only, as the cluster backends are: it has no run at all."""
+
+    name = "toy-compiler"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(backend=self.name, features={"run": "unsupported: submit the file"})
+
+    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"{spec.name}.txt"
+        path.write_text(spec.name)
+        return [path]
+
+
+class ToyRunner:
+    """Run-only: it has no compile."""
+
+    name = "toy-runner"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(backend=self.name, features={"run": "native"})
+
+    def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
+        return RunResult(spec.name, options.run_id, self.name, "succeeded", {}, {}, None)
+
+
+def test_each_role_is_its_own_protocol() -> None:
+    assert isinstance(ToyBackend(), Compiler) and isinstance(ToyBackend(), Runner)
+    assert isinstance(ToyCompiler(), Compiler) and not isinstance(ToyCompiler(), Runner)
+    assert isinstance(ToyRunner(), Runner) and not isinstance(ToyRunner(), Compiler)
+    assert all(isinstance(b, Backend) for b in (ToyBackend(), ToyCompiler(), ToyRunner()))
+
+
+def test_a_backend_without_run_refuses_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(backends._registered, "toy-compiler", ToyCompiler)
+    with pytest.raises(il.CapabilityError, match="backend 'toy-compiler' compiles only") as info:
+        il.run(basic.one_output, backend="toy-compiler", workdir=tmp_path)
+    assert info.value.hint == "submit the file"  # the backend's own advice, from its capabilities
+    assert il.compile(basic.one_output, backend="toy-compiler", out=tmp_path) == [tmp_path / "one-output.txt"]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_backend_without_compile_refuses_to_compile(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(backends._registered, "toy-runner", ToyRunner)
+    with pytest.raises(il.CapabilityError, match="backend 'toy-runner' runs only; it cannot compile"):
+        il.compile(basic.one_output, backend="toy-runner", out=tmp_path / "build")
+    assert not (tmp_path / "build").exists()
+    assert il.run(basic.one_output, backend="toy-runner", workdir=tmp_path).succeeded
+
+
+BUILTIN = ("local", "flyte", "flyte-local", "kfp", "kfp-local")
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_every_builtin_backend_meets_the_contract(name: str) -> None:
+    """Roles and capabilities agree, and the run options are a usable options dataclass."""
+    try:
+        backend = get_backend(name)
+    except BackendNotFound as exc:
+        pytest.skip(f"{name} is not installed here: {exc.message}")
+    caps = backend.capabilities()
+    assert backend.name == caps.backend == name
+    assert isinstance(backend, Compiler | Runner)
+    # Runs exactly when it says it runs: a compile-only backend carries no run that only raises.
+    assert isinstance(backend, Runner) == caps.supports("run"), caps.features.get("run")
+    assert set(caps.features) <= set(backends.FEATURES)
+    assert issubclass(caps.run_options, BackendOptions)
+    assert dataclasses.is_dataclass(caps.run_options)
+    defaults = caps.run_options()  # every option has a default
+    assert caps.run_options.from_mapping({}, backend=name) == defaults
+    if not isinstance(backend, Runner):
+        assert caps.run_options is BackendOptions  # nothing to run, so no run options
+
+
+# -- run options: typed, public, checked before anything runs -------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyOptions(BackendOptions):
+    depth: int = 1
+    fast: bool = False
+    label: str | None = None
+    ratio: float = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class OtherOptions(BackendOptions):
+    depth: int = 1
+
+
+@pytest.fixture
+def optioned(monkeypatch: pytest.MonkeyPatch) -> ToyBackend:
+    backend = ToyBackend()
+    plain = backend.capabilities
+
+    def capabilities() -> Capabilities:
+        return dataclasses.replace(plain(), run_options=ToyOptions)
+
+    monkeypatch.setattr(backend, "capabilities", capabilities)
+    monkeypatch.setitem(backends._registered, "toy", lambda: backend)
+    return backend
+
+
+def test_run_options_reach_the_backend_typed(optioned: ToyBackend, tmp_path: Path) -> None:
+    il.run(basic.one_output, backend="toy", workdir=tmp_path, x=1)
+    il.run(basic.one_output, backend="toy", workdir=tmp_path, options=ToyOptions(depth=3), x=1)
+    il.run(basic.one_output, backend="toy", workdir=tmp_path, x=1,
+           options={"depth": "4", "fast": "yes", "label": "null", "ratio": "2"})
+    il.run(basic.one_output, backend="toy", workdir=tmp_path, x=1, options={"depth": 5, "ratio": 1})
+    got = [options.backend_options for _, _, options in optioned.runs]
+    assert got == [ToyOptions(), ToyOptions(depth=3), ToyOptions(depth=4, fast=True, ratio=2.0), ToyOptions(depth=5, ratio=1)]
+    assert all(options.functions == basic.one_output.functions for _, _, options in optioned.runs)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"deep": 1}, "backend 'toy' has no run option(s) ['deep']; its options are: depth, fast, label, ratio"),
+        ({"depth": "many"}, "backend 'toy': run option depth='many' is not of type int"),
+        ({"fast": "maybe"}, "backend 'toy': run option fast='maybe' is not of type bool"),
+        ({"depth": True}, "backend 'toy': run option depth=True is not of type int"),
+        ({"label": 3}, "backend 'toy': run option label=3 is not of type str"),
+        (OtherOptions(), "backend 'toy' takes ToyOptions run options, not OtherOptions"),
+    ],
+)
+def test_bad_run_options_are_refused_before_running(
+    optioned: ToyBackend, options: Any, message: str, tmp_path: Path
+) -> None:
+    with pytest.raises(il.PolicyError) as info:
+        il.run(basic.one_output, backend="toy", workdir=tmp_path, options=options, x=1)
+    assert message in str(info.value)
+    assert optioned.runs == []
+
+
+def test_a_backend_without_options_says_so(tmp_path: Path) -> None:
+    with pytest.raises(il.PolicyError, match=r"backend 'local' has no run option\(s\) \['spawn'\]; it takes no run options"):
+        il.run(basic.one_output, backend="local", workdir=tmp_path, options={"spawn": False}, x=1)
+    with pytest.raises(il.PolicyError, match="backend 'local' takes BackendOptions run options, not OtherOptions"):
+        il.run(basic.one_output, backend="local", workdir=tmp_path, options=OtherOptions(), x=1)
+    assert not (tmp_path / "runs").exists()
+    assert il.run(basic.one_output, backend="local", workdir=tmp_path, options=BackendOptions(), x=1).succeeded
+
+
+def test_cli_maps_option_flags_onto_the_backends_options(
+    optioned: ToyBackend, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = "core_pipelines.basic:one_output"
+    assert main(["run", target, "--backend", "toy", "--workdir", str(tmp_path), "--option", "depth=7",
+                 "--option", "fast=true"]) == 0
+    assert optioned.runs[-1][2].backend_options == ToyOptions(depth=7, fast=True)
+    capsys.readouterr()
+    assert main(["run", target, "--backend", "toy", "--workdir", str(tmp_path), "--option", "speed=1"]) == 2
+    err = capsys.readouterr().err
+    assert "interlock: error [POLICY]" in err
+    assert "has no run option(s) ['speed']; its options are: depth, fast, label, ratio" in err
+    assert main(["run", target, "--backend", "toy", "--workdir", str(tmp_path), "--option", "depth"]) == 2
+    assert "run option 'depth' must be key=value" in capsys.readouterr().err
+    assert len(optioned.runs) == 1
+
+    assert main(["backends"]) == 0
+    assert "toy\n" in (out := capsys.readouterr().out) and "run options (--option K=V): depth, fast, label, ratio" in out
+    assert main(["backends", "--json"]) == 0
+    rows = {r["backend"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["toy"]["run_options"] == ["depth", "fast", "label", "ratio"]
+    assert rows["local"]["run_options"] == []

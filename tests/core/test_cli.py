@@ -6,16 +6,20 @@ console script.
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from core_pipelines import cli_demo
 
 import interlock as il
+from interlock.core import plugins
 from interlock.core.cli import EXIT_FAILED, EXIT_USAGE, main
 from interlock.core.spec import PipelineSpec
 
@@ -157,3 +161,86 @@ def test_null_sets_an_optional_parameter_to_none(tmp_path: Path, capsys: pytest.
     assert rc == 0 and "o0: 'limit=7 tag=nullish'" in out
     rc, _, err = run_cli(capsys, "run", GREET, "-p", "times=null", "--workdir", str(tmp_path))
     assert rc == 2 and "cannot read 'null' as int" in err  # not Optional: None is refused
+
+
+# -- `interlock lineage`: the verb is core's, the options are the lineage provider's ------------
+
+
+class FakeLineage:
+    """A lineage provider made in the tests: one option of its own, answers from a dict."""
+
+    name = "fake"
+    title = "Fake Store"
+
+    def __init__(self) -> None:
+        self.calls: list[argparse.Namespace] = []
+
+    def record_run(self, run: Any, *, workdir: Path) -> str:
+        return str(workdir / "fake")
+
+    def upstream(self, target: str, *, workdir: Path) -> str:
+        return f"{target} <- made in {workdir}"
+
+    def add_cli_options(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--depth", type=int, default=1, help="how far upstream")
+
+    def run_cli(self, args: argparse.Namespace) -> str:
+        self.calls.append(args)
+        if not args.target:
+            raise il.InterlockError("fake needs a target")
+        return self.upstream(args.target, workdir=args.workdir) + f" (depth {args.depth})"
+
+
+@pytest.fixture
+def fake_lineage(monkeypatch: pytest.MonkeyPatch) -> FakeLineage:
+    provider = FakeLineage()
+    monkeypatch.setitem(plugins.registry(plugins.LINEAGE), "fake", lambda: provider)
+    monkeypatch.setenv("INTERLOCK_LINEAGE", "fake")  # the mlmd plugin is installed too
+    return provider
+
+
+def test_lineage_runs_the_provider_with_its_own_options(
+    fake_lineage: FakeLineage, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, err = run_cli(capsys, "lineage", "r-1", "--depth", "3", "--workdir", str(tmp_path))
+    assert rc == 0, err
+    assert out == f"r-1 <- made in {tmp_path} (depth 3)\n"
+    rc, out, _ = run_cli(capsys, "lineage", "file:///m")
+    assert rc == 0
+    [_, default] = fake_lineage.calls
+    assert default.workdir == Path(os.environ["INTERLOCK_WORKDIR"]) and default.depth == 1
+    assert out == f"file:///m <- made in {default.workdir} (depth 1)\n"
+
+    rc, _, err = run_cli(capsys, "lineage")
+    assert rc == EXIT_FAILED and "interlock: error [INTERLOCK]: fake needs a target" in err
+    with pytest.raises(SystemExit):
+        main(["lineage", "--help"])
+    help_text = capsys.readouterr().out
+    assert "--depth" in help_text and "--sqlite" not in help_text
+    with pytest.raises(SystemExit) as info:
+        main(["lineage", "--sqlite", "x.sqlite", "r-1"])  # another provider's option
+    assert info.value.code == EXIT_USAGE
+
+
+def test_lineage_without_a_provider_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(plugins, "installed", lambda group: {})
+    rc, out, err = run_cli(capsys, "lineage", "r-1")
+    assert rc == EXIT_FAILED and out == ""
+    assert "interlock: error [LINEAGE_UNAVAILABLE]: no lineage provider installed" in err
+    assert "interlock.lineage" in err
+    # The other verbs never look a lineage provider up.
+    rc, _, err = run_cli(capsys, "graph", GREET)
+    assert rc == 0, err
+
+
+def test_several_lineage_providers_need_a_choice(
+    fake_lineage: FakeLineage, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(plugins.registry(plugins.LINEAGE), "other", lambda: FakeLineage())
+    monkeypatch.delenv("INTERLOCK_LINEAGE")
+    rc, _, err = run_cli(capsys, "lineage", "r-1")
+    assert rc == EXIT_FAILED
+    assert "several lineage providers are installed (" in err and "fake, " in err and "$INTERLOCK_LINEAGE" in err
+    assert fake_lineage.calls == []

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 from flyte_pipelines.dist import dist_pipeline
 
+from interlock.adapters.flyte import FlyteLocalOptions
 from interlock.core.backends import RunOptions, get_backend
 
 
 def test_two_process_allreduce_on_cpu(tmp_path: Path) -> None:
     # fork: the workers inherit the imported world instead of re-importing torch and flytekit
     # (spawn, the cluster default, works the same and takes ~4x longer on 2 cores).
-    options = RunOptions(run_id="dist1", workdir=tmp_path / "work", extra={"spawn": False})
+    options = RunOptions(run_id="dist1", workdir=tmp_path / "work", backend_options=FlyteLocalOptions(spawn=False))
     result = get_backend("flyte-local").run(dist_pipeline.spec, {"base": 1.0}, options)
 
     assert result.status == "succeeded", result.error

@@ -13,7 +13,8 @@ from kfp_test_pipelines import policies, typed
 import interlock as il
 from interlock.adapters.kfp import KfpBackend, KfpLocalBackend, compile_pipeline, retry_mapping
 from interlock.adapters.kfp.policies import KfpOptions
-from interlock.core.backends import get_backend, register_backend
+from interlock.core import backends
+from interlock.core.backends import Runner, get_backend, register_backend
 from interlock.core.errors import CapabilityError, PipelineDefinitionError
 from interlock.core.spec import Binding, Node, PipelineSpec
 
@@ -230,15 +231,19 @@ def test_unknown_compile_option_is_refused(tmp_path: Path) -> None:
         KfpBackend().compile(il.spec(typed.typed), tmp_path / "x.yaml", gpu_vendor="amd")
 
 
-def test_capabilities_list_what_kfp_cannot_express() -> None:
+def test_capabilities_list_what_kfp_cannot_express(monkeypatch: pytest.MonkeyPatch) -> None:
     caps = KfpBackend().capabilities()
     assert not caps.supports("run") and caps.supports("gates") and caps.supports("secrets")
     assert caps.features["retry.fatal_stop"].startswith("emulated")
     assert any("FATAL failure leaves a marker" in line for line in caps.lossy)
     assert any("ignore_inputs" in line for line in caps.lossy)
     assert KfpLocalBackend().capabilities().supports("run")
-    with pytest.raises(CapabilityError):
-        KfpBackend().run(il.spec(typed.typed), {}, None)  # type: ignore[arg-type]
+    # Compile-only: no run at all, and il.run refuses it before anything runs.
+    assert not isinstance(KfpBackend(), Runner) and isinstance(KfpLocalBackend(), Runner)
+    monkeypatch.setitem(backends._registered, "kfp-compile-only", KfpBackend)
+    with pytest.raises(CapabilityError, match="compiles only") as info:
+        il.run(typed.typed, backend="kfp-compile-only")
+    assert "kfp-local" in (info.value.hint or "")
 
 
 def test_il_compile_through_the_backend_protocol(tmp_path: Path) -> None:

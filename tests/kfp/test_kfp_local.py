@@ -16,7 +16,7 @@ import pytest
 from kfp_test_pipelines import failing, typed
 
 import interlock as il
-from interlock.adapters.kfp import KfpLocalBackend
+from interlock.adapters.kfp import KfpLocalBackend, KfpLocalOptions
 from interlock.core.backends import RunOptions, RunResult, resolve_params
 
 MLMD_PYTHON = os.environ.get("INTERLOCK_MLMD_PYTHON")
@@ -143,6 +143,22 @@ def test_transient_is_retried_inside_one_task_and_lineage_skips_cleanly(
     assert receipt(result)["kfp"]["tasks"]["flaky"]["kfp_attempts"] == 1  # no new pod for a flake
     assert any("lineage not recorded (ML Metadata not configured)" in r.getMessage() for r in caplog.records)
     assert not (tmp_path / "work" / "lineage" / "mlmd.sqlite").exists()
+
+
+@needs_mlmd
+def test_the_lineage_run_option_turns_recording_off(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # ML Metadata is set up here, so only the option keeps the run out of the store.
+    caplog.set_level(logging.INFO, logger="interlock.kfp.lineage")
+    work = tmp_path / "work"
+    result = il.run(failing.transient, backend="kfp-local", workdir=work, options=KfpLocalOptions(lineage=False),
+                    marker_dir=str(tmp_path / "calls"))
+    assert result.status == "succeeded", result.error
+    assert not (work / "lineage").exists()
+    assert not [r for r in caplog.records if "lineage" in r.getMessage()]
+    again = il.run(failing.transient, backend="kfp-local", workdir=work, options={"lineage": "true"},
+                   marker_dir=str(tmp_path / "calls-2"))
+    assert again.status == "succeeded", again.error
+    assert (work / "lineage" / "mlmd.sqlite").is_file()
 
 
 def test_checkpoint_survives_a_kfp_retry(tmp_path: Path) -> None:

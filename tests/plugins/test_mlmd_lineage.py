@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from interlock.core.errors import InterlockError
+from interlock.core.cli import main as cli_main
+from interlock.core.errors import InterlockError, LineageUnavailable
+from interlock.core.lineage import LineageProvider, lineage_provider
 from interlock.plugins.mlmd import (
     PYTHON_ENV_VAR,
     LineageConnectionError,
@@ -28,11 +30,13 @@ from interlock.plugins.mlmd import (
     LineageNotFound,
     LineageStore,
     LineageStoreError,
+    MlmdLineage,
     MlmdUnavailable,
     format_chain,
     lineage_command,
     resolve_python,
 )
+from interlock.plugins.mlmd.provider import SQLITE_ENV
 
 GIT_SHA = "3f9c2a7e1b4d5c6e7f8091a2b3c4d5e6f7a8b9c0"
 
@@ -519,3 +523,54 @@ def test_one_worker_serves_every_call_and_its_death_is_reported(
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(LineageStoreError, match="worker"):
         store.ping()
+
+
+# --------------------------------------------------------------------------- the core seam
+
+
+def test_the_plugin_is_the_installed_lineage_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("INTERLOCK_LINEAGE", raising=False)
+    provider = lineage_provider()  # entry point mlmd, group interlock.lineage
+    assert isinstance(provider, MlmdLineage) and isinstance(provider, LineageProvider)
+    assert (provider.name, provider.title) == ("mlmd", "ML Metadata")
+    assert issubclass(MlmdUnavailable, LineageUnavailable)  # what adapters catch
+
+
+@needs_mlmd
+def test_runs_recorded_through_the_seam_are_found_by_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("INTERLOCK_LINEAGE", raising=False)
+    monkeypatch.delenv(SQLITE_ENV, raising=False)
+    provider = lineage_provider()
+    work = tmp_path / "wd"
+    where = provider.record_run(four_step_run(tmp_path / "data", "r-cli"), workdir=work)
+    assert where == str(work / "lineage" / "mlmd.sqlite")
+
+    assert cli_main(["lineage", "--workdir", str(work), "r-cli"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("run r-cli  pipeline fraud-retrain  backend kfp-local")
+    assert out.rstrip("\n") == provider.upstream("r-cli", workdir=work)
+    model = (tmp_path / "data" / "model").as_uri()
+    assert cli_main(["lineage", "--sqlite", where, model]) == 0
+    assert f"model  system.Model  {model}  runs r-cli" in capsys.readouterr().out
+
+    # $INTERLOCK_MLMD_SQLITE moves the store for recording and querying alike.
+    monkeypatch.setenv(SQLITE_ENV, str(tmp_path / "elsewhere.sqlite"))
+    assert provider.record_run(four_step_run(tmp_path / "data", "r-env"), workdir=work) == str(
+        tmp_path / "elsewhere.sqlite"
+    )
+    assert cli_main(["lineage", "--workdir", str(work), "r-env"]) == 0
+    assert capsys.readouterr().out.startswith("run r-env")
+
+    assert cli_main(["lineage", "--workdir", str(work)]) == 1
+    assert "lineage needs a MODEL_URI or RUN_ID (or --setup)" in capsys.readouterr().err
+
+
+@needs_mlmd
+def test_cli_setup_reuses_a_ready_env(capsys: pytest.CaptureFixture[str]) -> None:
+    # The command line tests/run.sh uses: `interlock lineage --setup --env DIR`.
+    assert MLMD_PYTHON is not None
+    env = Path(MLMD_PYTHON).parents[1]
+    assert cli_main(["lineage", "--setup", "--env", str(env)]) == 0
+    assert capsys.readouterr().out.strip() == str(env / "bin" / "python")
