@@ -18,7 +18,7 @@ friends load only when their adapter or plugin is used.
 
 from interlock.core.api import compile, run
 from interlock.core.artifacts import Dataset, Metrics, Model
-from interlock.core.backends import Capabilities, RunResult, StepOutcome
+from interlock.core.backends import BackendOptions, Capabilities, RunResult, StepOutcome
 from interlock.core.build import when
 from interlock.core.checkpoint import CheckpointStore
 from interlock.core.context import StepContext
@@ -27,6 +27,7 @@ from interlock.core.errors import (
     InterlockError,
     PipelineDefinitionError,
     PolicyError,
+    RunFailed,
     StepFailed,
     ValidationFailed,
 )
@@ -36,15 +37,16 @@ from interlock.core.pipeline import Pipeline, pipeline, spec
 from interlock.core.policies import Cache, CheckpointPolicy, Resources, Secret, Toleration, Torchrun
 from interlock.core.retry import Backoff, Retry
 from interlock.core.spec import PipelineSpec
+from interlock.core.status import Status
 from interlock.core.step import Step, step
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Backoff", "Cache", "Capabilities", "CapabilityError", "CheckpointPolicy", "CheckpointStore", "Dataset",
+    "BackendOptions", "Backoff", "Cache", "Capabilities", "CapabilityError", "CheckpointPolicy", "CheckpointStore", "Dataset",
     "Failure", "FailureKind", "GateDecision", "InterlockError", "Metrics", "Model", "Pipeline",
     "PipelineDefinitionError", "PipelineSpec", "PolicyError", "Preempted", "Resources", "Retry", "Rule",
-    "RunResult", "Secret", "Step", "StepContext", "StepFailed", "StepOutcome", "Toleration", "Torchrun",
+    "RunFailed", "RunResult", "Secret", "Status", "Step", "StepContext", "StepFailed", "StepOutcome", "Toleration", "Torchrun",
     "ValidationFailed", "champion_gate", "classify", "compile", "pipeline", "register_rule", "run", "spec",
     "step", "when",
 ]
