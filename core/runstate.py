@@ -327,10 +327,6 @@ class StopMarker(StrEnum):
     FATAL = "fatal"  # it failed FATAL: a backend retry cannot help
     EXHAUSTED = "exhausted"  # its retry budget for that failure kind is spent
 
-    @classmethod
-    def for_failure(cls, failure: Failure) -> StopMarker:
-        return cls.FATAL if failure.kind is FailureKind.FATAL else cls.EXHAUSTED
-
 
 @dataclass(frozen=True)
 class Marker:

@@ -216,9 +216,10 @@ def execute_step(
                     run.sleeper(decision.delay_s)
                 continue
             if not decision.retry:  # no retry anywhere: a backend retry of this node must end at once
-                marked = failure if failure.kind is FailureKind.FATAL else replace(
+                fatal = failure.kind is FailureKind.FATAL and not step.retry.retries_any
+                marked = failure if fatal else replace(
                     failure, reason=decision.reason.removeprefix(f"{failure.kind}: "))  # "...; giving up after 2 retries"
-                state.write_marker(node, marked, StopMarker.for_failure(failure))
+                state.write_marker(node, marked, StopMarker.FATAL if fatal else StopMarker.EXHAUSTED)
             result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
             _write_fragment(run, step, result, Status.FAILED)
             if durable is not None:

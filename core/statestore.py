@@ -60,8 +60,9 @@ class DurableState:
             ) from exc
         if loaded is None:
             return
+        names = set(loaded.names)
         for path in state.node_files(node):
-            if path.name in loaded.names():
+            if path.name in names:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_name(f".{path.name}.pull")
                 tmp.write_bytes(loaded.read_bytes(path.name))
