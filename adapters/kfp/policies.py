@@ -163,7 +163,7 @@ def retry_mapping(retry: Retry) -> RetryMapping | None:
 def describe_retry(m: RetryMapping | None) -> str:
     if m is None:
         return "no KFP retries"
-    if m.backoff_duration is None:
+    if m.backoff_duration in (None, "0s"):
         return f"{m.num_retries} KFP retries, at once"
     return f"{m.num_retries} KFP retries, backoff {m.backoff_duration} x{m.backoff_factor:g} (cap {m.backoff_max_duration})"
 
