@@ -68,14 +68,27 @@ class DurableState:
                 tmp.write_bytes(loaded.read_bytes(path.name))
                 tmp.replace(path)
 
-    def push(self, state: RunState, node: str) -> None:
-        """Store ``node``'s local state (fragment and markers) as its newest durable state."""
+    def push(self, state: RunState, node: str) -> bool:
+        """Store ``node``'s local state (fragment and markers) as its newest durable state.
+
+        A store that cannot be written is logged, never raised: the step's own outcome (its
+        outputs, or the failure that stopped it) must reach the backend either way; the cost
+        is that a backend retry may run the step again.
+        """
         files = {p.name: Path(p) for p in state.node_files(node) if p.exists()}
         if not files:
-            return
+            return False
         key = state_key(self.pipeline, self.run_id, node)
-        self.store.save(key, files, metadata={"run_id": self.run_id, "node": node})
+        try:
+            self.store.save(key, files, metadata={"run_id": self.run_id, "node": node})
+        except (CheckpointError, OSError) as exc:
+            log.error(
+                "could not keep the run state of step %s (run %s) in %s: %s; a backend retry may run it again",
+                node, self.run_id, self.uri, exc,
+            )
+            return False
         try:
             self.store.prune(key, KEEP)
         except CheckpointError as exc:  # an old copy left behind costs bytes, never correctness
             log.warning("could not prune old run state of %s in %s: %s", node, self.uri, exc)
+        return True
