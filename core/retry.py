@@ -1,7 +1,13 @@
 """Retry policy (``Retry``, ``Backoff``) and the decision the runtime shim takes after a failure.
 
 The shim runs the same decision on every backend, so a step retries the same way on Flyte,
-on KFP and locally. Budgets are per failure kind and independent:
+on KFP and locally. A step that declares nothing is never retried (as a flytekit task with
+``retries=0`` or a KFP task without ``set_retry``). Two forms opt in:
+
+- ``Retry(3)`` (or ``@il.step(retry=3)``): three retries of ANY failure, at once; the
+  literal port of flytekit's ``retries=3`` and KFP's ``set_retry(3)``.
+- the taxonomy, ``Retry(transient=..., contention=..., preempted=...)``: a budget per failure
+  kind; a kind it does not name is not retried. Budgets are independent:
 
 - TRANSIENT:  retried at once, up to ``Retry.transient`` times.
 - CONTENTION: retried after ``Backoff.delay(n)``, up to ``Backoff.attempts`` times and while
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -27,15 +33,17 @@ from .durations import format_duration, parse_duration
 from .errors import PolicyError
 from .failures import HALVE_BATCH, Failure, FailureKind
 
-__all__ = ["Backoff", "Decision", "Retry", "RetryTracker", "decide", "MAX_OOM_HALVINGS"]
+__all__ = ["Backoff", "Decision", "Retry", "RetryTracker", "decide", "MAX_OOM_HALVINGS", "NO_RETRY"]
 
 MAX_TRANSIENT = 10
+MAX_ANY = 100
 MAX_PREEMPTED = 100
 MAX_CONTENTION_ATTEMPTS = 100
 # A model that still does not fit at 1/256 of its batch will not fit by halving again.
 MAX_OOM_HALVINGS = 8
 
 Duration = str | int | float | timedelta
+ALL_FAILURE_KINDS = frozenset(FailureKind)
 
 
 def _count(owner: str, name: str, value: Any, low: int, high: int) -> int:
@@ -151,18 +159,35 @@ class Backoff:
 
 @dataclass(frozen=True)
 class Retry:
-    """How a step retries, per failure kind (see the module doc).
+    """How a step retries (see the module doc). ``Retry()`` retries nothing.
 
-    ``contention`` takes a ``Backoff``, an int (that many attempts with the default
-    backoff) or None (no contention retries); it is always a ``Backoff`` or None afterwards.
+    ``any``: retries of every failure alike, at once (``Retry(3)``); it excludes the
+    per-kind budgets, which opt into the taxonomy. ``contention`` takes a ``Backoff``, an int
+    (that many attempts with the default backoff: first 5m, x2, capped at 1h) or None (no
+    contention retries); it is always a ``Backoff`` or None afterwards.
     """
 
-    transient: int = 2
-    contention: Backoff | int | None = Backoff()
-    preempted: int = 10
+    any: int | None = None
+    transient: int = 0
+    contention: Backoff | int | None = None
+    preempted: int = 0
     oom_remediation: bool = False
 
     def __post_init__(self) -> None:
+        if self.any is not None:
+            _count("Retry", "any", self.any, 0, MAX_ANY)
+            per_kind = [
+                name for name, value, default in (
+                    ("transient", self.transient, 0), ("contention", self.contention, None), ("preempted", self.preempted, 0),
+                ) if value != default
+            ]
+            if per_kind:
+                raise PolicyError(
+                    f"Retry(any={self.any}) retries every failure alike; it cannot be combined with "
+                    f"{', '.join(f'{n}=' for n in per_kind)}",
+                    hint="write Retry(N) for N retries of any failure, or Retry(transient=..., contention=..., "
+                    "preempted=...) for a budget per failure kind (FATAL is then never retried)",
+                )
         _count("Retry", "transient", self.transient, 0, MAX_TRANSIENT)
         _count("Retry", "preempted", self.preempted, 0, MAX_PREEMPTED)
         c = self.contention
@@ -178,6 +203,28 @@ class Retry:
             raise PolicyError(f"Retry oom_remediation={self.oom_remediation!r} must be True or False")
 
     @property
+    def retries_any(self) -> bool:
+        """True for ``Retry(N)``: every failure kind spends one budget, as on Flyte and KFP."""
+        return self.any is not None
+
+    @property
+    def retries_nothing(self) -> bool:
+        """True when no failure is ever retried (``Retry()``, ``Retry(0)``)."""
+        b = self.backoff
+        return not (self.any or self.transient or self.preempted or (b and b.attempts) or self.oom_remediation)
+
+    def retried_in_process(self, kind: FailureKind, in_process: frozenset[FailureKind]) -> bool:
+        """Whether the shim retries a ``kind`` failure itself, given the kinds the backend leaves to it.
+
+        ``Retry(N)`` is the backend's own retry count: the shim retries in-process only where
+        the backend retries nothing itself (every kind is in-process), else it hands every
+        failure back to the backend (a Flyte or KFP retry, as a ported ``retries=N`` does).
+        """
+        if self.retries_any:
+            return in_process >= ALL_FAILURE_KINDS
+        return kind in in_process
+
+    @property
     def backoff(self) -> Backoff | None:
         """``contention`` with its type narrowed (always a Backoff or None after init)."""
         assert self.contention is None or isinstance(self.contention, Backoff)
@@ -190,6 +237,8 @@ class Retry:
         For backends that retry every failure themselves (KFP ``set_retry``): allow this
         many, and the shim ends the ones the policy would not grant within seconds.
         """
+        if self.any is not None:
+            return self.any
         b = self.backoff
         return (
             self.transient
@@ -201,6 +250,7 @@ class Retry:
     def to_dict(self) -> dict[str, Any]:
         b = self.backoff
         return {
+            "any": self.any,
             "transient": self.transient,
             "contention": b.to_dict() if b else None,
             "preempted": self.preempted,
@@ -211,7 +261,7 @@ class Retry:
     def from_dict(cls, data: dict[str, Any]) -> Retry:
         if not isinstance(data, dict):
             raise PolicyError(f"Retry must be a mapping, got {data!r}")
-        unknown = set(data) - {"transient", "contention", "preempted", "oom_remediation"}
+        unknown = set(data) - {"any", "transient", "contention", "preempted", "oom_remediation"}
         if unknown:
             raise PolicyError(f"Retry has no field(s) {sorted(unknown)}")
         return cls(**data)
@@ -289,6 +339,12 @@ class RetryTracker:
     def decide(self, failure: Failure) -> Decision:
         if not isinstance(failure, Failure):
             raise TypeError(f"decide() needs a Failure (see classify), got {type(failure).__name__}")
+        if self.policy.retries_any:
+            decision = self._any(failure)
+            if decision.retry:
+                self.counts[failure.kind] += 1
+            self.history.append((failure, decision))
+            return decision
         handler = {
             FailureKind.TRANSIENT: self._transient,
             FailureKind.CONTENTION: self._contention,
@@ -300,6 +356,20 @@ class RetryTracker:
             self.counts[failure.kind] += 1
         self.history.append((failure, decision))
         return decision
+
+    def _any(self, f: Failure) -> Decision:
+        """``Retry(N)``: every failure spends the one budget and is retried at once."""
+        limit = self.policy.any or 0
+        n = sum(self.counts.values()) + 1
+        if n > limit:
+            why = "retries disabled (Retry(0))" if limit == 0 else f"giving up after {limit} {_plural(limit)} of any failure"
+            return Decision(False, 0.0, f"{f.kind}: {f.reason}; {why}", True, f.kind)
+        if f.remediation == HALVE_BATCH and self.policy.oom_remediation and not (
+            self.batch_size is not None and self.batch_size < 2
+        ) and self.halvings < MAX_OOM_HALVINGS:
+            halved = self._halve(f)
+            return replace(halved, reason=f"{halved.reason} ({n}/{limit})", counts_against_budget=True, attempt=n)
+        return Decision(True, 0.0, f"{f.kind} {n}/{limit}: {f.reason}; retrying now (Retry({limit}): any failure)", True, f.kind, n)
 
     def _transient(self, f: Failure) -> Decision:
         limit, n = self.policy.transient, self.counts[FailureKind.TRANSIENT] + 1
@@ -336,7 +406,10 @@ class RetryTracker:
                 "(not counted against the retry budget)"
             )
             return Decision(True, 0.0, reason, False, f.kind, n)
-        why = f"giving up after {limit} preemption {_plural(limit)} (Retry(preempted={limit}))"
+        why = (
+            "preemption retries disabled (Retry(preempted=0))" if limit == 0
+            else f"giving up after {limit} preemption {_plural(limit)} (Retry(preempted={limit}))"
+        )
         return Decision(False, 0.0, f"PREEMPTED: {f.reason}; {why}", False, f.kind)
 
     def _fatal(self, f: Failure) -> Decision:
@@ -383,3 +456,7 @@ def decide(
 ) -> Decision:
     """Pure form: the decision for ``failure`` after the earlier ``history`` of this step run."""
     return RetryTracker.replay(policy, history, batch_size=batch_size).decide(failure)
+
+
+# What a step that declares nothing gets: no retries, as flytekit and KFP do by default.
+NO_RETRY = Retry()

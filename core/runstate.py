@@ -50,6 +50,9 @@ class EnvName:
     STATE_ROOT = "INTERLOCK_STATE_ROOT"
     RETRY_IN_PROCESS = "INTERLOCK_RETRY_IN_PROCESS"
     CHECKPOINT_ROOT = "INTERLOCK_CHECKPOINT_ROOT"
+    # Durable run state for backends that retry in a fresh pod (a KFP pipeline root, s3://...):
+    # each node's fragment and stop markers are mirrored there (statestore.DurableState).
+    STATE_STORE = "INTERLOCK_STATE_STORE"
     # The run id as the orchestrator knows it, when INTERLOCK_RUN_ID cannot be set at compile
     # time: the kfp adapter maps the pod's `pipeline/runid` label to it (downward API).
     ORCHESTRATOR_RUN_ID = "KFP_RUN_ID"
@@ -66,6 +69,7 @@ class RunEnv:
     state_root: Path | None = None
     retry_in_process: frozenset[FailureKind] | None = None
     checkpoint_root: str | None = None
+    state_store: str | None = None
 
     @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> RunEnv:
@@ -80,6 +84,7 @@ class RunEnv:
             state_root=Path(state_root) if state_root else None,
             retry_in_process=frozenset(FailureKind(k) for k in kinds.split(",") if k) if kinds is not None else None,
             checkpoint_root=env.get(EnvName.CHECKPOINT_ROOT) or None,
+            state_store=env.get(EnvName.STATE_STORE) or None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -94,6 +99,7 @@ class RunEnv:
                 ",".join(sorted(k.value for k in self.retry_in_process)) if self.retry_in_process is not None else None
             ),
             EnvName.CHECKPOINT_ROOT: self.checkpoint_root,
+            EnvName.STATE_STORE: self.state_store,
         }
         return {k: v for k, v in values.items() if v is not None}
 
@@ -150,6 +156,7 @@ class RunContext:
     checkpoint_root: str | None = None  # default: state_dir/checkpoints (a run's own folder)
     preemption_grace_s: float = 20.0
     classifier: Any = None  # a failures.Classifier; None = the default rule table
+    state_store: str | None = None  # where node state outlives the pod (a store URI); None: state_dir is enough
 
     def __post_init__(self) -> None:
         self.state_dir = Path(self.state_dir)
@@ -163,6 +170,7 @@ class RunContext:
         return RunEnv(
             pipeline=self.pipeline, run_id=self.run_id, backend=self.backend, state_dir=self.state_dir,
             retry_in_process=self.retry_in_process, checkpoint_root=self.checkpoint_root,
+            state_store=self.state_store,
         ).to_env()
 
     @classmethod
@@ -176,6 +184,7 @@ class RunContext:
             "state_dir": replace(seen, run_id=run_id).run_state_dir() or Path(".interlock/state"),
             "retry_in_process": seen.retry_in_process if seen.retry_in_process is not None else ALL_KINDS,
             "checkpoint_root": seen.checkpoint_root,
+            "state_store": seen.state_store,
         }
         values.update(overrides)
         return cls(**values)
@@ -309,9 +318,14 @@ class Fragment:
 
 # -- markers -----------------------------------------------------------------------------------
 class StopMarker(StrEnum):
-    """Why a node must not run again in this run (one file per node and kind)."""
+    """Why a node must not run again in this run (one file per node and kind).
 
-    FATAL = "fatal"  # it failed FATAL: a backend retry (KFP retries everything) cannot help
+    The shim writes one whenever it decides "do not retry": a backend that retries every
+    failure (KFP's ``set_retry``) or a retry in a fresh pod must end in seconds, not rerun.
+    """
+
+    FATAL = "fatal"  # it failed FATAL: a backend retry cannot help
+    EXHAUSTED = "exhausted"  # its retry budget for that failure kind is spent
 
 
 @dataclass(frozen=True)
@@ -324,8 +338,9 @@ class Marker:
     def refusal(self) -> Failure:
         """The failure the shim reports when it refuses to run the node again."""
         f = self.failure
+        why = "a retry cannot fix it" if self.kind is StopMarker.FATAL else "its retry budget is spent"
         return replace(
-            f, reason=f"already failed {f.kind} earlier in run {self.run_id}: {f.reason} (not re-running: a retry cannot fix it)",
+            f, reason=f"already failed {f.kind} earlier in run {self.run_id}: {f.reason} (not re-running: {why})",
             hint=f.hint or "fix the cause and start a new run",
         )
 
@@ -404,6 +419,18 @@ class RunState:
             return Marker(kind, node, self.run_id, Failure.from_dict(data.get("failure")))  # type: ignore[arg-type]
         except (PolicyError, TypeError, ValueError):
             return None
+
+    def stop_marker(self, node: str) -> Marker | None:
+        """The marker that stops ``node`` in this run, whatever its kind (FATAL first)."""
+        for kind in StopMarker:
+            marker = self.read_marker(node, kind)
+            if marker is not None:
+                return marker
+        return None
+
+    def node_files(self, node: str) -> list[Path]:
+        """The files that hold ``node``'s state in this run (its fragment and markers)."""
+        return [self.fragment_path(node), *(self.marker_path(node, k) for k in StopMarker)]
 
     def write_receipt(self, receipt: dict[str, Any]) -> Path:
         write_json_atomic(self.receipt_path, receipt, indent=2)
@@ -526,8 +553,8 @@ def _failure_of(state: RunState, node: str, frag: Fragment | None, saw: Seen) ->
         if saw.error.failure is not None:
             return saw.error.failure
         return Failure(saw.error.kind, saw.error.reason, saw.error.hint)
-    marker = state.read_marker(node) if not saw.shim_ran else None
-    if marker is not None:  # the shim refused at once: this node failed FATAL earlier in this run
+    marker = state.stop_marker(node) if not saw.shim_ran else None
+    if marker is not None:  # the shim refused at once: this node gave up earlier in this run
         return marker.refusal()
     # The fragment's failures explain this one only when the shim itself ended the step failed.
     recorded = frag.failures() if frag is not None and saw.shim_ran and frag.status is Status.FAILED else []

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri
@@ -26,6 +26,7 @@ from .failures import Failure, FailureKind, Preempted, default_classifier
 from .retry import RetryTracker
 from .runstate import ALL_KINDS, Attempt, Fragment, RunContext, StopMarker
 from .spec import StepSpec
+from .statestore import DurableState
 from .status import Status
 from .values import check_output
 
@@ -46,6 +47,7 @@ class StepResult:
     ended: float
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
+    written: Any = None  # what the backend's output writer returned (execute_step(write=...))
 
 
 # -- resolving user code -------------------------------------------------------------------
@@ -159,9 +161,16 @@ def execute_step(
     node: str,
     inputs: dict[str, Any],
     fn: Callable[..., Any] | None = None,
+    write: Callable[[dict[str, Any]], Any] | None = None,
 ) -> StepResult:
+    """Run ``node`` through the shim. ``write`` hands the checked outputs to the backend
+    (artifacts, parameters): it runs inside the attempt, so a value that cannot be written
+    fails the attempt and is classified, retried or stopped like any failure."""
     state = run.state
-    prior = state.read_marker(node, StopMarker.FATAL)
+    durable = DurableState(run.state_store, run.pipeline, run.run_id) if run.state_store else None
+    if durable is not None:
+        durable.pull(state, node)  # a retry in a fresh pod sees what earlier attempts decided
+    prior = state.stop_marker(node)
     if prior is not None:
         refused = prior.refusal()
         raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
@@ -190,10 +199,11 @@ def execute_step(
             with _signals(ctx, step.timeout_s, run.preemption_grace_s):
                 returned = fn(**kwargs)
             outputs = outputs_of(step, returned)
+            written = write(outputs) if write is not None else None
         except (Exception, SystemExit) as exc:  # SystemExit(143): the process was told to stop
             failure: Failure = classifier.classify(exc)
             decision = tracker.decide(failure)
-            retry_here = decision.retry and failure.kind in run.retry_in_process
+            retry_here = decision.retry and step.retry.retried_in_process(failure.kind, run.retry_in_process)
             attempts.append(Attempt(
                 len(attempts) + 1, t0, run.clock(), Status.FAILED, failure.to_dict(), decision.reason,
                 decision.delay_s if retry_here else 0.0, factor,
@@ -205,10 +215,15 @@ def execute_step(
                 if decision.delay_s:
                     run.sleeper(decision.delay_s)
                 continue
-            if failure.kind is FailureKind.FATAL:
-                state.write_marker(node, failure, StopMarker.FATAL)
+            if not decision.retry:  # no retry anywhere: a backend retry of this node must end at once
+                fatal = failure.kind is FailureKind.FATAL and not step.retry.retries_any
+                marked = failure if fatal else replace(
+                    failure, reason=decision.reason.removeprefix(f"{failure.kind}: "))  # "...; giving up after 2 retries"
+                state.write_marker(node, marked, StopMarker.FATAL if fatal else StopMarker.EXHAUSTED)
             result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
             _write_fragment(run, step, result, Status.FAILED)
+            if durable is not None:
+                durable.push(state, node)
             raise StepFailed(
                 node, failure.kind, failure.reason, hint=failure.hint, attempts=len(attempts),
                 pipeline=run.pipeline, failure=failure, attempt_log=attempts,
@@ -216,8 +231,10 @@ def execute_step(
                 backend_should_retry=decision.retry and not retry_here,
             ) from exc
         attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SUCCEEDED, batch_size_factor=factor))
-        result = StepResult(node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
+        result = StepResult(node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts), written)
         _write_fragment(run, step, result, Status.SUCCEEDED)
+        if durable is not None:
+            durable.push(state, node)
         return result
 
 

@@ -110,9 +110,9 @@ def build_step_spec(fn: Callable[..., Any], name: str, **policy: Any) -> StepSpe
         raise PolicyError(f"cache={cache!r} must be il.Cache(...), True or False", step=name)
     version = policy.get("version") or (cache.version if cache else None)
 
-    retry = policy.get("retry") or Retry()
-    if isinstance(retry, int):
-        retry = Retry(transient=retry)
+    retry = policy.get("retry") or Retry()  # declares nothing: no retries, as on Flyte and KFP
+    if isinstance(retry, int) and not isinstance(retry, bool):
+        retry = Retry(retry)  # retry=3 ports flytekit's retries=3 / KFP's set_retry(3): any failure
     if not isinstance(retry, Retry):
         raise PolicyError(f"retry={retry!r} must be il.Retry(...)", step=name)
 

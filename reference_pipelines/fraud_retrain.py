@@ -118,7 +118,7 @@ def transform(clean: pd.DataFrame, snapshot: str) -> il.Dataset:
 @il.step(
     cache=il.Cache(version=fraud_model.MODEL_CODE_VERSION),
     resources=il.Resources(cpu="2", memory="4Gi", gpu=1, accelerator="nvidia-h200"),
-    retry=il.Retry(transient=2, oom_remediation=True),
+    retry=il.Retry(transient=2, preempted=3, oom_remediation=True),  # spot: survive 3 reclaims
     checkpoint=il.CheckpointPolicy(every="1m", keep=2),
     interruptible=True,
     labels={"team": "fraud"},

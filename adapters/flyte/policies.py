@@ -114,8 +114,14 @@ def cache(step: StepSpec) -> FlyteCache | None:
 
 
 def retries(step: StepSpec, in_process: frozenset[FailureKind]) -> int:
-    """Flyte has one retry counter for recoverable user errors: every kind the shim hands back."""
+    """Flyte has one retry counter for recoverable user errors: every kind the shim hands back.
+
+    ``Retry(N)`` is flytekit's ``retries=N`` (the shim hands every failure back, recoverable,
+    until N are spent). A step that declares nothing gets ``retries=0``, as a plain @task.
+    """
     rp = step.retry
+    if rp.retries_any:
+        return 0 if rp.retried_in_process(FailureKind.FATAL, in_process) else (rp.any or 0)
     n = 0
     if FailureKind.TRANSIENT not in in_process:
         n += rp.transient

@@ -172,14 +172,18 @@ def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any) -> Callab
     def body(**kwargs: Any) -> Any:
         run = run_context(pipeline)
         inputs = {p.name: from_flyte(kwargs[p.name], p.type) for p in step.inputs if p.name in kwargs}
+        def write(outputs: dict[str, Any]) -> Any:
+            # Inside the shim: an output that cannot be converted fails the attempt like any failure.
+            return outputs_to_flyte(step.outputs, outputs, ret_type, _scratch())
+
         try:
             with distributed.process_group(step.distributed):
-                result = execute_step(run, step, node, inputs)
+                result = execute_step(run, step, node, inputs, write=write)
         except StepFailed as err:
             if err.backend_should_retry:
                 raise FlyteRecoverableException(str(err)) from err
             raise
-        return outputs_to_flyte(step.outputs, result.outputs, ret_type, _scratch())
+        return result.written
 
     params = [
         inspect.Parameter(

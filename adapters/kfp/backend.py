@@ -28,7 +28,8 @@ _FEATURES = {
     "retry.transient": "emulated: retried in-process by the shim",
     "retry.contention_backoff": "native (set_retry backoff)",
     "retry.preempted": "emulated: KFP retries (counted into set_retry), resumed from the checkpoint",
-    "retry.fatal_stop": "emulated: FATAL marker; a KFP retry of a FATAL step exits in seconds",
+    "retry.fatal_stop": "emulated: a stop marker whenever the shim gives up (FATAL, a spent budget), kept in "
+    "durable run state (state_pvc, pipeline_root or state_store); a KFP retry of that step exits in seconds",
     "cache": "native (KFP caching; the code fingerprint is in the component command)",
     "checkpoint": "native (the shim; needs a shared store on a cluster: state_pvc or s3://)",
     "gates": "native (dsl.If)",
@@ -85,7 +86,7 @@ class KfpBackend:
 
     def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
         """Options: image, caching, accelerator_resource, accelerator_label, spot_node_selector,
-        spot_tolerations, pvc_mounts, state_pvc, run_id_from_pod_label (KfpOptions), and
+        spot_tolerations, pvc_mounts, state_pvc, pipeline_root, state_store, run_id_from_pod_label (KfpOptions), and
         emit_image / requirements / base_image / context for the Dockerfile."""
         return _compile(spec, Path(out), options)
 

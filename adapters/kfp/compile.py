@@ -21,7 +21,7 @@ from interlock.core.types import TypeKind, TypeSpec
 
 from .component import NodeComponent, declared_inputs, make_components
 from .names import SINGLE
-from .policies import KfpOptions, apply_platform_settings, apply_task_settings
+from .policies import KfpOptions, apply_platform_settings, apply_task_settings, check_durable_state
 from .types import encode, json_text, kfp_type
 
 _PY_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
@@ -107,7 +107,7 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     body.__name__ = spec.name.replace("-", "_")
     body.__doc__ = spec.doc or f"interlock pipeline {spec.name}"
     try:
-        pipeline = dsl.pipeline(name=spec.name, description=spec.doc or None)(body)
+        pipeline = dsl.pipeline(name=spec.name, description=spec.doc or None, pipeline_root=opts.pipeline_root)(body)
     except PipelineDefinitionError:
         raise
     except Exception as exc:  # kfp's InconsistentTypeException, TypeError, ValueError...
@@ -215,6 +215,7 @@ def compile_pipeline(spec: PipelineSpec, out: Path, opts: KfpOptions | None = No
 
     out = Path(out)
     path = out if out.suffix in (".yaml", ".yml", ".json") else out / f"{spec.name}.yaml"
+    check_durable_state(spec, opts or KfpOptions())  # for a cluster: a retry runs in a fresh pod
     path.parent.mkdir(parents=True, exist_ok=True)
     built = build_pipeline(spec, opts)
     compiler.Compiler().compile(built.pipeline, str(path))

@@ -40,7 +40,7 @@ def run_context(spec: PipelineSpec) -> RunContext:
     run_id = seen.run_id
     if run_id is None:
         run_id = f"kfp-{uuid.uuid4().hex[:12]}"
-        log.warning("no run id in the environment; FATAL markers will not stop KFP retries of this task")
+        log.warning("no run id in the environment; stop markers will not stop KFP retries of this task")
     overrides: dict[str, Any] = {}
     if seen.state_dir is None and seen.state_root is None:
         overrides["state_dir"] = state_dir_under(Path(".interlock"), run_id)
@@ -62,14 +62,21 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
     inputs = node_inputs(spec, step, node, args)
     run = run_context(spec)
     try:
-        result = execute_step(run, step, node, inputs)
+        # Outputs are written inside the shim: one that cannot be serialized fails the attempt,
+        # is classified and stops KFP's retries like any other failure.
+        result = execute_step(run, step, node, inputs, write=lambda outputs: write_outputs(step, outputs, args))
     except StepFailed as exc:
         print(f"interlock: {exc}", file=sys.stderr, flush=True)
         raise
-    names_in, names_out = io_names(step)
+    return result.written
+
+
+def write_outputs(step: StepSpec, outputs: dict[str, Any], args: dict[str, Any]) -> Any:
+    """Artifacts to their KFP paths; parameters returned as the component function returns them."""
+    _, names_out = io_names(step)
     params: list[Any] = []
     for port in step.outputs:
-        value = result.outputs[port.name]
+        value = outputs[port.name]
         kname = names_out[port.name]
         if port.type.is_artifact:
             write_artifact(value, port.type, args[kname])

@@ -59,7 +59,7 @@ class TaskRecord:
     ended: float
     fragment_written: bool = False  # the shim ran the step (a receipt fragment was written)
     kfp_attempts: int = 0  # subprocesses kfp actually started for this task
-    stopped_by_marker: int = 0  # kfp retries skipped because the node failed FATAL
+    stopped_by_marker: int = 0  # kfp retries skipped because the shim gave up on the node (a stop marker)
 
 
 @dataclass
@@ -149,8 +149,8 @@ class _TaskObserver:
 
         node = self.current
         rec = self.records.get(node or "")
-        if rec is not None and rec.kfp_attempts > 0 and self.state.read_marker(rec.node) is not None:
-            # kfp retries every failure; after a FATAL one the shim would refuse in seconds.
+        if rec is not None and rec.kfp_attempts > 0 and self.state.stop_marker(rec.node) is not None:
+            # kfp retries every failure; after the shim gave up (FATAL, a spent budget) it would refuse in seconds.
             # Locally we skip even those seconds (the shim's own check is tested separately).
             rec.stopped_by_marker += 1
             return {}, status.Status.FAILURE
@@ -160,7 +160,7 @@ class _TaskObserver:
 
     def _sleep(self, seconds: float) -> None:
         node = self.current
-        if node and self.state.read_marker(node) is not None:
+        if node and self.state.stop_marker(node) is not None:
             return  # the retry will be refused at once: do not wait for it
         self.sleeper(seconds)
 

@@ -51,11 +51,29 @@ class KfpOptions:
         Toleration(key="cloud.google.com/gke-spot", operator="Equal", value="true", effect="NoSchedule"),
     )
     pvc_mounts: tuple[tuple[str, str], ...] = ()  # (pvc name, mount path) on every step
-    # Where FATAL markers, receipt fragments and local checkpoints survive a pod: a PVC.
+    # Where stop markers and receipt fragments survive a pod (a KFP retry runs in a fresh one):
+    # a PVC mounted on every step, else a store URI (state_store), else the pipeline root.
     state_pvc: str | None = None
+    pipeline_root: str | None = None  # the IR's default pipeline root (s3://bucket/path)
+    state_store: str | None = None  # default: pipeline_root
     run_id_from_pod_label: bool = True  # KFP_RUN_ID from the pod's pipeline/runid label
     # kfp.local evaluates dsl.If only on outputs named "Output": route other gates through as_bool.
     local_conditions: bool = False
+
+    @property
+    def durable_state(self) -> str | None:
+        """Where node state outlives a pod, in words for messages; None: nowhere."""
+        if self.state_pvc:
+            return f"PVC {self.state_pvc}"
+        return self.state_store_uri
+
+    @property
+    def state_store_uri(self) -> str | None:
+        """The store the shim mirrors node state to (unless the state volume holds it)."""
+        if self.state_pvc:
+            return None
+        return self.state_store or self.pipeline_root
+
 
     @classmethod
     def from_options(cls, **options: Any) -> KfpOptions:
@@ -101,20 +119,21 @@ def parse_bool(name: str, text: str) -> bool:
 
 @dataclass(frozen=True)
 class RetryMapping:
-    """KFP ``set_retry`` arguments for one step (None: no KFP retries)."""
+    """KFP ``set_retry`` arguments for one step (None: no KFP retries; None backoff: KFP's own)."""
 
     num_retries: int
-    backoff_duration: str
-    backoff_factor: float
-    backoff_max_duration: str
+    backoff_duration: str | None = None
+    backoff_factor: float | None = None
+    backoff_max_duration: str | None = None
 
     def kwargs(self) -> dict[str, Any]:
-        return {
+        kw = {
             "num_retries": self.num_retries,
             "backoff_duration": self.backoff_duration,
             "backoff_factor": self.backoff_factor,
             "backoff_max_duration": self.backoff_max_duration,
         }
+        return {k: v for k, v in kw.items() if v is not None}
 
 
 def _seconds(value: float) -> str:
@@ -122,11 +141,15 @@ def _seconds(value: float) -> str:
 
 
 def retry_mapping(retry: Retry) -> RetryMapping | None:
-    """CONTENTION's backoff and PREEMPTED's count become KFP retries; TRANSIENT stays in the shim.
+    """The KFP ``set_retry`` for a step's policy.
 
-    KFP retries every failure the same way, so the FATAL marker (written by the shim) makes
-    a KFP retry after a FATAL failure exit in seconds instead of rerunning the step.
+    ``Retry(N)`` is ``set_retry(N)``, as written in KFP. The taxonomy: CONTENTION's backoff
+    and PREEMPTED's count become KFP retries; TRANSIENT (and OOM remediation) stay in the
+    shim. KFP retries every failure the same way, so the shim's stop marker makes a KFP
+    retry of a step it gave up on exit in seconds instead of rerunning the step.
     """
+    if retry.retries_any:
+        return RetryMapping(retry.any) if retry.any else None
     b = retry.backoff
     contention = b.attempts if b else 0
     count = contention + retry.preempted
@@ -140,14 +163,45 @@ def retry_mapping(retry: Retry) -> RetryMapping | None:
 def describe_retry(m: RetryMapping | None) -> str:
     if m is None:
         return "no KFP retries"
+    if m.backoff_duration in (None, "0s"):
+        return f"{m.num_retries} KFP retries, at once"
     return f"{m.num_retries} KFP retries, backoff {m.backoff_duration} x{m.backoff_factor:g} (cap {m.backoff_max_duration})"
+
+
+def check_durable_state(spec: PipelineSpec, opts: KfpOptions) -> None:
+    """Refuse KFP retries whose run state would vanish with the pod.
+
+    A KFP retry runs in a fresh pod. Without shared storage the shim's stop marker and the
+    retry budget already spent are gone, and every retry reruns the step in full (a FATAL
+    failure after a long GPU step, every backoff wait included).
+    """
+    if opts.durable_state is not None:
+        return
+    retried = [(n.name, m) for n in spec.nodes if (m := retry_mapping(spec.step_of(n.name).retry)) is not None]
+    if not retried:
+        return
+    from interlock.core.errors import PipelineDefinitionError
+
+    node, m = retried[0]
+    others = f" (as have {', '.join(repr(n) for n, _ in retried[1:])})" if len(retried) > 1 else ""
+    raise PipelineDefinitionError(
+        f"the step has {describe_retry(m)}{others}, but the run state that stops a retry (stop markers, "
+        "the retry budget spent) would live in the pod's own filesystem and vanish with it: every KFP retry "
+        "would rerun the step in full",
+        pipeline=spec.name, step=node,
+        hint="compile with --option pipeline_root=s3://BUCKET/PATH (the run's KFP pipeline root keeps the state), "
+        "--option state_store=URI, or --option state_pvc=PVC_NAME (a ReadWriteMany volume)",
+    )
 
 
 def container_env(spec: PipelineSpec, step: StepSpec, opts: KfpOptions) -> dict[str, str]:
     """Static env of the container: the step's env plus what the shim reads."""
     env = dict(step.env)
     # With a state volume the shim uses STATE_ROOT/runs/<run id>/state.
-    env.update(RunEnv(retry_in_process=IN_PROCESS, state_root=Path(STATE_MOUNT) if opts.state_pvc else None).to_env())
+    env.update(RunEnv(
+        retry_in_process=IN_PROCESS, state_root=Path(STATE_MOUNT) if opts.state_pvc else None,
+        state_store=opts.state_store_uri,
+    ).to_env())
     return env
 
 
@@ -217,9 +271,9 @@ def apply_platform_settings(task: Any, spec: PipelineSpec, step: StepSpec, opts:
 
 # What KFP cannot express, and what the adapter does instead (shown by `interlock backends`).
 LOSSY = (
-    "retry kinds: KFP retries every failure alike; the shim retries TRANSIENT in-process, KFP's set_retry "
-    "carries CONTENTION's backoff (+ PREEMPTED's count), and a FATAL failure leaves a marker so KFP's "
-    "retry of it exits in seconds",
+    "retry kinds: KFP retries every failure alike; Retry(N) is set_retry(N); with the taxonomy the shim retries "
+    "TRANSIENT in-process, KFP's set_retry carries CONTENTION's backoff (+ PREEMPTED's count), and whenever the "
+    "shim gives up (FATAL, a spent budget) it leaves a stop marker so KFP's retry exits in seconds",
     "retry max_total: KFP has no cap on the total wait; only the per-retry cap (backoff_max_duration) is set",
     "preemption retries wait CONTENTION's backoff on KFP (one retry policy per task)",
     "spot (interruptible): no KFP preemption handler; rendered as spot node selector + toleration + set_retry",
@@ -235,9 +289,10 @@ LOSSY = (
     "pipeline outputs that are a dataclass field are not declared in the IR (KFP cannot select a field); "
     "kfp-local still returns them",
     "schedule: not part of the IR; create a recurring run with kfp.Client().create_recurring_run(cron_expression=...)",
-    "local checkpoint stores, FATAL markers and receipt fragments need a shared volume on a cluster: compile "
-    "with state_pvc=NAME (or use an s3:// checkpoint store); a dsl.ExitHandler task then assembles the receipt, "
-    "and the IR declares no pipeline outputs (KFP refuses outputs from inside an ExitHandler)",
+    "run state (stop markers, receipt fragments) must outlive a pod: compile with pipeline_root=s3://... or "
+    "state_store=URI (mirrored there), or state_pvc=NAME; a step with KFP retries and none of these is refused. "
+    "With state_pvc a dsl.ExitHandler task also assembles the receipt, and the IR declares no pipeline outputs "
+    "(KFP refuses outputs from inside an ExitHandler)",
 )
 
 

@@ -105,13 +105,61 @@ def test_backoff_zero_attempts_may_have_a_short_max_total():
 
 
 def test_retry_defaults_and_contention_forms():
+    # A step that declares nothing is not retried (flytekit retries=0, KFP without set_retry).
     r = Retry()
-    assert (r.transient, r.contention, r.preempted, r.oom_remediation) == (2, Backoff(), 10, False)
+    assert (r.any, r.transient, r.contention, r.preempted, r.oom_remediation) == (None, 0, None, 0, False)
+    assert r.retries_nothing and r.max_retries == 0
     assert Retry(contention=3).contention == Backoff(attempts=3)
     assert Retry(contention=None).contention is None
     assert Retry(contention={"attempts": 5, "first": "1m"}).contention == Backoff(attempts=5, first="1m")
-    assert Retry().max_retries == 2 + 4 + 10
-    assert Retry(contention=None, oom_remediation=True).max_retries == 2 + 10 + MAX_OOM_HALVINGS
+    assert Retry(transient=2, contention=4, preempted=10).max_retries == 2 + 4 + 10
+    assert Retry(transient=2, preempted=10, oom_remediation=True).max_retries == 2 + 10 + MAX_OOM_HALVINGS
+    assert Retry(3).max_retries == 3 and Retry(any=3) == Retry(3)
+
+
+def test_a_step_that_declares_nothing_never_retries():
+    for failure in (RESET, NO_GPU, SPOT, BUG):
+        d = RetryTracker(Retry()).decide(failure)
+        assert not d.retry, failure
+
+
+def test_retry_n_retries_any_failure_at_once_like_flyte_and_kfp():
+    # A literal port of flytekit's retries=3 / KFP's set_retry(3): the unknown bug is retried too.
+    t = RetryTracker(Retry(3))
+    decisions = [t.decide(f) for f in (BUG, RESET, NO_GPU, BUG)]
+    assert [d.retry for d in decisions] == [True, True, True, False]
+    assert all(d.delay_s == 0.0 for d in decisions)
+    assert decisions[0].reason.startswith("FATAL 1/3: unclassified ValueError")
+    assert decisions[3].reason.endswith("giving up after 3 retries of any failure")
+    assert not RetryTracker(Retry(0)).decide(RESET).retry
+
+
+def test_retry_n_cannot_be_mixed_with_the_taxonomy():
+    with pytest.raises(PolicyError, match=r"Retry\(any=3\) retries every failure alike.*transient="):
+        Retry(3, transient=1)
+    with pytest.raises(PolicyError, match="contention="):
+        Retry(any=2, contention=Backoff())
+    with pytest.raises(PolicyError, match="any=101"):
+        Retry(101)
+
+
+def test_retry_n_keeps_oom_remediation_within_its_budget():
+    t = RetryTracker(Retry(2, oom_remediation=True), batch_size=8)
+    decisions = [t.decide(OOM) for _ in range(3)]
+    assert [d.retry for d in decisions] == [True, True, False]
+    assert decisions[0].remediation["batch_size"] == 4 and decisions[1].remediation["batch_size"] == 2
+
+
+def test_retry_in_process_per_backend():
+    from interlock.core.status import FailureKind as K
+
+    kfp, flyte, local = frozenset({K.TRANSIENT, K.FATAL}), frozenset({K.CONTENTION}), frozenset(K)
+    taxonomy = Retry(transient=2)
+    assert taxonomy.retried_in_process(K.TRANSIENT, kfp) and not taxonomy.retried_in_process(K.TRANSIENT, flyte)
+    # Retry(N) is the backend's own count: handed back wherever the backend retries at all.
+    assert not Retry(3).retried_in_process(K.TRANSIENT, kfp)
+    assert not Retry(3).retried_in_process(K.CONTENTION, flyte)
+    assert Retry(3).retried_in_process(K.FATAL, local)
 
 
 @pytest.mark.parametrize(
@@ -145,6 +193,8 @@ def test_invalid_retry_names_field_and_value(kwargs, text):
         Retry(transient=1, contention=Backoff(attempts=5, first="30s", factor=3, max_delay="2h", max_total=None)),
         Retry(contention=Backoff(first=90.0, max_delay=600)),
         Retry(oom_remediation=True),
+        Retry(3),
+        Retry(2, oom_remediation=True),
     ],
 )
 def test_retry_json_round_trip(policy):
@@ -154,7 +204,7 @@ def test_retry_json_round_trip(policy):
 
 
 def test_retry_json_keeps_what_the_user_wrote_and_converts_timedelta():
-    assert Retry().to_dict()["contention"]["first"] == "5m"
+    assert Retry(contention=2).to_dict()["contention"]["first"] == "5m"
     b = Backoff(first=timedelta(minutes=2), max_delay=timedelta(hours=1), max_total=None)
     assert b.to_dict()["first"] == 120.0
     assert Backoff.from_dict(json.loads(json.dumps(b.to_dict()))).delays() == b.delays()
@@ -214,7 +264,7 @@ def test_contention_none_is_not_retried():
 
 
 def test_budgets_per_kind_are_independent():
-    t = RetryTracker(Retry(transient=1, contention=Backoff(attempts=2, first="1s", max_total=None)))
+    t = RetryTracker(Retry(transient=1, contention=Backoff(attempts=2, first="1s", max_total=None), preempted=2))
     seq = [NCCL, NO_GPU, NO_GPU, RESET, NO_GPU]
     assert [t.decide(f).retry for f in seq] == [True, True, True, False, False]
     # A later transient is still refused, contention is exhausted, preemption unaffected.
@@ -232,7 +282,7 @@ def test_preemption_does_not_consume_the_budget():
 
 
 def test_preempted_decision_says_resume_and_not_counted():
-    d = RetryTracker(Retry()).decide(SPOT)
+    d = RetryTracker(Retry(preempted=10)).decide(SPOT)
     assert (d.retry, d.delay_s, d.counts_against_budget, d.kind) == (True, 0.0, False, FailureKind.PREEMPTED)
     assert d.reason.startswith("PREEMPTED 1/10: preempted (SIGTERM")
     assert "latest checkpoint" in d.reason and "not counted against the retry budget" in d.reason

@@ -16,7 +16,9 @@ from typing import Any, NamedTuple
 import pytest
 
 import interlock as il
+from interlock.core.errors import SerializationError
 from interlock.core.failures import FailureKind
+from interlock.core.runstate import StopMarker
 from interlock.core.runtime import RunContext, execute_step
 
 GPU_FULL = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu"
@@ -73,7 +75,80 @@ def test_transient_budget_runs_out(tmp_path: Path) -> None:
     err = info.value
     assert (err.step, err.kind, err.attempts) == ("always_resets", "TRANSIENT", 2)
     assert "network connection dropped" in err.reason
-    assert not shim.run.state.marker_path("always_resets").exists()  # only FATAL leaves a marker
+    # Not FATAL, but the shim gave up: a stop marker so that a backend retry ends at once.
+    assert not shim.run.state.marker_path("always_resets").exists()
+    marker = json.loads(shim.run.state.marker_path("always_resets", StopMarker.EXHAUSTED).read_text())
+    assert marker["failure"]["kind"] == "TRANSIENT" and "giving up after 1 retry" in marker["failure"]["reason"]
+
+
+def test_a_backend_retry_after_a_spent_budget_stops_at_once(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    @il.step(retry=il.Retry(transient=1))
+    def always_resets(x: int) -> int:
+        calls.append(x)
+        raise ConnectionResetError("reset")
+
+    shim = Shim(tmp_path)
+    with pytest.raises(il.StepFailed):
+        shim.execute(always_resets, x=1)
+    t0 = time.perf_counter()
+    with pytest.raises(il.StepFailed) as again:  # KFP's set_retry, or a new pod for the same node
+        shim.execute(always_resets, x=1)
+    assert time.perf_counter() - t0 < 1.0 and calls == [1, 1]
+    assert again.value.kind == "TRANSIENT"
+    assert "already failed TRANSIENT earlier in run run-1" in again.value.reason
+    assert "giving up after 1 retry" in again.value.reason and "retry budget is spent" in again.value.reason
+
+
+def test_a_step_without_a_retry_policy_runs_once(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    @il.step
+    def flaky(x: int) -> int:
+        calls.append(x)
+        raise ConnectionResetError("reset")
+
+    with pytest.raises(il.StepFailed) as info:
+        Shim(tmp_path).execute(flaky, x=1)
+    assert calls == [1] and info.value.attempts == 1
+
+
+def test_retry_n_retries_an_unclassified_bug(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    @il.step(retry=3)  # a literal port of flytekit's retries=3 / KFP's set_retry(3)
+    def buggy(x: int) -> int:
+        calls.append(x)
+        if len(calls) < 3:
+            raise KeyError("missing")
+        return x
+
+    result = Shim(tmp_path).execute(buggy, x=7)
+    assert result.outputs == {"o0": 7} and kinds(result.attempts) == ["FATAL", "FATAL", None]
+
+
+def test_an_output_that_cannot_be_written_fails_inside_the_shim(tmp_path: Path) -> None:
+    """The backend's writer runs in the attempt: its failure is classified, recorded and marked."""
+    calls: list[int] = []
+
+    @il.step(retry=il.Retry(transient=2))
+    def produce(x: int) -> int:
+        calls.append(x)
+        return x
+
+    def write(outputs: dict[str, Any]) -> Any:
+        raise SerializationError("output 'o0' cannot be serialized as a KFP parameter")
+
+    shim = Shim(tmp_path)
+    with pytest.raises(il.StepFailed) as info:
+        execute_step(shim.run, produce.spec, "produce", {"x": 1}, fn=produce.fn, write=write)
+    assert info.value.kind == "FATAL" and calls == [1]
+    fragment = json.loads(shim.run.state.fragment_path("produce").read_text())
+    assert fragment["status"] == "failed" and "cannot be serialized" in fragment["attempts"][0]["failure"]["message"]
+    assert shim.run.state.stop_marker("produce") is not None
+    ok = execute_step(Shim(tmp_path / "b").run, produce.spec, "produce", {"x": 2}, fn=produce.fn, write=lambda o: ["written", o])
+    assert ok.written == ["written", {"o0": 2}]
 
 
 # -- CONTENTION ------------------------------------------------------------------------------------
@@ -172,7 +247,7 @@ def test_unknown_errors_are_fatal_with_a_hint(tmp_path: Path) -> None:
 def test_sigterm_checkpoints_then_resumes_without_spending_the_budget(tmp_path: Path) -> None:
     seen: list[Any] = []
 
-    @il.step(retry=il.Retry(transient=1), checkpoint=il.CheckpointPolicy(every="1h", keep=2), interruptible=True)
+    @il.step(retry=il.Retry(transient=1, preempted=2), checkpoint=il.CheckpointPolicy(every="1h", keep=2), interruptible=True)
     def train(epochs: int, ctx: il.StepContext) -> int:
         state = ctx.checkpoint.load()
         seen.append(state)

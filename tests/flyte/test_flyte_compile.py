@@ -259,3 +259,33 @@ def test_cli_compile_and_backends(tmp_path: Path, capsys: pytest.CaptureFixture[
     listing = capsys.readouterr().out
     assert "flyte-local" in listing
     assert "! retry.contention_backoff: Flyte retries at once" in listing
+
+
+def test_compiled_retries_are_what_the_steps_declare(tmp_path: Path) -> None:
+    """A step with no retry policy is a plain @task (retries=0); retry=3 is @task(retries=3)."""
+    from core_pipelines.ported import ported_pipeline
+    from flytekit import task as flyte_task
+
+    files = il.compile(ported_pipeline, backend="flyte", out=tmp_path, project="p", domain="d", version="v1",
+                       image="ghcr.io/acme/train:v1")
+
+    def meta(node: str) -> task_pb2.TaskSpec:
+        [path] = [p for p in files if p.name.endswith(f"_ported.{node}_1.pb")]
+        msg = task_pb2.TaskSpec()
+        msg.ParseFromString(path.read_bytes())
+        return msg.template.metadata
+
+    @flyte_task
+    def bare(x: int) -> int:
+        return x
+
+    @flyte_task(retries=3)
+    def with_retries(x: int) -> int:
+        return x
+
+    assert meta("plain").retries.retries == bare.metadata.retries == 0
+    assert meta("in_pod_only").retries.retries == 2  # Retry(transient=2): Flyte retries the recoverable error
+    assert meta("ported").retries.retries == with_retries.metadata.retries == 3
+    assert meta("ported_cls").retries.retries == 3
+    assert meta("taxonomy").retries.retries == 2 + 1  # transient + preempted; contention backs off in the pod
+    assert not meta("plain").interruptible

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kfp import dsl
 from kfp_test_pipelines import policies, typed
 
 import interlock as il
@@ -25,9 +26,12 @@ def load_ir(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return docs[0], docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
 
 
+ROOT = KfpOptions(pipeline_root="s3://ml-pipelines/root")  # a durable place for run state
+
+
 @pytest.fixture(scope="module")
 def policies_ir(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any], Path]:
-    path = compile_pipeline(il.spec(policies.policies), tmp_path_factory.mktemp("ir") / "policies.yaml")
+    path = compile_pipeline(il.spec(policies.policies), tmp_path_factory.mktemp("ir") / "policies.yaml", ROOT)
     return (*load_ir(path), path)
 
 
@@ -115,10 +119,10 @@ def test_caching_follows_the_step_and_the_code(policies_ir: Any, tmp_path: Path)
     changed = dataclasses.replace(
         spec, steps=tuple(dataclasses.replace(s, fingerprint="0" * 64) if s.name == "prepare" else s for s in spec.steps)
     )
-    ir2, _ = load_ir(compile_pipeline(changed, tmp_path / "changed.yaml"))
+    ir2, _ = load_ir(compile_pipeline(changed, tmp_path / "changed.yaml", ROOT))
     assert container(ir2, "prepare")["command"] != container(ir, "prepare")["command"]
     assert container(ir2, "train")["command"] == container(ir, "train")["command"]
-    off, _ = load_ir(compile_pipeline(spec, tmp_path / "off.yaml", KfpOptions(caching=False)))
+    off, _ = load_ir(compile_pipeline(spec, tmp_path / "off.yaml", dataclasses.replace(ROOT, caching=False)))
     assert task(off, "prepare")["cachingOptions"] == {}
 
 
@@ -197,7 +201,7 @@ def test_kfp_type_check_is_reported_as_a_definition_error(tmp_path: Path) -> Non
     )
     broken = PipelineSpec(**{**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}, "nodes": nodes})
     with pytest.raises(PipelineDefinitionError) as info:
-        compile_pipeline(broken, tmp_path / "broken.yaml")
+        compile_pipeline(broken, tmp_path / "broken.yaml", ROOT)
     assert "publish" in str(info.value) and "kfp refused" in str(info.value)
     assert isinstance(info.value.__cause__, Exception)
 
@@ -205,7 +209,7 @@ def test_kfp_type_check_is_reported_as_a_definition_error(tmp_path: Path) -> Non
 def test_pipeline_without_importable_ref_is_refused(tmp_path: Path) -> None:
     spec = dataclasses.replace(il.spec(policies.policies), ref="__main__:policies")
     with pytest.raises(PipelineDefinitionError, match="importable"):
-        compile_pipeline(spec, tmp_path / "x.yaml")
+        compile_pipeline(spec, tmp_path / "x.yaml", ROOT)
 
 
 def test_backend_compile_emits_image_files(tmp_path: Path) -> None:
@@ -235,7 +239,7 @@ def test_capabilities_list_what_kfp_cannot_express(monkeypatch: pytest.MonkeyPat
     caps = KfpBackend().capabilities()
     assert not caps.supports("run") and caps.supports("gates") and caps.supports("secrets")
     assert caps.features["retry.fatal_stop"].startswith("emulated")
-    assert any("FATAL failure leaves a marker" in line for line in caps.lossy)
+    assert any("it leaves a stop marker so KFP's retry exits in seconds" in line for line in caps.lossy)
     assert any("ignore_inputs" in line for line in caps.lossy)
     assert KfpLocalBackend().capabilities().supports("run")
     # Compile-only: no run at all, and il.run refuses it before anything runs.
@@ -261,7 +265,7 @@ def test_node_names_become_unique_kfp_task_names(tmp_path: Path) -> None:
     spec = il.spec(policies.policies)
     twin = dataclasses.replace(spec.node("publish"), name="publish-2")
     twice = dataclasses.replace(spec, nodes=(*spec.nodes, Node(twin.name, twin.step, twin.inputs, twin.gate)))
-    ir, _ = load_ir(compile_pipeline(twice, tmp_path / "twice.yaml"))
+    ir, _ = load_ir(compile_pipeline(twice, tmp_path / "twice.yaml", ROOT))
     inner = ir["components"]["comp-condition-1"]["dag"]["tasks"]
     assert {"publish", "publish-2"} <= set(inner)
     assert inner["publish-2"]["taskInfo"]["name"] == "publish-2"
@@ -270,7 +274,7 @@ def test_node_names_become_unique_kfp_task_names(tmp_path: Path) -> None:
 def test_cli_style_string_options(tmp_path: Path) -> None:
     files = KfpBackend().compile(
         il.spec(policies.policies), tmp_path / "p.yaml", caching="false", emit_image="true",
-        pvc_mounts="datasets:/data", requirements="xgboost==2.1.1,scikit-learn==1.5.2",
+        pvc_mounts="datasets:/data", requirements="xgboost==2.1.1,scikit-learn==1.5.2", pipeline_root="s3://ml/root",
     )
     ir, platform = load_ir(files[0])
     assert task(ir, "prepare")["cachingOptions"] == {}
@@ -292,7 +296,7 @@ def test_ir_is_what_kfp_client_submits(tmp_path: Path) -> None:
     from kfp.client.client import _extract_pipeline_yaml
 
     for pipe in (typed.typed, typed.field_gate, policies.policies, typed.optional, typed.nested):
-        doc = _extract_pipeline_yaml(str(compile_pipeline(il.spec(pipe), tmp_path / f"{pipe.name}.yaml")))
+        doc = _extract_pipeline_yaml(str(compile_pipeline(il.spec(pipe), tmp_path / f"{pipe.name}.yaml", ROOT)))
         assert doc.pipeline_spec.pipeline_info.name == pipe.name
         assert "kubernetes" in doc.platform_spec.platforms
     doc = _extract_pipeline_yaml(str(compile_pipeline(il.spec(policies.policies), tmp_path / "pvc.yaml", KfpOptions(state_pvc="st"))))
@@ -378,3 +382,72 @@ def test_receipt_exit_handler_with_a_state_volume(tmp_path: Path) -> None:
     assert "outputDefinitions" not in ir["root"]  # KFP refuses outputs from inside an ExitHandler
     plain, _ = load_ir(compile_pipeline(il.spec(typed.typed), tmp_path / "plain.yaml"))
     assert "interlock-receipt" not in plain["root"]["dag"]["tasks"]  # no shared state: no receipt task
+
+
+# -- retry policies say what the user wrote; run state has a durable place --------------------
+def test_compiled_retries_are_what_the_steps_declare(tmp_path: Path) -> None:
+    from core_pipelines.ported import ported_pipeline
+
+    ir, _ = load_ir(compile_pipeline(il.spec(ported_pipeline), tmp_path / "ported.yaml", ROOT))
+    # No retry policy: no retryPolicy at all, as a bare KFP component (not 14 retries with 5-minute waits).
+    assert "retryPolicy" not in task(ir, "plain")
+    assert "retryPolicy" not in task(ir, "in-pod-only")  # TRANSIENT is retried by the shim, in the pod
+    # retry=3 and il.Retry(3): exactly what a plain KFP task with .set_retry(3) compiles to.
+    native = _native_set_retry_3(tmp_path)
+    assert native == {"maxRetryCount": 3, "backoffDuration": "0s", "backoffFactor": 2.0, "backoffMaxDuration": "3600s"}
+    assert task(ir, "ported")["retryPolicy"] == native
+    assert task(ir, "ported-cls")["retryPolicy"] == native
+    assert task(ir, "taxonomy")["retryPolicy"] == {
+        "maxRetryCount": 2 + 1, "backoffDuration": "60s", "backoffFactor": 2.0, "backoffMaxDuration": "3600s",
+    }
+    assert ir["defaultPipelineRoot"] == "s3://ml-pipelines/root"
+    env = {e["name"]: e["value"] for e in container(ir, "ported")["env"]}
+    assert env["INTERLOCK_STATE_STORE"] == "s3://ml-pipelines/root"
+
+
+def test_a_champion_gate_and_its_register_step_are_not_retried(tmp_path: Path) -> None:
+    ir, _ = load_ir(compile_pipeline(il.spec(policies.policies), tmp_path / "p.yaml", ROOT))
+    assert "retryPolicy" not in task(ir, "publish")  # declares nothing
+    assert "retryPolicy" not in task(ir, "gate")
+
+
+def test_kfp_retries_without_a_durable_place_for_run_state_are_refused(tmp_path: Path) -> None:
+    from core_pipelines.ported import plain_pipeline, ported_pipeline
+
+    with pytest.raises(PipelineDefinitionError) as info:
+        compile_pipeline(il.spec(ported_pipeline), tmp_path / "x.yaml")
+    err = info.value
+    assert err.step == "ported" and "3 KFP retries" in str(err) and "vanish with it" in str(err)
+    assert "pipeline_root=s3://" in (err.hint or "") and "state_pvc=" in (err.hint or "")
+    assert not (tmp_path / "x.yaml").exists()
+    # Nothing retried by KFP: nothing to keep.
+    compile_pipeline(il.spec(plain_pipeline), tmp_path / "plain.yaml")
+    # A state volume or a store is a durable place; the PVC holds the state itself.
+    ir, _ = load_ir(compile_pipeline(il.spec(ported_pipeline), tmp_path / "pvc.yaml", KfpOptions(state_pvc="st")))
+    env = {e["name"]: e["value"] for e in container(ir, "ported")["env"]}
+    assert "INTERLOCK_STATE_STORE" not in env and env["INTERLOCK_STATE_ROOT"] == "/interlock-state"
+    ir, _ = load_ir(compile_pipeline(il.spec(ported_pipeline), tmp_path / "st.yaml", KfpOptions(state_store="s3://b/state")))
+    env = {e["name"]: e["value"] for e in container(ir, "ported")["env"]}
+    assert env["INTERLOCK_STATE_STORE"] == "s3://b/state"
+    # The CLI spelling.
+    files = KfpBackend().compile(il.spec(ported_pipeline), tmp_path / "cli.yaml", pipeline_root="s3://b/root")
+    assert load_ir(files[0])[0]["defaultPipelineRoot"] == "s3://b/root"
+
+
+def _native_set_retry_3(tmp_path: Path) -> dict[str, Any]:
+    """The retryPolicy kfp itself emits for a component with ``.set_retry(3)``."""
+    from kfp import compiler, components
+
+    # A component from its YAML spec: this module's string annotations are invisible to kfp.
+    double = components.load_component_from_text(
+        "name: double\nimplementation:\n  container:\n    image: alpine\n    command: [echo, hi]\n"
+    )
+
+    @dsl.pipeline(name="native")
+    def native():  # no annotations: kfp reads them, and this module makes them strings
+        double().set_retry(3)
+
+    path = tmp_path / "native.yaml"
+    compiler.Compiler().compile(native, str(path))
+    ir = yaml.safe_load(path.read_text())  # no platform spec: nothing Kubernetes-specific
+    return task(ir, "double")["retryPolicy"]

@@ -239,3 +239,16 @@ def test_nested_gates_skip_the_inner_block(tmp_path: Path) -> None:
         "positive": "succeeded", "ship_positive": "succeeded", "big": "succeeded",
         "ship_big": "skipped", "ship_always": "succeeded",
     }
+
+
+def test_a_spent_transient_budget_stops_kfp_retries(tmp_path: Path) -> None:
+    """kfp would retry 3 times with 2s/6s/18s waits, each retry spending the budget again."""
+    calls = tmp_path / "calls"
+    sleeper = Sleeper()
+    result = run(failing.transient_spent, tmp_path / "work", run_id="r-spent", sleeper=sleeper, marker_dir=str(calls))
+    assert result.status == "failed"
+    err = result.error
+    assert isinstance(err, il.StepFailed) and (err.step, err.kind) == ("resets_forever", "TRANSIENT")
+    assert receipt(result)["kfp"]["tasks"]["resets_forever"] == {"kfp_attempts": 1, "retries_stopped_by_fatal_marker": 3}
+    assert sleeper.calls == []  # no backoff waits for retries that would be refused
+    assert (calls / "resets_forever").read_text() == "2"  # the first try and its one in-pod retry

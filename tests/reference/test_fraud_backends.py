@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import interlock as il
 from interlock.core.backends import available_backends
@@ -112,12 +113,18 @@ def test_compiles_for_a_cluster_with_the_gpu_request(backend, tmp_path):
     if backend not in available_backends():
         pytest.skip(f"backend {backend!r} is not installed (see `interlock backends`)")
     out = tmp_path / ("fraud_retrain.yaml" if backend == "kfp" else "flyte")
-    files = il.compile(fraud_retrain, backend, out, image="registry.example.com/fraud:test")
+    options = {"pipeline_root": "s3://acme-ml/kfp-root"} if backend == "kfp" else {}  # train has KFP retries
+    files = il.compile(fraud_retrain, backend, out, image="registry.example.com/fraud:test", **options)
     names = [f.name for f in files]
     if backend == "kfp":
         text = out.read_text()
         assert "nvidia.com/gpu" in text and "nvidia-h200" in text
         assert "reference_pipelines.fraud_retrain:fraud_retrain" in text
+        ir = next(yaml.safe_load_all(text))
+        tasks = {n: t for c in [ir["root"], *ir["components"].values()] for n, t in c.get("dag", {}).get("tasks", {}).items()}
+        # Only train declares retries (preempted=3 for spot); the gate and register run once.
+        assert tasks["train"]["retryPolicy"]["maxRetryCount"] == 3
+        assert "register" in tasks and [n for n, t in tasks.items() if "retryPolicy" in t] == ["train"]
     else:
         assert "flyte-package.tgz" in names
         assert any(".train_" in n for n in names) and any(".register_" in n for n in names)

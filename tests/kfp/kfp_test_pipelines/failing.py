@@ -99,3 +99,14 @@ def spot_train(marker_dir: str, ctx: il.StepContext) -> int:
 @il.pipeline(name="kfp-spot")
 def spot(marker_dir: str):
     return spot_train(marker_dir=marker_dir)
+
+
+@il.step(retry=il.Retry(transient=1, contention=il.Backoff(attempts=3, first="2s", factor=3.0, max_delay="1m")))
+def resets_forever(marker_dir: str) -> str:
+    _count(marker_dir, "resets_forever")
+    raise ConnectionResetError("connection reset by peer (simulated)")
+
+
+@il.pipeline(name="kfp-transient-spent")
+def transient_spent(marker_dir: str):
+    return resets_forever(marker_dir=marker_dir)
