@@ -235,3 +235,19 @@ def test_resume_restarts_the_retry_budget(tmp_path):
 def test_conflicting_run_id_and_resume(tmp_path):
     with pytest.raises(RunIdError, match="resume"):
         il.run(rerun.blocking, "local", workdir=tmp_path, run_id="r1", resume="r2", go=str(tmp_path), value=1)
+
+
+# -- resume on the other local backends (what their capability line says) -----------------
+@pytest.mark.parametrize("backend", ["flyte-local", "kfp-local"])
+def test_resume_on_flyte_local_and_kfp_local(tmp_path, backend):
+    flag, calls, params = _resumable(tmp_path)
+    flag.write_text("bug")
+    with pytest.raises(StepFailed) as failed:
+        il.run(rerun.resumable, backend, workdir=tmp_path, run_id="r1", **params)
+    assert failed.value.kind is FailureKind.FATAL
+    flag.unlink()
+    result = il.run(rerun.resumable, backend, workdir=tmp_path, resume="r1", **params)
+    assert result.outputs["o0"] == "score=12"  # train restored the checkpoint of its failed attempt
+    assert RunState(state_dir_under(tmp_path, "r1"), "r1").markers() == []
+    # No step of this pipeline is cached: what succeeded before runs again on these backends.
+    assert (calls_of(calls, "prepare"), calls_of(calls, "report")) == (2, 1)
