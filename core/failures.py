@@ -237,7 +237,9 @@ class Rule:
       matches if any class in its MRO is one of them. A name matches the class's own
       qualified name or, if its module is already loaded, what the name refers to there
       (aliases); it never imports anything.
-    - ``pattern``: a regex searched in ``str(exc)``.
+    - ``pattern``: a regex searched in ``str(exc)``. Pair it with ``types`` (the built-in
+      text rules use ``TEXT_ERROR_TYPES``), or a bug's message that happens to quote the
+      words matches too.
     - ``when``: a predicate on the exception (for codes and attributes).
 
     ``hint`` says what to change or how to resume; without one the exception's own ``hint``

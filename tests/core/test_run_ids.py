@@ -184,6 +184,10 @@ def test_resume_clears_the_fatal_marker_keeps_the_checkpoint_and_skips_what_succ
     assert (calls_of(calls, "prepare"), calls_of(calls, "train"), calls_of(calls, "report")) == (1, 2, 1)
     assert state.read_marker("train", StopMarker.FATAL) is None
     assert result.steps["prepare"].status is Status.SUCCEEDED
+    (resumed,) = state.resumes()
+    assert [(c["node"], c["kind"], c["failure"]["kind"]) for c in resumed["cleared"]] == [("train", "fatal", "FATAL")]
+    # The receipt fragment keeps the failed attempt and the resumed one.
+    assert [a.status for a in state.read_fragment("train").attempts] == [Status.FAILED, Status.SUCCEEDED]
 
 
 def test_without_resume_the_marker_blocks_and_says_how_to_resume(tmp_path):
@@ -220,6 +224,8 @@ def test_cli_resume(tmp_path, capsys):
     rc, out, err = run_cli(capsys, "run", f"{FILE}:resumable", "--workdir", str(tmp_path), "--resume", "r1", *args)
     assert rc == 0, err
     assert "score=12" in out and "run r1" in out
+    assert "cleared stop markers: train (fatal)" in err
+    assert "done in an earlier attempt of this run" in err
     assert calls_of(calls, "prepare") == 1
 
 
