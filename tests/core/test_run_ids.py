@@ -257,3 +257,21 @@ def test_resume_on_flyte_local_and_kfp_local(tmp_path, backend):
     assert RunState(state_dir_under(tmp_path, "r1"), "r1").markers() == []
     # No step of this pipeline is cached: what succeeded before runs again on these backends.
     assert (calls_of(calls, "prepare"), calls_of(calls, "report")) == (2, 1)
+
+
+@pytest.mark.parametrize("backend", ["flyte-local", "kfp-local"])
+def test_reused_id_reads_no_stale_dataset_files_on_flyte_local_and_kfp_local(tmp_path, backend):
+    calls = str(tmp_path / "calls")
+    il.run(rerun.dataset_files, backend, workdir=tmp_path, run_id="r1", names=["a", "b"], calls=calls)
+    again = il.run(rerun.dataset_files, backend, workdir=tmp_path, run_id="r1", names=["c"], calls=calls)
+    assert again.outputs["o0"] == ["c"]
+
+
+@pytest.mark.parametrize("backend", ["local", "flyte-local", "kfp-local"])
+def test_a_cache_hit_on_a_reused_id_is_reported_cached(tmp_path, backend):
+    il.run(rerun.cached_dataset_files, backend, workdir=tmp_path, run_id="r1", names=["a"])
+    again = il.run(rerun.cached_dataset_files, backend, workdir=tmp_path, run_id="r1", names=["b"])
+    assert again.outputs["o0"] == ["b"]
+    back = il.run(rerun.cached_dataset_files, backend, workdir=tmp_path, run_id="r1", names=["a"])
+    assert back.steps["cached_files"].status is Status.CACHED
+    assert back.outputs["o0"] == ["a"]
