@@ -25,7 +25,8 @@ from .backends import (
 from .errors import RunFailed, RunIdError
 from .pipeline import Pipeline
 from .pipeline import spec as spec_of
-from .runstate import RunState, lock_run, state_dir_of
+from .resume import record_params, with_recorded_params
+from .runstate import RunState, lock_run, run_dir_under, state_dir_of
 from .spec import PipelineSpec
 
 
@@ -68,26 +69,30 @@ def run(
     impl, caps = as_runner(spec, get_backend(backend))
     check_capabilities(spec, caps)
     backend_options = run_options_for(caps, options)
-    resolved = resolve_params(spec, params)
+    workdir = Path(workdir) if workdir else default_workdir()
+    run_id = run_id or new_run_id(spec.name)
+    state = RunState(state_dir_of(run_dir_under(workdir, run_id)), run_id)
+    if resume is not None and not state.state_dir.is_dir():
+        raise RunIdError(
+            f"no run {resume} in {workdir} to resume",
+            hint=f"runs there: {', '.join(_runs_in(workdir)) or 'none'}; check --workdir",
+        )
+    # A resumed run is the same run: parameters not given again keep the values it ran with.
+    resolved = resolve_params(spec, with_recorded_params(spec, state, params) if state.state_dir.is_dir() else params)
     run_options = RunOptions(
-        run_id=run_id or new_run_id(spec.name),
-        workdir=Path(workdir) if workdir else default_workdir(),
+        run_id=run_id,
+        workdir=workdir,
         cache=cache,
         progress=progress,
         functions=pipeline.functions if isinstance(pipeline, Pipeline) else {},
         backend_options=backend_options,
     )
-    state = RunState(state_dir_of(run_options.run_dir), run_options.run_id)
-    if resume is not None and not state.state_dir.is_dir():
-        raise RunIdError(
-            f"no run {resume} in {run_options.workdir} to resume",
-            hint=f"runs there: {', '.join(_runs_in(run_options.workdir)) or 'none'}; check --workdir",
-        )
     with lock_run(run_options.run_dir, run_options.run_id):
         if state.state_dir.is_dir():  # a reused id is a resume: same run, same checkpoint keys
             resumed = state.resume()
             cleared = ", ".join(f"{c['node']} ({c['kind']})" for c in resumed["cleared"])
             run_options.emit("", "resuming", f"run {run_options.run_id}" + (f"; cleared stop markers: {cleared}" if cleared else ""))
+        record_params(spec, state, resolved)
         result = impl.run(spec, resolved, run_options)
     if raise_on_failure and not result.succeeded:
         err = result.error or RunFailed(f"backend {backend!r} reported a failed run", pipeline=spec.name)

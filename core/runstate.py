@@ -442,6 +442,18 @@ class RunState:
         return cleared
 
     @property
+    def params_path(self) -> Path:
+        """The run's parameters in JSON form, for a resume (core/resume.py writes them)."""
+        return Path(self.state_dir) / "params.json"
+
+    def read_params(self) -> tuple[dict[str, Any], list[str]] | None:
+        """(recorded values, names withheld) of the run's last attempt; None if not recorded."""
+        data = self._read(self.params_path)
+        if data is None or not isinstance(data.get("params"), dict):
+            return None
+        return dict(data["params"]), [str(n) for n in data.get("withheld", [])]
+
+    @property
     def resumes_path(self) -> Path:
         return Path(self.state_dir) / "resumes.json"
 

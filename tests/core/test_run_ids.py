@@ -275,3 +275,33 @@ def test_a_cache_hit_on_a_reused_id_is_reported_cached(tmp_path, backend):
     back = il.run(rerun.cached_dataset_files, backend, workdir=tmp_path, run_id="r1", names=["a"])
     assert back.steps["cached_files"].status is Status.CACHED
     assert back.outputs["o0"] == ["a"]
+
+
+def test_resume_reuses_the_parameters_the_run_ran_with(tmp_path):
+    flag, calls, params = _resumable(tmp_path, n=2)
+    flag.write_text("bug")
+    with pytest.raises(StepFailed):
+        il.run(rerun.resumable, "local", workdir=tmp_path, run_id="r1", **params)
+    flag.unlink()
+    result = il.run(rerun.resumable, "local", workdir=tmp_path, resume="r1")  # nothing given again
+    assert result.outputs["o0"] == "score=22"  # n=2, not the default n=1
+    assert calls_of(calls, "prepare") == 1
+    # A parameter given again wins over the recorded one.
+    again = il.run(rerun.resumable, "local", workdir=tmp_path, resume="r1", n=3)
+    assert calls_of(calls, "prepare") == 2  # its input changed: it ran again
+    # x=30; train restored its latest checkpoint (epoch 3): checkpoints are not keyed by
+    # inputs (docs/resuming.md), the step sees it resumed.
+    assert again.outputs["o0"] == "score=33"
+
+
+def test_a_secret_parameter_is_not_recorded_and_must_be_given_again(tmp_path, capsys):
+    il.run(rerun.secretive, "local", workdir=tmp_path, run_id="r1", api_token="hunter2-secret", value=5)
+    state_dir = state_dir_under(tmp_path, "r1")
+    assert "hunter2" not in (state_dir / "params.json").read_text()
+    rc, _, err = run_cli(capsys, "run", f"{FILE}:secretive", "--workdir", str(tmp_path), "--resume", "r1")
+    assert rc == 2
+    assert "port 'api_token'" in err and "pass it again" in err
+    rc, out, err = run_cli(capsys, "run", f"{FILE}:secretive", "--workdir", str(tmp_path), "--resume", "r1",
+                           "-p", "api_token=hunter2-secret")
+    assert rc == 0, err
+    assert "o0: 19" in out  # value=5 recorded, not the default 1

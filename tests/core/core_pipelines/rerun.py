@@ -125,3 +125,13 @@ def wait_for(go: str, value: int) -> int:
 @il.pipeline(name="blocking")
 def blocking(go: str, value: int):
     return wait_for(go=go, value=value)
+
+
+@il.step
+def use_token(api_token: str, value: int) -> int:
+    return value + len(api_token)
+
+
+@il.pipeline(name="secretive")
+def secretive(api_token: str, value: int = 1):
+    return use_token(api_token=api_token, value=value)
