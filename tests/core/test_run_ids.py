@@ -305,3 +305,28 @@ def test_a_secret_parameter_is_not_recorded_and_must_be_given_again(tmp_path, ca
                            "-p", "api_token=hunter2-secret")
     assert rc == 0, err
     assert "o0: 19" in out  # value=5 recorded, not the default 1
+
+
+def test_a_run_killed_with_sigkill_resumes_from_its_checkpoint(tmp_path):
+    """The fault a laptop or CI runner produces: the whole process dies mid-step, holding the
+    lock. The resume takes the lock over, skips the step that finished, and the killed step
+    continues from its last committed checkpoint."""
+    import signal
+
+    calls = tmp_path / "calls"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(rerun.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    argv = [sys.executable, "-m", "interlock.core.cli", "run", f"{FILE}:killable", "--workdir", str(tmp_path),
+            "-p", f"calls={calls}", "-p", "n=4"]
+    proc = subprocess.Popen([*argv, "--run-id", "r1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (calls / "epoch-2").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    done = subprocess.run([*argv[:7], "--resume", "r1"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "x=40 started_at=2" in done.stdout  # n=4 recorded; resumed at the epoch-2 checkpoint
+    assert (calls_of(calls, "prepare"), calls_of(calls, "long_train")) == (1, 2)

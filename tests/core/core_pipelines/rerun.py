@@ -135,3 +135,21 @@ def use_token(api_token: str, value: int) -> int:
 @il.pipeline(name="secretive")
 def secretive(api_token: str, value: int = 1):
     return use_token(api_token=api_token, value=value)
+
+
+@il.step(checkpoint=il.CheckpointPolicy(every="1s", keep=2))
+def long_train(x: int, calls: str, ctx: il.StepContext) -> str:
+    _count(calls, "long_train")
+    state = ctx.checkpoint.load() or {"epoch": 0}
+    started_at = state["epoch"]
+    for epoch in range(state["epoch"] + 1, 6):
+        ctx.checkpoint.save({"epoch": epoch})
+        Path(calls, f"epoch-{epoch}").write_text("")
+        if started_at == 0 and epoch >= 2:
+            time.sleep(60)  # the first attempt is killed here
+    return f"x={x} started_at={started_at}"
+
+
+@il.pipeline(name="killable")
+def killable(calls: str, n: int = 1):
+    return long_train(x=prepare(n=n, calls=calls), calls=calls)
