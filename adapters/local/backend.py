@@ -87,7 +87,8 @@ class LocalBackend:
             values_dir = options.run_dir / "values" / node.name
             # A resumed run (a reused id): a step that succeeded earlier in this run with the
             # same code and inputs is not run again; anything else of its is removed first.
-            inputs_key = key if key and not step.cache.ignore_inputs else _inputs_key(step, inputs)  # type: ignore[union-attr]
+            full_key = key is not None and step.cache is not None and not step.cache.ignore_inputs
+            inputs_key = key if key is not None and full_key else _inputs_key(step, inputs)
             earlier = _earlier_outputs(run, step, node.name, values_dir, inputs_key)
             if earlier is not None:
                 outputs[node.name] = earlier
