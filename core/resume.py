@@ -28,7 +28,7 @@ def record_params(spec: PipelineSpec, state: RunState, resolved: dict[str, Any])
         if p.name not in resolved:
             continue
         try:
-            value = to_jsonable(resolved[p.name], p.type)
+            value = to_jsonable(revive(resolved[p.name], p.type), p.type)  # a dataclass may come as its JSON object
             if redact({p.name: value})[p.name] != value:
                 raise ValueError("secret-looking")
             values[p.name] = value

@@ -330,3 +330,12 @@ def test_a_run_killed_with_sigkill_resumes_from_its_checkpoint(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "x=40 started_at=2" in done.stdout  # n=4 recorded; resumed at the epoch-2 checkpoint
     assert (calls_of(calls, "prepare"), calls_of(calls, "long_train")) == (1, 2)
+
+
+def test_a_dataclass_parameter_given_as_json_is_recorded(tmp_path, capsys):
+    # The CLI passes a dataclass parameter as its JSON object; a resume must get it back.
+    il.run(rerun.configured, "local", workdir=tmp_path, run_id="r1", cfg={"lr": 0.5, "layers": 3})
+    again = il.run(rerun.configured, "local", workdir=tmp_path, resume="r1")
+    assert again.outputs["o0"] == "lr=0.5 layers=3"
+    rc, out, err = run_cli(capsys, "run", f"{FILE}:configured", "--workdir", str(tmp_path), "--resume", "r1")
+    assert rc == 0, err

@@ -3,6 +3,7 @@ with the parameters, a step that fails while a flag file exists, and a step that
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -153,3 +154,19 @@ def long_train(x: int, calls: str, ctx: il.StepContext) -> str:
 @il.pipeline(name="killable")
 def killable(calls: str, n: int = 1):
     return long_train(x=prepare(n=n, calls=calls), calls=calls)
+
+
+@dataclasses.dataclass
+class Config:
+    lr: float = 0.1
+    layers: int = 2
+
+
+@il.step
+def describe_config(cfg: Config) -> str:
+    return f"lr={cfg.lr} layers={cfg.layers}"
+
+
+@il.pipeline(name="configured")
+def configured(cfg: Config = Config()):  # noqa: B008 - a default config object, as teams write it
+    return describe_config(cfg=cfg)
