@@ -14,6 +14,7 @@ from .backends import (
     as_compiler,
     as_runner,
     check_capabilities,
+    check_run_id,
     default_backend,
     default_workdir,
     get_backend,
@@ -21,9 +22,11 @@ from .backends import (
     resolve_params,
     run_options_for,
 )
-from .errors import RunFailed
+from .errors import RunFailed, RunIdError
 from .pipeline import Pipeline
 from .pipeline import spec as spec_of
+from .resume import record_params, with_recorded_params
+from .runstate import RunState, lock_run, run_dir_under, state_dir_of
 from .spec import PipelineSpec
 
 
@@ -37,6 +40,7 @@ def run(
     progress: Callable[[str, str, str], None] | None = None,
     raise_on_failure: bool = True,
     options: BackendOptions | Mapping[str, Any] | None = None,
+    resume: str | None = None,
     **params: Any,
 ) -> RunResult:
     """Run a pipeline on a backend and return its RunResult.
@@ -46,22 +50,50 @@ def run(
     A failed run raises ``il.StepFailed`` naming the step, the failure kind, the reason, the
     hint and the receipt, or ``il.RunFailed`` when it failed outside any step (pass
     ``raise_on_failure=False`` to get the failed RunResult).
+
+    ``resume``: the id of an earlier run in ``workdir`` to run again (``--resume`` in the
+    CLI). Its stop markers are cleared; its checkpoints, cached outputs and the outputs of
+    the steps that succeeded are kept (see docs/resuming.md). Reusing ``run_id`` means the
+    same. A run id is checked up front (``RUN_ID_RULE``) and a run folder is locked while
+    its run runs: a second run with the same id fails at once with ``il.RunInProgress``.
     """
+    if resume is not None:
+        check_run_id(resume)
+        if run_id is not None and run_id != resume:
+            raise RunIdError(f"run_id={run_id!r} and resume={resume!r} name different runs; pass one of them")
+        run_id = resume
+    if run_id is not None:
+        check_run_id(run_id)
     backend = backend or default_backend()
     spec = spec_of(pipeline)
     impl, caps = as_runner(spec, get_backend(backend))
     check_capabilities(spec, caps)
     backend_options = run_options_for(caps, options)
-    resolved = resolve_params(spec, params)
+    workdir = Path(workdir) if workdir else default_workdir()
+    run_id = run_id or new_run_id(spec.name)
+    state = RunState(state_dir_of(run_dir_under(workdir, run_id)), run_id)
+    if resume is not None and not state.state_dir.is_dir():
+        raise RunIdError(
+            f"no run {resume} in {workdir} to resume",
+            hint=f"runs there: {', '.join(_runs_in(workdir)) or 'none'}; check --workdir",
+        )
+    # A resumed run is the same run: parameters not given again keep the values it ran with.
+    resolved = resolve_params(spec, with_recorded_params(spec, state, params) if state.state_dir.is_dir() else params)
     run_options = RunOptions(
-        run_id=run_id or new_run_id(spec.name),
-        workdir=Path(workdir) if workdir else default_workdir(),
+        run_id=run_id,
+        workdir=workdir,
         cache=cache,
         progress=progress,
         functions=pipeline.functions if isinstance(pipeline, Pipeline) else {},
         backend_options=backend_options,
     )
-    result = impl.run(spec, resolved, run_options)
+    with lock_run(run_options.run_dir, run_options.run_id):
+        if state.state_dir.is_dir():  # a reused id is a resume: same run, same checkpoint keys
+            resumed = state.resume()
+            cleared = ", ".join(f"{c['node']} ({c['kind']})" for c in resumed["cleared"])
+            run_options.emit("", "resuming", f"run {run_options.run_id}" + (f"; cleared stop markers: {cleared}" if cleared else ""))
+        record_params(spec, state, resolved)
+        result = impl.run(spec, resolved, run_options)
     if raise_on_failure and not result.succeeded:
         err = result.error or RunFailed(f"backend {backend!r} reported a failed run", pipeline=spec.name)
         if not err.receipt_path and result.receipt_path:  # backends learn the receipt path last
@@ -81,3 +113,9 @@ def compile(  # noqa: A001 - the public verb mirrors `kfp.compiler` / `pyflyte p
     impl, caps = as_compiler(spec, get_backend(backend))
     check_capabilities(spec, caps)
     return impl.compile(spec, Path(out), **options)
+
+
+def _runs_in(workdir: Path, limit: int = 10) -> list[str]:
+    runs = workdir / "runs"
+    found = sorted((p for p in runs.iterdir() if (p / "state").is_dir()), key=lambda p: p.stat().st_mtime) if runs.is_dir() else []
+    return [p.name for p in found[-limit:]]

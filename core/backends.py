@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 import time
 import types
 import typing
@@ -21,7 +22,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from . import plugins
 from .codecs import TypeKind, json_problem, value_matches
-from .errors import CapabilityError, PipelineDefinitionError, PolicyError, RunFailed
+from .errors import CapabilityError, PipelineDefinitionError, PolicyError, RunFailed, RunIdError
 from .runstate import RunEnv, StepOutcome, run_dir_under
 from .spec import PipelineSpec
 from .status import Status
@@ -34,6 +35,7 @@ FEATURES = (
     "gpu", "accelerator", "shared_memory", "node_selector", "tolerations", "interruptible", "timeout",
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
     "checkpoint", "gates", "secrets", "labels", "distributed", "schedule", "run",
+    "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
 )
 
 _O = TypeVar("_O", bound="BackendOptions")
@@ -128,6 +130,10 @@ class RunOptions:
     functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     # The backend's own options (its Capabilities.run_options); None: its defaults.
     backend_options: BackendOptions | None = None
+
+    def __post_init__(self) -> None:
+        check_run_id(self.run_id)  # every backend, also when called without il.run
+        self.workdir = Path(self.workdir)
 
     @property
     def run_dir(self) -> Path:
@@ -314,6 +320,24 @@ def resolve_params(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]
             )
         resolved[p.name] = value
     return resolved
+
+
+# One rule for every backend, the strictest of them: a Flyte execution name (it also names
+# Kubernetes objects, so it must be a DNS label) of at most 20 characters. A KFP run name
+# and a local folder name accept every such id, and it can never climb out of a directory.
+RUN_ID_MAX = 20
+RUN_ID_RULE = (
+    f"a run id is 1-{RUN_ID_MAX} lowercase letters, digits and '-', starting with a letter and "
+    "not ending with '-' (a Flyte execution name)"
+)
+_RUN_ID = re.compile(rf"[a-z](?:[a-z0-9-]{{0,{RUN_ID_MAX - 2}}}[a-z0-9])?")
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` if it follows RUN_ID_RULE; else RunIdError naming the rule (CLI exit 2)."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise RunIdError(f"run id {run_id!r} is not valid: {RUN_ID_RULE}", hint="e.g. --run-id fraud-1130a")
+    return run_id
 
 
 def new_run_id(pipeline: str) -> str:

@@ -139,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         result = run(
             pipe, backend, workdir=args.workdir, run_id=args.run_id, cache=not args.no_cache,
-            progress=Progress(), options=options or None, **params,
+            progress=Progress(), options=options or None, resume=args.resume, **params,
         )
     except RunFailed as exc:
         print(f"\nFAILED after {time.monotonic() - t0:.1f}s: {exc}", file=sys.stderr)
@@ -213,7 +213,11 @@ def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentPar
     r.add_argument("--backend", "-b", default=None, help=f"default: ${EnvName.BACKEND} or {DEFAULT_BACKEND}")
     r.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     r.add_argument("--workdir", default=None, help="run state, caches and receipts (default .interlock)")
-    r.add_argument("--run-id", default=None)
+    r.add_argument("--run-id", default=None, help="1-20 of a-z 0-9 '-', starting with a letter; reusing one resumes that run")
+    r.add_argument(
+        "--resume", default=None, metavar="RUN_ID",
+        help="run an earlier run again: clear its stop markers, keep its checkpoints, cache and finished steps",
+    )
     r.add_argument("--no-cache", action="store_true")
     r.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE",

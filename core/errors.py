@@ -79,6 +79,18 @@ class BackendNotFound(InterlockError):
     code = "BACKEND_NOT_FOUND"
 
 
+class RunIdError(PipelineDefinitionError):
+    """A run id breaks the naming rule, or names no run to resume: a usage error (CLI exit 2)."""
+
+    code = "RUN_ID"
+
+
+class RunInProgress(InterlockError):
+    """Another process is running a run with this id in the same work directory."""
+
+    code = "RUN_IN_PROGRESS"
+
+
 class LineageUnavailable(InterlockError):
     """No lineage provider is installed, or the installed one is not set up."""
 

@@ -7,6 +7,11 @@ Every failure gets one kind, and the kind decides what the runtime does next (re
 - FATAL       retrying cannot help (OOM, hardware, driver mismatch, bad config or data).
 - PREEMPTED   SIGTERM from a spot reclaim: checkpoint, retry, do not spend the budget.
 
+Rules that read the message text (CUDA, NCCL, quota, scheduling) only look at exception
+types that plausibly carry such a message (``TEXT_ERROR_TYPES``: RuntimeError, OSError and
+the cloud/HTTP/Kubernetes client errors): a ``KeyError("user quota exceeded")`` is a bug in
+the step, not contention.
+
 The table is ordered: the first rule that matches any exception in the chain (the
 exception, then its ``__cause__``/``__context__``, outermost first) wins. Hardware and OOM
 rules come before network rules on purpose: a collective that timed out because a peer's
@@ -49,6 +54,7 @@ __all__ = [
     "FailureKind",
     "Preempted",
     "Rule",
+    "TEXT_ERROR_TYPES",
     "classify",
     "default_classifier",
     "exception_chain",
@@ -231,7 +237,9 @@ class Rule:
       matches if any class in its MRO is one of them. A name matches the class's own
       qualified name or, if its module is already loaded, what the name refers to there
       (aliases); it never imports anything.
-    - ``pattern``: a regex searched in ``str(exc)``.
+    - ``pattern``: a regex searched in ``str(exc)``. Pair it with ``types`` (the built-in
+      text rules use ``TEXT_ERROR_TYPES``), or a bug's message that happens to quote the
+      words matches too.
     - ``when``: a predicate on the exception (for codes and attributes).
 
     ``hint`` says what to change or how to resume; without one the exception's own ``hint``
@@ -402,7 +410,8 @@ class Classifier:
             kind=FailureKind.FATAL,
             reason=_clip(f"unclassified {name}: {text}" if text else f"unclassified {name}", 200),
             hint=(
-                "not retried: an unknown error is treated as FATAL because retrying a "
+                "not retried: most likely a bug in the step (fix it and resume the run with "
+                "`interlock run --resume RUN_ID`); an unknown error is treated as FATAL because retrying a "
                 "deterministic bug burns GPU hours. If this error is transient, add a rule, "
                 f'e.g. il.register_rule(il.Rule("my-rule", il.FailureKind.TRANSIENT, "why", types="{name}")), '
                 "or give the exception an interlock_failure_kind attribute"
@@ -415,7 +424,28 @@ class Classifier:
 
 # --------------------------------------------------------------------------- default rules
 
-_RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
+# Text rules look only at exceptions that plausibly carry a runtime, I/O or service message:
+# the messages of CUDA, NCCL, gloo, the kernel, cloud SDKs and Kubernetes arrive as these
+# types. A KeyError("user quota exceeded") or a ValueError("Xid column missing") is a bug in
+# the step, whatever its text says, and must not buy minutes of backoff or a cordon hint.
+# Foreign classes are named, never imported (an unloaded library's class cannot be raised).
+TEXT_ERROR_TYPES: tuple[type[BaseException] | str, ...] = (
+    RuntimeError,  # torch (CUDA, NCCL, gloo, DistBackendError), most C extensions
+    OSError,  # the kernel, sockets, ssl, urllib, requests (RequestException is an OSError)
+    "botocore.exceptions.BotoCoreError",
+    "botocore.exceptions.ClientError",
+    "urllib3.exceptions.HTTPError",
+    "kubernetes.client.exceptions.ApiException",
+    "kubernetes.client.rest.ApiException",
+    "google.api_core.exceptions.GoogleAPIError",
+    "grpc.RpcError",
+    "aiohttp.ClientError",
+)
+
+# 5xx is a server-side failure and worth an immediate retry, except the statuses that say the
+# request itself can never work (501 Not Implemented, 505 HTTP Version Not Supported, 511
+# Network Authentication Required). 408 and 429 are the client-side timeouts and throttles.
+_RETRYABLE_HTTP = frozenset({408, 429, *range(500, 600)}) - {501, 505, 511}
 _THROTTLE_CODES = frozenset(
     {
         "SlowDown",
@@ -428,6 +458,22 @@ _THROTTLE_CODES = frozenset(
         "ProvisionedThroughputExceededException",
         "RequestThrottledException",
         "ServiceUnavailable",
+    }
+)
+# Error codes botocore's own retry handler treats as transient besides throttling: AWS and S3
+# send InternalError/RequestTimeout with statuses (500, 400) that say little on their own.
+_AWS_TRANSIENT_CODES = frozenset(
+    {
+        "InternalError",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailableException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "IDPCommunicationError",
+        "EC2ThrottledException",
+        "BandwidthLimitExceeded",
     }
 )
 
@@ -453,13 +499,37 @@ def _http_status(exc: BaseException) -> int | None:
     return None
 
 
-def _is_throttled(exc: BaseException) -> bool:
+def _aws_code(exc: BaseException) -> str | None:
     response = getattr(exc, "response", None)
     if isinstance(response, dict):
         code = response.get("Error", {}).get("Code")
-        if code in _THROTTLE_CODES:
-            return True
+        return code if isinstance(code, str) else None
+    return None
+
+
+def _is_retryable_response(exc: BaseException) -> bool:
+    code = _aws_code(exc)
+    if code in _THROTTLE_CODES or code in _AWS_TRANSIENT_CODES:
+        return True
     return _http_status(exc) in _RETRYABLE_HTTP
+
+
+_TLS_EOF = re.compile(r"UNEXPECTED_EOF|EOF occurred in violation of protocol")
+
+
+def _is_dns_temporary(exc: BaseException) -> bool:
+    import socket  # stdlib; kept out of the import of this module
+
+    eai_again = getattr(socket, "EAI_AGAIN", None)
+    if eai_again is not None and getattr(exc, "errno", None) == eai_again:
+        return True
+    return "Temporary failure in name resolution" in _safe_str(exc)
+
+
+def _is_tls_eof(exc: BaseException) -> bool:
+    if _is_named(exc, {"ssl.SSLEOFError", "ssl.SSLZeroReturnError"}):
+        return True
+    return _is_named(exc, {"ssl.SSLError"}) and bool(_TLS_EOF.search(_safe_str(exc)))
 
 
 def _is_sigterm_exit(exc: BaseException) -> bool:
@@ -496,6 +566,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.FATAL,
         "uncorrectable GPU ECC error (hardware)",
         _CORDON,
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?i)uncorrectable ECC error",
     ),
     Rule(
@@ -503,6 +574,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.FATAL,
         "GPU Xid error (hardware or driver fault)",
         _CORDON,
+        types=TEXT_ERROR_TYPES,
         pattern=r"\bXid\b",
     ),
     Rule(
@@ -510,6 +582,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.FATAL,
         "GPU fell off the bus (hardware)",
         _CORDON,
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?i)fallen off the bus",
     ),
     Rule(
@@ -517,6 +590,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.FATAL,
         "CUDA illegal memory access (kernel bug or faulty GPU)",
         "rerun with CUDA_LAUNCH_BLOCKING=1 to find the op; if it happens on one node only, " + _CORDON,
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?i)illegal memory access",
     ),
     Rule(
@@ -524,6 +598,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.FATAL,
         "CUDA device-side assert (a bug, often an index or label out of range)",
         "rerun with CUDA_LAUNCH_BLOCKING=1; check label ranges and embedding indices",
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?i)device-side assert",
     ),
     Rule(
@@ -532,6 +607,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "CUDA driver too old for the image's CUDA runtime",
         "rebuild the image with a CUDA version the nodes' driver supports, or run on nodes "
         "with a newer driver (node_selector)",
+        types=TEXT_ERROR_TYPES,
         pattern=(
             r"(?i)CUDA driver version is insufficient|NVIDIA driver on your system is too old"
             r"|driver/library version mismatch|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"
@@ -544,6 +620,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "no CUDA kernel for this GPU architecture",
         "rebuild the image (or torch) with kernels for this GPU, or select matching nodes "
         "with Resources(accelerator=...)",
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?i)no kernel image is available for execution on the device",
     ),
     Rule(
@@ -551,6 +628,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.FATAL,
         "the container sees no GPU",
         "request one with il.Resources(gpu=1, ...) and use an image with the NVIDIA runtime",
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?i)no CUDA-capable device is detected|Found no NVIDIA driver on your system",
     ),
     # Out of memory: FATAL (the same batch fails the same way), remediable on opt-in.
@@ -569,6 +647,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "CUDA out of memory",
         "reduce the batch size, or opt in to il.Retry(oom_remediation=True), which halves "
         "the batch and doubles gradient accumulation",
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?i)CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
         remediation=HALVE_BATCH,
     ),
@@ -600,7 +679,19 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.FATAL,
         "disk quota exceeded",
         "free space or request more: il.Resources(ephemeral_storage=...)",
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?i)disk quota exceeded|No space left on device",
+    ),
+    # Before the network rules: requests' SSLError is a ConnectionError, but an untrusted
+    # certificate stays untrusted however often the step reruns.
+    Rule(
+        "tls-verify",
+        FailureKind.FATAL,
+        "TLS certificate verification failed",
+        "trust the server's CA (REQUESTS_CA_BUNDLE, AWS_CA_BUNDLE, SSL_CERT_FILE) or fix the "
+        "endpoint URL; a retry fails the same way",
+        types=TEXT_ERROR_TYPES,
+        pattern=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError",
     ),
     # Contention: capacity may come back; retry with backoff.
     Rule(
@@ -608,6 +699,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.CONTENTION,
         "no GPU capacity available",
         "wait, or choose another accelerator or zone",
+        types=TEXT_ERROR_TYPES,
         pattern=(
             r"Insufficient nvidia\.com/gpu|InsufficientInstanceCapacity|ZONE_RESOURCE_POOL_EXHAUSTED"
             r"|does not have enough resources available to fulfill the request"
@@ -618,6 +710,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.CONTENTION,
         "pod cannot be scheduled now",
         "if it never schedules, check node selectors, tolerations and resource requests",
+        types=TEXT_ERROR_TYPES,
         pattern=r"\b0/\d+ nodes are available|FailedScheduling|\bUnschedulable\b",
     ),
     Rule(
@@ -625,6 +718,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.CONTENTION,
         "resource quota exceeded",
         "wait for other jobs to finish, or ask for a larger quota",
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?i)quota exceeded|exceeded quota|QuotaExceeded|exceeds? (?:the )?(?:\w+ )?quota|(?:Vcpu|Instance)LimitExceeded",
     ),
     Rule(
@@ -632,6 +726,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.CONTENTION,
         "GPU busy or unavailable (held by another process)",
         "wait; if it persists, look for a stale process on the node",
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?i)CUDA-capable device.{0,12}?busy or unavailable",
     ),
     # Transient: flakes; retry at once.
@@ -640,6 +735,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.TRANSIENT,
         "NCCL watchdog timeout",
         "if it recurs, look for a straggling rank (NCCL_DEBUG=INFO) or raise the timeout",
+        types=TEXT_ERROR_TYPES,
         pattern=r"Watchdog caught collective operation timeout",
     ),
     Rule(
@@ -647,6 +743,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.TRANSIENT,
         "NCCL timeout",
         "if it recurs, look for a straggling rank (NCCL_DEBUG=INFO) or raise the timeout",
+        types=TEXT_ERROR_TYPES,
         pattern=r"(?is)NCCL.{0,300}?\btime[d ]?[ -]?out",
     ),
     Rule(
@@ -655,6 +752,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "NCCL network error (a peer exited or a link dropped)",
         "if it recurs, run with NCCL_DEBUG=INFO; 'unhandled system error' inside containers "
         "often means /dev/shm is too small: set il.Resources(shared_memory=...)",
+        types=TEXT_ERROR_TYPES,
         pattern=(
             r"(?is)NCCL.{0,300}?(?:unhandled system error|remote process exited|"
             r"connection closed by (?:remote )?peer|network error)"
@@ -668,10 +766,26 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=("torch.distributed.DistNetworkError",),
     ),
     Rule(
+        "dist-store",
+        FailureKind.TRANSIENT,
+        "torch.distributed store (rendezvous) error",
+        "if it recurs, check that the master address is reachable from every rank",
+        types=("torch.distributed.DistStoreError",),
+    ),
+    Rule(
+        "peer-connection-closed",
+        FailureKind.TRANSIENT,
+        "a peer closed the connection (gloo, a worker or a server went away)",
+        "if it recurs, look at the other ranks' logs: the first rank to fail is the cause",
+        types=(RuntimeError,),  # gloo and torch raise RuntimeError; sockets have connection-dropped
+        pattern=r"(?i)connection (?:closed|reset) by (?:remote )?peer|\bBroken pipe\b",
+    ),
+    Rule(
         "throttled",
         FailureKind.TRANSIENT,
         "throttled by the service",
         "if it recurs, lower request concurrency",
+        types=TEXT_ERROR_TYPES,
         pattern=(
             r"\((?:" + "|".join(sorted(_THROTTLE_CODES)) + r")\)"
             r"|\bSlowDown\b|\bToo Many Requests\b|\bService Unavailable\b|\bRate exceeded\b"
@@ -681,9 +795,32 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
         "http-retryable-status",
         FailureKind.TRANSIENT,
-        "throttled or service unavailable (HTTP 429/502/503/504)",
-        "if it recurs, lower request concurrency",
-        when=_is_throttled,
+        "throttled, timed out or server error (HTTP 408/429/5xx, or an AWS transient error code)",
+        "if it recurs, lower request concurrency or check the service's health",
+        types=TEXT_ERROR_TYPES,
+        when=_is_retryable_response,
+    ),
+    Rule(
+        "dns-temporary",
+        FailureKind.TRANSIENT,
+        "temporary DNS failure (EAI_AGAIN)",
+        "if it recurs, check the cluster's DNS (CoreDNS) load",
+        types=TEXT_ERROR_TYPES,
+        when=_is_dns_temporary,
+    ),
+    Rule(
+        "tls-eof",
+        FailureKind.TRANSIENT,
+        "TLS connection closed mid-stream (unexpected EOF)",
+        types=TEXT_ERROR_TYPES,
+        when=_is_tls_eof,
+    ),
+    Rule(
+        "client-retries-exhausted",
+        FailureKind.TRANSIENT,
+        "the HTTP client gave up after its own retries (connection or server errors)",
+        "if it recurs, check the service's health and the network path to it",
+        types=("urllib3.exceptions.MaxRetryError",),
     ),
     Rule(
         "connection-dropped",
@@ -696,6 +833,10 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             "botocore.exceptions.ConnectTimeoutError",
             "botocore.exceptions.ReadTimeoutError",
             "urllib3.exceptions.ProtocolError",
+            "urllib3.exceptions.NewConnectionError",
+            "urllib3.exceptions.TimeoutError",
+            "http.client.IncompleteRead",
+            "botocore.exceptions.ResponseStreamingError",
             "requests.exceptions.ConnectionError",
             "requests.exceptions.Timeout",
         ),

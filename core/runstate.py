@@ -129,8 +129,19 @@ def exported(values: Mapping[str, str]) -> Iterator[None]:
 
 # -- layout ------------------------------------------------------------------------------------
 def run_dir_under(root: Path, run_id: str) -> Path:
-    """A run's folder in a work directory or a volume shared by runs."""
-    return Path(root) / "runs" / run_id
+    """A run's folder in a work directory or a volume shared by runs.
+
+    The id becomes one path component, never more: ``../x`` or ``a/b`` would put a run's
+    state (and whatever a reused id deletes) outside ``root``. User-given ids are checked
+    against the full naming rule before this (backends.check_run_id); ids an orchestrator
+    assigns (KFP's run UUID) only need to be one safe component.
+    """
+    text = str(run_id)
+    if not text or text in (".", "..") or any(c in text for c in ("/", "\\", "\0")):
+        from .errors import RunIdError
+
+        raise RunIdError(f"run id {run_id!r} is not a single path component; it cannot name a run folder")
+    return Path(root) / "runs" / text
 
 
 def state_dir_of(run_dir: Path) -> Path:
@@ -339,9 +350,13 @@ class Marker:
         """The failure the shim reports when it refuses to run the node again."""
         f = self.failure
         why = "a retry cannot fix it" if self.kind is StopMarker.FATAL else "its retry budget is spent"
+        resume = f"`interlock run ... --resume {self.run_id}`"
         return replace(
-            f, reason=f"already failed {f.kind} earlier in run {self.run_id}: {f.reason} (not re-running: {why})",
-            hint=f.hint or "fix the cause and start a new run",
+            f, reason=(
+                f"already failed {f.kind} earlier in run {self.run_id}: {f.reason} (not re-running: {why}; "
+                f"fix the cause, then {resume} keeps its checkpoints and finished steps)"
+            ),
+            hint=f.hint or f"fix the cause, then {resume} (or il.run(..., resume={self.run_id!r}))",
         )
 
 
@@ -432,9 +447,117 @@ class RunState:
         """The files that hold ``node``'s state in this run (its fragment and markers)."""
         return [self.fragment_path(node), *(self.marker_path(node, k) for k in StopMarker)]
 
+    def markers(self) -> list[Marker]:
+        """Every stop marker this run left, whatever its node and kind."""
+        found: list[Marker] = []
+        folder = Path(self.state_dir) / "markers"
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            node, _, kind = path.name[: -len(".json")].rpartition(".")
+            try:
+                marker = self.read_marker(node, StopMarker(kind))
+            except ValueError:
+                continue  # a kind this version does not know: not ours to interpret
+            if marker is not None:
+                found.append(marker)
+        return found
+
+    def clear_markers(self) -> list[Marker]:
+        """Remove this run's stop markers (resume): the nodes they stopped may run again."""
+        cleared = self.markers()
+        for m in cleared:
+            self.marker_path(m.node, m.kind).unlink(missing_ok=True)
+        return cleared
+
+    @property
+    def params_path(self) -> Path:
+        """The run's parameters in JSON form, for a resume (core/resume.py writes them)."""
+        return Path(self.state_dir) / "params.json"
+
+    def read_params(self) -> tuple[dict[str, Any], list[str]] | None:
+        """(recorded values, names withheld) of the run's last attempt; None if not recorded."""
+        data = self._read(self.params_path)
+        if data is None or not isinstance(data.get("params"), dict):
+            return None
+        return dict(data["params"]), [str(n) for n in data.get("withheld", [])]
+
+    @property
+    def resumes_path(self) -> Path:
+        return Path(self.state_dir) / "resumes.json"
+
+    def resumes(self) -> list[dict[str, Any]]:
+        data = self._read(self.resumes_path)
+        return list(data.get("resumes", [])) if data else []
+
+    def resume(self, *, at: float | None = None) -> dict[str, Any]:
+        """Start another attempt of this run: clear its stop markers and open a new retry budget.
+
+        Checkpoints (keyed by run id and node) and fragments stay, so a step that failed
+        resumes from its latest committed checkpoint and the receipt keeps every attempt.
+        The attempts recorded so far are noted per node: a retry budget replays only the
+        failures after the last resume (``failures_since_resume``).
+        """
+        folder = Path(self.state_dir) / "receipts"
+        nodes = [p.stem for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+        frags = self.fragments(nodes)
+        entry = {
+            "at": time.time() if at is None else at,
+            "cleared": [{"node": m.node, "kind": m.kind.value, "failure": m.failure.to_dict()} for m in self.clear_markers()],
+            "attempts_before": {n: len(f.attempts) for n, f in frags.items()},
+        }
+        write_json_atomic(self.resumes_path, {"run_id": self.run_id, "resumes": [*self.resumes(), entry]}, indent=1)
+        return entry
+
+    def failures_since_resume(self, node: str) -> list[Failure]:
+        """The node's recorded failures since the run was last resumed (what a retry budget replays)."""
+        frag = self.read_fragment(node)
+        if frag is None:
+            return []
+        resumes = self.resumes()
+        skip = int(resumes[-1].get("attempts_before", {}).get(node, 0)) if resumes else 0
+        return [f for f in (a.failure_record() for a in frag.attempts[skip:]) if f is not None]
+
     def write_receipt(self, receipt: dict[str, Any]) -> Path:
         write_json_atomic(self.receipt_path, receipt, indent=2)
         return self.receipt_path
+
+
+LOCK_FILE = ".lock"
+
+
+@contextmanager
+def lock_run(run_dir: Path, run_id: str) -> Iterator[Path]:
+    """Hold a run's folder for the duration of a run; a second holder fails at once.
+
+    An advisory ``flock`` on ``<run_dir>/.lock``, which holds our pid for the error message.
+    The kernel drops the lock when its holder dies, so a lock left by a killed process is
+    taken over without any staleness guess (and a recycled pid cannot fake a live holder).
+    """
+    import fcntl  # POSIX; interlock's backends run on Linux and macOS
+
+    from .errors import RunInProgress
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise RunInProgress(
+                f"run {run_id} is in progress (pid {holder}) in {run_dir.parent.parent}",
+                hint="wait for it to finish, or pick another --run-id",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield path
+        finally:
+            os.ftruncate(fd, 0)  # the lock file stays (unlinking would race a waiting taker)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def write_json_atomic(path: Path, data: Any, *, indent: int = 1) -> None:

@@ -177,9 +177,9 @@ def execute_step(
     fn = fn or resolve_function(step)
     classifier = run.classifier or default_classifier
     # A backend retry (a new container for the same node) resumes the retry budget where the
-    # previous container left it, from the attempts recorded in this node's receipt fragment.
-    earlier = state.read_fragment(node)
-    tracker = RetryTracker.replay(step.retry, earlier.failures() if earlier else [])
+    # previous container left it, from the attempts recorded in this node's receipt fragment
+    # since the run was last resumed (a resume opens a new budget).
+    tracker = RetryTracker.replay(step.retry, state.failures_since_resume(node))
     attempts: list[Attempt] = []
     factor = 0.5**tracker.halvings  # an OOM remediation survives a backend retry too
     started = run.clock()

@@ -111,6 +111,8 @@ class FlyteLocalBackend(FlyteBackend):
             "distributed": "native (torch elastic launches nproc_per_node local processes)",
             "schedule": "emulated: compiled into a launch plan; nothing is scheduled locally",
             "run": "native (flytekit local workflow execution)",
+            "resume": "emulated: stop markers cleared and checkpoints restored (same run id); steps not "
+            "served from flytekit's local cache run again",
         }
         return Capabilities(
             backend=self.name, features={**CLUSTER_FEATURES, **local}, lossy=LOSSY,

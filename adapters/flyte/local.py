@@ -86,10 +86,16 @@ def _find_step_failed(exc: BaseException | None) -> StepFailed | None:
     return None
 
 
-def observed(spec: PipelineSpec, local: LocalRun) -> dict[str, Seen]:
-    """What flytekit did with each node it reached: ran it (a fragment), served it from its
-    cache (no fragment: the shim did not run), or failed it."""
+def observed(spec: PipelineSpec, local: LocalRun, since: float = 0.0) -> dict[str, Seen]:
+    """What flytekit did with each node it reached: ran it (a fragment written since the run
+    started: a resumed run has fragments of its earlier attempts), served it from its cache
+    (no new fragment: the shim did not run), or failed it."""
     state = local.run.state
+
+    def ran(name: str) -> bool:
+        frag = state.read_fragment(name)
+        return frag is not None and frag.ended >= since
+
     seen: dict[str, Seen] = {}
     for node in spec.nodes:
         name = node.name
@@ -97,7 +103,7 @@ def observed(spec: PipelineSpec, local: LocalRun) -> dict[str, Seen]:
             exc = local.raised[name]
             seen[name] = Seen(Status.FAILED, error=_find_step_failed(exc), detail=f"flytekit failed the task: {exc}")
         elif name in local.returned:
-            seen[name] = Seen(Status.SUCCEEDED if state.read_fragment(name) is not None else Status.CACHED)
+            seen[name] = Seen(Status.SUCCEEDED if ran(name) else Status.CACHED)
     return seen
 
 
@@ -124,7 +130,7 @@ class FlyteLocalRunner:
             except Exception as exc:  # flytekit wraps the step's StepFailed; the observer has it
                 error = exc
         outcome = settle(
-            spec, run.state, observed(spec, local), gates=gate_values(spec, local.returned),
+            spec, run.state, observed(spec, local, since=started), gates=gate_values(spec, local.returned),
             failed=f"flytekit failed the run: {error}" if error is not None else None,
         )
         for name, o in outcome.steps.items():

@@ -100,6 +100,8 @@ class KfpLocalBackend:
         features = {
             **_FEATURES,
             "run": "native (kfp.local SubprocessRunner, use_venv=False)",
+            "resume": "emulated: stop markers cleared and checkpoints restored (same run id); steps not "
+            "served from kfp's cache run again",
             "gpu": "emulated: recorded; kfp.local ignores resources",
             "accelerator": "emulated: recorded; kfp.local ignores resources",
             "shared_memory": "emulated: ignored locally",

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -9,13 +14,13 @@ from typing import Any
 from interlock.core.backends import Capabilities, RunOptions, RunResult
 from interlock.core.bindings import gate_open, node_inputs, resolve
 from interlock.core.cache import LocalCache, cache_key
-from interlock.core.errors import StepFailed
+from interlock.core.errors import SerializationError, StepFailed
 from interlock.core.receipt import assemble_receipt
 from interlock.core.runstate import RunContext, Seen, settle, state_dir_of
 from interlock.core.runtime import execute_step, record_cache_hit
-from interlock.core.spec import PipelineSpec
+from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.status import Status
-from interlock.core.values import read_value, write_value
+from interlock.core.values import read_value, value_hash, write_value
 
 NATIVE = "native"
 
@@ -29,6 +34,8 @@ class LocalBackend:
             description="in-process runner; the reference implementation of the runtime contract",
             features={
                 "run": NATIVE,
+                "resume": "native: stop markers cleared, checkpoints and cache kept, steps that "
+                "succeeded with the same code and inputs are not re-run",
                 "gpu": "emulated: requested in the spec; the step runs on whatever devices this host has",
                 "accelerator": "emulated: recorded in the receipt, not scheduled",
                 "shared_memory": "emulated: ignored (no container)",
@@ -77,6 +84,18 @@ class LocalBackend:
             inputs = node_inputs(spec, node.name, typed_params, outputs)
             use_cache = options.cache and step.cache is not None and step.cache.enabled
             key = cache_key(step, inputs) if use_cache else None
+            values_dir = options.run_dir / "values" / node.name
+            # A resumed run (a reused id): a step that succeeded earlier in this run with the
+            # same code and inputs is not run again; anything else of its is removed first.
+            full_key = key is not None and step.cache is not None and not step.cache.ignore_inputs
+            inputs_key = key if key is not None and full_key else _inputs_key(step, inputs)
+            earlier = _earlier_outputs(run, step, node.name, values_dir, inputs_key)
+            if earlier is not None:
+                outputs[node.name] = earlier
+                seen[node.name] = Seen(Status.SUCCEEDED)
+                options.emit(node.name, Status.SUCCEEDED, "done in an earlier attempt of this run")
+                continue
+            shutil.rmtree(values_dir, ignore_errors=True)
             hit = cache.get(step, key) if key else None
             if hit is not None and key:
                 outputs[node.name] = hit
@@ -94,9 +113,7 @@ class LocalBackend:
                 options.emit(node.name, Status.FAILED, f"{exc.kind}: {exc.reason}")
                 continue
             # Values cross the boundary as files, exactly as they would between containers.
-            values_dir = options.run_dir / "values" / node.name
-            for port in step.outputs:
-                write_value(result.outputs[port.name], port.type, values_dir / port.name)
+            _write_values(step, result.outputs, values_dir, inputs_key)
             outputs[node.name] = {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
             if key:
                 provenance = {"run_id": options.run_id, "snapshots": result.snapshots, "facts": result.facts}
@@ -117,6 +134,49 @@ class LocalBackend:
         final = {} if outcome.error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
         return RunResult(spec.name, options.run_id, self.name, outcome.status, final, outcome.steps, receipt,
                          outcome.error)
+
+
+INPUTS_KEY = ".inputs-key"  # not a port name: ports are identifiers
+
+
+def _inputs_key(step: StepSpec, inputs: dict[str, Any]) -> str:
+    """The step's code and every input, hashed: what its recorded outputs are valid for."""
+    parts = {
+        "fingerprint": step.fingerprint,
+        "inputs": {p.name: value_hash(inputs.get(p.name, p.default), p.type) for p in step.inputs},
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _write_values(step: StepSpec, values: dict[str, Any], dest: Path, inputs_key: str) -> None:
+    """Write a node's outputs next to ``dest`` and rename them into place, so that a reader
+    sees all of them or none, never old files mixed with new ones."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        for port in step.outputs:
+            write_value(values[port.name], port.type, tmp / port.name)
+        (tmp / INPUTS_KEY).write_text(inputs_key)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _earlier_outputs(
+    run: RunContext, step: StepSpec, node: str, values_dir: Path, inputs_key: str,
+) -> dict[str, Any] | None:
+    """The outputs a step wrote when it succeeded earlier in this run with these inputs, if any."""
+    frag = run.state.read_fragment(node)
+    marker = values_dir / INPUTS_KEY
+    if frag is None or frag.status is not Status.SUCCEEDED or not marker.is_file():
+        return None
+    try:
+        if marker.read_text() != inputs_key:
+            return None
+        return {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
+    except (OSError, ValueError, SerializationError):
+        return None  # unreadable: run the step again
 
 
 def resolve_param(value: Any, t: Any) -> Any:
