@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from interlock.core.errors import StepFailed
+from interlock.core.errors import StepFailed, StepStopped
 from interlock.core.failures import FailureKind
 from interlock.core.loader import load_spec
 from interlock.core.runstate import RunContext, RunEnv, state_dir_under
@@ -64,8 +64,13 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
     try:
         result = execute_step(run, step, node, inputs)
     except StepFailed as exc:
+        # Once in the task's log: what failed, the hint, the user's traceback. Then exit
+        # non-zero without Python repeating all of it for the exception (KFP reads the code).
         print(f"interlock: {exc}", file=sys.stderr, flush=True)
-        raise
+        recorded = exc.failure.traceback if exc.failure else None
+        if recorded:
+            print(recorded.rstrip(), file=sys.stderr, flush=True)
+        raise SystemExit(exc.exit_code if isinstance(exc, StepStopped) else 1) from None
     names_in, names_out = io_names(step)
     params: list[Any] = []
     for port in step.outputs:

@@ -148,6 +148,9 @@ def container_env(spec: PipelineSpec, step: StepSpec, opts: KfpOptions) -> dict[
     env = dict(step.env)
     # With a state volume the shim uses STATE_ROOT/runs/<run id>/state.
     env.update(RunEnv(retry_in_process=IN_PROCESS, state_root=Path(STATE_MOUNT) if opts.state_pvc else None).to_env())
+    if not opts.local_conditions:  # built for a cluster (kfp-local builds with local_conditions)
+        # SIGTERM to an interruptible step is then a spot reclaim: checkpoint, PREEMPTED, retry.
+        env.update(RunEnv(on_cluster=True).to_env())
     return env
 
 
