@@ -324,6 +324,9 @@ class StopMarker(StrEnum):
     """Why a node must not run again in this run (one file per node and kind)."""
 
     FATAL = "fatal"  # it failed FATAL: a backend retry (KFP retries everything) cannot help
+    # The run was stopped (SIGTERM, Ctrl-C) while it ran: a backend retry must not restart it
+    # behind the user's back; resuming the run clears it.
+    STOPPED = "stopped"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,14 @@ from typing import Any
 from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri
 from .context import StepContext
 from .errors import StepFailed, StepStopped
-from .failures import Failure, FailureKind, Preempted, StepTimeout, default_classifier
+from .failures import (
+    Failure,
+    FailureKind,
+    Preempted,
+    StepTimeout,
+    default_classifier,
+    qualified_name,
+)
 from .retry import RetryTracker
 from .runstate import ALL_KINDS, Attempt, Fragment, RunContext, StopMarker
 from .spec import StepSpec
@@ -262,6 +269,9 @@ def execute_step(
     if prior is not None:
         refused = prior.refusal()
         raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
+    stopped = state.read_marker(node, StopMarker.STOPPED)
+    if stopped is not None:  # a backend retry of a node the user stopped: stop again, at once
+        raise StepStopped(node, stopped.failure.message or "a signal", pipeline=run.pipeline)
     fn = fn or resolve_function(step)
     classifier = run.classifier or default_classifier
     # A backend retry (a new container for the same node) resumes the retry budget where the
@@ -346,12 +356,17 @@ def _stopped(
     run: RunContext, step: StepSpec, node: str, stop: StopRequested, attempts: list[Attempt], started: float,
     ctx: StepContext,
 ) -> StepStopped:
-    """Record the node as STOPPED (no stop marker: resuming the run must run it again)."""
+    """Record the node as STOPPED, with a marker that stops a backend retry (KFP retries any
+    non-zero exit) and that resuming the run clears."""
     ctx.facts["stopped_by"] = stop.signal
     if stop.checkpoint:
         ctx.facts["checkpoint_at_stop"] = stop.checkpoint
     result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
     _write_fragment(run, step, result, Status.STOPPED)
+    run.state.write_marker(node, Failure(
+        FailureKind.FATAL, str(stop), hint="resume the run to continue", rule="stopped",
+        exc_type=qualified_name(StopRequested), message=stop.signal,
+    ), StopMarker.STOPPED)
     return StepStopped(
         node, stop.signal, attempts=max(len(attempts), 1), checkpoint=stop.checkpoint, pipeline=run.pipeline,
         attempt_log=attempts,

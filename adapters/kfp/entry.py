@@ -64,12 +64,16 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
     try:
         result = execute_step(run, step, node, inputs)
     except StepFailed as exc:
-        # Once in the task's log: what failed, the hint, the user's traceback. Then exit
-        # non-zero without Python repeating all of it for the exception (KFP reads the code).
-        print(f"interlock: {exc}", file=sys.stderr, flush=True)
+        # Once in the task's log, then exit non-zero without Python repeating it all for the
+        # exception (KFP reads the exit code). On a cluster the pod log is where a user reads
+        # the failure: hint and traceback too. Under kfp-local the CLI reports those, once.
+        print(f"interlock: {exc.headline()}", file=sys.stderr, flush=True)
         recorded = exc.failure.traceback if exc.failure else None
-        if recorded:
-            print(recorded.rstrip(), file=sys.stderr, flush=True)
+        if run.on_cluster:
+            if exc.hint:
+                print(f"  hint: {exc.hint}", file=sys.stderr, flush=True)
+            if recorded:
+                print(recorded.rstrip(), file=sys.stderr, flush=True)
         raise SystemExit(exc.exit_code if isinstance(exc, StepStopped) else 1) from None
     names_in, names_out = io_names(step)
     params: list[Any] = []

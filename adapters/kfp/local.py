@@ -28,7 +28,15 @@ from typing import Any
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import InterlockError, StepFailed
 from interlock.core.receipt import assemble_receipt
-from interlock.core.runstate import RunEnv, RunState, Seen, exported, settle, state_dir_of
+from interlock.core.runstate import (
+    RunEnv,
+    RunState,
+    Seen,
+    StopMarker,
+    exported,
+    settle,
+    state_dir_of,
+)
 from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
 from interlock.core.values import to_jsonable
@@ -149,8 +157,8 @@ class _TaskObserver:
 
         node = self.current
         rec = self.records.get(node or "")
-        if rec is not None and rec.kfp_attempts > 0 and self.state.read_marker(rec.node) is not None:
-            # kfp retries every failure; after a FATAL one the shim would refuse in seconds.
+        if rec is not None and rec.kfp_attempts > 0 and self._stop_marked(rec.node):
+            # kfp retries every failure; after a FATAL one (or a stop) the shim would refuse in seconds.
             # Locally we skip even those seconds (the shim's own check is tested separately).
             rec.stopped_by_marker += 1
             return {}, status.Status.FAILURE
@@ -160,9 +168,12 @@ class _TaskObserver:
 
     def _sleep(self, seconds: float) -> None:
         node = self.current
-        if node and self.state.read_marker(node) is not None:
+        if node and self._stop_marked(node):
             return  # the retry will be refused at once: do not wait for it
         self.sleeper(seconds)
+
+    def _stop_marked(self, node: str) -> bool:
+        return any(self.state.read_marker(node, kind) is not None for kind in StopMarker)
 
     def seen(self) -> dict[str, Seen]:
         """What kfp did with each task it started, for settle()."""
