@@ -19,7 +19,7 @@ import interlock as il
 from interlock.core.checkpoint import Checkpointer, store_for_uri
 from interlock.core.errors import StepStopped
 from interlock.core.failures import FailureKind, StepTimeout, classify
-from interlock.core.runstate import RunContext
+from interlock.core.runstate import RunContext, StopMarker
 from interlock.core.runtime import execute_step
 from interlock.core.status import Status
 
@@ -67,8 +67,13 @@ def test_a_signal_stops_a_local_step_without_a_retry(tmp_path: Path, signum: int
     frag = fragment(run, "slow")
     assert frag["status"] == "stopped" and frag["facts"]["stopped_by"] == name
     assert [a["status"] for a in frag["attempts"]] == ["stopped"]
-    assert not run.state.marker_path("slow").exists()  # a resume must run it again
+    assert not run.state.marker_path("slow").exists()  # not a FATAL failure
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    # A backend retry of the stopped task (KFP retries any non-zero exit) stops again at once.
+    assert run.state.marker_path("slow", StopMarker.STOPPED).exists()
+    with pytest.raises(StepStopped) as again:
+        execute(run, slow, x=1)
+    assert calls == [1] and again.value.signal == name
 
 
 @needs_main_thread
