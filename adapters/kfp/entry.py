@@ -64,6 +64,8 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
     try:
         result = execute_step(run, step, node, inputs)
     except StepFailed as exc:
+        if not _task_process():
+            raise  # called in-process (tests, a custom launcher): the caller reports it
         # Once in the task's log, then exit non-zero without Python repeating it all for the
         # exception (KFP reads the exit code). On a cluster the pod log is where a user reads
         # the failure: hint and traceback too. Under kfp-local the CLI reports those, once.
@@ -87,6 +89,13 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
     if not params:
         return None
     return params[0] if single_return(step) else tuple(params)
+
+
+def _task_process() -> bool:
+    """True in the task's own process (``python -m kfp.dsl.executor_main``, a pod or a kfp-local
+    subprocess), where nothing above run_node catches what it raises."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "kfp.dsl.executor_main"
 
 
 def node_inputs(spec: PipelineSpec, step: StepSpec, node: str, args: dict[str, Any]) -> dict[str, Any]:
