@@ -521,7 +521,7 @@ def settle(
             steps[node.name] = StepOutcome(Status.STOPPED, attempts=attempts, duration_s=duration)
             if error is None:
                 error = saw.error if isinstance(saw.error, StepStopped) else StepStopped(
-                    node.name, (frag.facts.get("stopped_by") if frag else None) or "a signal",
+                    node.name, (frag.facts.get("stopped_by") if frag else None) or saw.detail or "a signal",
                     attempts=max(attempts, 1), pipeline=spec.name,
                     attempt_log=frag.attempts if frag else (),
                 )

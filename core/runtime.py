@@ -131,6 +131,8 @@ class StopRequested(BaseException):
         super().__init__(f"stopped by {signal_name}{': ' + why if why else ''}")
 
 
+# A second signal within this window is the same stop delivered twice, not a second request.
+DUPLICATE_SIGNAL_S = 1.0
 # After a timeout fires, fire again this often until the step ends: the first StepTimeout
 # may be caught (a bare except, a retry helper) and the step must still not run on.
 TIMEOUT_REARM_S = 0.5
@@ -181,9 +183,11 @@ def _signals(ctx: StepContext, timeout_s: float | None, grace_s: float, *, preem
 
     def on_signal(signum: int, frame: Any) -> None:
         name = _signal_name(signum)
-        if state["signal"] is not None:  # a second signal: stop now
-            raise StopRequested(name, why="second signal")
-        state["signal"] = name
+        if state["signal"] is not None:
+            if time.monotonic() - state["signal_seen"] < DUPLICATE_SIGNAL_S:
+                return  # the same stop twice (sent to the process group and passed on by a parent)
+            raise StopRequested(name, why="second signal")  # asked again: stop now
+        state["signal"], state["signal_seen"] = name, time.monotonic()
         state["preempt"] = signum == signal.SIGTERM and preempt_on_sigterm
         if not state["preempt"] and not checkpoints:
             raise StopRequested(name)

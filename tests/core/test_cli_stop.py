@@ -88,11 +88,11 @@ def exe() -> list[str]:
     return [sys.executable, "-m", "interlock.core.cli"]
 
 
-def start(tmp_path: Path, target: str, ready: Path) -> subprocess.Popen[str]:
+def start(tmp_path: Path, target: str, ready: Path, backend: str = "local") -> subprocess.Popen[str]:
     (tmp_path / "stop_pipe.py").write_text(textwrap.dedent(PIPELINE))
     env = {**__import__("os").environ, "STOP_TEST_READY": str(ready)}
     return subprocess.Popen(
-        [*exe(), "run", f"stop_pipe.py:{target}", "--backend", "local", "--workdir", str(tmp_path / "wd"),
+        [*exe(), "run", f"stop_pipe.py:{target}", "--backend", backend, "--workdir", str(tmp_path / "wd"),
          "--run-id", "stopped-1"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -132,6 +132,22 @@ def test_a_signal_stops_interlock_run_with_a_receipt(tmp_path: Path, signum: int
     assert [a["status"] for a in steps["sleepy"]["attempts"]] == ["stopped"]
     assert steps["sleepy"]["facts"]["stopped_by"] == name
     assert f"receipt: {tmp_path / 'wd' / 'runs' / 'stopped-1' / 'state' / 'receipt.json'}" in err
+
+
+@pytest.mark.parametrize("backend", ["flyte-local", "kfp-local"])
+def test_sigterm_to_interlock_run_stops_the_running_task(tmp_path: Path, backend: str) -> None:
+    """kfp-local runs the step in a subprocess: a SIGTERM sent to `interlock run` alone
+    (`kill`, `timeout`) is passed on to it, and kfp's retry of the stopped task is refused."""
+    ready = tmp_path / "ready"
+    proc = start(tmp_path, "stop_me", ready, backend)
+    wait_for(ready, proc, timeout=120)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out + err
+    assert ready.read_text() == "attempt\n"
+    steps = {s["node"]: s for s in receipt(tmp_path)["steps"]}
+    assert [steps[n]["status"] for n in ("prep", "sleepy", "after")] == ["succeeded", "stopped", "not-run"]
+    assert "resume with: interlock run" in err
 
 
 def test_a_stopped_step_with_a_checkpoint_policy_commits_a_checkpoint_first(tmp_path: Path) -> None:
