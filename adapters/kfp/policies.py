@@ -129,7 +129,7 @@ def retry_mapping(retry: Retry) -> RetryMapping | None:
     """
     b = retry.backoff
     contention = b.attempts if b else 0
-    count = contention + retry.preempted
+    count = contention + retry.preempted + retry.timeout  # TIMEOUT retries: KFP reruns the task
     if count == 0:
         return None
     if b is not None:
