@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 from flyte_pipelines.basic import demo
-from flyte_pipelines.faults import broken_pipeline, flaky_pipeline, resume_pipeline, slow_pipeline, stopped_pipeline
+from flyte_pipelines.faults import (
+    broken_pipeline,
+    flaky_pipeline,
+    resume_pipeline,
+    slow_pipeline,
+    stopped_pipeline,
+)
 
 import interlock as il
 
