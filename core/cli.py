@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +29,19 @@ from .errors import (
     PolicyError,
     RunFailed,
     StepFailed,
+    StepStopped,
 )
 from .lineage import LineageProvider, lineage_provider
 from .loader import load_pipeline
 from .runstate import EnvName
+from .runtime import StopRequested
 from .spec import PipelineSpec
 from .status import Status
 from .types import TypeSpec
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT; a SIGTERM stop exits 143 (StepStopped.exit_code)
 
 
 def parse_param(raw: str, spec: PipelineSpec) -> tuple[str, Any]:
@@ -78,7 +85,7 @@ class Progress:
 
     def __call__(self, node: str, event: str, detail: str) -> None:
         mark = {"started": "..", Status.SUCCEEDED: "ok", Status.CACHED: "==", Status.SKIPPED: "--",
-                Status.FAILED: "!!"}.get(event, "  ")
+                Status.FAILED: "!!", Status.STOPPED: "[]"}.get(event, "  ")
         elapsed = time.monotonic() - self.t0
         print(f"[{elapsed:6.1f}s] {mark} {node:<24} {event}{'  ' + detail if detail else ''}", file=self.stream or sys.stderr, flush=True)
 
@@ -137,17 +144,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"interlock: running {spec.name} on {backend} ({len(spec.nodes)} steps)", file=sys.stderr)
     t0 = time.monotonic()
     try:
-        result = run(
-            pipe, backend, workdir=args.workdir, run_id=args.run_id, cache=not args.no_cache,
-            progress=Progress(), options=options or None, resume=args.resume, **params,
-        )
+        with _stop_on_sigterm():
+            result = run(
+                pipe, backend, workdir=args.workdir, run_id=args.run_id, cache=not args.no_cache,
+                progress=Progress(), options=options or None, resume=args.resume, **params,
+            )
+    except StepStopped as exc:
+        print(f"\nSTOPPED after {time.monotonic() - t0:.1f}s: {exc.headline()}", file=sys.stderr)
+        if exc.receipt_path:
+            print(f"  receipt: {exc.receipt_path}", file=sys.stderr)
+        print(f"  resume with: {_resume_command(args, backend, exc)}", file=sys.stderr)
+        return exc.exit_code
     except RunFailed as exc:
         print(f"\nFAILED after {time.monotonic() - t0:.1f}s: {exc}", file=sys.stderr)
-        failure = exc.failure if isinstance(exc, StepFailed) else None
-        detail = failure.message if failure else ""
-        if detail and detail != exc.reason:  # e.g. the validation report, column by column
-            print(f"\n{detail}", file=sys.stderr)
+        print_failure_detail(exc, debug=args.debug)
         return EXIT_FAILED
+    except (KeyboardInterrupt, StopRequested) as exc:  # between steps: no step was running
+        name = exc.signal if isinstance(exc, StopRequested) else "SIGINT"
+        print(f"\nSTOPPED by {name} after {time.monotonic() - t0:.1f}s, outside any step", file=sys.stderr)
+        return 143 if name == "SIGTERM" else EXIT_INTERRUPTED
     wall = time.monotonic() - t0
     print(f"\n{spec.name}: {result.status} in {wall:.1f}s  (run {result.run_id}, backend {backend})")
     cached = [n for n, o in result.steps.items() if o.status is Status.CACHED]
@@ -160,6 +175,67 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  {name}: {_fmt_value(value)}")
     print(f"  receipt: {result.receipt_path}")
     return 0
+
+
+def print_failure_detail(exc: RunFailed, *, debug: bool = False, stream: Any = None) -> None:
+    """What a failure message adds to ``str(exc)`` (step, kind, reason, hint, receipt): the
+    detail the reason leaves out, and the traceback's tail (all of it with ``debug``)."""
+    from .tracebacks import tail, user_traceback
+
+    stream = stream or sys.stderr
+    failure = exc.failure if isinstance(exc, StepFailed) else None
+    detail = failure.message if failure else ""
+    if detail and detail not in exc.reason:  # e.g. the validation report, column by column
+        print(f"\n{detail}", file=stream)
+    recorded = failure.traceback if failure else None
+    if recorded and not debug:
+        print("\n  traceback (last lines; --debug for all of it):", file=stream)
+        print(_indent(tail(recorded)), file=stream)
+    elif recorded:
+        print("\n  traceback (interlock's frames trimmed):", file=stream)
+        print(_indent(recorded.rstrip()), file=stream)
+    if debug and exc.__cause__ is not None:  # in this process: the whole stack, interlock included
+        print("\n  full traceback:", file=stream)
+        print(_indent(user_traceback(exc.__cause__, full=True).rstrip()), file=stream)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def _resume_command(args: argparse.Namespace, backend: str, exc: RunFailed) -> str:
+    run_id = getattr(exc, "run_id", None) or args.run_id or _run_id_of(exc.receipt_path) or "<run id>"
+    params = "".join(f" -p {shlex.quote(p)}" for p in args.param)
+    return f"interlock run {shlex.quote(args.target)} --backend {backend}{params} --resume {run_id}"
+
+
+def _run_id_of(receipt_path: str | None) -> str | None:
+    if not receipt_path:
+        return None
+    try:
+        return str(json.loads(Path(receipt_path).read_text()).get("run_id") or "") or None
+    except (OSError, ValueError):
+        return None
+
+
+@contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """SIGTERM outside a step stops the run like Ctrl-C (inside one, the shim handles it)."""
+    import signal
+
+    from .runtime import StopRequested
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise StopRequested("SIGTERM")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -219,6 +295,7 @@ def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentPar
         help="run an earlier run again: clear its stop markers, keep its checkpoints, cache and finished steps",
     )
     r.add_argument("--no-cache", action="store_true")
+    r.add_argument("--debug", action="store_true", help="on failure, print the whole traceback")
     r.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE",
         help="a run option of the backend (`interlock backends` lists them)",

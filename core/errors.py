@@ -198,6 +198,51 @@ class StepFailed(RunFailed):
         return f"step {self.step!r} failed ({self.kind}) after {self.attempts} attempt(s): {self.reason}"
 
 
+class StepStopped(StepFailed):
+    """The run was told to stop (SIGTERM, Ctrl-C) while this step ran; raised by ``il.run``.
+
+    Not a failure of the step's code and never retried in this run: the step checkpointed
+    first when it has a checkpoint policy, its status is STOPPED, and the run can be resumed.
+    ``signal`` names the signal ("SIGTERM", "SIGINT"); ``exit_code`` is what a shell expects
+    from a process ended by it (143, 130). ``checkpoint`` is the id committed before stopping.
+    """
+
+    code = "STOPPED"
+
+    def __init__(
+        self,
+        step: str,
+        signal: str,
+        *,
+        attempts: int = 1,
+        checkpoint: str | None = None,
+        receipt_path: str | None = None,
+        pipeline: str | None = None,
+        attempt_log: Sequence[Attempt] = (),
+    ) -> None:
+        self.signal = signal
+        self.checkpoint = checkpoint
+        saved = f"checkpoint {checkpoint} committed" if checkpoint else "no checkpoint taken"
+        super().__init__(
+            step, FailureKind.FATAL, f"stopped by {signal} ({saved})",
+            hint="resume the run: interlock run ... --resume <run id>", attempts=attempts,
+            receipt_path=receipt_path, pipeline=pipeline, attempt_log=attempt_log,
+        )
+        self.retryable = False
+
+    @property
+    def exit_code(self) -> int:
+        import signal as signals
+
+        try:
+            return 128 + int(signals.Signals[self.signal])
+        except KeyError:
+            return 143
+
+    def headline(self) -> str:
+        return f"step {self.step!r} {self.reason}"
+
+
 def _restore(cls: type[RunFailed], state: dict[str, Any]) -> RunFailed:
     err = cls.__new__(cls)
     Exception.__init__(err, state.get("reason", ""))

@@ -6,6 +6,7 @@ Every failure gets one kind, and the kind decides what the runtime does next (re
 - CONTENTION  no capacity now (GPUs, scheduling, quota): retry with exponential backoff.
 - FATAL       retrying cannot help (OOM, hardware, driver mismatch, bad config or data).
 - PREEMPTED   SIGTERM from a spot reclaim: checkpoint, retry, do not spend the budget.
+- TIMEOUT     the step ran past its declared timeout: retried only if ``Retry(timeout=N)``.
 
 Rules that read the message text (CUDA, NCCL, quota, scheduling) only look at exception
 types that plausibly carry such a message (``TEXT_ERROR_TYPES``: RuntimeError, OSError and
@@ -55,6 +56,7 @@ __all__ = [
     "Preempted",
     "Rule",
     "TEXT_ERROR_TYPES",
+    "StepTimeout",
     "classify",
     "default_classifier",
     "exception_chain",
@@ -93,12 +95,15 @@ class Failure:
     exc_type: str = ""
     message: str = ""
     remediation: str | None = None
+    # The step's traceback, interlock's and the orchestrator's frames trimmed (tracebacks.py);
+    # not part of what makes two failures the same.
+    traceback: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", _kind(self.kind, "Failure.kind"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "kind": self.kind.value,
             "reason": self.reason,
             "hint": self.hint,
@@ -107,6 +112,9 @@ class Failure:
             "message": self.message,
             "remediation": self.remediation,
         }
+        if self.traceback:
+            data["traceback"] = self.traceback
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Failure:
@@ -117,7 +125,7 @@ class Failure:
         """
         if not isinstance(data, dict) or "kind" not in data or "reason" not in data:
             raise PolicyError(f"a recorded failure needs at least kind and reason, got {data!r}")
-        known = {"kind", "reason", "hint", "rule", "exc_type", "message", "remediation"}
+        known = {"kind", "reason", "hint", "rule", "exc_type", "message", "remediation", "traceback"}
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
@@ -140,6 +148,20 @@ class Preempted(InterlockError):
     ) -> None:
         self.signum = signum
         super().__init__(message, hint=hint)
+
+
+class StepTimeout(BaseException):
+    """The step ran past its declared timeout (raised into it by the runtime shim).
+
+    A ``BaseException``, like ``KeyboardInterrupt``: a training loop's ``except Exception``
+    must not swallow it and carry on past the deadline. Classified TIMEOUT.
+    """
+
+    default_message = "the step exceeded its timeout"
+
+    def __init__(self, message: str | None = None) -> None:
+        # No argument: raised asynchronously into a thread, which can only pass the class.
+        super().__init__(message or self.default_message)
 
 
 # --------------------------------------------------------------------------- matching
@@ -551,6 +573,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "preempted (SIGTERM: spot reclaim or node drain)",
         "resumes from the latest committed checkpoint; save often with ctx.checkpoint.save",
         types=(Preempted,),
+    ),
+    Rule(
+        "step-timeout",
+        FailureKind.TIMEOUT,
+        "the step ran past its timeout",
+        "raise the step's timeout=..., make it faster, or retry it with il.Retry(timeout=N)",
+        types=(StepTimeout,),
     ),
     Rule(
         "sigterm-exit",

@@ -13,6 +13,10 @@ on KFP and locally. A step that declares nothing is never retried (as a flytekit
 - CONTENTION: retried after ``Backoff.delay(n)``, up to ``Backoff.attempts`` times and while
   the total waited stays within ``Backoff.max_total``.
 - PREEMPTED:  retried at once, up to ``Retry.preempted`` times; never spends the budget.
+- TIMEOUT:    the step ran past its ``timeout``: retried at once, up to ``Retry.timeout``
+  times (default 0: a step too slow once is usually too slow again, and each retry costs the
+  whole timeout). Counted against the budget, as Flyte counts a task timeout against
+  ``retries``.
 - FATAL:      never retried, except CUDA OOM with ``oom_remediation=True``: halve the batch,
   double gradient accumulation (same effective batch), retry; until the batch would drop
   below 1 or ``MAX_OOM_HALVINGS`` halvings.
@@ -172,6 +176,7 @@ class Retry:
     contention: Backoff | int | None = None
     preempted: int = 0
     oom_remediation: bool = False
+    timeout: int = 0  # retries after the step ran past its timeout (FailureKind.TIMEOUT)
 
     def __post_init__(self) -> None:
         if self.any is not None:
@@ -179,6 +184,7 @@ class Retry:
             per_kind = [
                 name for name, value, default in (
                     ("transient", self.transient, 0), ("contention", self.contention, None), ("preempted", self.preempted, 0),
+                    ("timeout", self.timeout, 0),
                 ) if value != default
             ]
             if per_kind:
@@ -189,6 +195,7 @@ class Retry:
                     "preempted=...) for a budget per failure kind (FATAL is then never retried)",
                 )
         _count("Retry", "transient", self.transient, 0, MAX_TRANSIENT)
+        _count("Retry", "timeout", self.timeout, 0, MAX_TRANSIENT)
         _count("Retry", "preempted", self.preempted, 0, MAX_PREEMPTED)
         c = self.contention
         if isinstance(c, bool):
@@ -211,7 +218,9 @@ class Retry:
     def retries_nothing(self) -> bool:
         """True when no failure is ever retried (``Retry()``, ``Retry(0)``)."""
         b = self.backoff
-        return not (self.any or self.transient or self.preempted or (b and b.attempts) or self.oom_remediation)
+        return not (
+            self.any or self.transient or self.preempted or self.timeout or (b and b.attempts) or self.oom_remediation
+        )
 
     def retried_in_process(self, kind: FailureKind, in_process: frozenset[FailureKind]) -> bool:
         """Whether the shim retries a ``kind`` failure itself, given the kinds the backend leaves to it.
@@ -245,6 +254,7 @@ class Retry:
             + (b.attempts if b else 0)
             + self.preempted
             + (MAX_OOM_HALVINGS if self.oom_remediation else 0)
+            + self.timeout
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -255,13 +265,14 @@ class Retry:
             "contention": b.to_dict() if b else None,
             "preempted": self.preempted,
             "oom_remediation": self.oom_remediation,
+            "timeout": self.timeout,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Retry:
         if not isinstance(data, dict):
             raise PolicyError(f"Retry must be a mapping, got {data!r}")
-        unknown = set(data) - {"any", "transient", "contention", "preempted", "oom_remediation"}
+        unknown = set(data) - {"any", "transient", "contention", "preempted", "oom_remediation", "timeout"}
         if unknown:
             raise PolicyError(f"Retry has no field(s) {sorted(unknown)}")
         return cls(**data)
@@ -350,6 +361,7 @@ class RetryTracker:
             FailureKind.CONTENTION: self._contention,
             FailureKind.PREEMPTED: self._preempted,
             FailureKind.FATAL: self._fatal,
+            FailureKind.TIMEOUT: self._timeout,
         }[failure.kind]
         decision = handler(failure)
         if decision.retry:
@@ -377,6 +389,16 @@ class RetryTracker:
             return Decision(True, 0.0, f"TRANSIENT {n}/{limit}: {f.reason}; retrying now", True, f.kind, n)
         why = "retries disabled (Retry(transient=0))" if limit == 0 else f"giving up after {limit} {_plural(limit)}"
         return Decision(False, 0.0, f"TRANSIENT: {f.reason}; {why}", True, f.kind)
+
+    def _timeout(self, f: Failure) -> Decision:
+        limit, n = self.policy.timeout, self.counts[FailureKind.TIMEOUT] + 1
+        if n <= limit:
+            return Decision(True, 0.0, f"TIMEOUT {n}/{limit}: {f.reason}; retrying now", True, f.kind, n)
+        why = (
+            "not retried (a timeout is retried only with il.Retry(timeout=N))" if limit == 0
+            else f"giving up after {limit} {_plural(limit)}"
+        )
+        return Decision(False, 0.0, f"TIMEOUT: {f.reason}; {why}", True, f.kind)
 
     def _contention(self, f: Failure) -> Decision:
         b = self.policy.backoff

@@ -28,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from .errors import PolicyError, RunFailed, StepFailed
+from .errors import PolicyError, RunFailed, StepFailed, StepStopped
 from .failures import Failure
 from .spec import PipelineSpec
 from .status import FailureKind, Status
@@ -56,6 +56,10 @@ class EnvName:
     # The run id as the orchestrator knows it, when INTERLOCK_RUN_ID cannot be set at compile
     # time: the kfp adapter maps the pod's `pipeline/runid` label to it (downward API).
     ORCHESTRATOR_RUN_ID = "KFP_RUN_ID"
+    # "1" in the task templates the flyte and kfp compilers emit for a cluster: there, and only
+    # there, SIGTERM to an interruptible step is a spot reclaim (checkpoint, PREEMPTED, retry).
+    # Anywhere else SIGTERM is someone stopping the run (docs/stopping-and-timeouts.md).
+    ON_CLUSTER = "INTERLOCK_ON_CLUSTER"
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class RunEnv:
     retry_in_process: frozenset[FailureKind] | None = None
     checkpoint_root: str | None = None
     state_store: str | None = None
+    on_cluster: bool | None = None
 
     @classmethod
     def read(cls, env: Mapping[str, str] | None = None) -> RunEnv:
@@ -85,6 +90,7 @@ class RunEnv:
             retry_in_process=frozenset(FailureKind(k) for k in kinds.split(",") if k) if kinds is not None else None,
             checkpoint_root=env.get(EnvName.CHECKPOINT_ROOT) or None,
             state_store=env.get(EnvName.STATE_STORE) or None,
+            on_cluster=env[EnvName.ON_CLUSTER] == "1" if env.get(EnvName.ON_CLUSTER) else None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -100,6 +106,7 @@ class RunEnv:
             ),
             EnvName.CHECKPOINT_ROOT: self.checkpoint_root,
             EnvName.STATE_STORE: self.state_store,
+            EnvName.ON_CLUSTER: ("1" if self.on_cluster else "0") if self.on_cluster is not None else None,
         }
         return {k: v for k, v in values.items() if v is not None}
 
@@ -168,6 +175,9 @@ class RunContext:
     preemption_grace_s: float = 20.0
     classifier: Any = None  # a failures.Classifier; None = the default rule table
     state_store: str | None = None  # where node state outlives the pod (a store URI); None: state_dir is enough
+    # Running in a cluster's task (EnvName.ON_CLUSTER): SIGTERM to an interruptible step is a
+    # preemption. False: SIGTERM and SIGINT stop the run.
+    on_cluster: bool = False
 
     def __post_init__(self) -> None:
         self.state_dir = Path(self.state_dir)
@@ -182,6 +192,7 @@ class RunContext:
             pipeline=self.pipeline, run_id=self.run_id, backend=self.backend, state_dir=self.state_dir,
             retry_in_process=self.retry_in_process, checkpoint_root=self.checkpoint_root,
             state_store=self.state_store,
+            on_cluster=self.on_cluster or None,
         ).to_env()
 
     @classmethod
@@ -196,6 +207,7 @@ class RunContext:
             "retry_in_process": seen.retry_in_process if seen.retry_in_process is not None else ALL_KINDS,
             "checkpoint_root": seen.checkpoint_root,
             "state_store": seen.state_store,
+            "on_cluster": bool(seen.on_cluster),
         }
         values.update(overrides)
         return cls(**values)
@@ -209,7 +221,7 @@ class Attempt:
     number: int
     started: float
     ended: float
-    status: Status  # SUCCEEDED | FAILED
+    status: Status  # SUCCEEDED | FAILED | STOPPED
     failure: dict[str, Any] | None = None  # Failure.to_dict(): receipts keep the JSON form
     decision: str | None = None
     delay_s: float = 0.0
@@ -266,7 +278,7 @@ class Fragment:
     run_id: str
     node: str
     step: str
-    status: Status  # SUCCEEDED | FAILED | CACHED
+    status: Status  # SUCCEEDED | FAILED | CACHED | STOPPED
     fingerprint: str | None = None
     image: str | None = None
     started: float = 0.0
@@ -337,6 +349,9 @@ class StopMarker(StrEnum):
 
     FATAL = "fatal"  # it failed FATAL: a backend retry cannot help
     EXHAUSTED = "exhausted"  # its retry budget for that failure kind is spent
+    # The run was stopped (SIGTERM, Ctrl-C) while it ran: a backend retry must not restart it
+    # behind the user's back; resuming the run clears it.
+    STOPPED = "stopped"
 
 
 @dataclass(frozen=True)
@@ -349,11 +364,16 @@ class Marker:
     def refusal(self) -> Failure:
         """The failure the shim reports when it refuses to run the node again."""
         f = self.failure
-        why = "a retry cannot fix it" if self.kind is StopMarker.FATAL else "its retry budget is spent"
+        why = {
+            StopMarker.FATAL: "a retry cannot fix it",
+            StopMarker.EXHAUSTED: "its retry budget is spent",
+            StopMarker.STOPPED: "the run was stopped",
+        }[self.kind]
+        did = "was stopped" if self.kind is StopMarker.STOPPED else f"already failed {f.kind}"
         resume = f"`interlock run ... --resume {self.run_id}`"
         return replace(
             f, reason=(
-                f"already failed {f.kind} earlier in run {self.run_id}: {f.reason} (not re-running: {why}; "
+                f"{did} earlier in run {self.run_id}: {f.reason} (not re-running: {why}; "
                 f"fix the cause, then {resume} keeps its checkpoints and finished steps)"
             ),
             hint=f.hint or f"fix the cause, then {resume} (or il.run(..., resume={self.run_id!r}))",
@@ -602,7 +622,7 @@ class Seen:
 
 @dataclass
 class RunOutcome:
-    status: Status  # SUCCEEDED | FAILED
+    status: Status  # SUCCEEDED | FAILED | STOPPED
     steps: dict[str, StepOutcome]
     error: RunFailed | None = None
     fragments: dict[str, Fragment] = field(default_factory=dict)
@@ -652,6 +672,16 @@ def settle(
         ran = frag is not None and saw.status is not Status.CACHED
         attempts = len(frag.attempts) if ran and frag else 0
         duration = frag.duration_s if ran and frag else round(saw.duration_s or 0.0, 6)
+        if _stopped(saw, frag):  # told to stop: not a failure, and what the run ended with
+            steps[node.name] = StepOutcome(Status.STOPPED, attempts=attempts, duration_s=duration)
+            if error is None:
+                error = saw.error if isinstance(saw.error, StepStopped) else StepStopped(
+                    node.name, (frag.facts.get("stopped_by") if frag else None) or saw.detail or "a signal",
+                    attempts=max(attempts, 1), pipeline=spec.name,
+                    attempt_log=frag.attempts if frag else (),
+                )
+                error.pipeline = error.pipeline or spec.name
+            continue
         if saw.status is not Status.FAILED:
             steps[node.name] = StepOutcome(saw.status, attempts=attempts, duration_s=duration)
             continue
@@ -666,8 +696,14 @@ def settle(
                 error.pipeline = spec.name
     if error is None and failed is not None:
         error = RunFailed(failed, pipeline=spec.name)
-    status = Status.FAILED if error is not None else Status.SUCCEEDED
+    status = Status.SUCCEEDED if error is None else Status.STOPPED if isinstance(error, StepStopped) else Status.FAILED
     return RunOutcome(status, steps, error, fragments)
+
+
+def _stopped(saw: Seen, frag: Fragment | None) -> bool:
+    if saw.status is Status.STOPPED or isinstance(saw.error, StepStopped):
+        return True
+    return saw.status is Status.FAILED and saw.shim_ran and frag is not None and frag.status is Status.STOPPED
 
 
 def _failure_of(state: RunState, node: str, frag: Fragment | None, saw: Seen) -> Failure:

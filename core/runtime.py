@@ -3,9 +3,10 @@
 Backends only schedule. Inside whatever process or container a backend gives a step, the
 shim does the same work: refuse to redo a step that already failed FATAL in this run,
 build the step context (checkpointer keyed stably across retries), call the function,
-classify a failure, retry in-process where the backend cannot (or should not), turn
-SIGTERM into PREEMPTED after letting the step checkpoint, check the outputs, and write a
-receipt fragment. flytekit's and kfp's local executions do none of this themselves.
+classify a failure, retry in-process where the backend cannot (or should not), enforce the
+step's timeout, handle SIGTERM and Ctrl-C (a stop; a preemption only for an interruptible
+step in a cluster's task), check the outputs, and write a receipt fragment with the
+failure's traceback. flytekit's and kfp's local executions do none of this themselves.
 """
 
 from __future__ import annotations
@@ -21,20 +22,30 @@ from typing import Any
 
 from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri
 from .context import StepContext
-from .errors import StepFailed
-from .failures import Failure, FailureKind, Preempted, default_classifier
+from .errors import StepFailed, StepStopped
+from .failures import (
+    Failure,
+    FailureKind,
+    Preempted,
+    StepTimeout,
+    default_classifier,
+    qualified_name,
+)
 from .retry import RetryTracker
 from .runstate import ALL_KINDS, Attempt, Fragment, RunContext, StopMarker
 from .spec import StepSpec
 from .statestore import DurableState
 from .status import Status
+from .tracebacks import user_traceback
 from .values import check_output
 
 log = logging.getLogger("interlock.runtime")
 
 # RunContext, Attempt and ALL_KINDS live in runstate (the run's state); re-exported here
 # because the shim is where steps meet them.
-__all__ = ["ALL_KINDS", "Attempt", "RunContext", "StepResult", "StepTimeout", "execute_step", "record_cache_hit"]
+__all__ = [
+    "ALL_KINDS", "Attempt", "RunContext", "StepResult", "StepTimeout", "StopRequested", "execute_step", "record_cache_hit",
+]
 
 
 @dataclass
@@ -92,7 +103,7 @@ def _checkpointer(run: RunContext, step: StepSpec, node: str, ctx: StepContext) 
 
 
 class _RuntimeCheckpointer(Checkpointer):
-    """A checkpointer that yields to a pending preemption right after a committed save."""
+    """A checkpointer that yields to a pending preemption or stop right after a committed save."""
 
     def __init__(self, *args: Any, ctx: StepContext, **kw: Any):
         super().__init__(*args, **kw)
@@ -103,48 +114,103 @@ class _RuntimeCheckpointer(Checkpointer):
         self.ctx.mark_checkpointed()
         if self.ctx.facts.get("_preemption_requested"):
             raise Preempted(f"preempted: SIGTERM received; checkpoint {info.id} committed before yielding")
+        stop = self.ctx.facts.get("_stop_requested")
+        if stop:
+            raise StopRequested(stop, checkpoint=info.id)
         return info
 
 
-class StepTimeout(TimeoutError):
-    """The step ran past its declared timeout (enforced by the shim where the backend does not)."""
+class StopRequested(BaseException):
+    """Someone stopped the run (SIGTERM, Ctrl-C) while the step ran; raised into the step.
+
+    A BaseException so that the step's ``except Exception`` lets it through; the shim turns it
+    into a STOPPED step and ``StepStopped``, never into a retry.
+    """
+
+    def __init__(self, signal_name: str, *, checkpoint: str | None = None, why: str = "") -> None:
+        self.signal = signal_name
+        self.checkpoint = checkpoint
+        super().__init__(f"stopped by {signal_name}{': ' + why if why else ''}")
+
+
+# A second signal within this window is the same stop delivered twice, not a second request.
+DUPLICATE_SIGNAL_S = 1.0
+# After a timeout fires, fire again this often until the step ends: the first StepTimeout
+# may be caught (a bare except, a retry helper) and the step must still not run on.
+TIMEOUT_REARM_S = 0.5
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 @contextmanager
-def _signals(ctx: StepContext, timeout_s: float | None, grace_s: float) -> Iterator[None]:
-    """SIGTERM -> ask the step to checkpoint, then PREEMPTED; SIGALRM enforces timeout and grace.
+def _signals(ctx: StepContext, timeout_s: float | None, grace_s: float, *, preempt_on_sigterm: bool = True,
+             checkpoints: bool = False) -> Iterator[None]:
+    """Guard one attempt: the step's timeout, and what SIGTERM / SIGINT mean while it runs.
 
-    Signals can only be handled on the main thread; elsewhere the step runs unguarded (the
-    backend's own timeout and eviction still apply).
+    SIGTERM is a preemption only when ``preempt_on_sigterm`` (an interruptible step in a
+    cluster's task): ask the step to checkpoint, then PREEMPTED (retried outside the budget).
+    Otherwise SIGTERM and SIGINT stop: a step with a checkpoint policy gets ``grace_s`` to
+    save (``ctx.checkpoint_due()`` turns True), then ``StopRequested``; one without stops at
+    once; a second signal stops at once.
+
+    The timeout raises ``StepTimeout`` (a BaseException) and fires again every
+    TIMEOUT_REARM_S until the step ends. On the main thread SIGALRM does this (it also breaks
+    a blocking sleep); elsewhere signal handlers cannot be installed, so a watchdog thread
+    raises it in the step's thread at its next Python instruction, and the process's own
+    SIGTERM/SIGINT handling applies.
     """
     if threading.current_thread() is not threading.main_thread():
-        yield
+        with _watchdog(ctx, timeout_s):
+            yield
         return
     deadline = time.monotonic() + timeout_s if timeout_s else None
-    state: dict[str, float | None] = {"preempt_at": None}
+    state: dict[str, Any] = {"signal_at": None, "signal": None, "preempt": False, "fired": False}
 
     def on_alarm(signum: int, frame: Any) -> None:
         now = time.monotonic()
-        if state["preempt_at"] is not None and now >= state["preempt_at"]:
-            raise Preempted(f"preempted: SIGTERM received and no checkpoint within {grace_s:g}s")
+        if state["signal_at"] is not None and now >= state["signal_at"]:
+            if state["preempt"]:
+                raise Preempted(f"preempted: SIGTERM received and no checkpoint within {grace_s:g}s")
+            raise StopRequested(state["signal"], why=f"no checkpoint within {grace_s:g}s")
         if deadline is not None and now >= deadline:
+            state["fired"] = True
+            _arm()
             raise StepTimeout(f"step {ctx.node!r} exceeded its timeout of {timeout_s:g}s")
         _arm()
 
-    def on_term(signum: int, frame: Any) -> None:
-        ctx.facts["_preemption_requested"] = True
+    def on_signal(signum: int, frame: Any) -> None:
+        name = _signal_name(signum)
+        if state["signal"] is not None:
+            if time.monotonic() - state["signal_seen"] < DUPLICATE_SIGNAL_S:
+                return  # the same stop twice (sent to the process group and passed on by a parent)
+            raise StopRequested(name, why="second signal")  # asked again: stop now
+        state["signal"], state["signal_seen"] = name, time.monotonic()
+        state["preempt"] = signum == signal.SIGTERM and preempt_on_sigterm
+        if not state["preempt"] and not checkpoints:
+            raise StopRequested(name)
+        ctx.facts["_preemption_requested" if state["preempt"] else "_stop_requested"] = True if state["preempt"] else name
         ctx.checkpoint_every_s = 0.0  # checkpoint_due() is now True
-        state["preempt_at"] = time.monotonic() + grace_s
-        log.warning("step %s: SIGTERM received; checkpoint within %.0fs to resume after preemption", ctx.node, grace_s)
+        state["signal_at"] = time.monotonic() + grace_s
+        what = "resume after preemption" if state["preempt"] else "stop"
+        log.warning("step %s: %s received; checkpoint within %.0fs, then %s", ctx.node, name, grace_s, what)
         _arm()
 
     def _arm() -> None:
-        candidates = [t for t in (deadline, state["preempt_at"]) if t is not None]
-        if candidates:
-            signal.setitimer(signal.ITIMER_REAL, max(0.001, min(candidates) - time.monotonic()))
+        due = state["signal_at"]
+        if deadline is not None:
+            next_timeout = time.monotonic() + TIMEOUT_REARM_S if state["fired"] else deadline
+            due = next_timeout if due is None else min(due, next_timeout)
+        if due is not None:
+            signal.setitimer(signal.ITIMER_REAL, max(0.001, due - time.monotonic()))
 
     old_alarm = signal.signal(signal.SIGALRM, on_alarm)
-    old_term = signal.signal(signal.SIGTERM, on_term)
+    old_term = signal.signal(signal.SIGTERM, on_signal)
+    old_int = signal.signal(signal.SIGINT, on_signal)
     _arm()
     try:
         yield
@@ -152,6 +218,48 @@ def _signals(ctx: StepContext, timeout_s: float | None, grace_s: float) -> Itera
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old_alarm)
         signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
+
+
+@contextmanager
+def _watchdog(ctx: StepContext, timeout_s: float | None) -> Iterator[None]:
+    """Enforce a timeout off the main thread: raise StepTimeout in this thread at the deadline.
+
+    CPython delivers an asynchronous exception at the thread's next bytecode: a pure-Python
+    loop stops at once, a blocking C call (a sleep, a read) first returns.
+    """
+    if not timeout_s:
+        yield
+        return
+    import ctypes
+
+    tid = threading.get_ident()
+    done = threading.Event()
+    lock = threading.Lock()
+    message = f"step {ctx.node!r} exceeded its timeout of {timeout_s:g}s"
+    # The C API raises a class, not an instance: a subclass carries the message.
+    timeout_cls = type("StepTimeout", (StepTimeout,), {"default_message": message, "__module__": StepTimeout.__module__})
+    set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+
+    def watch() -> None:
+        wait = timeout_s
+        while not done.wait(wait):
+            with lock:
+                if done.is_set():
+                    return
+                set_async(ctypes.c_ulong(tid), ctypes.py_object(timeout_cls))
+            wait = TIMEOUT_REARM_S
+
+    log.debug("step %s runs off the main thread: its timeout is enforced by a watchdog thread", ctx.node)
+    watcher = threading.Thread(target=watch, name=f"interlock-timeout-{ctx.node}", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        with lock:
+            done.set()
+            set_async(ctypes.c_ulong(tid), None)  # drop one raised but not yet delivered
+        watcher.join()
 
 
 # -- the shim ------------------------------------------------------------------------------
@@ -174,6 +282,9 @@ def execute_step(
     if prior is not None:
         refused = prior.refusal()
         raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
+    stopped = state.read_marker(node, StopMarker.STOPPED)
+    if stopped is not None:  # a backend retry of a node the user stopped: stop again, at once
+        raise StepStopped(node, stopped.failure.message or "a signal", pipeline=run.pipeline)
     fn = fn or resolve_function(step)
     classifier = run.classifier or default_classifier
     # A backend retry (a new container for the same node) resumes the retry budget where the
@@ -190,18 +301,38 @@ def execute_step(
         ctx.batch_size_factor = factor
         ctx.checkpoint_every_s = step.checkpoint.every_s if step.checkpoint else None
         ctx.facts.pop("_preemption_requested", None)
+        ctx.facts.pop("_stop_requested", None)
         ctx.mark_checkpointed()
         t0 = run.clock()
         kwargs = dict(inputs)
         if step.context_arg:
             kwargs[step.context_arg] = ctx
+        # SIGTERM is a spot reclaim only for an interruptible step in a cluster's task.
+        preemptible = step.interruptible and run.on_cluster
         try:
-            with _signals(ctx, step.timeout_s, run.preemption_grace_s):
-                returned = fn(**kwargs)
+            try:
+                with _signals(ctx, step.timeout_s, run.preemption_grace_s, preempt_on_sigterm=preemptible,
+                              checkpoints=step.checkpoint is not None):
+                    returned = fn(**kwargs)
+            except KeyboardInterrupt as exc:  # Ctrl-C where the shim could not install its handler
+                raise StopRequested("SIGINT") from exc
+            except SystemExit as exc:  # the step's own SIGTERM handler exited: a stop unless preempted
+                if exc.code in (143, -15) and not preemptible:
+                    raise StopRequested("SIGTERM") from exc
+                raise
             outputs = outputs_of(step, returned)
             written = write(outputs) if write is not None else None
-        except (Exception, SystemExit) as exc:  # SystemExit(143): the process was told to stop
+        except StopRequested as stop:
+            saved = f"checkpoint {stop.checkpoint} committed" if stop.checkpoint else "no checkpoint taken"
+            attempts.append(Attempt(
+                len(attempts) + 1, t0, run.clock(), Status.STOPPED, None,
+                f"{stop}; {saved}; not retried: resume the run to continue", 0.0, factor,
+            ))
+            log.warning("step %s attempt %d: %s (%s)", node, len(attempts), stop, saved)
+            raise _stopped(run, step, node, stop, attempts, started, ctx) from stop
+        except (Exception, SystemExit, StepTimeout) as exc:  # SystemExit(143) on a cluster: preempted
             failure: Failure = classifier.classify(exc)
+            failure = replace(failure, traceback=user_traceback(exc) or None)
             decision = tracker.decide(failure)
             retry_here = decision.retry and step.retry.retried_in_process(failure.kind, run.retry_in_process)
             attempts.append(Attempt(
@@ -213,7 +344,11 @@ def execute_step(
                 if decision.remediation:
                     factor *= decision.remediation.get("batch_size_factor", 1.0)
                 if decision.delay_s:
-                    run.sleeper(decision.delay_s)
+                    try:
+                        run.sleeper(decision.delay_s)
+                    except (StopRequested, KeyboardInterrupt) as exc:  # stopped while waiting to retry
+                        stop = exc if isinstance(exc, StopRequested) else StopRequested("SIGINT")
+                        raise _stopped(run, step, node, stop, attempts, started, ctx) from exc
                 continue
             if not decision.retry:  # no retry anywhere: a backend retry of this node must end at once
                 fatal = failure.kind is FailureKind.FATAL and not step.retry.retries_any
@@ -236,6 +371,27 @@ def execute_step(
         if durable is not None:
             durable.push(state, node)
         return result
+
+
+def _stopped(
+    run: RunContext, step: StepSpec, node: str, stop: StopRequested, attempts: list[Attempt], started: float,
+    ctx: StepContext,
+) -> StepStopped:
+    """Record the node as STOPPED, with a marker that stops a backend retry (KFP retries any
+    non-zero exit) and that resuming the run clears."""
+    ctx.facts["stopped_by"] = stop.signal
+    if stop.checkpoint:
+        ctx.facts["checkpoint_at_stop"] = stop.checkpoint
+    result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
+    _write_fragment(run, step, result, Status.STOPPED)
+    run.state.write_marker(node, Failure(
+        FailureKind.FATAL, str(stop), hint="resume the run to continue", rule="stopped",
+        exc_type=qualified_name(StopRequested), message=stop.signal,
+    ), StopMarker.STOPPED)
+    return StepStopped(
+        node, stop.signal, attempts=max(len(attempts), 1), checkpoint=stop.checkpoint, pipeline=run.pipeline,
+        attempt_log=attempts,
+    )
 
 
 def _public(facts: dict[str, Any]) -> dict[str, Any]:

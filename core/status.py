@@ -18,6 +18,9 @@ class Status(StrEnum):
     SKIPPED = "skipped"  # behind an il.when block whose condition was false
     CACHED = "cached"  # served from a cache: the step's code did not run
     NOT_RUN = "not-run"  # never reached: an earlier failure stopped the run first
+    # Told to stop (SIGTERM, Ctrl-C) while it ran: not a failure of its code and never retried
+    # in this run; it checkpointed first if it has a policy, and the run can be resumed.
+    STOPPED = "stopped"
 
     @property
     def done(self) -> bool:
@@ -32,6 +35,11 @@ class FailureKind(StrEnum):
     CONTENTION = "CONTENTION"
     FATAL = "FATAL"
     PREEMPTED = "PREEMPTED"
+    # The step ran past its declared timeout. Its own kind, not TRANSIENT: a step that was too
+    # slow once is usually too slow again, so it is retried only as often as
+    # ``Retry(timeout=N)`` allows (default 0), each retry counted against the budget like a
+    # Flyte task timeout counts against ``retries``.
+    TIMEOUT = "TIMEOUT"
 
     @property
     def retryable(self) -> bool:

@@ -22,8 +22,11 @@ CLUSTER_FEATURES = {
     "shared_memory": "native (task shared_memory -> /dev/shm volume)",
     "node_selector": "native (pod template)",
     "tolerations": "native (pod template)",
-    "interruptible": "native (task metadata interruptible)",
-    "timeout": "native (task metadata timeout)",
+    "interruptible": (
+        "native (task metadata interruptible); in the pod SIGTERM to an interruptible step is a spot reclaim "
+        "(checkpoint, PREEMPTED, Flyte retry); to any other step it is a stop (checkpoint, STOPPED, not retried)"
+    ),
+    "timeout": "native (task metadata timeout) + the shim's timer (FailureKind.TIMEOUT, retried per Retry(timeout=N))",
     "retry.transient": "native (FlyteRecoverableException + task retries)",
     "retry.contention_backoff": "emulated: the shim backs off in the pod (Flyte retries have no per-task backoff)",
     "retry.preempted": "native (recoverable error after the step checkpointed; counted in task retries)",
@@ -98,7 +101,10 @@ class FlyteLocalBackend(FlyteBackend):
             "shared_memory": "emulated: compiled, not applied (no pod)",
             "node_selector": "emulated: compiled, not applied (no scheduler)",
             "tolerations": "emulated: compiled, not applied (no scheduler)",
-            "interruptible": "emulated: SIGTERM to the process is handled as a preemption",
+            "interruptible": (
+                "emulated: recorded only; SIGTERM or Ctrl-C stops the run (checkpoint first if the step has a "
+                "policy), exit 143/130 with a receipt; no preemption outside a cluster"
+            ),
             "timeout": "emulated: the shim enforces it (flytekit local does not)",
             "retry.transient": "emulated: the shim retries in-process (flytekit local does not retry)",
             "retry.contention_backoff": "emulated: the shim backs off in-process",

@@ -129,6 +129,8 @@ def retries(step: StepSpec, in_process: frozenset[FailureKind]) -> int:
         n += rp.preempted
     if FailureKind.CONTENTION not in in_process and rp.backoff is not None:
         n += rp.backoff.attempts
+    if FailureKind.TIMEOUT not in in_process:
+        n += rp.timeout
     return n
 
 

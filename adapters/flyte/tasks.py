@@ -211,7 +211,9 @@ def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None
     step = spec.step_of(node)
     ret_type = outputs_type(step.outputs, f"{py_ident(node)}_outputs")
     body = step_body(spec.name, node, step, ret_type)
-    env = {**RunEnv(pipeline=spec.name, backend=BACKEND, retry_in_process=options.in_process).to_env(),
+    # The container's env (flyte-local runs in this process and never applies it): on a cluster
+    # SIGTERM to an interruptible step is a spot reclaim (checkpoint, PREEMPTED, Flyte retries).
+    env = {**RunEnv(pipeline=spec.name, backend=BACKEND, retry_in_process=options.in_process, on_cluster=True).to_env(),
            **options.environment}
     kwargs = policies.task_kwargs(
         step, in_process=options.in_process, cache=options.cache, image=options.image,

@@ -24,7 +24,10 @@ _FEATURES = {
     "node_selector": "native (kfp-kubernetes)",
     "tolerations": "native (kfp-kubernetes)",
     "interruptible": "emulated: spot node selector + toleration + set_retry (KFP has no preemption handler)",
-    "timeout": "native (kfp-kubernetes activeDeadlineSeconds) + the shim's own timer",
+    "timeout": (
+        "native (kfp-kubernetes activeDeadlineSeconds) + the shim's own timer (FailureKind.TIMEOUT, retried per "
+        "Retry(timeout=N)); in the pod SIGTERM to an interruptible step is a spot reclaim, to any other a stop"
+    ),
     "retry.transient": "emulated: retried in-process by the shim",
     "retry.contention_backoff": "native (set_retry backoff)",
     "retry.preempted": "emulated: KFP retries (counted into set_retry), resumed from the checkpoint",
@@ -107,7 +110,10 @@ class KfpLocalBackend:
             "shared_memory": "emulated: ignored locally",
             "node_selector": "emulated: compiled, ignored locally",
             "tolerations": "emulated: compiled, ignored locally",
-            "interruptible": "emulated: SIGTERM to the task is handled as a preemption",
+            "interruptible": (
+                "emulated: recorded only; SIGTERM (passed on to the running task) or Ctrl-C stops the run "
+                "(checkpoint first if the step has a policy), exit 143/130 with a receipt; no preemption locally"
+            ),
             "timeout": "native (the shim's timer; kfp.local ignores pod deadlines)",
             "secrets": "emulated: read from the environment variable each Secret names",
             "labels": "emulated: compiled and recorded, no pods locally",

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from interlock.core.errors import StepFailed
+from interlock.core.errors import StepFailed, StepStopped
 from interlock.core.failures import FailureKind
 from interlock.core.loader import load_spec
 from interlock.core.runstate import RunContext, RunEnv, state_dir_under
@@ -66,8 +66,19 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
         # is classified and stops KFP's retries like any other failure.
         result = execute_step(run, step, node, inputs, write=lambda outputs: write_outputs(step, outputs, args))
     except StepFailed as exc:
-        print(f"interlock: {exc}", file=sys.stderr, flush=True)
-        raise
+        if not _task_process():
+            raise  # called in-process (tests, a custom launcher): the caller reports it
+        # Once in the task's log, then exit non-zero without Python repeating it all for the
+        # exception (KFP reads the exit code). On a cluster the pod log is where a user reads
+        # the failure: hint and traceback too. Under kfp-local the CLI reports those, once.
+        print(f"interlock: {exc.headline()}", file=sys.stderr, flush=True)
+        recorded = exc.failure.traceback if exc.failure else None
+        if run.on_cluster:
+            if exc.hint:
+                print(f"  hint: {exc.hint}", file=sys.stderr, flush=True)
+            if recorded:
+                print(recorded.rstrip(), file=sys.stderr, flush=True)
+        raise SystemExit(exc.exit_code if isinstance(exc, StepStopped) else 1) from None
     return result.written
 
 
@@ -85,6 +96,13 @@ def write_outputs(step: StepSpec, outputs: dict[str, Any], args: dict[str, Any])
     if not params:
         return None
     return params[0] if single_return(step) else tuple(params)
+
+
+def _task_process() -> bool:
+    """True in the task's own process (``python -m kfp.dsl.executor_main``, a pod or a kfp-local
+    subprocess), where nothing above run_node catches what it raises."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "kfp.dsl.executor_main"
 
 
 def node_inputs(spec: PipelineSpec, step: StepSpec, node: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,14 @@ from typing import Any
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import InterlockError, StepFailed
 from interlock.core.receipt import assemble_receipt
-from interlock.core.runstate import RunEnv, RunState, Seen, exported, settle, state_dir_of
+from interlock.core.runstate import (
+    RunEnv,
+    RunState,
+    Seen,
+    exported,
+    settle,
+    state_dir_of,
+)
 from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
 from interlock.core.values import to_jsonable
@@ -60,6 +67,7 @@ class TaskRecord:
     fragment_written: bool = False  # the shim ran the step (a receipt fragment was written)
     kfp_attempts: int = 0  # subprocesses kfp actually started for this task
     stopped_by_marker: int = 0  # kfp retries skipped because the shim gave up on the node (a stop marker)
+    stopped: bool = False  # not started: the run was told to stop (SIGTERM, Ctrl-C) first
 
 
 @dataclass
@@ -72,6 +80,7 @@ class _TaskObserver:
     emit: Callable[[str, str, str], None] = lambda node, event, detail: None
     records: dict[str, TaskRecord] = field(default_factory=dict)
     current: str | None = None
+    stop_signal: str | None = None  # the run was told to stop: start no more tasks
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -149,10 +158,13 @@ class _TaskObserver:
 
         node = self.current
         rec = self.records.get(node or "")
-        if rec is not None and rec.kfp_attempts > 0 and self.state.stop_marker(rec.node) is not None:
-            # kfp retries every failure; after the shim gave up (FATAL, a spent budget) it would refuse in seconds.
+        if rec is not None and rec.kfp_attempts > 0 and self._stop_marked(rec.node):
+            # kfp retries every failure; after a FATAL one (or a stop) the shim would refuse in seconds.
             # Locally we skip even those seconds (the shim's own check is tested separately).
             rec.stopped_by_marker += 1
+            return {}, status.Status.FAILURE
+        if rec is not None and self.stop_signal is not None:
+            rec.stopped = rec.stopped or rec.kfp_attempts == 0
             return {}, status.Status.FAILURE
         if rec is not None:
             rec.kfp_attempts += 1
@@ -160,20 +172,79 @@ class _TaskObserver:
 
     def _sleep(self, seconds: float) -> None:
         node = self.current
-        if node and self.state.stop_marker(node) is not None:
+        if self.stop_signal is not None or (node and self._stop_marked(node)):
             return  # the retry will be refused at once: do not wait for it
         self.sleeper(seconds)
+
+    def _stop_marked(self, node: str) -> bool:
+        return self.state.stop_marker(node) is not None  # the shim gave up: FATAL, spent budget, stop
 
     def seen(self) -> dict[str, Seen]:
         """What kfp did with each task it started, for settle()."""
         return {
             r.node: Seen(
-                Status.CACHED if r.cached else r.status, shim_ran=r.fragment_written,
-                detail=None if r.fragment_written else "the task failed before the shim ran (see the kfp log above)",
+                Status.STOPPED if r.stopped else Status.CACHED if r.cached else r.status, shim_ran=r.fragment_written,
+                detail=self.stop_signal if r.stopped else None if r.fragment_written
+                else "the task failed before the shim ran (see the kfp log above)",
                 duration_s=r.ended - r.started,
             )
             for r in self.records.values()
         }
+
+
+@contextlib.contextmanager
+def _stops_reach_the_task(observer: _TaskObserver) -> Iterator[None]:
+    """SIGTERM / Ctrl-C during a kfp-local run: the running task stops (its shim checkpoints
+    and records it STOPPED), kfp starts no other task, and the run ends with a receipt.
+
+    Ctrl-C reaches the task from the terminal (one process group); a SIGTERM sent to this
+    process alone (``kill``, ``timeout``, ``docker stop``) is passed on to the task.
+    """
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if observer.stop_signal is not None:
+            raise KeyboardInterrupt  # a second signal: stop waiting for the task
+        observer.stop_signal = signal.Signals(signum).name
+        log.warning("kfp-local: %s received; stopping the running task, starting no other", observer.stop_signal)
+        if signum == signal.SIGTERM:
+            for pid in _task_pids():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signum)
+
+    saved = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+def _task_pids() -> list[int]:
+    """The kfp task processes under this one (``python -m kfp.dsl.executor_main``, started by
+    kfp's ``sh -c`` wrapper, which would not pass a signal on), from /proc; none elsewhere."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(entry.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.parent.name))
+    found, queue = [], list(children.get(os.getpid(), []))
+    while queue:
+        pid = queue.pop()
+        queue.extend(children.get(pid, []))
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(argv[i:i + 2] == [b"-m", b"kfp.dsl.executor_main"] for i in range(len(argv) - 1)):
+            found.append(pid)
+    return found
 
 
 class _Clock:
@@ -256,7 +327,7 @@ class KfpLocalRun:
             "PYTHONPATH": _child_pythonpath(),
         }
         crashed: Exception | None = None
-        with exported(env), observer.installed(), warnings.catch_warnings():
+        with exported(env), observer.installed(), _stops_reach_the_task(observer), warnings.catch_warnings():
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:

@@ -152,7 +152,7 @@ def retry_mapping(retry: Retry) -> RetryMapping | None:
         return RetryMapping(retry.any) if retry.any else None
     b = retry.backoff
     contention = b.attempts if b else 0
-    count = contention + retry.preempted
+    count = contention + retry.preempted + retry.timeout  # TIMEOUT retries: KFP reruns the task
     if count == 0:
         return None
     if b is not None:
@@ -202,6 +202,9 @@ def container_env(spec: PipelineSpec, step: StepSpec, opts: KfpOptions) -> dict[
         retry_in_process=IN_PROCESS, state_root=Path(STATE_MOUNT) if opts.state_pvc else None,
         state_store=opts.state_store_uri,
     ).to_env())
+    if not opts.local_conditions:  # built for a cluster (kfp-local builds with local_conditions)
+        # SIGTERM to an interruptible step is then a spot reclaim: checkpoint, PREEMPTED, retry.
+        env.update(RunEnv(on_cluster=True).to_env())
     return env
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from interlock.core.backends import Capabilities, RunOptions, RunResult
 from interlock.core.bindings import gate_open, node_inputs, resolve
 from interlock.core.cache import LocalCache, cache_key
-from interlock.core.errors import SerializationError, StepFailed
+from interlock.core.errors import SerializationError, StepFailed, StepStopped
 from interlock.core.receipt import assemble_receipt
 from interlock.core.runstate import RunContext, Seen, settle, state_dir_of
 from interlock.core.runtime import execute_step, record_cache_hit
@@ -41,8 +41,14 @@ class LocalBackend:
                 "shared_memory": "emulated: ignored (no container)",
                 "node_selector": "emulated: ignored (no scheduler)",
                 "tolerations": "emulated: ignored (no scheduler)",
-                "interruptible": "emulated: SIGTERM to the process is handled as a preemption",
-                "timeout": "native (SIGALRM in the shim)",
+                "interruptible": (
+                    "emulated: recorded only; SIGTERM or Ctrl-C stops the run (the step checkpoints first if it "
+                    "has a checkpoint policy), exit 143/130 with a receipt; no preemption outside a cluster"
+                ),
+                "timeout": (
+                    "native (shim: SIGALRM on the main thread; off it, a watchdog thread that stops the step at "
+                    "its next Python instruction, after any blocking call returns)"
+                ),
                 "retry.transient": "native (shim)",
                 "retry.contention_backoff": "native (shim, exponential backoff)",
                 "retry.preempted": "native (shim, outside the retry budget)",
@@ -110,7 +116,9 @@ class LocalBackend:
             except StepFailed as exc:
                 failed = True
                 seen[node.name] = Seen(Status.FAILED, error=exc)
-                options.emit(node.name, Status.FAILED, f"{exc.kind}: {exc.reason}")
+                stopped = isinstance(exc, StepStopped)
+                options.emit(node.name, Status.STOPPED if stopped else Status.FAILED,
+                             exc.reason if stopped else f"{exc.kind}: {exc.reason}")
                 continue
             # Values cross the boundary as files, exactly as they would between containers.
             _write_values(step, result.outputs, values_dir, inputs_key)

@@ -27,7 +27,7 @@ def test_error_hierarchy() -> None:
     for err in (il.PipelineDefinitionError, il.ValidationFailed, il.StepFailed):
         assert issubclass(err, il.InterlockError)
     assert issubclass(il.InterlockError, Exception)
-    assert {k.value for k in il.FailureKind} == {"TRANSIENT", "CONTENTION", "FATAL", "PREEMPTED"}
+    assert {k.value for k in il.FailureKind} == {"TRANSIENT", "CONTENTION", "FATAL", "PREEMPTED", "TIMEOUT"}
 
 
 def test_run_signature_takes_backend_and_params() -> None:

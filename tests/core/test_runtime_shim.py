@@ -261,7 +261,7 @@ def test_sigterm_checkpoints_then_resumes_without_spending_the_budget(tmp_path: 
         return state["epoch"] + epochs
 
     before = signal.getsignal(signal.SIGTERM)
-    shim = Shim(tmp_path)
+    shim = Shim(tmp_path, on_cluster=True)  # a cluster's task: SIGTERM is the spot reclaim
     result = shim.execute(train, epochs=2)
     assert result.outputs == {"o0": 5}
     assert seen == [None, {"epoch": 3}, {"epoch": 3}]
@@ -276,7 +276,7 @@ def test_sigterm_checkpoints_then_resumes_without_spending_the_budget(tmp_path: 
 def test_sigterm_without_a_checkpoint_is_preempted_after_the_grace(tmp_path: Path) -> None:
     calls: list[int] = []
 
-    @il.step(retry=il.Retry(transient=0, preempted=1))
+    @il.step(retry=il.Retry(transient=0, preempted=1), interruptible=True)
     def slow(x: int) -> int:
         calls.append(x)
         if len(calls) == 1:
@@ -284,7 +284,7 @@ def test_sigterm_without_a_checkpoint_is_preempted_after_the_grace(tmp_path: Pat
             time.sleep(10)
         return x
 
-    shim = Shim(tmp_path, preemption_grace_s=0.2)
+    shim = Shim(tmp_path, preemption_grace_s=0.2, on_cluster=True)
     t0 = time.monotonic()
     result = shim.execute(slow, x=3)
     assert time.monotonic() - t0 < 5

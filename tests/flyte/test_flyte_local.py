@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 from flyte_pipelines.basic import demo
-from flyte_pipelines.faults import broken_pipeline, flaky_pipeline, resume_pipeline, slow_pipeline
+from flyte_pipelines.faults import (
+    broken_pipeline,
+    flaky_pipeline,
+    resume_pipeline,
+    slow_pipeline,
+    stopped_pipeline,
+)
 
 import interlock as il
 
@@ -175,6 +181,17 @@ def test_timeout_is_enforced(tmp_path: Path) -> None:
     result = il.run(slow_pipeline, backend="flyte-local", workdir=tmp_path / "w", seconds=30.0, raise_on_failure=False)
     assert time.monotonic() - t0 < 20
     assert result.status == "failed"
-    assert result.error.kind == "TRANSIENT" and "timed out" in result.error.reason
-    assert result.steps["slow"].attempts == 1  # transient=0: no retry
+    # Its own kind (not TRANSIENT): retried only with il.Retry(timeout=N).
+    assert result.error.kind == "TIMEOUT" and "ran past its timeout" in result.error.reason
+    assert result.steps["slow"].attempts == 1
+
+
+def test_sigterm_stops_a_flyte_local_step(tmp_path: Path) -> None:
+    """flytekit local runs in this process: SIGTERM is a stop, even for an interruptible step
+    whose compiled task template says it runs on a cluster (flytekit local never applies it)."""
+    result = il.run(stopped_pipeline, backend="flyte-local", workdir=tmp_path / "w", raise_on_failure=False)
+    assert result.status == "stopped"
+    assert _statuses(result) == {"stopped_step": "stopped"}
+    assert result.steps["stopped_step"].attempts == 1
+    assert result.error is not None and result.error.exit_code == 143
 

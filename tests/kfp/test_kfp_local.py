@@ -18,6 +18,7 @@ from kfp_test_pipelines import failing, typed
 import interlock as il
 from interlock.adapters.kfp import KfpLocalBackend, KfpLocalOptions
 from interlock.core.backends import RunOptions, RunResult, resolve_params
+from interlock.core.errors import StepStopped
 
 MLMD_PYTHON = os.environ.get("INTERLOCK_MLMD_PYTHON")
 needs_mlmd = pytest.mark.skipif(
@@ -208,7 +209,10 @@ def test_a_code_change_invalidates_the_kfp_cache(tmp_path: Path, monkeypatch: py
     assert changed.outputs == {"o0": "x=101"}
 
 
-def test_preemption_checkpoints_and_kfp_retry_resumes(tmp_path: Path) -> None:
+def test_preemption_checkpoints_and_kfp_retry_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a cluster task template sets: only there is SIGTERM to an interruptible step a spot
+    # reclaim (elsewhere it stops the run: test_a_sigterm_stops_a_kfp_local_task).
+    monkeypatch.setenv("INTERLOCK_ON_CLUSTER", "1")
     sleeper = Sleeper()
     result = run(failing.spot, tmp_path / "work", sleeper=sleeper, marker_dir=str(tmp_path / "calls"))
     assert result.status == "succeeded", result.error
@@ -217,6 +221,18 @@ def test_preemption_checkpoints_and_kfp_retry_resumes(tmp_path: Path) -> None:
     assert step["failure_kinds"] == ["PREEMPTED"] and len(step["attempts"]) == 2
     assert receipt(result)["kfp"]["tasks"]["spot_train"]["kfp_attempts"] == 2  # a new process, like a new pod
     assert sleeper.calls == [0.0]
+
+
+def test_a_sigterm_stops_a_kfp_local_task(tmp_path: Path) -> None:
+    sleeper = Sleeper()
+    result = run(failing.spot, tmp_path / "work", sleeper=sleeper, marker_dir=str(tmp_path / "calls"))
+    assert result.status == "stopped"
+    assert result.steps["spot_train"].status == "stopped"
+    assert isinstance(result.error, StepStopped) and result.error.signal == "SIGTERM"
+    step = [s for s in receipt(result)["steps"] if s["node"] == "spot_train"][0]
+    assert [a["status"] for a in step["attempts"]] == ["stopped"]  # not retried, by the shim or by kfp
+    assert step["facts"]["checkpoint_at_stop"]  # it checkpointed before stopping
+    assert receipt(result)["kfp"]["tasks"]["spot_train"]["kfp_attempts"] == 1
 
 
 def test_int_into_float_arrives_as_float(tmp_path: Path) -> None:

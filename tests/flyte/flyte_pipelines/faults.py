@@ -77,3 +77,19 @@ def slow(seconds: float) -> float:
 @il.pipeline(name="flyte-slow")
 def slow_pipeline(seconds: float = 30.0):
     return slow(seconds=seconds)
+
+
+@il.step(retry=il.Retry(transient=2, preempted=5), interruptible=True)
+def stopped_step() -> int:
+    import os
+    import signal
+    import time
+
+    os.kill(os.getpid(), signal.SIGTERM)  # `timeout`, `docker stop`, a CI cancel
+    time.sleep(30)
+    return 1
+
+
+@il.pipeline(name="flyte-stopped")
+def stopped_pipeline():
+    return stopped_step()
