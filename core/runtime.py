@@ -279,12 +279,12 @@ def execute_step(
     if durable is not None:
         durable.pull(state, node)  # a retry in a fresh pod sees what earlier attempts decided
     prior = state.stop_marker(node)
+    if prior is not None and prior.kind is StopMarker.STOPPED:
+        # A backend retry of a node the user stopped: stop again, at once.
+        raise StepStopped(node, prior.failure.message or "a signal", pipeline=run.pipeline)
     if prior is not None:
         refused = prior.refusal()
         raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
-    stopped = state.read_marker(node, StopMarker.STOPPED)
-    if stopped is not None:  # a backend retry of a node the user stopped: stop again, at once
-        raise StepStopped(node, stopped.failure.message or "a signal", pipeline=run.pipeline)
     fn = fn or resolve_function(step)
     classifier = run.classifier or default_classifier
     # A backend retry (a new container for the same node) resumes the retry budget where the
