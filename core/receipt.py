@@ -9,10 +9,8 @@ Secret-looking parameters and credentials in URLs never reach a receipt.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import re
 import subprocess
 import time
 from collections.abc import Mapping
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .policies import parse_quantity
+from .redact import Redactor
 from .runstate import RunState
 from .spec import PipelineSpec
 from .status import Status
@@ -41,8 +40,6 @@ DEFAULT_PRICES: dict[str, float] = {
     "interruptible_discount": 0.65,  # spot costs (1 - discount) of on-demand
 }
 
-_SECRET_KEY = re.compile(r"(pass(word)?|secret|token|api[_-]?key|credential|private[_-]?key|access[_-]?key)", re.I)
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
 
 
 @dataclass(frozen=True)
@@ -93,23 +90,9 @@ def redact(params: dict[str, Any]) -> dict[str, Any]:
     """Parameters for the record: secret-looking keys masked, credentials stripped from URLs.
 
     Nested values too: a dataclass parameter (a config object) becomes a JSON object, and a
-    secret-looking field inside it is masked like a top-level one.
+    secret-looking field inside it is masked like a top-level one. The rules: core/redact.py.
     """
-    return {k: _redact_value(str(k), v) for k, v in params.items()}
-
-
-def _redact_value(key: str, value: Any) -> Any:
-    if _SECRET_KEY.search(key):
-        return "***"
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    if isinstance(value, dict):
-        return {k: _redact_value(str(k), v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redact_value("", v) for v in value]
-    if isinstance(value, str):
-        return _URL_CREDENTIALS.sub("***@", value)
-    return value
+    return Redactor.for_values(params)(dict(params))
 
 
 def image_record(image: str | None) -> dict[str, Any]:
@@ -189,11 +172,13 @@ def assemble_receipt(
         "started": started,
         "ended": time.time(),
         "git": git_info(code_dir),
-        "parameters": redact(params),
+        "parameters": params,
         "snapshots": snapshots,
         "cache_hits": [s["node"] for s in steps if s["cached"]],
         "steps": steps,
         "totals": {"gpu_seconds": round(total_gpu_s, 3), "estimated_cost_usd": round(total_cost, 6)},
         **(extra or {}),
     }
-    return state.write_receipt(receipt)
+    # One pass of the one redactor over everything: parameters, facts, failure messages (which
+    # may quote a parameter's value), and whatever an extra section carries.
+    return state.write_receipt(Redactor.for_values(params)(receipt))

@@ -23,6 +23,7 @@ from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri
 from .context import StepContext
 from .errors import StepFailed
 from .failures import Failure, FailureKind, Preempted, default_classifier
+from .redact import Redactor
 from .retry import RetryTracker
 from .runstate import ALL_KINDS, Attempt, Fragment, RunContext, StopMarker
 from .spec import StepSpec
@@ -167,6 +168,9 @@ def execute_step(
         raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
     fn = fn or resolve_function(step)
     classifier = run.classifier or default_classifier
+    # Inputs under credential names (a password parameter passed through) are masked in
+    # failure messages and facts, which land in fragments, logs and the receipt.
+    redactor = Redactor.for_values(inputs)
     # A backend retry (a new container for the same node) resumes the retry budget where the
     # previous container left it, from the attempts recorded in this node's receipt fragment.
     earlier = state.read_fragment(node)
@@ -191,7 +195,7 @@ def execute_step(
                 returned = fn(**kwargs)
             outputs = outputs_of(step, returned)
         except (Exception, SystemExit) as exc:  # SystemExit(143): the process was told to stop
-            failure: Failure = classifier.classify(exc)
+            failure: Failure = redactor.fields(classifier.classify(exc))
             decision = tracker.decide(failure)
             retry_here = decision.retry and failure.kind in run.retry_in_process
             attempts.append(Attempt(
@@ -207,7 +211,7 @@ def execute_step(
                 continue
             if failure.kind is FailureKind.FATAL:
                 state.write_marker(node, failure, StopMarker.FATAL)
-            result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
+            result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts)))
             _write_fragment(run, step, result, Status.FAILED)
             raise StepFailed(
                 node, failure.kind, failure.reason, hint=failure.hint, attempts=len(attempts),
@@ -216,7 +220,7 @@ def execute_step(
                 backend_should_retry=decision.retry and not retry_here,
             ) from exc
         attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SUCCEEDED, batch_size_factor=factor))
-        result = StepResult(node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
+        result = StepResult(node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts)))
         _write_fragment(run, step, result, Status.SUCCEEDED)
         return result
 

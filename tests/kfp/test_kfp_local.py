@@ -239,3 +239,16 @@ def test_nested_gates_skip_the_inner_block(tmp_path: Path) -> None:
         "positive": "succeeded", "ship_positive": "succeeded", "big": "succeeded",
         "ship_big": "skipped", "ship_always": "succeeded",
     }
+
+
+def test_the_executor_input_log_is_redacted(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    # kfp's executor logs "Got executor_input:" with every parameter value; kfp.local echoes it.
+    from kfp_test_pipelines import secrets
+
+    result = run(secrets.kfp_secrets, tmp_path / "work")
+    assert result.status == "succeeded", result.error
+    out, err = capfd.readouterr()
+    assert "executor_input" in out + err  # the log is there...
+    for secret in ("tok-live-8f3a9c1d", "pg-pw-77x"):  # ... without the credentials
+        assert secret not in out + err
+    assert "postgresql://***@db/f" in out + err

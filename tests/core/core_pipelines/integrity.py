@@ -21,3 +21,14 @@ def highest(df: pd.DataFrame) -> str:
 @il.pipeline(name="ordered-levels")
 def ordered_levels(order: str = "low,high"):
     return highest(df=levels(order=order))
+
+
+@il.step
+def login(db_pwd: str, redis_url: str, ctx: il.StepContext) -> str:
+    ctx.record(auth_header=f"Bearer {db_pwd}-abcdef", max_tokens=512, tokenizer="bpe", note=f"dialled {redis_url}")
+    raise ConnectionRefusedError(f"login refused for password {db_pwd!r} at {redis_url}")
+
+
+@il.pipeline(name="leaky-login")
+def leaky_login(db_pwd: str = "s3cr3t@pass-word", redis_url: str = "redis://:r3dis-pw@cache:6379/0"):
+    return login(db_pwd=db_pwd, redis_url=redis_url)
