@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from interlock.core.backends import Capabilities, RunOptions, RunResult
 from interlock.core.bindings import gate_open, node_inputs, resolve
 from interlock.core.cache import LocalCache, cache_key
 from interlock.core.errors import StepFailed
+from interlock.core.failures import FailureKind, default_classifier
 from interlock.core.receipt import assemble_receipt
 from interlock.core.runstate import RunContext, Seen, settle, state_dir_of
 from interlock.core.runtime import execute_step, record_cache_hit
@@ -95,9 +97,16 @@ class LocalBackend:
                 continue
             # Values cross the boundary as files, exactly as they would between containers.
             values_dir = options.run_dir / "values" / node.name
-            for port in step.outputs:
-                write_value(result.outputs[port.name], port.type, values_dir / port.name)
-            outputs[node.name] = {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
+            try:
+                for port in step.outputs:
+                    write_value(result.outputs[port.name], port.type, values_dir / port.name)
+                outputs[node.name] = {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
+            except Exception as exc:  # noqa: BLE001 - a full disk, an unserializable value: the step failed
+                failed = True
+                error = output_failed(run, step, node.name, exc)
+                seen[node.name] = Seen(Status.FAILED, error=error)
+                options.emit(node.name, Status.FAILED, f"{error.kind}: {error.reason}")
+                continue
             if key:
                 provenance = {"run_id": options.run_id, "snapshots": result.snapshots, "facts": result.facts}
                 cache.put(step, key, outputs[node.name], provenance)
@@ -117,6 +126,27 @@ class LocalBackend:
         final = {} if outcome.error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
         return RunResult(spec.name, options.run_id, self.name, outcome.status, final, outcome.steps, receipt,
                          outcome.error)
+
+
+def output_failed(run: RunContext, step: Any, node: str, exc: BaseException) -> StepFailed:
+    """The step ran, but its outputs could not be written: the step failed (its fragment and
+    the receipt say so), classified like any failure (a full disk is FATAL with its hint)."""
+    classified = (run.classifier or default_classifier).classify(exc)
+    failure = replace(
+        classified, reason=f"its outputs could not be written after it returned: {classified.reason}",
+        kind=classified.kind if classified.kind is FailureKind.FATAL else FailureKind.FATAL,
+    )
+    state = run.state
+    frag = state.read_fragment(node)
+    if frag is not None:
+        if frag.attempts:
+            last = frag.attempts[-1]
+            last.status, last.failure, last.decision = Status.FAILED, failure.to_dict(), "output write failed: not retried"
+        state.write_fragment(replace(frag, status=Status.FAILED, ended=run.clock()))
+    return StepFailed(
+        node, failure.kind, failure.reason, hint=failure.hint, attempts=len(frag.attempts) if frag else 1,
+        pipeline=run.pipeline, failure=failure, attempt_log=frag.attempts if frag else (),
+    )
 
 
 def resolve_param(value: Any, t: Any) -> Any:

@@ -32,3 +32,28 @@ def login(db_pwd: str, redis_url: str, ctx: il.StepContext) -> str:
 @il.pipeline(name="leaky-login")
 def leaky_login(db_pwd: str = "s3cr3t@pass-word", redis_url: str = "redis://:r3dis-pw@cache:6379/0"):
     return login(db_pwd=db_pwd, redis_url=redis_url)
+
+
+@il.step
+def unwritable() -> pd.DataFrame:
+    return pd.DataFrame({"a": [object(), object()]})  # parquet cannot hold a plain object
+
+
+@il.step
+def after_unwritable(df: pd.DataFrame) -> int:
+    return len(df)
+
+
+@il.pipeline(name="unwritable-output")
+def unwritable_output():
+    return after_unwritable(df=unwritable())
+
+
+@il.step
+def small(n: int) -> int:
+    return n + 1
+
+
+@il.pipeline(name="small-one")
+def small_one(n: int = 1):
+    return small(n=n)
