@@ -24,6 +24,7 @@ from .backends import (
 from .errors import RunFailed
 from .pipeline import Pipeline
 from .pipeline import spec as spec_of
+from .receipt import PriceTable
 from .spec import PipelineSpec
 
 
@@ -53,6 +54,7 @@ def run(
     check_capabilities(spec, caps)
     backend_options = run_options_for(caps, options)
     resolved = resolve_params(spec, params)
+    PriceTable.load()  # a bad INTERLOCK_PRICES fails now, not after every step ran
     run_options = RunOptions(
         run_id=run_id or new_run_id(spec.name),
         workdir=Path(workdir) if workdir else default_workdir(),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import PolicyError
 from .policies import parse_quantity
 from .redact import Redactor
 from .runstate import RunState
@@ -48,10 +49,27 @@ class PriceTable:
 
     @classmethod
     def load(cls, path: str | None = None) -> PriceTable:
+        """The default prices, updated from ``path`` or $INTERLOCK_PRICES (a JSON object of
+        name -> USD per hour). A bad table is a PolicyError: il.run checks it before any step
+        runs, so a typo never costs a finished run its receipt."""
+        from_env = not path
         path = path or os.environ.get("INTERLOCK_PRICES")
         prices = dict(DEFAULT_PRICES)
         if path:
-            prices.update(json.loads(Path(path).read_text()))
+            where = f"price table {path}" + (" (INTERLOCK_PRICES)" if from_env else "")
+            hint = 'a JSON object of name -> USD per hour, e.g. {"gpu_hour:nvidia-h200": 7.5}'
+            try:
+                loaded = json.loads(Path(path).read_text())
+            except OSError as exc:
+                raise PolicyError(f"cannot read {where}: {exc.strerror or exc}", hint=hint) from exc
+            except ValueError as exc:
+                raise PolicyError(f"{where} is not valid JSON: {exc}", hint=hint) from exc
+            if not isinstance(loaded, dict):
+                raise PolicyError(f"{where} must be a JSON object, got {type(loaded).__name__}", hint=hint)
+            bad = {k: v for k, v in loaded.items() if isinstance(v, bool) or not isinstance(v, int | float) or v < 0}
+            if bad:
+                raise PolicyError(f"{where}: prices must be non-negative numbers; got {bad}", hint=hint)
+            prices.update({k: float(v) for k, v in loaded.items()})
         return cls(prices)
 
     def gpu_hour(self, accelerator: str | None) -> float:
