@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -86,20 +87,40 @@ class PriceTable:
         return round(cost, 6)
 
 
-def git_info(start: str | Path | None = None) -> dict[str, Any]:
-    """The commit the pipeline code came from. Containers have no .git: they pass INTERLOCK_GIT_SHA."""
+def code_files(spec: PipelineSpec) -> list[Path]:
+    """The source files of a pipeline and its steps, as this process imported them."""
+    files: list[Path] = []
+    for ref in [spec.ref or "", *(s.ref for s in spec.steps)]:
+        module = sys.modules.get(ref.partition(":")[0])
+        source = getattr(module, "__file__", None)
+        if source and (path := Path(source).resolve()) not in files:
+            files.append(path)
+    return files
+
+
+def _git(cwd: Path | str, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=str(cwd), capture_output=True, text=True, timeout=10, check=True
+    ).stdout.strip()
+
+
+def git_info(start: str | Path | None = None, files: list[Path] | tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The commit the pipeline code came from: the repository holding the pipeline's source
+    file (``files[0]``, else ``start``, else the current directory), not wherever the command
+    ran. Dirty when a tracked file changed, or when one of ``files`` (the pipeline's and its
+    steps' sources) is untracked or modified. Containers have no .git: they pass
+    INTERLOCK_GIT_SHA (and INTERLOCK_GIT_DIRTY=1)."""
     if os.environ.get("INTERLOCK_GIT_SHA"):
         return {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
-    cwd = str(start or os.getcwd())
+    cwd = Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = bool(subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True,
-            timeout=10, check=True,
-        ).stdout.strip())
-    except (OSError, subprocess.SubprocessError):
+        top = Path(_git(cwd, "rev-parse", "--show-toplevel")).resolve()
+        sha = _git(cwd, "rev-parse", "HEAD")
+        dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=no"))
+        ours = [str(f) for f in files if f.is_relative_to(top)]
+        if ours and not dirty:
+            dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=all", "--", *ours))
+    except (OSError, subprocess.SubprocessError, ValueError):
         return {"sha": None, "dirty": None}
     return {"sha": sha, "dirty": dirty}
 
@@ -189,7 +210,7 @@ def assemble_receipt(
         "status": Status(status),
         "started": started,
         "ended": time.time(),
-        "git": git_info(code_dir),
+        "git": git_info(code_dir, code_files(spec)),
         "parameters": params,
         "snapshots": snapshots,
         "cache_hits": [s["node"] for s in steps if s["cached"]],
