@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .devices import DEVICE_FACT, billed_gpus
 from .errors import PolicyError
 from .policies import parse_quantity
 from .redact import Redactor
@@ -174,7 +175,9 @@ def assemble_receipt(
         is_cached = statuses.get(node.name) == Status.CACHED
         attempts = [a.to_dict() for a in frag.attempts] if frag and not is_cached else []
         busy = sum(a.get("duration_s", 0.0) for a in attempts)
-        gpus = step.gpus
+        facts = dict(frag.facts) if frag else {}
+        device = facts.pop(DEVICE_FACT, None)
+        gpus = billed_gpus(step.gpus, device)  # what ran: a CPU-only run bills no GPU
         gpu_s = busy * gpus
         cost = prices.estimate(step.resources.to_json(), busy, gpus=gpus, interruptible=step.interruptible)
         total_gpu_s += gpu_s
@@ -197,9 +200,10 @@ def assemble_receipt(
             "resources": step.resources.to_json(),
             "interruptible": step.interruptible,
             "distributed": step.distributed.to_json() if step.distributed else None,
+            "gpus": {"requested": step.gpus, "billed": gpus, "device": device},
             "gpu_seconds": round(gpu_s, 3),
             "estimated_cost_usd": cost,
-            "facts": frag.facts if frag else {},
+            "facts": facts,
         })
     receipt = {
         "receipt_version": RECEIPT_VERSION,

@@ -21,6 +21,7 @@ from typing import Any
 
 from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri
 from .context import StepContext
+from .devices import DEVICE_FACT, detected_device
 from .errors import StepFailed
 from .failures import Failure, FailureKind, Preempted, default_classifier
 from .redact import Redactor
@@ -211,7 +212,7 @@ def execute_step(
                 continue
             if failure.kind is FailureKind.FATAL:
                 state.write_marker(node, failure, StopMarker.FATAL)
-            result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts)))
+            result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts, step)))
             _write_fragment(run, step, result, Status.FAILED)
             raise StepFailed(
                 node, failure.kind, failure.reason, hint=failure.hint, attempts=len(attempts),
@@ -220,13 +221,16 @@ def execute_step(
                 backend_should_retry=decision.retry and not retry_here,
             ) from exc
         attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SUCCEEDED, batch_size_factor=factor))
-        result = StepResult(node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts)))
+        result = StepResult(node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts, step)))
         _write_fragment(run, step, result, Status.SUCCEEDED)
         return result
 
 
-def _public(facts: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in facts.items() if not k.startswith("_")}
+def _public(facts: dict[str, Any], step: StepSpec | None = None) -> dict[str, Any]:
+    public = {k: v for k, v in facts.items() if not k.startswith("_")}
+    if step is not None:  # what the step ran on, for billing: as it said, else as seen here
+        public[DEVICE_FACT] = facts.get(DEVICE_FACT) or detected_device(step.gpus)
+    return public
 
 
 def record_cache_hit(run: RunContext, step: StepSpec, node: str, provenance: dict[str, Any]) -> None:
