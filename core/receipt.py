@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .devices import DEVICE_FACT, billed_gpus
+from .devices import billed_gpus
 from .errors import PolicyError
 from .policies import parse_quantity
 from .redact import Redactor
@@ -175,8 +175,7 @@ def assemble_receipt(
         is_cached = statuses.get(node.name) == Status.CACHED
         attempts = [a.to_dict() for a in frag.attempts] if frag and not is_cached else []
         busy = sum(a.get("duration_s", 0.0) for a in attempts)
-        facts = dict(frag.facts) if frag else {}
-        device = facts.pop(DEVICE_FACT, None)
+        device = frag.device if frag else None
         gpus = billed_gpus(step.gpus, device)  # what ran: a CPU-only run bills no GPU
         gpu_s = busy * gpus
         cost = prices.estimate(step.resources.to_json(), busy, gpus=gpus, interruptible=step.interruptible)
@@ -203,7 +202,7 @@ def assemble_receipt(
             "gpus": {"requested": step.gpus, "billed": gpus, "device": device},
             "gpu_seconds": round(gpu_s, 3),
             "estimated_cost_usd": cost,
-            "facts": facts,
+            "facts": frag.facts if frag else {},
         })
     receipt = {
         "receipt_version": RECEIPT_VERSION,

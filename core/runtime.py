@@ -48,6 +48,7 @@ class StepResult:
     ended: float
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
+    device: dict[str, Any] | None = None  # what it ran on (devices.device_record), for billing
 
 
 # -- resolving user code -------------------------------------------------------------------
@@ -104,6 +105,9 @@ class _RuntimeCheckpointer(Checkpointer):
         if self.ctx.facts.get("_preemption_requested"):
             raise Preempted(f"preempted: SIGTERM received; checkpoint {info.id} committed before yielding")
         return info
+
+
+KILLED_DECISION = "started; no end was recorded (the process was killed, or it is still running)"
 
 
 class StepTimeout(TimeoutError):
@@ -175,6 +179,7 @@ def execute_step(
     # A backend retry (a new container for the same node) resumes the retry budget where the
     # previous container left it, from the attempts recorded in this node's receipt fragment.
     earlier = state.read_fragment(node)
+    base = list(earlier.attempts) if earlier else []
     tracker = RetryTracker.replay(step.retry, earlier.failures() if earlier else [])
     attempts: list[Attempt] = []
     factor = 0.5**tracker.halvings  # an OOM remediation survives a backend retry too
@@ -188,6 +193,11 @@ def execute_step(
         ctx.facts.pop("_preemption_requested", None)
         ctx.mark_checkpointed()
         t0 = run.clock()
+        # Recorded as started before the call: if this process dies (SIGKILL, eviction), the
+        # next read (a resume, a backend retry, the receipt) still shows the attempt, as killed.
+        begun = Attempt(len(attempts) + 1, t0, t0, Status.KILLED, decision=KILLED_DECISION, batch_size_factor=factor)
+        _write_fragment(run, step, StepResult(node, step.name, {}, [*attempts, begun], started, t0, ctx.snapshots),
+                        Status.FAILED, base=base)
         kwargs = dict(inputs)
         if step.context_arg:
             kwargs[step.context_arg] = ctx
@@ -212,8 +222,11 @@ def execute_step(
                 continue
             if failure.kind is FailureKind.FATAL:
                 state.write_marker(node, failure, StopMarker.FATAL)
-            result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts, step)))
-            _write_fragment(run, step, result, Status.FAILED)
+            result = StepResult(
+                node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts)),
+                device=_device(ctx, step),
+            )
+            _write_fragment(run, step, result, Status.FAILED, base=base)
             raise StepFailed(
                 node, failure.kind, failure.reason, hint=failure.hint, attempts=len(attempts),
                 pipeline=run.pipeline, failure=failure, attempt_log=attempts,
@@ -221,16 +234,21 @@ def execute_step(
                 backend_should_retry=decision.retry and not retry_here,
             ) from exc
         attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SUCCEEDED, batch_size_factor=factor))
-        result = StepResult(node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts, step)))
-        _write_fragment(run, step, result, Status.SUCCEEDED)
+        result = StepResult(
+            node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts)),
+            device=_device(ctx, step),
+        )
+        _write_fragment(run, step, result, Status.SUCCEEDED, base=base)
         return result
 
 
-def _public(facts: dict[str, Any], step: StepSpec | None = None) -> dict[str, Any]:
-    public = {k: v for k, v in facts.items() if not k.startswith("_")}
-    if step is not None:  # what the step ran on, for billing: as it said, else as seen here
-        public[DEVICE_FACT] = facts.get(DEVICE_FACT) or detected_device(step.gpus)
-    return public
+def _public(facts: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in facts.items() if not k.startswith("_")}
+
+
+def _device(ctx: StepContext, step: StepSpec) -> dict[str, Any]:
+    """What the step ran on, for billing: as it said (ctx.report_device), else as seen here."""
+    return ctx.facts.get(DEVICE_FACT) or detected_device(step.gpus)
 
 
 def record_cache_hit(run: RunContext, step: StepSpec, node: str, provenance: dict[str, Any]) -> None:
@@ -241,10 +259,13 @@ def record_cache_hit(run: RunContext, step: StepSpec, node: str, provenance: dic
     _write_fragment(run, step, result, Status.CACHED)
 
 
-def _write_fragment(run: RunContext, step: StepSpec, result: StepResult, status: Status) -> None:
-    """One receipt fragment per node; a backend retry of the step appends its attempts."""
+def _write_fragment(
+    run: RunContext, step: StepSpec, result: StepResult, status: Status, *, base: list[Attempt] | None = None,
+) -> None:
+    """One receipt fragment per node; a backend retry of the step appends its attempts to
+    ``base`` (the attempts recorded before this execution; default: what the fragment holds)."""
     state = run.state
-    previous = state.read_fragment(result.node)
+    previous = state.read_fragment(result.node) if base is None else None
     state.write_fragment(Fragment(
         run_id=run.run_id,
         node=result.node,
@@ -254,9 +275,10 @@ def _write_fragment(run: RunContext, step: StepSpec, result: StepResult, status:
         image=step.image,
         started=result.started,
         ended=result.ended,
-        attempts=(previous.attempts if previous else []) + list(result.attempts),
+        attempts=(base if base is not None else previous.attempts if previous else []) + list(result.attempts),
         snapshots=result.snapshots,
         facts=result.facts,
+        device=result.device,
         resources=step.resources.to_json(),
         distributed=step.distributed.to_json() if step.distributed else None,
     ))

@@ -18,6 +18,9 @@ class Status(StrEnum):
     SKIPPED = "skipped"  # behind an il.when block whose condition was false
     CACHED = "cached"  # served from a cache: the step's code did not run
     NOT_RUN = "not-run"  # never reached: an earlier failure stopped the run first
+    # An attempt that started and never reported an end: its process was killed (SIGKILL, an
+    # evicted pod, a lost node) or, read while the run is live, it is still running.
+    KILLED = "killed"
 
     @property
     def done(self) -> bool:

@@ -71,3 +71,54 @@ def test_visible_gpus_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(devices.glob, "glob", lambda pattern: [])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert devices.visible_gpus() == 0
+
+
+KILLED_ONCE = """
+import os
+import signal
+from pathlib import Path
+
+import interlock as il
+
+
+@il.step
+def prepare(x: int) -> int:
+    return x + 1
+
+
+@il.step
+def train(x: int, marker: str) -> int:
+    if not Path(marker).exists():
+        Path(marker).write_text("killed once")
+        os.kill(os.getpid(), signal.SIGKILL)  # the OOM killer, an evicted pod: no handler runs
+    return x * 10
+
+
+@il.pipeline(name="killed-once")
+def killed_once(x: int = 1, marker: str = "m"):
+    return train(x=prepare(x=x), marker=marker)
+"""
+
+
+def test_an_attempt_killed_before_a_resume_is_in_the_receipt(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from interlock.core.loader import load_pipeline
+
+    source = tmp_path / f"killed_once_{tmp_path.name.replace('-', '_')}.py"
+    source.write_text(KILLED_ONCE)
+    work, marker = tmp_path / "work", tmp_path / "marker"
+    argv = [sys.executable, "-m", "interlock.core.cli", "run", str(source), "--workdir", str(work),
+            "--run-id", "r-kill", "-p", f"marker={marker}"]
+    killed = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr  # SIGKILL: no receipt, no handler
+    fragment = json.loads((work / "runs" / "r-kill" / "state" / "receipts" / "train.json").read_text())
+    assert [a["status"] for a in fragment["attempts"]] == ["killed"]
+
+    resumed = il.run(load_pipeline(str(source)), backend="local", workdir=work, run_id="r-kill", marker=str(marker))
+    assert resumed.outputs == {"o0": 20}
+    train = step_entry(read(resumed.receipt_path), "train")
+    assert [a["status"] for a in train["attempts"]] == ["killed", "succeeded"]
+    assert "no end was recorded" in train["attempts"][0]["decision"]
+    assert train["status"] == "succeeded"
