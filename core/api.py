@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import scratch
 from .backends import (
     BackendOptions,
     RunOptions,
@@ -63,7 +64,9 @@ def run(
         functions=pipeline.functions if isinstance(pipeline, Pipeline) else {},
         backend_options=backend_options,
     )
-    result = impl.run(spec, resolved, run_options)
+    with scratch.scope() as keep:  # Model.new() dirs, checkpoint restores: gone after the run
+        result = impl.run(spec, resolved, run_options)
+        keep.extend(Path(v.path) for v in result.outputs.values() if hasattr(v, "path"))
     if raise_on_failure and not result.succeeded:
         err = result.error or RunFailed(f"backend {backend!r} reported a failed run", pipeline=spec.name)
         if not err.receipt_path and result.receipt_path:  # backends learn the receipt path last

@@ -33,7 +33,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Protocol, TypeVar, runtime_checkable
 
 from .errors import CheckpointError, SerializationError
+from .scratch import make_temp_dir
 
 __all__ = [
     "CHECKPOINT_ID_WIDTH",
@@ -667,8 +667,8 @@ class Checkpointer:
 
     @staticmethod
     def _restore_dir(dest: str | os.PathLike | None) -> Path:
-        if dest is None:
-            return Path(tempfile.mkdtemp(prefix="interlock-ckpt-"))
+        if dest is None:  # scratch for the step: removed when the run ends
+            return make_temp_dir("interlock-ckpt-")
         target = Path(dest)
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise CheckpointError(

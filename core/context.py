@@ -8,12 +8,12 @@ adjustments of an OOM remediation.
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoint import Checkpointer
+from .scratch import make_temp_dir
 
 
 @dataclass
@@ -74,7 +74,7 @@ class StepContext:
         """A context for calling a step function directly (tests, notebooks)."""
         from .checkpoint_local import LocalCheckpointStore
 
-        root = tempfile.mkdtemp(prefix="interlock-direct-")
+        root = make_temp_dir("interlock-direct-")  # removed when the process exits
         return cls(
             pipeline="direct",
             run_id="direct",

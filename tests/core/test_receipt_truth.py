@@ -122,3 +122,25 @@ def test_an_attempt_killed_before_a_resume_is_in_the_receipt(tmp_path: Path) -> 
     assert [a["status"] for a in train["attempts"]] == ["killed", "succeeded"]
     assert "no end was recorded" in train["attempts"][0]["decision"]
     assert train["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("backend", ["local", "kfp-local", "flyte-local"])
+def test_no_temporary_directory_outlives_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str,
+) -> None:
+    import tempfile
+
+    if backend != "local":
+        pytest.importorskip(backend.split("-")[0] + ("kit" if backend.startswith("flyte") else ""))
+    from core_pipelines import integrity
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the steps' own processes (kfp-local)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # this process
+    result = il.run(integrity.scratch_free, backend=backend, workdir=tmp_path / "work", n=8)
+    assert result.outputs == {"o0": 8}
+    left = sorted(p.name for p in scratch.iterdir() if p.name.startswith("interlock-"))
+    assert left == [], left
+    if backend == "local":
+        assert list(scratch.iterdir()) == []

@@ -57,3 +57,31 @@ def small(n: int) -> int:
 @il.pipeline(name="small-one")
 def small_one(n: int = 1):
     return small(n=n)
+
+
+@il.step(checkpoint=il.CheckpointPolicy(every="1s", keep=2))
+def fit(n: int, ctx: il.StepContext) -> il.Model:
+    restored = ctx.checkpoint.load()  # None on the first run; a fresh scratch directory after
+    work = il.Model.new({"n": n, "resumed": restored is not None})
+    (work / "weights.bin").write_bytes(bytes(range(n)))
+    ctx.checkpoint.save(work.path)  # a directory checkpoint
+    again = ctx.checkpoint.load()  # restored into a temporary directory
+    assert (again / "weights.bin").read_bytes() == bytes(range(n))
+    return work
+
+
+@il.step
+def export(model: il.Model) -> il.Dataset:
+    out = il.Dataset.new({"from": "fit"})
+    (out / "rows.csv").write_text(f"{len((model / 'weights.bin').read_bytes())}\n")
+    return out
+
+
+@il.step
+def count(data: il.Dataset) -> int:
+    return int((data / "rows.csv").read_text())
+
+
+@il.pipeline(name="scratch-free")
+def scratch_free(n: int = 8):
+    return count(data=export(model=fit(n=n)))
