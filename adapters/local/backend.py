@@ -13,6 +13,7 @@ from interlock.core.cache import LocalCache, cache_key
 from interlock.core.errors import StepFailed
 from interlock.core.failures import FailureKind, default_classifier
 from interlock.core.receipt import assemble_receipt
+from interlock.core.redact import Redactor
 from interlock.core.runstate import RunContext, Seen, settle, state_dir_of
 from interlock.core.runtime import execute_step, record_cache_hit
 from interlock.core.spec import PipelineSpec
@@ -131,7 +132,7 @@ class LocalBackend:
 def output_failed(run: RunContext, step: Any, node: str, exc: BaseException) -> StepFailed:
     """The step ran, but its outputs could not be written: the step failed (its fragment and
     the receipt say so), classified like any failure (a full disk is FATAL with its hint)."""
-    classified = (run.classifier or default_classifier).classify(exc)
+    classified = Redactor().fields((run.classifier or default_classifier).classify(exc))
     failure = replace(
         classified, reason=f"its outputs could not be written after it returned: {classified.reason}",
         kind=classified.kind if classified.kind is FailureKind.FATAL else FailureKind.FATAL,
