@@ -165,6 +165,10 @@ def assemble_receipt(
     prices = prices or PriceTable.load()
     state = RunState(Path(state_dir), run_id)
     fragments = state.fragments(n.name for n in spec.nodes)  # only this run's: a state dir may be shared
+    # The one redactor, knowing this run's secret values: over what steps and users wrote
+    # (parameters, facts, snapshots, failure messages that may quote a parameter), not over
+    # interlock's own identity fields (names, refs, digests).
+    redactor = Redactor.for_values(params)
     steps: list[dict[str, Any]] = []
     snapshots: list[dict[str, Any]] = []
     total_gpu_s = 0.0
@@ -193,7 +197,7 @@ def assemble_receipt(
             "cached": is_cached,
             "fingerprint": step.fingerprint,
             **image_record(image),
-            "attempts": attempts,
+            "attempts": redactor(attempts),
             "failure_kinds": [a["failure"]["kind"] for a in attempts if a.get("failure")],
             "duration_s": round(busy, 6),
             "resources": step.resources.to_json(),
@@ -202,7 +206,7 @@ def assemble_receipt(
             "gpus": {"requested": step.gpus, "billed": gpus, "device": device},
             "gpu_seconds": round(gpu_s, 3),
             "estimated_cost_usd": cost,
-            "facts": frag.facts if frag else {},
+            "facts": redactor(frag.facts if frag else {}),
         })
     receipt = {
         "receipt_version": RECEIPT_VERSION,
@@ -214,13 +218,11 @@ def assemble_receipt(
         "started": started,
         "ended": time.time(),
         "git": git_info(code_dir, code_files(spec)),
-        "parameters": params,
-        "snapshots": snapshots,
+        "parameters": redactor(dict(params)),
+        "snapshots": redactor(snapshots),
         "cache_hits": [s["node"] for s in steps if s["cached"]],
         "steps": steps,
         "totals": {"gpu_seconds": round(total_gpu_s, 3), "estimated_cost_usd": round(total_cost, 6)},
-        **(extra or {}),
+        **redactor(extra or {}),
     }
-    # One pass of the one redactor over everything: parameters, facts, failure messages (which
-    # may quote a parameter's value), and whatever an extra section carries.
-    return state.write_receipt(Redactor.for_values(params)(receipt))
+    return state.write_receipt(receipt)
