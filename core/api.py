@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import scratch
 from .backends import (
     BackendOptions,
     RunOptions,
@@ -25,6 +26,7 @@ from .backends import (
 from .errors import RunFailed, RunIdError
 from .pipeline import Pipeline
 from .pipeline import spec as spec_of
+from .receipt import PriceTable
 from .resume import record_params, with_recorded_params
 from .runstate import RunState, lock_run, run_dir_under, state_dir_of
 from .spec import PipelineSpec
@@ -79,6 +81,7 @@ def run(
         )
     # A resumed run is the same run: parameters not given again keep the values it ran with.
     resolved = resolve_params(spec, with_recorded_params(spec, state, params) if state.state_dir.is_dir() else params)
+    PriceTable.load()  # a bad INTERLOCK_PRICES fails now, not after every step ran
     run_options = RunOptions(
         run_id=run_id,
         workdir=workdir,
@@ -87,13 +90,15 @@ def run(
         functions=pipeline.functions if isinstance(pipeline, Pipeline) else {},
         backend_options=backend_options,
     )
-    with lock_run(run_options.run_dir, run_options.run_id):
+    with lock_run(run_options.run_dir, run_options.run_id), scratch.scope() as keep:
+        # scratch: Model.new() dirs, checkpoint restores are gone after the run (outputs kept)
         if state.state_dir.is_dir():  # a reused id is a resume: same run, same checkpoint keys
             resumed = state.resume()
             cleared = ", ".join(f"{c['node']} ({c['kind']})" for c in resumed["cleared"])
             run_options.emit("", "resuming", f"run {run_options.run_id}" + (f"; cleared stop markers: {cleared}" if cleared else ""))
         record_params(spec, state, resolved)
         result = impl.run(spec, resolved, run_options)
+        keep.extend(Path(v.path) for v in result.outputs.values() if hasattr(v, "path"))
     if raise_on_failure and not result.succeeded:
         err = result.error or RunFailed(f"backend {backend!r} reported a failed run", pipeline=spec.name)
         if not err.receipt_path and result.receipt_path:  # backends learn the receipt path last

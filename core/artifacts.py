@@ -8,18 +8,19 @@ runtime shim hands the step a local path. ``Metrics`` is a flat mapping of name 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from .scratch import make_temp_dir
 
 
 class _DirectoryArtifact:
     kind = "artifact"
 
     def __init__(self, path: str | os.PathLike[str] | None = None, metadata: Mapping[str, Any] | None = None):
-        if path is None:
-            path = tempfile.mkdtemp(prefix=f"interlock-{self.kind}-")
+        if path is None:  # scratch: removed when the run ends, after the port holds a copy
+            path = make_temp_dir(f"interlock-{self.kind}-")
         self.path = Path(path)
         self.metadata: dict[str, Any] = dict(metadata or {})
 

@@ -26,13 +26,13 @@ checksum and its key and id), skip ids that have no manifest, and return a
 from __future__ import annotations
 
 import builtins
+import errno
 import hashlib
 import json
 import logging
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -40,6 +40,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Protocol, TypeVar, runtime_checkable
 
 from .errors import CheckpointError, SerializationError
+from .scratch import make_temp_dir
 
 __all__ = [
     "CHECKPOINT_ID_WIDTH",
@@ -57,7 +58,9 @@ __all__ = [
     "format_checkpoint_id",
     "mismatch_error",
     "newest_that_verifies",
+    "open_inside",
     "parse_checkpoint_id",
+    "path_inside",
     "validate_file_name",
     "validate_file_names",
     "validate_key",
@@ -152,6 +155,38 @@ def validate_file_name(name: str) -> str:
             f"invalid checkpoint file name {name!r}: no empty, '.', '..' or over-long segments"
         )
     return name
+
+
+def path_inside(root: str | os.PathLike, name: str) -> Path:
+    """Where checkpoint file ``name`` lives under ``root``; refuses a name that would escape it.
+
+    Every store and every restore goes through here: an absolute name, a ``..`` segment or a
+    path through a symlink (a forged manifest, a tampered directory) is a CheckpointError,
+    never a read or a write outside ``root``.
+    """
+    validate_file_name(name)
+    base = Path(root)
+    path = base
+    for part in name.split("/"):
+        path = path / part
+        if path.is_symlink():
+            raise CheckpointError(
+                f"checkpoint file {name!r} resolves through a symlink ({path}); refusing to follow it",
+                hint="a checkpoint holds regular files only; the store has been tampered with",
+            )
+    return path
+
+
+def open_inside(root: str | os.PathLike, name: str) -> BinaryIO:
+    """Open checkpoint file ``name`` under ``root`` for reading, never through a symlink."""
+    path = path_inside(root, name)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CheckpointError(f"checkpoint file {name!r} is a symlink; refusing to follow it") from exc
+        raise
+    return os.fdopen(fd, "rb")
 
 
 def validate_file_names(names: list[str]) -> None:
@@ -357,7 +392,7 @@ class LoadedCheckpoint:
         """Write every file under ``dest`` (created if missing); returns ``dest``."""
         dest = Path(dest)
         for name in self.names:
-            target = dest.joinpath(*name.split("/"))
+            target = path_inside(dest, name)
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
                 with open(target, "wb") as out:
@@ -606,12 +641,22 @@ class Checkpointer:
                     f"checkpoint {loaded.info.id} of key {self.key!r}: bad JSON: {exc}"
                 ) from exc
         if kind in ("directory", "file"):
+            if kind == "file":
+                # The name comes from the manifest: one of its files, one segment, or refused.
+                file_name = loaded.info.metadata.get(FILE_NAME_KEY)
+                if not isinstance(file_name, str) or "/" in file_name or file_name not in loaded.names:
+                    raise CheckpointError(
+                        f"checkpoint {loaded.info.id} of key {self.key!r}: file name {file_name!r} "
+                        "is not one of its files",
+                        hint="the manifest was not written by Checkpointer.save (forged or damaged)",
+                    )
+                validate_file_name(file_name)
             target = self._restore_dir(dest)
             loaded.copy_to(target)
             if kind == "file":
-                return target / loaded.info.metadata[FILE_NAME_KEY]
+                return path_inside(target, loaded.info.metadata[FILE_NAME_KEY])
             for d in loaded.info.metadata.get(EMPTY_DIRS_KEY, []):
-                target.joinpath(*validate_file_name(d).split("/")).mkdir(
+                path_inside(target, d).mkdir(
                     parents=True, exist_ok=True
                 )
             return target
@@ -622,8 +667,8 @@ class Checkpointer:
 
     @staticmethod
     def _restore_dir(dest: str | os.PathLike | None) -> Path:
-        if dest is None:
-            return Path(tempfile.mkdtemp(prefix="interlock-ckpt-"))
+        if dest is None:  # scratch for the step: removed when the run ends
+            return make_temp_dir("interlock-ckpt-")
         target = Path(dest)
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise CheckpointError(

@@ -50,6 +50,7 @@ from .checkpoint import (
     log,
     mismatch_error,
     newest_that_verifies,
+    open_inside,
     parse_checkpoint_id,
     remove_tree,
     validate_key,
@@ -321,9 +322,10 @@ class LocalCheckpointStore:
         data = cdir / DATA_DIR
 
         def open_file(name: str) -> BinaryIO:
-            path = data.joinpath(*name.split("/"))
+            if data.is_symlink():
+                raise CheckpointError(f"checkpoint {cdir.name}: {data} is a symlink; refusing to follow it")
             try:
-                return open(path, "rb")
+                return open_inside(data, name)
             except FileNotFoundError as exc:
                 raise mismatch_error(info, name, "file is missing") from exc
 

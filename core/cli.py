@@ -7,6 +7,7 @@ import json
 import math
 import shlex
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -101,6 +102,19 @@ def _fmt_value(value: Any) -> str:
     return text if len(text) < 200 else text[:197] + "..."
 
 
+def writable_dir(path: Path, option: str) -> None:
+    """Refuse, before anything runs, a directory that cannot be created or written."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise PipelineDefinitionError(
+            f"{option} {path}: cannot write there ({exc.strerror or exc})",
+            hint=f"pass a {option} you can write to",
+        ) from exc
+
+
 def cmd_backends(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for name in available_backends():
@@ -141,6 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     params = dict(parse_param(p, spec) for p in args.param)
     options = dict(parse_option(o) for o in args.option)
     backend = args.backend or default_backend()
+    writable_dir(Path(args.workdir) if args.workdir else default_workdir(), "--workdir")
     print(f"interlock: running {spec.name} on {backend} ({len(spec.nodes)} steps)", file=sys.stderr)
     t0 = time.monotonic()
     try:
@@ -247,6 +262,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     for raw in args.option:
         key, _, value = raw.partition("=")
         options[key.replace("-", "_")] = value
+    out = Path(args.out)
+    writable_dir(out.parent if out.suffix else out, "--out")
     files = compile_(pipe, args.backend, args.out, **options)
     for f in files:
         print(f)
@@ -342,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     except InterlockError as exc:
         print(f"interlock: error [{exc.code}]: {exc}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, PipelineDefinitionError | BackendNotFound) else EXIT_FAILED
+    except OSError as exc:  # a disk or a permission problem outside any step: one line, no traceback
+        print(f"interlock: error [OS]: {exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -326,12 +326,39 @@ def read_parquet(path: Path) -> Any:
     return pd.read_parquet(path)
 
 
+def _label(value: Any) -> list[str]:
+    """A column or index label with its type: ``0`` and ``"0"`` are different columns."""
+    return [type(value).__name__, str(value)]
+
+
+def _dtype_record(dtype: Any) -> Any:
+    """A dtype in full: a categorical's categories (with their type and order) and its
+    ordered flag, which ``str(dtype)`` ("category") and the value hashes both leave out."""
+    if getattr(dtype, "name", None) == "category":
+        cats = dtype.categories
+        return {"category": [_label(c) for c in cats], "of": str(cats.dtype), "ordered": bool(dtype.ordered)}
+    return str(dtype)
+
+
+def _index_record(index: Any) -> dict[str, Any]:
+    levels = getattr(index, "levels", None)
+    dtypes = [_dtype_record(lv.dtype) for lv in levels] if levels is not None else [_dtype_record(index.dtype)]
+    return {"names": [_label(n) for n in index.names], "dtypes": dtypes}
+
+
 def dataframe_hash(df: Any) -> str:
-    """Content hash of a DataFrame: columns, dtypes, index and every value (not object identity)."""
+    """Content hash of a DataFrame: every value, and everything that gives the values their
+    meaning: column labels with their types, dtypes in full (categories and their order,
+    the ordered flag), and the index's names and dtypes. Not object identity."""
     import pandas as pd
 
     h = hashlib.sha256()
-    h.update(canonical_json([list(map(str, df.columns)), [str(d) for d in df.dtypes]]))
+    h.update(canonical_json({
+        "columns": [_label(c) for c in df.columns],
+        "columns_index": _index_record(df.columns),
+        "dtypes": [_dtype_record(d) for d in df.dtypes],
+        "index": _index_record(df.index),
+    }))
     h.update(pd.util.hash_pandas_object(df, index=True).values.tobytes())
     return h.hexdigest()
 

@@ -8,12 +8,12 @@ adjustments of an OOM remediation.
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoint import Checkpointer
+from .scratch import make_temp_dir
 
 
 @dataclass
@@ -45,6 +45,13 @@ class StepContext:
         """Attach JSON-able facts to this step's receipt entry (e.g. precision="bf16")."""
         self.facts.update(facts)
 
+    def report_device(self, device: Any, count: int | None = None) -> None:
+        """Say what this step computes on (``"cuda"``, ``"cpu"``, a ``torch.device``; ``count``
+        GPUs, default 1 for a GPU). The receipt bills GPU-seconds from it, not from the request."""
+        from .devices import DEVICE_FACT, device_record
+
+        self.facts[DEVICE_FACT] = device_record(device, count)
+
     def batch_size(self, requested: int) -> int:
         """The batch size to use on this attempt (halved per OOM remediation, never below 1)."""
         return max(1, int(requested * self.batch_size_factor))
@@ -67,7 +74,7 @@ class StepContext:
         """A context for calling a step function directly (tests, notebooks)."""
         from .checkpoint_local import LocalCheckpointStore
 
-        root = tempfile.mkdtemp(prefix="interlock-direct-")
+        root = make_temp_dir("interlock-direct-")  # removed when the process exits
         return cls(
             pipeline="direct",
             run_id="direct",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .errors import PipelineDefinitionError
+from .names import check_step_name
 from .spec import Binding, BindingKind, Gate, Node, PipelineSpec
 from .types import TypeKind, TypeSpec, assignable
 
@@ -86,6 +87,10 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
     step_names = [s.name for s in spec.steps]
     if len(set(step_names)) != len(step_names):
         raise PipelineDefinitionError("duplicate step definitions", pipeline=name)
+    for s in spec.steps:
+        check_step_name(s.name, pipeline=name)
+    for n in spec.nodes:  # a second call's node ("train-2") may outgrow the limit
+        check_step_name(n.name, what="node", pipeline=name)
     node_names = {n.name for n in spec.nodes}
     gate_ids = {g.id for g in spec.gates}
     for n in spec.nodes:

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .errors import PipelineDefinitionError
+from .errors import InterlockError, PipelineDefinitionError
 from .pipeline import Pipeline
 from .spec import PipelineSpec
 
@@ -72,15 +72,37 @@ def import_target(module_or_file: str) -> ModuleType:
     return importlib.import_module(module_or_file)
 
 
+def _innermost_frame(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{tb.tb_frame.f_code.co_filename}, line {tb.tb_lineno}" if tb is not None else ""
+
+
 def load_pipeline(target: str) -> Pipeline:
     """Load ``FILE_OR_MODULE[:PIPELINE]``; without a name, the module's only pipeline."""
     module_part, _, attr = target.partition(":")
     if ":" not in target and target.count(":") == 0 and "/" not in target and not target.endswith(".py"):
         module_part, attr = target, ""
+    if not module_part:
+        raise PipelineDefinitionError(
+            f"no file or module in {target!r}", hint="name one: path/to/file.py:PIPELINE or package.module:PIPELINE"
+        )
     try:
         module = import_target(module_part)
     except ImportError as exc:
         raise PipelineDefinitionError(f"cannot import {module_part!r}: {exc}") from exc
+    except SyntaxError as exc:
+        raise PipelineDefinitionError(
+            f"syntax error in {exc.filename or module_part}, line {exc.lineno}: {exc.msg}"
+        ) from exc
+    except InterlockError:
+        raise  # a step or pipeline the module declares is wrong: that error says where
+    except Exception as exc:  # noqa: BLE001 - the module's own code failed while importing
+        where = _innermost_frame(exc)
+        raise PipelineDefinitionError(
+            f"importing {module_part!r} raised {type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
+        ) from exc
     if attr:
         obj = getattr(module, attr, None)
         if not isinstance(obj, Pipeline):

@@ -19,6 +19,29 @@ from .types import TypeSpec, is_named_tuple, type_of, value_matches
 _NAME_OK = "abcdefghijklmnopqrstuvwxyz0123456789-"
 
 
+def run_option_names() -> tuple[str, ...]:
+    """The keywords ``il.run`` keeps for itself (everything else it passes on as parameters)."""
+    from .api import run
+
+    return tuple(
+        n for n, p in inspect.signature(run).parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD
+    )
+
+
+def _refuse_run_option_names(fn: Callable[..., Any], pipeline: str) -> None:
+    # il.run(p, cache=False) must mean one thing: a parameter with the name of one of il.run's
+    # options would be swallowed by it (or be a TypeError from the CLI), so it is refused here.
+    reserved = run_option_names()
+    clash = [n for n in inspect.signature(fn).parameters if n in reserved]
+    if clash:
+        raise PipelineDefinitionError(
+            f"pipeline parameter {clash[0]!r} has the name of an il.run option "
+            f"(il.run keeps {', '.join(reserved)} for itself)",
+            pipeline=pipeline, port=clash[0],
+            hint=f"rename it (e.g. {clash[0]}_): il.run(p, {clash[0]}=...) would set the run option, not the parameter",
+        )
+
+
 class Pipeline:
     """A decorated pipeline. Its spec is built once, on first use, and cached."""
 
@@ -36,6 +59,7 @@ class Pipeline:
                 "pipeline names must be lowercase letters, digits and '-', starting with a letter",
                 pipeline=self.name,
             )
+        _refuse_run_option_names(fn, self.name)
         self.schedule = schedule
         self.labels = check_labels(dict(labels or {}))
         self._spec: PipelineSpec | None = None

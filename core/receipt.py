@@ -9,18 +9,20 @@ Secret-looking parameters and credentials in URLs never reach a receipt.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import re
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .devices import billed_gpus
+from .errors import PolicyError
 from .policies import parse_quantity
+from .redact import Redactor
 from .runstate import RunState
 from .spec import PipelineSpec
 from .status import Status
@@ -41,8 +43,6 @@ DEFAULT_PRICES: dict[str, float] = {
     "interruptible_discount": 0.65,  # spot costs (1 - discount) of on-demand
 }
 
-_SECRET_KEY = re.compile(r"(pass(word)?|secret|token|api[_-]?key|credential|private[_-]?key|access[_-]?key)", re.I)
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,27 @@ class PriceTable:
 
     @classmethod
     def load(cls, path: str | None = None) -> PriceTable:
+        """The default prices, updated from ``path`` or $INTERLOCK_PRICES (a JSON object of
+        name -> USD per hour). A bad table is a PolicyError: il.run checks it before any step
+        runs, so a typo never costs a finished run its receipt."""
+        from_env = not path
         path = path or os.environ.get("INTERLOCK_PRICES")
         prices = dict(DEFAULT_PRICES)
         if path:
-            prices.update(json.loads(Path(path).read_text()))
+            where = f"price table {path}" + (" (INTERLOCK_PRICES)" if from_env else "")
+            hint = 'a JSON object of name -> USD per hour, e.g. {"gpu_hour:nvidia-h200": 7.5}'
+            try:
+                loaded = json.loads(Path(path).read_text())
+            except OSError as exc:
+                raise PolicyError(f"cannot read {where}: {exc.strerror or exc}", hint=hint) from exc
+            except ValueError as exc:
+                raise PolicyError(f"{where} is not valid JSON: {exc}", hint=hint) from exc
+            if not isinstance(loaded, dict):
+                raise PolicyError(f"{where} must be a JSON object, got {type(loaded).__name__}", hint=hint)
+            bad = {k: v for k, v in loaded.items() if isinstance(v, bool) or not isinstance(v, int | float) or v < 0}
+            if bad:
+                raise PolicyError(f"{where}: prices must be non-negative numbers; got {bad}", hint=hint)
+            prices.update({k: float(v) for k, v in loaded.items()})
         return cls(prices)
 
     def gpu_hour(self, accelerator: str | None) -> float:
@@ -71,20 +88,40 @@ class PriceTable:
         return round(cost, 6)
 
 
-def git_info(start: str | Path | None = None) -> dict[str, Any]:
-    """The commit the pipeline code came from. Containers have no .git: they pass INTERLOCK_GIT_SHA."""
+def code_files(spec: PipelineSpec) -> list[Path]:
+    """The source files of a pipeline and its steps, as this process imported them."""
+    files: list[Path] = []
+    for ref in [spec.ref or "", *(s.ref for s in spec.steps)]:
+        module = sys.modules.get(ref.partition(":")[0])
+        source = getattr(module, "__file__", None)
+        if source and (path := Path(source).resolve()) not in files:
+            files.append(path)
+    return files
+
+
+def _git(cwd: Path | str, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=str(cwd), capture_output=True, text=True, timeout=10, check=True
+    ).stdout.strip()
+
+
+def git_info(start: str | Path | None = None, files: list[Path] | tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The commit the pipeline code came from: the repository holding the pipeline's source
+    file (``files[0]``, else ``start``, else the current directory), not wherever the command
+    ran. Dirty when a tracked file changed, or when one of ``files`` (the pipeline's and its
+    steps' sources) is untracked or modified. Containers have no .git: they pass
+    INTERLOCK_GIT_SHA (and INTERLOCK_GIT_DIRTY=1)."""
     if os.environ.get("INTERLOCK_GIT_SHA"):
         return {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
-    cwd = str(start or os.getcwd())
+    cwd = Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = bool(subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True,
-            timeout=10, check=True,
-        ).stdout.strip())
-    except (OSError, subprocess.SubprocessError):
+        top = Path(_git(cwd, "rev-parse", "--show-toplevel")).resolve()
+        sha = _git(cwd, "rev-parse", "HEAD")
+        dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=no"))
+        ours = [str(f) for f in files if f.is_relative_to(top)]
+        if ours and not dirty:
+            dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=all", "--", *ours))
+    except (OSError, subprocess.SubprocessError, ValueError):
         return {"sha": None, "dirty": None}
     return {"sha": sha, "dirty": dirty}
 
@@ -93,23 +130,9 @@ def redact(params: dict[str, Any]) -> dict[str, Any]:
     """Parameters for the record: secret-looking keys masked, credentials stripped from URLs.
 
     Nested values too: a dataclass parameter (a config object) becomes a JSON object, and a
-    secret-looking field inside it is masked like a top-level one.
+    secret-looking field inside it is masked like a top-level one. The rules: core/redact.py.
     """
-    return {k: _redact_value(str(k), v) for k, v in params.items()}
-
-
-def _redact_value(key: str, value: Any) -> Any:
-    if _SECRET_KEY.search(key):
-        return "***"
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    if isinstance(value, dict):
-        return {k: _redact_value(str(k), v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redact_value("", v) for v in value]
-    if isinstance(value, str):
-        return _URL_CREDENTIALS.sub("***@", value)
-    return value
+    return Redactor.for_values(params)(dict(params))
 
 
 def image_record(image: str | None) -> dict[str, Any]:
@@ -142,6 +165,10 @@ def assemble_receipt(
     prices = prices or PriceTable.load()
     state = RunState(Path(state_dir), run_id)
     fragments = state.fragments(n.name for n in spec.nodes)  # only this run's: a state dir may be shared
+    # The one redactor, knowing this run's secret values: over what steps and users wrote
+    # (parameters, facts, snapshots, failure messages that may quote a parameter), not over
+    # interlock's own identity fields (names, refs, digests).
+    redactor = Redactor.for_values(params)
     steps: list[dict[str, Any]] = []
     snapshots: list[dict[str, Any]] = []
     total_gpu_s = 0.0
@@ -152,7 +179,8 @@ def assemble_receipt(
         is_cached = statuses.get(node.name) == Status.CACHED
         attempts = [a.to_dict() for a in frag.attempts] if frag and not is_cached else []
         busy = sum(a.get("duration_s", 0.0) for a in attempts)
-        gpus = step.gpus
+        device = frag.device if frag else None
+        gpus = billed_gpus(step.gpus, device)  # what ran: a CPU-only run bills no GPU
         gpu_s = busy * gpus
         cost = prices.estimate(step.resources.to_json(), busy, gpus=gpus, interruptible=step.interruptible)
         total_gpu_s += gpu_s
@@ -169,15 +197,16 @@ def assemble_receipt(
             "cached": is_cached,
             "fingerprint": step.fingerprint,
             **image_record(image),
-            "attempts": attempts,
+            "attempts": redactor(attempts),
             "failure_kinds": [a["failure"]["kind"] for a in attempts if a.get("failure")],
             "duration_s": round(busy, 6),
             "resources": step.resources.to_json(),
             "interruptible": step.interruptible,
             "distributed": step.distributed.to_json() if step.distributed else None,
+            "gpus": {"requested": step.gpus, "billed": gpus, "device": device},
             "gpu_seconds": round(gpu_s, 3),
             "estimated_cost_usd": cost,
-            "facts": frag.facts if frag else {},
+            "facts": redactor(frag.facts if frag else {}),
         })
     receipt = {
         "receipt_version": RECEIPT_VERSION,
@@ -188,12 +217,12 @@ def assemble_receipt(
         "status": Status(status),
         "started": started,
         "ended": time.time(),
-        "git": git_info(code_dir),
-        "parameters": redact(params),
-        "snapshots": snapshots,
+        "git": git_info(code_dir, code_files(spec)),
+        "parameters": redactor(dict(params)),
+        "snapshots": redactor(snapshots),
         "cache_hits": [s["node"] for s in steps if s["cached"]],
         "steps": steps,
         "totals": {"gpu_seconds": round(total_gpu_s, 3), "estimated_cost_usd": round(total_cost, 6)},
-        **(extra or {}),
+        **redactor(extra or {}),
     }
     return state.write_receipt(receipt)

@@ -288,6 +288,7 @@ class Fragment:
     facts: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
     distributed: dict[str, Any] | None = None
+    device: dict[str, Any] | None = None  # what the step ran on (core/devices.py): GPU billing
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -318,6 +319,7 @@ class Fragment:
             "facts": self.facts,
             "resources": self.resources,
             "distributed": self.distributed,
+            "device": self.device,
         }
 
     @classmethod
@@ -336,6 +338,7 @@ class Fragment:
             facts=dict(d.get("facts", {})),
             resources=dict(d.get("resources", {})),
             distributed=d.get("distributed"),
+            device=d.get("device"),
         )
 
 

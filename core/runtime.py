@@ -22,6 +22,7 @@ from typing import Any
 
 from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri
 from .context import StepContext
+from .devices import DEVICE_FACT, detected_device
 from .errors import StepFailed, StepStopped
 from .failures import (
     Failure,
@@ -31,6 +32,7 @@ from .failures import (
     default_classifier,
     qualified_name,
 )
+from .redact import Redactor
 from .retry import RetryTracker
 from .runstate import ALL_KINDS, Attempt, Fragment, RunContext, StopMarker
 from .spec import StepSpec
@@ -59,6 +61,7 @@ class StepResult:
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     written: Any = None  # what the backend's output writer returned (execute_step(write=...))
+    device: dict[str, Any] | None = None  # what it ran on (devices.device_record), for billing
 
 
 # -- resolving user code -------------------------------------------------------------------
@@ -145,6 +148,9 @@ def _signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+KILLED_DECISION = "started; no end was recorded (the process was killed, or it is still running)"
 
 
 @contextmanager
@@ -287,9 +293,14 @@ def execute_step(
         raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
     fn = fn or resolve_function(step)
     classifier = run.classifier or default_classifier
+    # Inputs under credential names (a password parameter passed through) are masked in
+    # failure messages and facts, which land in fragments, logs and the receipt.
+    redactor = Redactor.for_values(inputs)
     # A backend retry (a new container for the same node) resumes the retry budget where the
     # previous container left it, from the attempts recorded in this node's receipt fragment
     # since the run was last resumed (a resume opens a new budget).
+    earlier = state.read_fragment(node)
+    base = list(earlier.attempts) if earlier else []
     tracker = RetryTracker.replay(step.retry, state.failures_since_resume(node))
     attempts: list[Attempt] = []
     factor = 0.5**tracker.halvings  # an OOM remediation survives a backend retry too
@@ -304,6 +315,11 @@ def execute_step(
         ctx.facts.pop("_stop_requested", None)
         ctx.mark_checkpointed()
         t0 = run.clock()
+        # Recorded as started before the call: if this process dies (SIGKILL, eviction), the
+        # next read (a resume, a backend retry, the receipt) still shows the attempt, as killed.
+        begun = Attempt(len(attempts) + 1, t0, t0, Status.KILLED, decision=KILLED_DECISION, batch_size_factor=factor)
+        _write_fragment(run, step, StepResult(node, step.name, {}, [*attempts, begun], started, t0, ctx.snapshots),
+                        Status.FAILED, base=base)
         kwargs = dict(inputs)
         if step.context_arg:
             kwargs[step.context_arg] = ctx
@@ -331,7 +347,7 @@ def execute_step(
             log.warning("step %s attempt %d: %s (%s)", node, len(attempts), stop, saved)
             raise _stopped(run, step, node, stop, attempts, started, ctx) from stop
         except (Exception, SystemExit, StepTimeout) as exc:  # SystemExit(143) on a cluster: preempted
-            failure: Failure = classifier.classify(exc)
+            failure: Failure = redactor.fields(classifier.classify(exc))
             failure = replace(failure, traceback=user_traceback(exc) or None)
             decision = tracker.decide(failure)
             retry_here = decision.retry and step.retry.retried_in_process(failure.kind, run.retry_in_process)
@@ -355,8 +371,11 @@ def execute_step(
                 marked = failure if fatal else replace(
                     failure, reason=decision.reason.removeprefix(f"{failure.kind}: "))  # "...; giving up after 2 retries"
                 state.write_marker(node, marked, StopMarker.FATAL if fatal else StopMarker.EXHAUSTED)
-            result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
-            _write_fragment(run, step, result, Status.FAILED)
+            result = StepResult(
+                node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts)),
+                device=_device(ctx, step),
+            )
+            _write_fragment(run, step, result, Status.FAILED, base=base)
             if durable is not None:
                 durable.push(state, node)
             raise StepFailed(
@@ -366,8 +385,11 @@ def execute_step(
                 backend_should_retry=decision.retry and not retry_here,
             ) from exc
         attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SUCCEEDED, batch_size_factor=factor))
-        result = StepResult(node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts), written)
-        _write_fragment(run, step, result, Status.SUCCEEDED)
+        result = StepResult(
+            node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts)),
+            written, device=_device(ctx, step),
+        )
+        _write_fragment(run, step, result, Status.SUCCEEDED, base=base)
         if durable is not None:
             durable.push(state, node)
         return result
@@ -398,6 +420,11 @@ def _public(facts: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in facts.items() if not k.startswith("_")}
 
 
+def _device(ctx: StepContext, step: StepSpec) -> dict[str, Any]:
+    """What the step ran on, for billing: as it said (ctx.report_device), else as seen here."""
+    return ctx.facts.get(DEVICE_FACT) or detected_device(step.gpus)
+
+
 def record_cache_hit(run: RunContext, step: StepSpec, node: str, provenance: dict[str, Any]) -> None:
     """A fragment for a node served from cache: no attempts, but the data snapshots it stands on."""
     now = run.clock()
@@ -406,10 +433,13 @@ def record_cache_hit(run: RunContext, step: StepSpec, node: str, provenance: dic
     _write_fragment(run, step, result, Status.CACHED)
 
 
-def _write_fragment(run: RunContext, step: StepSpec, result: StepResult, status: Status) -> None:
-    """One receipt fragment per node; a backend retry of the step appends its attempts."""
+def _write_fragment(
+    run: RunContext, step: StepSpec, result: StepResult, status: Status, *, base: list[Attempt] | None = None,
+) -> None:
+    """One receipt fragment per node; a backend retry of the step appends its attempts to
+    ``base`` (the attempts recorded before this execution; default: what the fragment holds)."""
     state = run.state
-    previous = state.read_fragment(result.node)
+    previous = state.read_fragment(result.node) if base is None else None
     state.write_fragment(Fragment(
         run_id=run.run_id,
         node=result.node,
@@ -419,9 +449,10 @@ def _write_fragment(run: RunContext, step: StepSpec, result: StepResult, status:
         image=step.image,
         started=result.started,
         ended=result.ended,
-        attempts=(previous.attempts if previous else []) + list(result.attempts),
+        attempts=(base if base is not None else previous.attempts if previous else []) + list(result.attempts),
         snapshots=result.snapshots,
         facts=result.facts,
+        device=result.device,
         resources=step.resources.to_json(),
         distributed=step.distributed.to_json() if step.distributed else None,
     ))

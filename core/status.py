@@ -21,6 +21,9 @@ class Status(StrEnum):
     # Told to stop (SIGTERM, Ctrl-C) while it ran: not a failure of its code and never retried
     # in this run; it checkpointed first if it has a policy, and the run can be resumed.
     STOPPED = "stopped"
+    # An attempt that started and never reported an end: its process was killed (SIGKILL, an
+    # evicted pod, a lost node) or, read while the run is live, it is still running.
+    KILLED = "killed"
 
     @property
     def done(self) -> bool:

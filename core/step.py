@@ -19,6 +19,7 @@ from typing import Any, overload
 
 from .durations import parse_duration
 from .errors import PipelineDefinitionError, PolicyError
+from .names import check_step_name
 from .policies import Cache, CheckpointPolicy, Resources, Secret, Torchrun, check_labels
 from .retry import Retry
 from .spec import Port, StepSpec
@@ -177,7 +178,7 @@ class Step:
 
     def named(self, node_name: str) -> Step:
         """The same step, recorded under another node name (to call it twice in one pipeline)."""
-        return Step(self.fn, self.spec, node_name)
+        return Step(self.fn, self.spec, check_step_name(node_name, what="node"))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from .build import current_builder
@@ -244,7 +245,7 @@ def step(fn: Callable[..., Any] | None = None, /, **policy: Any) -> Any:
     def decorate(f: Callable[..., Any]) -> Step:
         if isinstance(f, Step):
             raise PipelineDefinitionError(f"{f.name} is already a step")
-        name = policy.get("name") or f.__name__
+        name = check_step_name(policy.get("name") or f.__name__)
         try:
             # `name` is positional in build_step_spec; passing it twice was a TypeError.
             spec = build_step_spec(f, name, **{k: v for k, v in policy.items() if k != "name"})

@@ -139,6 +139,7 @@ def train(splits: il.Dataset, params: TrainParams, ctx: il.StepContext) -> il.Mo
     )
     device = fraud_model.pick_device()
     ctx.record(device=device, precision="fp32", epochs=len(history))
+    ctx.report_device(device)  # the receipt bills GPU-seconds from this, not from the request
     out = il.Model.new({
         "snapshot": splits.metadata.get("snapshot"),
         "valid_auc": history[-1]["valid_auc"],

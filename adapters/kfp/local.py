@@ -28,6 +28,7 @@ from typing import Any
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import InterlockError, StepFailed
 from interlock.core.receipt import assemble_receipt
+from interlock.core.redact import Redactor
 from interlock.core.runstate import (
     RunEnv,
     RunState,
@@ -81,10 +82,13 @@ class _TaskObserver:
     records: dict[str, TaskRecord] = field(default_factory=dict)
     current: str | None = None
     stop_signal: str | None = None  # the run was told to stop: start no more tasks
+    # kfp's executor logs the whole executor input (every parameter value) and kfp.local
+    # prints each line of the task's output: those lines go through the one redactor.
+    redactor: Redactor = field(default_factory=Redactor)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        from kfp.local import task_dispatcher
+        from kfp.local import subprocess_task_handler, task_dispatcher
         from kfp.local.orchestrator import task_executor
 
         missing = [
@@ -114,12 +118,18 @@ class _TaskObserver:
         task_executor.execute_single_task = execute
         task_dispatcher.run_single_task_implementation = dispatch
         task_executor.time = _Clock(self._sleep)  # kfp's retry backoff goes through our sleeper
+        # kfp.local echoes a task's output with the builtin print: a module global shadows it.
+        subprocess_task_handler.print = self._print  # type: ignore[attr-defined]
         try:
             yield
         finally:
+            del subprocess_task_handler.print  # type: ignore[attr-defined]
             task_executor.execute_single_task = orig_execute
             task_dispatcher.run_single_task_implementation = orig_dispatch
             task_executor.time = orig_time
+
+    def _print(self, *values: Any, **kw: Any) -> None:
+        print(*(self.redactor.text(v) if isinstance(v, str) else v for v in values), **kw)
 
     def _execute(self, orig: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         from kfp.local import status
@@ -321,7 +331,8 @@ class KfpLocalRun:
             enable_caching=options.cache,
             cache_root=str(self.cache_root),
         )
-        observer = _TaskObserver(built.task_names, RunState(self.state_dir, options.run_id), options.sleeper, options.emit)
+        observer = _TaskObserver(built.task_names, RunState(self.state_dir, options.run_id), options.sleeper, options.emit,
+                                 redactor=Redactor.for_values(params))
         env = {
             **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND).to_env(),
             "PYTHONPATH": _child_pythonpath(),

@@ -9,73 +9,42 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from interlock.core.redact import Redactor
+from interlock.core.redact import is_secret_key as _is_secret_key
 
 TAG_PREFIX = "interlock."
 MAX_TAG_VALUE = 250  # "short": MLflow allows 8000, but tags are for the UI and search
 REDACTED = "***redacted***"
 
-# Key names that say "this is a credential". Matched on word-ish boundaries so that
-# "author" or "max_tokens" are not taken for "auth" or "token".
-_SECRET_KEY = re.compile(
-    r"(?:^|[^a-z0-9])(?:pass(?:word|wd|phrase)?|pwd|secrets?|token|api[_-]?keys?|apikey|"
-    r"access[_-]?keys?|private[_-]?keys?|credentials?|auth|authorization|session[_-]?keys?|"
-    r"signature|cookie|dsn|connection[_-]?string)(?:$|[^a-z0-9])",
-    re.IGNORECASE,
-)
-# Values that look like a credential, whatever key they hide under.
-_SECRET_VALUE = re.compile(
-    r"(?:\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
-    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
-    r"|\bgithub_pat_[A-Za-z0-9_]{20,}"
-    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}"  # Slack
-    r"|\bsk-[A-Za-z0-9_-]{20,}"  # OpenAI-style API keys
-    r"|\bhf_[A-Za-z0-9]{20,}"  # Hugging Face
-    r"|\bAIza[0-9A-Za-z_-]{30,}"  # Google API keys
-    r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\."  # JWT
-    r"|\bbearer\s+[A-Za-z0-9._~+/=-]{12,}"
-    r"|[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@)",  # a URL with user:password@
-    re.IGNORECASE,
-)
+# The rules are core's (interlock.core.redact), the same as receipts and logs; MLflow only
+# spells the mask its own way.
+_REDACTOR = Redactor(mask=REDACTED)
 
 
 def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(str(key)))
+    return _is_secret_key(key)
 
 
 def looks_secret(value: Any) -> bool:
-    return isinstance(value, str) and bool(_SECRET_VALUE.search(value))
+    return _REDACTOR.contains_secret(value)
 
 
 def is_secret(key: str, value: Any) -> bool:
-    """True when the key names a credential or the value looks like one."""
+    """True when the key names a credential or the value holds one."""
     return is_secret_key(key) or looks_secret(value)
 
 
 def filter_secrets(tags: Mapping[str, Any]) -> dict[str, Any]:
-    """``tags`` without the entries that are, or look like, credentials."""
+    """``tags`` without the entries that are, or hold, credentials."""
     return {k: v for k, v in tags.items() if not is_secret(k, v)}
 
 
 def redact(value: Any, _key: str = "") -> Any:
-    """A copy of a JSON-like structure with credential values replaced by ``REDACTED``."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    if isinstance(value, Mapping):
-        return {
-            str(k): (
-                REDACTED if is_secret_key(str(k)) and v not in (None, "") else redact(v, str(k))
-            )
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(v, _key) for v in value]
-    if looks_secret(value):
-        return REDACTED
-    return value
+    """A copy of a JSON-like structure with credentials replaced by ``REDACTED``."""
+    return _REDACTOR(value, _key)
 
 
 def _short(value: Any) -> str:

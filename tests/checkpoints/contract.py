@@ -453,3 +453,28 @@ class CheckpointStoreContract:
         assert [i.id for i in store.list(KEY)] == [old.id]
         loaded = store.load_latest(KEY, fallback=True)
         assert loaded is not None and loaded.info == old and loaded.read_bytes("s") == payload(1)
+
+    @pytest.mark.parametrize(
+        "forged",
+        [
+            {"interlock.kind": "file", "interlock.file_name": "../../../escaped.txt"},
+            {"interlock.kind": "file", "interlock.file_name": "/etc/hostname"},
+            {"interlock.kind": "file", "interlock.file_name": "not-a-file-of-it.bin"},
+            {"interlock.kind": "file", "interlock.file_name": "sub/../../x"},
+            {"interlock.kind": "directory", "interlock.empty_dirs": ["../../escaped-dir"]},
+            {"interlock.kind": "directory", "interlock.empty_dirs": ["/tmp/escaped-dir"]},
+        ],
+        ids=["dotdot", "absolute", "not-listed", "nested-dotdot", "empty-dir-dotdot", "empty-dir-absolute"],
+    )
+    def test_a_forged_manifest_cannot_point_load_outside_the_checkpoint(
+        self, store: CheckpointStore, tmp_path: Path, forged: dict[str, Any]
+    ) -> None:
+        # A manifest with a valid checksum whose metadata was not written by Checkpointer.save
+        # (the store's own save does not reserve interlock.* keys): what an attacker with write
+        # access to the store, or a bug elsewhere, would leave.
+        store.save(KEY, {"state.bin": payload(1, 64)}, step=1, metadata=forged)
+        out = tmp_path / "restore"
+        with pytest.raises(CheckpointError):
+            Checkpointer(store, KEY).load(out)
+        assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "escaped-dir").exists()
+        assert not Path("/tmp/escaped-dir").exists()

@@ -268,3 +268,17 @@ def test_store_for_uri_picks_local_paths_and_refuses_unknown_schemes(tmp_path) -
     with pytest.raises(CheckpointError) as info:
         store_for_uri("gs://bucket/prefix")
     assert "no checkpoint store for gs://" in str(info.value) and "s3" in str(info.value)
+
+
+def test_a_data_file_replaced_by_a_symlink_is_refused(tmp_path: Path) -> None:
+    # Same bytes outside the store: the checksum would pass, so the symlink itself must be refused.
+    store = LocalCheckpointStore(tmp_path / "store")
+    info = store.save(KEY, {"w.bin": b"weights"}, step=1)
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"weights")
+    data_file = store.checkpoint_dir(info.key, info.id) / "data" / "w.bin"
+    assert data_file.exists()
+    data_file.unlink()
+    data_file.symlink_to(outside)
+    with pytest.raises(CheckpointError, match="symlink"):
+        store.load_latest(KEY)

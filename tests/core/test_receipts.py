@@ -96,22 +96,59 @@ def test_receipt_of_a_local_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert second.steps["featurize"].cached is True
 
 
-def test_git_sha_and_dirty_flag_from_a_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
+PIPELINE_IN_REPO = """
+import interlock as il
+
+
+@il.step
+def one(x: int) -> int:
+    return x + 1
+
+
+@il.pipeline(name="in-repo")
+def in_repo(x: int = 1):
+    return one(x=x)
+"""
+
+
+def test_git_describes_the_pipelines_repository_not_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from interlock.core.loader import load_pipeline
+
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
-    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
-    (repo / "pipeline.py").write_text("x = 1\n")
-    subprocess.run([*git, "add", "pipeline.py"], cwd=repo, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "init"], cwd=repo, check=True)
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
-    monkeypatch.chdir(repo)
-    run = il.run(receipts.receipt_demo, backend="local", workdir=tmp_path / "wd", flaky_marker=str(tmp_path / "m"))
-    assert read(run.receipt_path)["git"] == {"sha": sha, "dirty": False}
+    def make_repo(path: Path) -> str:
+        path.mkdir()
+        subprocess.run([*git, "init", "-q"], cwd=path, check=True)
+        (path / "README").write_text("r\n")
+        subprocess.run([*git, "add", "README"], cwd=path, check=True)
+        subprocess.run([*git, "commit", "-q", "-m", "init"], cwd=path, check=True)
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, check=True, capture_output=True,
+                              text=True).stdout.strip()
 
-    (repo / "pipeline.py").write_text("x = 2\n")  # an uncommitted change to tracked code
-    assert git_info(repo) == {"sha": sha, "dirty": True}
+    code, elsewhere = tmp_path / "code", tmp_path / "elsewhere"
+    code_sha, other_sha = make_repo(code), make_repo(elsewhere)
+    module = f"in_repo_{tmp_path.name.replace('-', '_')}"
+    source = code / f"{module}.py"
+    source.write_text(PIPELINE_IN_REPO)
+    pipe = load_pipeline(str(source))
+    monkeypatch.chdir(elsewhere)  # a clean checkout of another repository
+
+    def receipt_git() -> dict:
+        run = il.run(pipe, backend="local", workdir=tmp_path / "wd", cache=False)
+        return read(run.receipt_path)["git"]
+
+    assert receipt_git() == {"sha": code_sha, "dirty": True}  # the pipeline file is untracked
+    subprocess.run([*git, "add", source.name], cwd=code, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "pipeline"], cwd=code, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=code, check=True, capture_output=True,
+                          text=True).stdout.strip()
+    assert head != other_sha
+    assert receipt_git() == {"sha": head, "dirty": False}
+    source.write_text(PIPELINE_IN_REPO + "\n# edited\n")  # an uncommitted change to the pipeline
+    assert receipt_git() == {"sha": head, "dirty": True}
+    assert git_info(code) == {"sha": head, "dirty": True}
     assert git_info(tmp_path / "wd") == {"sha": None, "dirty": None}  # not a repository
 
 

@@ -268,3 +268,16 @@ def test_a_spent_transient_budget_stops_kfp_retries(tmp_path: Path) -> None:
     assert receipt(result)["kfp"]["tasks"]["resets_forever"] == {"kfp_attempts": 1, "retries_stopped_by_fatal_marker": 3}
     assert sleeper.calls == []  # no backoff waits for retries that would be refused
     assert (calls / "resets_forever").read_text() == "2"  # the first try and its one in-pod retry
+
+
+def test_the_executor_input_log_is_redacted(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    # kfp's executor logs "Got executor_input:" with every parameter value; kfp.local echoes it.
+    from kfp_test_pipelines import secrets
+
+    result = run(secrets.kfp_secrets, tmp_path / "work")
+    assert result.status == "succeeded", result.error
+    out, err = capfd.readouterr()
+    assert "executor_input" in out + err  # the log is there...
+    for secret in ("tok-live-8f3a9c1d", "pg-pw-77x"):  # ... without the credentials
+        assert secret not in out + err
+    assert "postgresql://***@db/f" in out + err

@@ -180,7 +180,8 @@ def test_secrets_never_reach_tags_params_or_the_receipt_artifact(reg, raw, tmp_p
         "endpoint": "https://minio.local:9000",
         "password": "***redacted***",
     }
-    assert saved["feature_db"] == "***redacted***"
+    # The one redactor (core/redact.py) masks a URL's credentials and keeps its host, as receipts do.
+    assert saved["feature_db"] == "postgresql://***redacted***@db.local/features"
 
 
 def test_champion_is_none_on_an_empty_registry(reg):

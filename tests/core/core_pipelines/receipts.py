@@ -36,6 +36,7 @@ def train(features: int, flaky_marker: str, ctx: il.StepContext) -> float:
         marker.write_text("failed once")
         raise ConnectionResetError("connection reset by peer")
     ctx.record(precision="bf16")
+    ctx.report_device("cuda:0")  # as `torch.device("cuda", 0)` would: the receipt bills 1 GPU
     return features / 10
 
 
@@ -81,3 +82,21 @@ def connect(conn: Connection) -> str:
 @il.pipeline(name="receipt-config")
 def receipt_config(conn: Connection = Connection()):  # noqa: B008 - a frozen default, recorded as JSON
     return connect(conn=conn)
+
+
+@il.step(resources=il.Resources(gpu=2, accelerator="nvidia-h200"))
+def cpu_fallback(x: int, ctx: il.StepContext) -> int:
+    time.sleep(0.05)
+    ctx.report_device("cpu")  # no CUDA here: trained on the CPU
+    return x
+
+
+@il.step(resources=il.Resources(gpu=1, accelerator="nvidia-h200"))
+def silent_gpu_step(x: int) -> int:
+    time.sleep(0.05)
+    return x
+
+
+@il.pipeline(name="billing")
+def billing(x: int = 1):
+    return silent_gpu_step(x=cpu_fallback(x=x))
