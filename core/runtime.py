@@ -345,10 +345,10 @@ def execute_step(
                 f"{stop}; {saved}; not retried: resume the run to continue", 0.0, factor,
             ))
             log.warning("step %s attempt %d: %s (%s)", node, len(attempts), stop, saved)
-            raise _stopped(run, step, node, stop, attempts, started, ctx) from stop
+            raise _stopped(run, step, node, stop, attempts, started, ctx, base) from stop
         except (Exception, SystemExit, StepTimeout) as exc:  # SystemExit(143) on a cluster: preempted
-            failure: Failure = redactor.fields(classifier.classify(exc))
-            failure = replace(failure, traceback=user_traceback(exc) or None)
+            # The traceback quotes the exception's message: redact after adding it.
+            failure: Failure = redactor.fields(replace(classifier.classify(exc), traceback=user_traceback(exc) or None))
             decision = tracker.decide(failure)
             retry_here = decision.retry and step.retry.retried_in_process(failure.kind, run.retry_in_process)
             attempts.append(Attempt(
@@ -364,7 +364,7 @@ def execute_step(
                         run.sleeper(decision.delay_s)
                     except (StopRequested, KeyboardInterrupt) as exc:  # stopped while waiting to retry
                         stop = exc if isinstance(exc, StopRequested) else StopRequested("SIGINT")
-                        raise _stopped(run, step, node, stop, attempts, started, ctx) from exc
+                        raise _stopped(run, step, node, stop, attempts, started, ctx, base) from exc
                 continue
             if not decision.retry:  # no retry anywhere: a backend retry of this node must end at once
                 fatal = failure.kind is FailureKind.FATAL and not step.retry.retries_any
@@ -397,7 +397,7 @@ def execute_step(
 
 def _stopped(
     run: RunContext, step: StepSpec, node: str, stop: StopRequested, attempts: list[Attempt], started: float,
-    ctx: StepContext,
+    ctx: StepContext, base: list[Attempt],
 ) -> StepStopped:
     """Record the node as STOPPED, with a marker that stops a backend retry (KFP retries any
     non-zero exit) and that resuming the run clears."""
@@ -405,7 +405,7 @@ def _stopped(
     if stop.checkpoint:
         ctx.facts["checkpoint_at_stop"] = stop.checkpoint
     result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
-    _write_fragment(run, step, result, Status.STOPPED)
+    _write_fragment(run, step, result, Status.STOPPED, base=base)
     run.state.write_marker(node, Failure(
         FailureKind.FATAL, str(stop), hint="resume the run to continue", rule="stopped",
         exc_type=qualified_name(StopRequested), message=stop.signal,
