@@ -130,6 +130,17 @@ class ChampionMoved(RegistryError):
             )
         super().__init__(message, hint=hint)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only fields: rebuild from the state (a step process may hand it back).
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any]) -> Exception:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
 
 @runtime_checkable
 class ModelRegistry(Protocol):

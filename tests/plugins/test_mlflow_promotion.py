@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -110,6 +111,9 @@ def test_promote_refuses_when_the_champion_moved_since_the_gate(reg, tmp_path):
     assert "champion is now version 1" in reg.describe(name, v2).tags["interlock.promotion_refused"]
     # Not retried by the shim: a retry of the promotion fails the same way.
     assert classify(err).kind is FailureKind.FATAL
+    # It survives the trip from a step's process back to the runner.
+    copy = pickle.loads(pickle.dumps(err))
+    assert (type(copy), str(copy), copy.found, copy.hint) == (ChampionMoved, text, v1, err.hint)
 
     # Compared against the champion that still holds: promoted, as before.
     assert reg.promote(name, v3, expected_champion=v1) == v1
