@@ -197,3 +197,25 @@ def test_two_first_runs_on_a_fresh_store_both_succeed(env, tmp_path):
         reg = MlflowRegistry(tracking_uri=uri)
         assert len(reg.client.search_runs([reg.experiment_id("race-open")])) == 2
         assert (base / "store" / "mlflow.db.lock").exists()
+
+
+def test_a_held_store_lock_times_out_naming_the_lock_file(tmp_path):
+    import fcntl
+
+    from interlock.plugins.mlflow import MlflowError
+    from interlock.plugins.mlflow.lock import StoreLock
+
+    path = tmp_path / "mlflow.db.lock"
+    lock = StoreLock.at(path)
+    with lock.hold("outer"), lock.hold("nested in the same thread"):  # re-entrant
+        pass
+    with open(path, "a") as other:  # another open file: as another process would hold it
+        fcntl.flock(other, fcntl.LOCK_EX)
+        with pytest.raises(MlflowError, match="another process held the store's lock") as info:
+            with lock.hold("promoting 'm' version 2", timeout=0.2):
+                pass
+        assert str(path) in str(info.value) and "promoting 'm' version 2" in str(info.value)
+        assert info.value.retryable
+        fcntl.flock(other, fcntl.LOCK_UN)
+    with lock.hold("after release", timeout=1):
+        pass
