@@ -3,19 +3,17 @@
     python mlflow_race_worker.py SPEC_JSON
 
 SPEC: {"uri", "ready", "go", "action": "open" | "promote", "model", "version",
-"expected", "slow_s", "unlocked"}. The worker imports MLflow, writes ``ready``, waits for
+"expected", "slow_s"}. The worker imports MLflow, writes ``ready``, waits for
 ``go`` to exist, then acts and prints one JSON line: {"ok": true, ...} or {"ok": false,
 "error": type name, "message": ...}.
 
 ``slow_s`` stretches the check-then-set window the way a slow store or network would: the
 champion read sleeps after reading, and a champion move sleeps after writing. Only test
-code is patched, never the registry's own logic. ``unlocked`` drops the store's lock path,
-as on a tracking server.
+code is patched, never the registry's own logic.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import time
@@ -50,8 +48,6 @@ def main() -> int:
     reg = MlflowRegistry(tracking_uri=spec["uri"])
     if spec["action"] == "promote":
         reg.client  # noqa: B018 - open the store before the barrier
-        if spec.get("unlocked"):
-            reg.store = dataclasses.replace(reg.store, lock_path=None)
     Path(spec["ready"]).touch()
     deadline = time.monotonic() + 120
     while not Path(spec["go"]).exists():

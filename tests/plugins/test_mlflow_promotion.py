@@ -161,25 +161,70 @@ def test_two_processes_racing_to_promote_one_wins_one_is_refused(env, reg, tmp_p
     assert "interlock.promotion_refused" in reg.describe(name, loser).tags
 
 
-def test_without_a_lock_the_recheck_reports_a_lost_race(env, reg, tmp_path):
+def test_without_a_lock_the_recheck_reports_a_lost_race(reg, tmp_path, monkeypatch):
     """A tracking server has no lock: both checks pass, both move the alias, and the
-    re-read after the move tells the one that was overtaken (never both 'won')."""
+    re-read after the move tells the one that was overtaken (never both 'won').
+
+    The worst interleaving, forced step by step with two threads (two processes on one
+    SQLite file without the lock would also trip over SQLite's own write lock, which a
+    tracking server does not have): both read champion v1, "a" moves it, "b" moves it,
+    then "a" re-reads."""
+    import dataclasses
+    import threading
+
+    from mlflow import MlflowClient
+
     name = "race-unlocked"
     v1, v2, v3 = _versions(reg, tmp_path, name, 3)
     reg.promote(name, v1)
-    spec = {
-        "uri": reg.tracking_uri, "action": "promote", "model": name, "expected": v1,
-        "slow_s": 0.5, "unlocked": True,
-    }
-    answers = _race(env, tmp_path, [{**spec, "version": v2}, {**spec, "version": v3}])
-    final = reg.champion(name)
-    assert final in (v2, v3)
-    by_version = dict(zip((v2, v3), answers, strict=True))
-    assert by_version[final]["ok"] is True, answers
-    loser = v3 if final == v2 else v2
-    assert by_version[loser]["ok"] is False and by_version[loser]["error"] == "ChampionMoved"
-    assert f"version {loser} was made champion" in by_version[loser]["message"]
-    assert f"the champion is now version {final}" in by_version[loser]["message"]
+    both_read, a_moved, b_moved = threading.Barrier(2, timeout=30), threading.Event(), threading.Event()
+    reads: dict[str, int] = {"a": 0, "b": 0}
+    # Our own alias reads (MLflow's client calls get_registered_model internally too).
+    read, move = MlflowRegistry.aliases, MlflowClient.set_registered_model_alias
+
+    def scripted_read(self, *args, **kwargs):
+        who = threading.current_thread().name
+        reads[who] += 1
+        if who == "a" and reads[who] == 2:  # a's re-check: only after b moved the alias
+            assert b_moved.wait(30)
+        out = read(self, *args, **kwargs)
+        if reads[who] == 1:
+            both_read.wait()
+        return out
+
+    def scripted_move(self, model, alias, version):
+        who = threading.current_thread().name
+        if who == "b":
+            assert a_moved.wait(30)
+        move(self, model, alias, version)
+        if alias == CHAMPION:
+            (a_moved if who == "a" else b_moved).set()
+
+    monkeypatch.setattr(MlflowRegistry, "aliases", scripted_read)
+    monkeypatch.setattr(MlflowClient, "set_registered_model_alias", scripted_move)
+    answers: dict[str, Any] = {}
+
+    def promote(who: str, version: str) -> None:
+        mine = MlflowRegistry(tracking_uri=reg.tracking_uri)
+        mine.store = dataclasses.replace(mine.store, lock_path=None)  # as on a tracking server
+        assert not mine.lock.real
+        try:
+            answers[who] = mine.promote(name, version, expected_champion=v1)
+        except Exception as exc:
+            answers[who] = exc
+
+    threads = [threading.Thread(target=promote, args=(w, v), name=w) for w, v in (("a", v2), ("b", v3))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert answers["b"] == v1, answers  # b moved last: it replaced v1 as far as it can tell
+    err = answers["a"]
+    assert isinstance(err, ChampionMoved) and err.overtaken, answers
+    assert f"'race-unlocked' version {v2} was made champion (it was compared against version {v1})" in str(err)
+    assert f"a concurrent promotion replaced it at once: the champion is now version {v3}" in str(err)
+    monkeypatch.undo()
+    assert reg.champion(name) == v3
 
 
 def test_two_first_runs_on_a_fresh_store_both_succeed(env, tmp_path):
