@@ -14,7 +14,8 @@ ingest -> validate -> transform -> train -> evaluate -> champion_gate -> [regist
   Seeds fixed, a checkpoint per epoch, a retry resumes from the latest one.
 - evaluate: the challenger and the registry's ``champion`` on the same held-out split.
 - champion_gate: promote only by the margin fixed in advance (a parameter).
-- register (only when the gate says so): MLflow run, model version, ``champion`` alias.
+- register (only when the gate says so): MLflow run, model version, ``champion`` alias,
+  moved only if it still points at the champion that evaluate compared against.
 
 ``registry``: an MLflow tracking URI or a directory for a SQLite store. Empty means
 ``$MLFLOW_TRACKING_URI`` when set, else ``.interlock/mlflow`` under the directory the run
@@ -182,9 +183,16 @@ def register(
     params: TrainParams,
     margin: float,
     reason: str,
+    champion_version: str,
     ctx: il.StepContext,
 ) -> str:
-    """Log the run, register the model version with its receipt tags, move ``champion``."""
+    """Log the run, register the model version with its receipt tags, move ``champion``.
+
+    ``champion_version`` is the champion ``evaluate`` compared against ("none": there was
+    none). The move is compare-and-set: if another run promoted meanwhile, nothing is
+    promoted and the step fails FATAL (``ChampionMoved``), naming both versions: this
+    model was never compared with the new champion, so re-run the pipeline.
+    """
     from interlock.core.receipt import git_info
 
     git = git_info()
@@ -199,6 +207,9 @@ def register(
         "gate": reason,
     }
     reg = open_registry(registry)
+    # Refuse before logging anything when the champion already moved; promote re-checks
+    # atomically (under the store's lock on SQLite).
+    reg.check_champion(MODEL_NAME, champion_version)
     run_id = reg.log_run(
         EXPERIMENT,
         params={"train": params, "margin": margin, "snapshot": snapshot},
@@ -208,9 +219,11 @@ def register(
     )
     version = reg.register(
         MODEL_NAME, model, run_id=run_id, receipt=receipt, gpu=model.metadata.get("gpu") or {},
-        tags={"auc": f"{metrics['auc']:.6f}", "device": model.metadata.get("device", "")},
+        tags={"auc": f"{metrics['auc']:.6f}", "device": model.metadata.get("device", ""),
+              "interlock.compared_with": champion_version},
+        expected_champion=champion_version,
     )
-    previous = reg.promote(MODEL_NAME, version)
+    previous = reg.promote(MODEL_NAME, version, expected_champion=champion_version)
     ctx.record(model_name=MODEL_NAME, model_version=version, previous_champion=previous, mlflow_run_id=run_id)
     print(f"registered {MODEL_NAME} version {version}; champion: {previous or 'none'} -> {version}", flush=True)
     return version
@@ -233,6 +246,6 @@ def fraud_retrain(
     with il.when(decision.promote):
         register(
             model=model, metrics=scores.challenger, snapshot=snapshot, registry=registry, params=params,
-            margin=margin, reason=decision.reason,
+            margin=margin, reason=decision.reason, champion_version=scores.champion_version,
         )
     return Summary(decision.promote, decision.reason, scores.challenger, scores.champion, scores.champion_version)

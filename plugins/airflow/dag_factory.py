@@ -85,6 +85,7 @@ def dag_for(
     launch_plan_version: str | None = None,
     project: str | None = None,
     domain: str | None = None,
+    namespace: str | None = None,
     flyte_conn_id: str = FlyteHook.default_conn_name,
     labels: Mapping[str, Any] | None = None,
     annotations: Mapping[str, Any] | None = None,
@@ -112,6 +113,8 @@ def dag_for(
         (called inside the DAG, so the sensors need no ``dag=``). The launch waits for all of them.
     :param inputs: launch plan inputs, templated (``{"snapshot": "{{ ds }}"}``). With ``params`` and no
         ``inputs``, every param is passed as the input of the same name.
+    :param namespace: this Airflow deployment's name (``"staging"``, ``"prod"``), part of every
+        execution name; default the connection extra ``namespace``. See ``FlyteLaunchPlanOperator``.
     :param sla: the run should finish within this long after it was queued. Airflow 3: a
         deadline alert calling ``sla_callback`` (default: a warning in the triggerer log);
         Airflow 2.10: the task's ``sla``.
@@ -154,6 +157,7 @@ def dag_for(
             annotations=annotations,
             project=project,
             domain=domain,
+            namespace=namespace,
             flyte_conn_id=flyte_conn_id,
             poll_interval=poll_interval,
             timeout=timeout,

@@ -60,18 +60,43 @@ def logical_run_key(
     project: str,
     domain: str,
     launch_plan: str,
+    namespace: str = "",
 ) -> str:
     """The identity of one logical Airflow run of one launch plan; Airflow's try number is not part of it.
 
     Retries of the same task instance share the key, so they find the same executions.
+    ``namespace`` tells apart deployments (staging, prod) that run the same DAG and task
+    ids against the same Flyte project and domain. ``launch_key`` completes the key with
+    what is launched (version, inputs) once the launch plan is resolved.
     """
-    return "\x1f".join([dag_id, task_id, run_id, str(map_index), project, domain, launch_plan])
+    return "\x1f".join(
+        [dag_id, task_id, run_id, str(map_index), project, domain, launch_plan, f"ns={namespace}"]
+    )
+
+
+def inputs_digest(serialized: bytes) -> str:
+    """The sha256 of a launch's inputs (the deterministic bytes of their literal map)."""
+    return hashlib.sha256(serialized).hexdigest()
+
+
+def launch_key(run_key: str, *, version: str, inputs_sha256: str) -> str:
+    """What an execution name hashes: the logical run, the launch plan version and the inputs.
+
+    A retry with the same inputs and version finds the execution an earlier try started;
+    a clear after the upstream data (hence the inputs) changed, or after a new launch plan
+    version was registered, gets a name of its own and launches.
+    """
+    if not version:
+        raise ValueError("launch_key needs the resolved launch plan version")
+    return "\x1f".join([run_key, f"v={version}", f"in={inputs_sha256}"])
 
 
 def execution_name(key: str, generation: int) -> str:
-    """The Flyte execution name for ``generation`` (0, 1, ...) of a logical run.
+    """The Flyte execution name for ``generation`` (0, 1, ...) of a launch key.
 
     A new generation is used only after the previous one ended in a terminal failure.
+    The name is ``af`` + 14 hex digits of the key's sha256 + ``-<generation>``: at most 20
+    characters, lowercase, starting with a letter, as Flyte requires.
     """
     if not 0 <= generation <= MAX_GENERATIONS:
         raise ValueError(f"generation must be within 0..{MAX_GENERATIONS}, got {generation}")

@@ -1,9 +1,12 @@
 """``FlyteLaunchPlanOperator``: launch a registered Flyte launch plan and wait for it.
 
 Idempotent across Airflow retries: the execution name is derived from the logical run
-(DAG, task, run id, map index, launch plan), never from the try number, so a retry finds
-the execution an earlier try started and re-attaches to it while it runs or after it
-succeeded; only after a terminal failure does a retry launch the next generation.
+(deployment namespace, DAG, task, run id, map index, project, domain, launch plan) and
+from what would be launched (the resolved launch plan version and the inputs), never from
+the try number. A retry finds the execution an earlier try started and re-attaches to it
+while it runs or after it succeeded; only after a terminal failure does a retry launch the
+next generation. A clear after the inputs changed (new upstream data) or after a new
+launch plan version was registered launches anew instead of returning old outputs.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from interlock.plugins.airflow.compat import (
     BaseOperatorLink,
     XCom,
 )
-from interlock.plugins.airflow.hook import FlyteHook, LaunchResult
+from interlock.plugins.airflow.hook import ExecutionMismatch, FlyteHook, LaunchResult
 from interlock.plugins.airflow.names import (
     launch_plan_name,
     logical_run_key,
@@ -67,6 +70,10 @@ class FlyteLaunchPlanOperator(BaseOperator):
         Keys and values are made Kubernetes-valid. The DAG id, task id and run id are added.
     :param annotations: extra annotations (free-text values); the raw run id and try are added.
     :param project, domain: Flyte project and domain; default the connection's extras.
+    :param namespace: this Airflow deployment's name (e.g. ``"staging"``), part of every
+        execution name, so two deployments with the same DAG and task ids that launch into
+        the same project and domain never adopt each other's executions. Default: the
+        connection extra ``namespace``, else none. Templated.
     :param poll_interval: seconds between status polls.
     :param timeout: give up (and terminate the execution) after this long; None waits for ever.
     :param deferrable: wait in the triggerer (default) or in the worker (``on_kill`` terminates).
@@ -82,6 +89,7 @@ class FlyteLaunchPlanOperator(BaseOperator):
         "annotations",
         "project",
         "domain",
+        "namespace",
     )
     template_fields_renderers = {"inputs": "json", "labels": "json", "annotations": "json"}
     ui_color = "#e8d5f5"
@@ -97,6 +105,7 @@ class FlyteLaunchPlanOperator(BaseOperator):
         annotations: Mapping[str, Any] | None = None,
         project: str | None = None,
         domain: str | None = None,
+        namespace: str | None = None,
         flyte_conn_id: str = FlyteHook.default_conn_name,
         poll_interval: float = 30.0,
         timeout: timedelta | float | None = None,
@@ -113,6 +122,7 @@ class FlyteLaunchPlanOperator(BaseOperator):
         self.annotations = dict(annotations or {})
         self.project = project
         self.domain = domain
+        self.namespace = namespace
         self.flyte_conn_id = flyte_conn_id
         self.poll_interval = float(poll_interval)
         self.timeout = _seconds(timeout)
@@ -125,7 +135,10 @@ class FlyteLaunchPlanOperator(BaseOperator):
         hook = getattr(self, "_hook", None)
         if hook is None:
             hook = self._hook = FlyteHook(
-                self.flyte_conn_id, project=self.project, domain=self.domain
+                self.flyte_conn_id,
+                project=self.project,
+                domain=self.domain,
+                namespace=self.namespace,
             )
         return hook
 
@@ -139,6 +152,7 @@ class FlyteLaunchPlanOperator(BaseOperator):
 
     def execution_labels(self, context: Any) -> dict[str, str]:
         ti, run_id, _ = self._run_identity(context)
+        namespace = self.get_hook().namespace
         # Provenance labels come last so a user label cannot disguise where a run came from.
         return sanitize_labels(
             {
@@ -146,6 +160,7 @@ class FlyteLaunchPlanOperator(BaseOperator):
                 "airflow-dag-id": ti.dag_id,
                 "airflow-task-id": ti.task_id,
                 "airflow-run-id": run_id,
+                **({"airflow-namespace": namespace} if namespace else {}),
                 "launched-by": "interlock-airflow",
             }
         )
@@ -163,11 +178,12 @@ class FlyteLaunchPlanOperator(BaseOperator):
             }
         )
 
-    def launch(self, context: Any) -> LaunchResult:
-        """Launch or re-attach (see module doc) and record the execution in XCom."""
+    def run_key(self, context: Any) -> str:
+        """This task instance's logical run (``names.logical_run_key``); the hook adds the
+        launch plan version and the inputs to it (``names.launch_key``)."""
         ti, run_id, map_index = self._run_identity(context)
         hook = self.get_hook()
-        key = logical_run_key(
+        return logical_run_key(
             dag_id=ti.dag_id,
             task_id=ti.task_id,
             run_id=run_id,
@@ -175,15 +191,26 @@ class FlyteLaunchPlanOperator(BaseOperator):
             project=hook.project,
             domain=hook.domain,
             launch_plan=self.launch_plan,
+            namespace=hook.namespace,
         )
-        result = hook.launch_or_attach(
-            key,
-            launch_plan=self.launch_plan,
-            version=self.launch_plan_version or None,
-            inputs=self.inputs,
-            labels=self.execution_labels(context),
-            annotations=self.execution_annotations(context),
-        )
+
+    def launch(self, context: Any) -> LaunchResult:
+        """Launch or re-attach (see module doc) and record the execution in XCom."""
+        ti = context["ti"]
+        hook = self.get_hook()
+        key = self.run_key(context)
+        try:
+            result = hook.launch_or_attach(
+                key,
+                launch_plan=self.launch_plan,
+                version=self.launch_plan_version or None,
+                inputs=self.inputs,
+                labels=self.execution_labels(context),
+                annotations=self.execution_annotations(context),
+            )
+        except ExecutionMismatch as exc:
+            # Deterministic: every retry would derive the same name and refuse again.
+            raise AirflowFailException(str(exc)) from exc
         ref = result.status.ref
         ti.xcom_push(key=XCOM_EXECUTION_NAME, value=ref.name)
         ti.xcom_push(
@@ -193,6 +220,8 @@ class FlyteLaunchPlanOperator(BaseOperator):
                 "url": result.url,
                 "created": result.created,
                 "generation": result.generation,
+                "launch_plan_version": result.version,
+                "namespace": hook.namespace,
             },
         )
         return result

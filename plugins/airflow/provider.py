@@ -61,6 +61,12 @@ def get_provider_info() -> dict[str, Any]:
                     ),
                     "project": _field("Project", "string", "default Flyte project", "flytesnacks"),
                     "domain": _field("Domain", "string", "default Flyte domain", "development"),
+                    "namespace": _field(
+                        "Deployment namespace",
+                        "string",
+                        "names this Airflow deployment (staging, prod) in execution names, "
+                        "so deployments sharing a Flyte project never adopt each other's runs",
+                    ),
                     "scopes": _field(
                         "OAuth2 scopes", "string", "comma-separated scopes for client credentials"
                     ),

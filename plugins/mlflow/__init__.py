@@ -6,7 +6,10 @@ Importing this package does not import ``mlflow``; that happens on first use.
     run_id = reg.log_run("fraud-retrain", params=..., metrics=..., receipt=receipt)
     current = reg.champion("fraud-detector")                # None before the first promotion
     v = reg.register("fraud-detector", model_dir, run_id=run_id, receipt=receipt, gpu=gpu_tags())
-    reg.promote("fraud-detector", v)                        # returns the replaced champion
+    reg.promote("fraud-detector", v, expected_champion=current)  # returns the replaced champion
+
+``expected_champion`` makes the promotion compare-and-set: it raises ``ChampionMoved``
+(nothing moves) when another run promoted since ``current`` was read.
 
 The module-level functions do the same on a registry built from ``tracking_dir`` /
 ``tracking_uri`` keywords.
@@ -22,6 +25,8 @@ from .registry import (
     CHALLENGER,
     CHAMPION,
     PREVIOUS_CHAMPION,
+    UNCHECKED,
+    ChampionMoved,
     MlflowRegistry,
     ModelRegistry,
     ModelVersionInfo,
@@ -64,12 +69,19 @@ def register(
     tags: Mapping[str, Any] | None = None,
     receipt: Mapping[str, Any] | None = None,
     gpu: Mapping[str, Any] | None = None,
+    expected_champion: Any = UNCHECKED,
     tracking_dir: _Dir = None,
     tracking_uri: str | None = None,
 ) -> str:
     """``MlflowRegistry(tracking_dir, tracking_uri).register(...)``."""
     return MlflowRegistry(tracking_dir, tracking_uri).register(
-        model_name, source, run_id=run_id, tags=tags, receipt=receipt, gpu=gpu
+        model_name,
+        source,
+        run_id=run_id,
+        tags=tags,
+        receipt=receipt,
+        gpu=gpu,
+        expected_champion=expected_champion,
     )
 
 
@@ -83,10 +95,13 @@ def promote(
     model_name: str,
     version: str | int,
     *,
+    expected_champion: Any = UNCHECKED,
     tracking_dir: _Dir = None,
     tracking_uri: str | None = None,
 ) -> str | None:
-    return MlflowRegistry(tracking_dir, tracking_uri).promote(model_name, version)
+    return MlflowRegistry(tracking_dir, tracking_uri).promote(
+        model_name, version, expected_champion=expected_champion
+    )
 
 
 def set_challenger(
@@ -103,6 +118,8 @@ __all__ = [
     "CHALLENGER",
     "CHAMPION",
     "PREVIOUS_CHAMPION",
+    "UNCHECKED",
+    "ChampionMoved",
     "MlflowError",
     "MlflowRegistry",
     "ModelRegistry",

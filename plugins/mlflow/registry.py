@@ -6,6 +6,14 @@ Promotion uses registry aliases only (stages are deprecated):
 - ``challenger``: a candidate under evaluation (``set_challenger``).
 No version is ever deleted or archived by a promotion. ``mlflow`` is imported inside the
 methods so that importing this module stays cheap.
+
+A gate compares a challenger with one champion version; ``promote(...,
+expected_champion=that_version)`` moves the alias only if it still points there
+(compare-and-set), else raises ``ChampionMoved``. MLflow has no atomic CAS on aliases: on
+a SQLite store a file lock next to the database (``mlflow.db.lock``, see ``lock.py``) makes
+check-and-set one step for every process on the machine or shared filesystem; on a
+tracking server the champion is re-read before and after the move, which narrows the race
+to the few milliseconds between two requests but cannot close it.
 """
 
 from __future__ import annotations
@@ -13,11 +21,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from interlock.core.status import FailureKind
+
+from .lock import DEFAULT_TIMEOUT_S, StoreLock
 from .store import MlflowError, RegistryError, Store, resolve_store, wrapped
 from .tags import filter_secrets, is_secret, receipt_tags, redact
 
@@ -26,6 +38,108 @@ PREVIOUS_CHAMPION = "previous-champion"
 CHALLENGER = "challenger"
 RECEIPT_ARTIFACT = "receipt.json"
 _MAX_PARAM_VALUE = 6000  # MLflow's limit on a param value
+
+
+class _Unchecked:
+    """The default of ``expected_champion``: move the alias whatever it points at now."""
+
+    _instance: _Unchecked | None = None
+
+    def __new__(cls) -> _Unchecked:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNCHECKED"
+
+    def __reduce__(self) -> str:
+        return "UNCHECKED"
+
+
+UNCHECKED: Any = _Unchecked()
+# What a gate step may pass for "there was no champion" besides None (a KFP/Flyte string
+# output cannot be None): the reference pipeline's evaluate step says "none".
+_NO_CHAMPION = ("", "none")
+
+
+def _expected(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return None if text.lower() in _NO_CHAMPION else text
+
+
+class ChampionMoved(RegistryError):
+    """The ``champion`` alias no longer points at the version a gate compared against.
+
+    Another run promoted a model between this run's evaluation and its promotion: moving
+    the alias now could replace a better champion with one that was never compared with
+    it. Nothing was promoted. FATAL: retrying the promotion fails the same way; the
+    evaluation has to run again, against the new champion.
+    """
+
+    code = "MLFLOW_CHAMPION_MOVED"
+    interlock_failure_kind = FailureKind.FATAL
+
+    def __init__(
+        self,
+        model_name: str,
+        version: str | None,
+        *,
+        expected: str | None,
+        found: str | None,
+        overtaken: bool = False,
+    ) -> None:
+        self.model_name = model_name
+        self.version = version
+        self.expected = expected
+        self.found = found
+        self.overtaken = overtaken
+        exp = f"version {expected}" if expected is not None else "no champion"
+        now = f"version {found}" if found is not None else "no champion"
+        if overtaken:
+            message = (
+                f"{model_name!r} version {version} was made champion (it was compared against "
+                f"{exp}), but a concurrent promotion replaced it at once: the champion is now {now}"
+            )
+            hint = (
+                "two runs promoted at the same time on a store without a lock (a tracking "
+                "server); check the registry, and re-run the evaluation of the one you want "
+                "against the current champion. Serialise promotions to avoid this (one "
+                "register task at a time, e.g. an Airflow pool of size 1)"
+            )
+        else:
+            what = (
+                f"not promoting {model_name!r} version {version}"
+                if version is not None
+                else f"not registering a new version of {model_name!r}"
+            )
+            message = (
+                f"{what}: the gate compared it against {exp}, but the champion is now {now} "
+                "(another run promoted meanwhile)"
+            )
+            kept = (
+                f"version {version} stays registered, not promoted"
+                if version is not None
+                else "nothing was registered"
+            )
+            hint = (
+                "re-run the evaluation against the current champion (run the pipeline again; "
+                f"its evaluate step is never cached); {kept}"
+            )
+        super().__init__(message, hint=hint)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only fields: rebuild from the state (a step process may hand it back).
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any]) -> Exception:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
 
 
 @runtime_checkable
@@ -43,9 +157,12 @@ class ModelRegistry(Protocol):
         tags: Mapping[str, Any] | None = None,
         receipt: Mapping[str, Any] | None = None,
         gpu: Mapping[str, Any] | None = None,
+        expected_champion: Any = UNCHECKED,
     ) -> str: ...
 
-    def promote(self, model_name: str, version: str | int) -> str | None: ...
+    def promote(
+        self, model_name: str, version: str | int, *, expected_champion: Any = UNCHECKED
+    ) -> str | None: ...
 
     def set_challenger(self, model_name: str, version: str | int) -> None: ...
 
@@ -93,15 +210,27 @@ class MlflowRegistry:
     ``MlflowRegistry(tracking_dir=...)`` uses ``sqlite:///<dir>/mlflow.db`` (artifacts in
     ``<dir>/mlartifacts``) unless ``tracking_uri`` or ``MLFLOW_TRACKING_URI`` names another
     store. Every MLflow failure is raised as ``MlflowError``/``RegistryError``.
+
+    On a SQLite store, opening it and promoting hold ``mlflow.db.lock`` (next to the
+    database) for at most ``lock_timeout`` seconds of waiting.
     """
 
     def __init__(
         self,
         tracking_dir: str | os.PathLike[str] | None = None,
         tracking_uri: str | None = None,
+        *,
+        lock_timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self.store: Store = resolve_store(tracking_dir, tracking_uri)
+        self.lock_timeout = lock_timeout
         self._client: Any = None
+
+    @property
+    def lock(self) -> StoreLock:
+        """The lock that serialises promotions on this registry (holds nothing on a server)."""
+        path = self.store.lock_path
+        return StoreLock.at(path) if path is not None else StoreLock.none()
 
     @property
     def tracking_uri(self) -> str:
@@ -113,11 +242,27 @@ class MlflowRegistry:
         if self._client is None:
             from mlflow import MlflowClient
 
-            with wrapped(f"opening the MLflow store {self.store.tracking_uri}"):
-                self._client = MlflowClient(
+            what = f"opening the MLflow store {self.store.tracking_uri}"
+            with self._init_locks(what), wrapped(what):
+                client = MlflowClient(
                     tracking_uri=self.store.tracking_uri, registry_uri=self.store.registry_uri
                 )
+                if self.store.lock_path or self.store.tracking_lock_path:
+                    # MLflow builds a SQLite store (and migrates a fresh one) on first use,
+                    # with no lock of its own: do it now, while holding ours. Cheap once
+                    # done: the store objects are cached per process.
+                    client.search_experiments(max_results=1)
+                    client.search_registered_models(max_results=1)
+                self._client = client
         return self._client
+
+    @contextmanager
+    def _init_locks(self, what: str) -> Iterator[None]:
+        paths = sorted({p for p in (self.store.tracking_lock_path, self.store.lock_path) if p})
+        with ExitStack() as stack:
+            for path in paths:  # sorted: two processes never wait on each other's second lock
+                stack.enter_context(StoreLock.at(path).hold(what, self.lock_timeout))
+            yield
 
     # ---- tracking -------------------------------------------------------------------
 
@@ -234,6 +379,7 @@ class MlflowRegistry:
         gpu: Mapping[str, Any] | None = None,
         description: str | None = None,
         artifact_path: str = "model",
+        expected_champion: Any = UNCHECKED,
     ) -> str:
         """Create a version of ``model_name`` and return its number (a string, e.g. ``"3"``).
 
@@ -243,7 +389,13 @@ class MlflowRegistry:
         when ``run_id`` is None), so the version never points at a temporary directory.
         Version tags: the receipt's ``interlock.*`` tags, ``gpu`` (from ``gpu_tags()``) and
         ``tags``, credentials filtered out.
+
+        ``expected_champion``: the champion version the gate compared this model against
+        (None: there was none). When given, and the champion has moved since, nothing is
+        registered and ``ChampionMoved`` is raised; ``promote`` checks it again, atomically.
         """
+        if expected_champion is not UNCHECKED:
+            self.check_champion(model_name, expected_champion)
         with wrapped(f"registering a version of {model_name!r}", error=RegistryError):
             local = _local_path(source)
             if local is not None:
@@ -289,6 +441,17 @@ class MlflowRegistry:
         """The version holding the ``champion`` alias, or None (no model, or none promoted)."""
         return self.aliases(model_name).get(CHAMPION)
 
+    def check_champion(self, model_name: str, expected_champion: str | int | None) -> None:
+        """Raise ``ChampionMoved`` unless the champion is still ``expected_champion``.
+
+        A cheap early refusal (before logging or registering anything); not atomic on its
+        own: ``promote(..., expected_champion=...)`` is the compare-and-set.
+        """
+        expected = _expected(expected_champion)
+        found = self.champion(model_name)
+        if found != expected:
+            raise ChampionMoved(model_name, None, expected=expected, found=found)
+
     def challenger(self, model_name: str) -> str | None:
         return self.aliases(model_name).get(CHALLENGER)
 
@@ -322,8 +485,16 @@ class MlflowRegistry:
                 )
             )
 
-    def promote(self, model_name: str, version: str | int) -> str | None:
+    def promote(
+        self, model_name: str, version: str | int, *, expected_champion: Any = UNCHECKED
+    ) -> str | None:
         """Make ``version`` the champion; return the version that was champion before.
+
+        ``expected_champion``: the champion version the gate compared ``version`` against
+        (None or ``"none"``: there was no champion). The alias moves only if it still points
+        there; otherwise ``ChampionMoved`` is raised, nothing moves, and the version is
+        tagged ``interlock.promotion_refused``. Omitted: the alias moves unconditionally
+        (a manual promotion).
 
         The replaced champion keeps its version and gets the ``previous-champion`` alias;
         the new champion is tagged ``interlock.promoted_from``/``interlock.promoted_at``, and
@@ -331,16 +502,34 @@ class MlflowRegistry:
         changes nothing and returns that same version.
         """
         version = str(version)
-        with wrapped(f"promoting {model_name!r} version {version}", error=RegistryError):
+        checked = expected_champion is not UNCHECKED
+        expected = _expected(expected_champion) if checked else None
+        what = f"promoting {model_name!r} version {version}"
+        self.client  # noqa: B018 - open the store before taking the lock (it locks too)
+        with self.lock.hold(what, self.lock_timeout), wrapped(what, error=RegistryError):
             self.client.get_model_version(model_name, version)  # fail early on a bad version
             current = self.aliases(model_name)
             previous = current.get(CHAMPION)
             if previous == version:
                 return previous
+            if checked and previous != expected:
+                err = ChampionMoved(model_name, version, expected=expected, found=previous)
+                self.client.set_model_version_tag(
+                    model_name, version, "interlock.promotion_refused", err.message
+                )
+                raise err
             # previous-champion first: if the champion move then fails, the champion is intact.
             if previous is not None:
                 self.client.set_registered_model_alias(model_name, PREVIOUS_CHAMPION, previous)
             self.client.set_registered_model_alias(model_name, CHAMPION, version)
+            if checked and not self.lock.real:
+                # No lock on a tracking server: re-read, so that a promotion that raced
+                # ours and won is reported rather than silently believed.
+                now = self.aliases(model_name).get(CHAMPION)
+                if now != version:
+                    raise ChampionMoved(
+                        model_name, version, expected=expected, found=now, overtaken=True
+                    )
             stamp = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
             self.client.set_model_version_tag(model_name, version, "interlock.promoted_at", stamp)
             if previous is not None:
@@ -353,18 +542,21 @@ class MlflowRegistry:
 
     def rollback(self, model_name: str) -> str:
         """Swap ``champion`` and ``previous-champion``; return the restored champion."""
-        current = self.aliases(model_name)
-        previous = current.get(PREVIOUS_CHAMPION)
-        if previous is None:
-            raise RegistryError(
-                f"{model_name!r} has no {PREVIOUS_CHAMPION!r} version to roll back to"
-            )
-        with wrapped(f"rolling back {model_name!r}", error=RegistryError):
-            if current.get(CHAMPION) is not None:
-                self.client.set_registered_model_alias(
-                    model_name, PREVIOUS_CHAMPION, current[CHAMPION]
+        what = f"rolling back {model_name!r}"
+        self.client  # noqa: B018 - open the store before taking the lock (it locks too)
+        with self.lock.hold(what, self.lock_timeout):
+            current = self.aliases(model_name)
+            previous = current.get(PREVIOUS_CHAMPION)
+            if previous is None:
+                raise RegistryError(
+                    f"{model_name!r} has no {PREVIOUS_CHAMPION!r} version to roll back to"
                 )
-            self.client.set_registered_model_alias(model_name, CHAMPION, previous)
+            with wrapped(what, error=RegistryError):
+                if current.get(CHAMPION) is not None:
+                    self.client.set_registered_model_alias(
+                        model_name, PREVIOUS_CHAMPION, current[CHAMPION]
+                    )
+                self.client.set_registered_model_alias(model_name, CHAMPION, previous)
         return previous
 
     def set_challenger(self, model_name: str, version: str | int) -> None:
@@ -377,6 +569,8 @@ __all__ = [
     "CHALLENGER",
     "CHAMPION",
     "PREVIOUS_CHAMPION",
+    "UNCHECKED",
+    "ChampionMoved",
     "MlflowError",
     "MlflowRegistry",
     "ModelRegistry",

@@ -18,6 +18,7 @@ from interlock.core.errors import InterlockError
 
 DB_NAME = "mlflow.db"
 ARTIFACTS_DIR = "mlartifacts"
+LOCK_SUFFIX = ".lock"  # mlflow.db.lock, next to the database
 
 # MLflow error codes worth retrying: the server was busy or briefly away.
 _RETRYABLE_CODES = {
@@ -83,6 +84,11 @@ class Store:
     registry_uri: str
     # Where new experiments keep artifacts; None lets the tracking server decide.
     artifact_root: str | None
+    # File locks next to a SQLite database (``mlflow.db.lock``): the registry's serialises
+    # promotions, both serialise first use (schema migrations). None for a store no local
+    # file can guard (a tracking server, a shared database).
+    lock_path: Path | None = None
+    tracking_lock_path: Path | None = None
 
 
 def _sqlite_path(uri: str) -> Path | None:
@@ -111,5 +117,13 @@ def resolve_store(
     # Artifacts sit next to a SQLite database; any other store (a tracking server, another
     # database) keeps its own artifact configuration.
     root = db.resolve().parent / ARTIFACTS_DIR if db is not None else None
-    registry = os.environ.get("MLFLOW_REGISTRY_URI") if tracking_uri is None else None
-    return Store(uri, registry or uri, root.as_uri() if root else None)
+    registry = (os.environ.get("MLFLOW_REGISTRY_URI") if tracking_uri is None else None) or uri
+    return Store(uri, registry, root.as_uri() if root else None, _lock_for(registry), _lock_for(uri))
+
+
+def _lock_for(uri: str) -> Path | None:
+    db = _sqlite_path(uri)
+    if db is None:
+        return None
+    db = db.resolve()
+    return db.with_name(db.name + LOCK_SUFFIX)

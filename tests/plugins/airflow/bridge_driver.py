@@ -4,8 +4,12 @@ Started by the tests in a subprocess whose environment already points AIRFLOW_HO
 DAGs folder and the SQLite database at a temporary directory: Airflow's configuration is
 process-global, so it never touches the pytest process.
 
-usage: python bridge_driver.py OUT_JSON [DAG_ID ...] [--describe DAG_ID ...]
+usage: python bridge_driver.py OUT_JSON [DAG_ID | PLAN_JSON ...] [--describe DAG_ID ...]
 (runs the first DAGs with dag.test(); only parses and describes those after --describe)
+
+A PLAN_JSON argument, ``{"dag_id": ..., "label": ..., "logical_date": ISO, "conf": {...}}``,
+runs one DAG run with that logical date and conf, its results stored under ``label``. Two
+plans with one logical date share a run id: the second replaces the first, as a clear does.
 """
 
 from __future__ import annotations
@@ -24,7 +28,18 @@ def _jsonable(value):
         return repr(value)
 
 
-def run(dag_ids: list[str]) -> dict:
+def _plan(arg: str) -> dict:
+    if not arg.startswith("{"):
+        return {"dag_id": arg, "label": arg}
+    plan = json.loads(arg)
+    if plan.get("logical_date"):
+        from datetime import datetime
+
+        plan["logical_date"] = datetime.fromisoformat(plan["logical_date"])
+    return plan
+
+
+def run(args: list[str]) -> dict:
     from airflow.dag_processing.dagbag import DagBag
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
@@ -33,15 +48,21 @@ def run(dag_ids: list[str]) -> dict:
 
     bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     results: dict = {"import_errors": {k: str(v) for k, v in bag.import_errors.items()}}
-    for dag_id in dag_ids:
+    for plan in map(_plan, args):
+        dag_id, label = plan["dag_id"], plan["label"]
         dag = bag.get_dag(dag_id)
         if dag is None:
-            results[dag_id] = {"error": "DAG not found"}
+            results[label] = {"error": "DAG not found"}
             continue
+        kwargs = {k: plan[k] for k in ("logical_date",) if plan.get(k)}
+        if "logical_date" in kwargs:  # the run id is built from run_after: keep it fixed too
+            kwargs["run_after"] = kwargs["logical_date"]
+        if plan.get("conf") is not None:
+            kwargs["run_conf"] = plan["conf"]
         try:
-            dr = dag.test()
+            dr = dag.test(**kwargs)
         except Exception:
-            results[dag_id] = {"error": traceback.format_exc()}
+            results[label] = {"error": traceback.format_exc()}
             continue
         with create_session() as session:
             tis = session.scalars(
@@ -52,7 +73,7 @@ def run(dag_ids: list[str]) -> dict:
             xcoms = session.scalars(
                 select(XComModel).where(XComModel.dag_id == dag_id, XComModel.run_id == dr.run_id)
             ).all()
-            results[dag_id] = {
+            results[label] = {
                 "run_id": dr.run_id,
                 "state": str(dr.state),
                 "tis": {
@@ -62,7 +83,7 @@ def run(dag_ids: list[str]) -> dict:
             }
             for x in xcoms:
                 value = XComModel.deserialize_value(x)
-                results[dag_id]["xcom"].setdefault(x.task_id, {})[x.key] = _jsonable(value)
+                results[label]["xcom"].setdefault(x.task_id, {})[x.key] = _jsonable(value)
     return results
 
 

@@ -123,6 +123,8 @@ class Execution:
     run: Run
     polls: int = 0
     aborted: str | None = None
+    # The inputs as sent (a LiteralMap), returned by GetExecutionData as full_inputs.
+    input_map: literals_pb2.LiteralMap | None = None
 
     @property
     def phase(self) -> int:
@@ -278,7 +280,10 @@ class FakeAdmin(admin_pb2_grpc.AdminServiceServicer):
             taken = self._runs_taken[lp.name]
             self._runs_taken[lp.name] += 1
             run = lp.runs[min(taken, len(lp.runs) - 1)]
-            execution = Execution(*key, lp.name, lp_id.version, inputs, labels, annotations, run)
+            execution = Execution(
+                *key, lp.name, lp_id.version, inputs, labels, annotations, run,
+                input_map=request.inputs,
+            )
             self.executions[key] = execution
             self.created.append(execution)
             return execution_pb2.ExecutionCreateResponse(
@@ -331,6 +336,8 @@ class FakeAdmin(admin_pb2_grpc.AdminServiceServicer):
             self.calls["GetExecutionData"] += 1
             execution = self._find(request.id, context)
             response = execution_pb2.WorkflowExecutionGetDataResponse()
+            if execution.input_map is not None:
+                response.full_inputs.CopyFrom(execution.input_map)
             if execution.phase == P.SUCCEEDED:
                 response.full_outputs.CopyFrom(
                     literals_pb2.LiteralMap(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -49,6 +50,7 @@ KEYS = st.builds(
     project=st.just("ml"),
     domain=st.sampled_from(["development", "production"]),
     launch_plan=st.text(min_size=1, max_size=100),
+    namespace=st.sampled_from(["", "staging", "prod"]),
 )
 
 
@@ -79,6 +81,50 @@ def test_the_try_number_is_not_part_of_the_run_key():
     assert "try" not in key and names.execution_name(key, 0) == names.execution_name(key, 0)
     with pytest.raises(ValueError):
         names.execution_name(key, names.MAX_GENERATIONS + 1)
+
+
+def _run_key(**changes) -> str:
+    fields = dict(
+        dag_id="fraud", task_id="run_on_flyte", run_id="scheduled__2026-11-01T00:00:00+00:00",
+        map_index=-1, project="ml", domain="production", launch_plan="fraud-retrain",
+    )
+    return names.logical_run_key(**{**fields, **changes})
+
+
+def test_the_name_covers_namespace_version_and_inputs():
+    """A task re-attaches only to what it would launch: each part of the identity counts."""
+    digest = names.inputs_digest(b"snapshot=2026-11-01")
+    base = names.execution_name(names.launch_key(_run_key(), version="v1", inputs_sha256=digest), 0)
+    variants = {
+        "namespace": names.launch_key(_run_key(namespace="staging"), version="v1", inputs_sha256=digest),
+        "other namespace": names.launch_key(_run_key(namespace="prod"), version="v1", inputs_sha256=digest),
+        "version": names.launch_key(_run_key(), version="v2", inputs_sha256=digest),
+        "inputs": names.launch_key(
+            _run_key(), version="v1", inputs_sha256=names.inputs_digest(b"snapshot=2026-11-02")
+        ),
+    }
+    got = {what: names.execution_name(key, 0) for what, key in variants.items()}
+    assert base not in got.values() and len(set(got.values())) == len(got), got
+    # Deterministic: the same launch gets the same name in any process, on any retry.
+    again = names.launch_key(_run_key(), version="v1", inputs_sha256=names.inputs_digest(b"snapshot=2026-11-01"))
+    assert names.execution_name(again, 0) == base
+    assert re.fullmatch(FLYTE_NAME_RULE, base) and len(base) == 18  # "af" + 14 hex + "-0"
+    with pytest.raises(ValueError, match="resolved launch plan version"):
+        names.launch_key(_run_key(), version="", inputs_sha256=digest)
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(
+    key=KEYS,
+    version=st.text(min_size=1, max_size=64),
+    data=st.binary(max_size=200),
+    generation=st.integers(0, names.MAX_GENERATIONS),
+)
+def test_launch_keys_make_valid_flyte_names(key, version, data, generation):
+    name = names.execution_name(
+        names.launch_key(key, version=version, inputs_sha256=names.inputs_digest(data)), generation
+    )
+    assert re.fullmatch(FLYTE_NAME_RULE, name) and names.is_valid_execution_name(name)
 
 
 def test_launch_plan_name_from_an_interlock_pipeline_or_a_string():
