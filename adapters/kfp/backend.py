@@ -12,6 +12,7 @@ from interlock.core.spec import PipelineSpec
 
 from .compile import compile_pipeline
 from .component import DEFAULT_IMAGE
+from .distributed import require_state_volume
 from .image import DEFAULT_BASE, write_image_files
 from .policies import LOSSY, KfpLocalOptions, KfpOptions, parse_bool
 
@@ -34,7 +35,9 @@ _FEATURES = {
     "gates": "native (dsl.If)",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
-    "distributed": "unsupported",
+    "distributed": "native: the task launches a Kubeflow Trainer v2 TrainJob (default; "
+    "distributed_job=pytorchjob: a Training Operator v1 PyTorchJob), ranks run the shim under torchrun; "
+    "needs state_pvc; fixed worlds only (no elastic min_nodes)",
     "schedule": "emulated: not in the IR; create a recurring run from the YAML",
 }
 
@@ -50,6 +53,7 @@ def _compile(spec: PipelineSpec, out: Path, options: dict[str, Any]) -> list[Pat
     base_image = options.pop("base_image", DEFAULT_BASE)
     context = options.pop("context", None)
     opts = KfpOptions.from_options(**options)
+    require_state_volume(spec, opts)
     if not opts.image and any(not s.image for s in spec.steps):
         log.warning(
             "no image given: steps use %s; build one (emit_image=True) and compile with image=REGISTRY/IMAGE:TAG",
@@ -109,6 +113,7 @@ class KfpLocalBackend:
             "secrets": "emulated: read from the environment variable each Secret names",
             "labels": "emulated: compiled and recorded, no pods locally",
             "checkpoint": "native (the shim, run directory or s3://)",
+            "distributed": "emulated: the ranks run as local processes on one node (gloo on CPU)",
             "schedule": "unsupported",
         }
         return Capabilities(

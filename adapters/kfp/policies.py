@@ -56,6 +56,9 @@ class KfpOptions:
     run_id_from_pod_label: bool = True  # KFP_RUN_ID from the pod's pipeline/runid label
     # kfp.local evaluates dsl.If only on outputs named "Output": route other gates through as_bool.
     local_conditions: bool = False
+    # Distributed steps (il.Torchrun): the job the launcher task creates (see trainjob.py).
+    distributed_job: str = "trainjob"  # trainjob (Kubeflow Trainer v2) | pytorchjob (Training Operator v1)
+    trainjob_runtime: str = "torch-distributed"  # the ClusterTrainingRuntime a TrainJob references
 
     @classmethod
     def from_options(cls, **options: Any) -> KfpOptions:
