@@ -48,3 +48,32 @@ def report(total: float, metrics: il.Metrics) -> str:
 def dist_pipeline(n: int = 10, base: float = 1.0):
     out = allreduce(df=make_frame(n=n), base=base)
     return report(total=out.total, metrics=out.metrics)
+
+
+# -- compile only: what a GPU cluster receives ------------------------------------------------
+@il.step(
+    distributed=il.Torchrun(nnodes=2, nproc_per_node=4),
+    resources=il.Resources(
+        cpu="16", memory="64Gi", gpu=4, accelerator="nvidia-h200", shared_memory="16Gi",
+        tolerations=[il.Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+    ),
+    interruptible=True, timeout="6h", labels={"team": "fraud"}, env={"NCCL_DEBUG": "WARN"},
+    secrets=[il.Secret(group="wandb", key="api-key")],
+)
+def train_gpu(df: pd.DataFrame, epochs: int) -> il.Metrics:
+    return il.Metrics(epochs=float(epochs))
+
+
+@il.pipeline(name="kfp-dist-gpu", labels={"project": "fraud"})
+def gpu_pipeline(n: int = 10, epochs: int = 2):
+    return train_gpu(df=make_frame(n=n), epochs=epochs)
+
+
+@il.step(distributed=il.Torchrun(nnodes=4, min_nodes=2, nproc_per_node=1))
+def elastic(x: int) -> int:
+    return x
+
+
+@il.pipeline(name="kfp-dist-elastic")
+def elastic_pipeline(x: int = 1):
+    return elastic(x=x)
