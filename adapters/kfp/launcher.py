@@ -249,19 +249,27 @@ class LocalRanks:
 
 # -- judging the outcome -----------------------------------------------------------------------
 def judge(run: RunContext, node: str, world: int, end: JobEnd, since: float) -> Failure:
-    """The step's failure, from what the ranks recorded in this launch and how the job ended."""
-    found: list[tuple[int, Failure]] = []
+    """The step's failure, from what the ranks recorded in this launch and how the job ended.
+
+    When one rank fails the others fail too, in the broken collective: the cause is the most
+    severe classified failure (FATAL before PREEMPTED, CONTENTION, TRANSIENT), the earliest
+    among equals; an unclassified error (often the peers' echo of the cause) comes last.
+    """
+    found: list[tuple[tuple[int, float, int], int, Failure]] = []
     for r in range(world):
         state = run.state.for_rank(r)
-        marker = state.read_marker(node)
-        if marker is not None:
-            found.append((r, marker.failure))
-            continue
         frag = state.read_fragment(node)
-        if frag is not None and frag.ended >= since and frag.failures():
-            found.append((r, frag.failures()[-1]))
+        recent = frag is not None and frag.ended >= since
+        attempt = next((a for a in reversed(frag.attempts) if a.failure_record()), None) if recent and frag else None
+        marker = state.read_marker(node)
+        failure = attempt.failure_record() if attempt is not None else (marker.failure if marker else None)
+        if failure is None:
+            continue
+        unclassified = failure.rule == "unclassified"
+        order = (9 if unclassified else _SEVERITY.get(failure.kind, 9), attempt.ended if attempt else 0.0, r)
+        found.append((order, r, failure))
     if found:
-        r, worst = min(found, key=lambda rf: (_SEVERITY.get(rf[1].kind, 9), rf[0]))
+        _, r, worst = min(found, key=lambda item: item[0])
         if worst.kind is not FailureKind.FATAL and end.reclaimed:
             return _reclaimed(end)
         return Failure(worst.kind, f"rank {r} of {world}: {worst.reason}", hint=worst.hint, rule=worst.rule,
@@ -380,6 +388,8 @@ def launch_node(
                                  hint="the rank command must be `torchrun -m interlock.adapters.kfp.rank`", pipeline=spec.name)
             return _returned(step, params)
         failure = judge(run, node, t.world_size, end, since)
+        if failure.kind is not FailureKind.FATAL:
+            _clear_rank_markers(run, node, t.world_size)
         if failure.kind is FailureKind.TRANSIENT and transient_left > 0:
             transient_left -= 1
             log.warning("step %s: %s (TRANSIENT): relaunching the job at once", node, failure.reason)
@@ -391,6 +401,12 @@ def launch_node(
             node, failure.kind, failure.reason, hint=failure.hint, pipeline=spec.name, failure=failure,
             backend_should_retry=failure.kind is not FailureKind.FATAL,
         )
+
+
+def _clear_rank_markers(run: RunContext, node: str, world: int) -> None:
+    """A peer's unclassified echo of the cause (FATAL by default) must not stop the relaunch."""
+    for r in range(world):
+        run.state.for_rank(r).marker_path(node).unlink(missing_ok=True)
 
 
 def _reporter(node: str, what: str) -> Callable[[str], None]:
