@@ -35,9 +35,9 @@ from typing import Any, Protocol
 from interlock.core.errors import StepFailed
 from interlock.core.failures import Failure
 from interlock.core.loader import load_spec
-from interlock.core.runstate import RunContext, RunEnv
+from interlock.core.runstate import Attempt, Fragment, RunContext, RunEnv, RunState
 from interlock.core.spec import StepSpec
-from interlock.core.status import FailureKind
+from interlock.core.status import FailureKind, Status
 
 from .entry import run_context
 from .handoff import collect_result, handoff_dir, stage_call
@@ -257,7 +257,7 @@ def judge(run: RunContext, node: str, world: int, end: JobEnd, since: float) -> 
     """
     found: list[tuple[tuple[int, float, int], int, Failure]] = []
     for r in range(world):
-        state = run.state.for_rank(r)
+        state = rank_state(run, r)
         frag = state.read_fragment(node)
         recent = frag is not None and frag.ended >= since
         attempt = next((a for a in reversed(frag.attempts) if a.failure_record()), None) if recent and frag else None
@@ -372,7 +372,9 @@ def launch_node(
     art_outputs = [names_out[p.name] for p in step.outputs if p.type.is_artifact]
     directory = handoff_dir(run.state_dir, node)
     poll_s = float(os.environ.get(POLL_ENV, "10" if run.backend != "kfp-local" else "0.2"))
-    transient_left = step.retry.transient
+    earlier = run.state.read_fragment(node)
+    # The TRANSIENT budget spans KFP retries of this task, as the shim's does.
+    transient_left = step.retry.transient - sum(f.kind is FailureKind.TRANSIENT for f in (earlier.failures() if earlier else []))
     launch = 0
     while True:
         launch += 1
@@ -380,17 +382,27 @@ def launch_node(
         since = time.time() - 1.0
         ranks = _ranks_for(t, run, directory, node, launch, api_client)
         log.info("step %s: launching %s (%d x %d ranks)", node, ranks.name, t.nnodes, t.nproc_per_node)
-        end = supervise(ranks, poll_s=poll_s, sleep=sleep, report=_reporter(node, ranks.name))
+        try:
+            end = supervise(ranks, poll_s=poll_s, sleep=sleep, report=_reporter(node, ranks.name))
+        except StepFailed as exc:  # the API server refused the job
+            record_launch(run, step, node, since, exc.failure or Failure(exc.kind, exc.reason, hint=exc.hint), t.world_size)
+            raise
         if end.succeeded:
             params = collect_result(directory, args, art_outputs)
             if params is None:
-                raise StepFailed(node, FailureKind.FATAL, "the job succeeded but rank 0 wrote no result",
-                                 hint="the rank command must be `torchrun -m interlock.adapters.kfp.rank`", pipeline=spec.name)
+                failure = Failure(FailureKind.FATAL, "the job succeeded but rank 0 wrote no result",
+                                  hint="the rank command must be `torchrun -m interlock.adapters.kfp.rank`")
+                record_launch(run, step, node, since, failure, t.world_size)
+                raise StepFailed(node, failure.kind, failure.reason, hint=failure.hint, pipeline=spec.name, failure=failure)
+            record_launch(run, step, node, since, None, t.world_size)
             return _returned(step, params)
         failure = judge(run, node, t.world_size, end, since)
         if failure.kind is not FailureKind.FATAL:
             _clear_rank_markers(run, node, t.world_size)
-        if failure.kind is FailureKind.TRANSIENT and transient_left > 0:
+        again = failure.kind is FailureKind.TRANSIENT and transient_left > 0
+        record_launch(run, step, node, since, failure, t.world_size,
+                      decision="relaunched at once" if again else f"{failure.kind}: left to KFP" if failure.kind is not FailureKind.FATAL else "not retried")
+        if again:
             transient_left -= 1
             log.warning("step %s: %s (TRANSIENT): relaunching the job at once", node, failure.reason)
             continue
@@ -403,10 +415,39 @@ def launch_node(
         )
 
 
+def rank_state(run: RunContext, rank: int) -> RunState:
+    """Where each rank of a KFP distributed node keeps its fragment and markers (rank 0 too):
+    the node's own fragment is the launcher's verdict, one attempt per launch."""
+    return RunState(Path(run.state_dir) / "ranks" / str(rank), run.run_id)
+
+
+def record_launch(
+    run: RunContext, step: StepSpec, node: str, started: float, failure: Failure | None, world: int,
+    decision: str | None = None,
+) -> None:
+    """Append this launch to the node's fragment (what the receipt and every backend's settle read)."""
+    state = run.state
+    previous = state.read_fragment(node)
+    zero = rank_state(run, 0).read_fragment(node)
+    attempts = list(previous.attempts) if previous else []
+    now = time.time()
+    attempts.append(Attempt(
+        len(attempts) + 1, started, now, Status.FAILED if failure else Status.SUCCEEDED,
+        failure.to_dict() if failure else None, decision,
+    ))
+    state.write_fragment(Fragment(
+        run_id=run.run_id, node=node, step=step.name, status=Status.FAILED if failure else Status.SUCCEEDED,
+        fingerprint=step.fingerprint, image=step.image, started=previous.started if previous else started, ended=now,
+        attempts=attempts, snapshots=zero.snapshots if zero else [],
+        facts={**(zero.facts if zero else {}), "ranks": world},
+        resources=step.resources.to_json(), distributed=step.distributed.to_json() if step.distributed else None,
+    ))
+
+
 def _clear_rank_markers(run: RunContext, node: str, world: int) -> None:
     """A peer's unclassified echo of the cause (FATAL by default) must not stop the relaunch."""
     for r in range(world):
-        run.state.for_rank(r).marker_path(node).unlink(missing_ok=True)
+        rank_state(run, r).marker_path(node).unlink(missing_ok=True)
 
 
 def _reporter(node: str, what: str) -> Callable[[str], None]:

@@ -21,6 +21,7 @@ from interlock.plugins.pytorch import process_group, rank
 
 from .entry import node_inputs, run_context
 from .handoff import rank_args, read_call, write_result
+from .launcher import rank_state
 from .names import io_names
 from .types import to_parameter, write_artifact
 
@@ -41,7 +42,10 @@ def run_rank(directory: Path) -> int:
     run = run_context(spec)
     run.retry_in_process = frozenset()
     me = rank()
-    run.state_dir = run.state.for_rank(me).state_dir
+    # Every rank checkpoints into the node's store (rank 0 saves, all restore) ...
+    run.checkpoint_root = run.checkpoint_root or str(run.state.checkpoints_dir)
+    # ... and records under ranks/<rank>: the node's fragment is the launcher's verdict.
+    run.state_dir = rank_state(run, me).state_dir
     try:
         with process_group(step.distributed):
             result = execute_step(run, step, node, inputs)

@@ -69,9 +69,12 @@ def test_trainjob_runs_the_ranks_and_returns_rank_zeros_outputs(tmp_path: Path, 
     assert key == ("trainjobs", "team-a", job.obj["metadata"]["name"])
     assert job.obj["metadata"]["ownerReferences"][0]["uid"] == "uid-launcher"
     assert any(p.endswith(f"/trainjobs/{key[2]}") for p in kube.deleted()), "a finished job is deleted"
+    # The node's fragment is the launcher's: one attempt per launch; each rank keeps its own.
     frag = RunState(pod, "run-7").read_fragment("allreduce")
-    assert frag is not None and frag.status == "succeeded"
-    assert RunState(pod, "run-7").for_rank(1).read_fragment("allreduce") is not None
+    assert frag is not None and frag.status == "succeeded" and len(frag.attempts) == 1
+    assert frag.facts["ranks"] == 2
+    for r in (0, 1):
+        assert RunState(pod / "ranks" / str(r), "run-7").read_fragment("allreduce") is not None
 
 
 def test_a_rank_failing_fatal_fails_the_step_fatal_once(tmp_path: Path, pod: Path) -> None:

@@ -11,6 +11,17 @@ import pandas as pd
 import interlock as il
 
 
+def _first_time() -> bool:
+    """With DIST_TEST_ONCE=<file>, fail only the first launch (the file marks it)."""
+    flag = os.environ.get("DIST_TEST_ONCE")
+    if not flag:
+        return True
+    if os.path.exists(flag):
+        return False
+    open(flag, "w").close()
+    return True
+
+
 class Reduced(NamedTuple):
     total: float
     metrics: il.Metrics
@@ -27,12 +38,14 @@ def allreduce(df: pd.DataFrame, base: float) -> Reduced:
     import torch.distributed as dist
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    if os.environ.get("DIST_TEST_FAIL_RANK") == str(rank):
+    if os.environ.get("DIST_TEST_FAIL_RANK") == str(rank) and _first_time():
         kind = os.environ.get("DIST_TEST_FAIL_KIND", "oom")
         if kind == "oom":
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        if kind == "kill":
+        if kind == "kill":  # a reclaimed node: no chance to record anything
             os.kill(os.getpid(), 9)
+        if kind == "reset":
+            raise ConnectionResetError("connection to the parameter store reset by peer")
     mine = df["v"].iloc[rank::world].sum()  # each rank its shard
     t = torch.tensor([float(mine) + base])
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
