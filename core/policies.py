@@ -70,6 +70,12 @@ class Resources:
     ``gpu`` is a count; ``accelerator`` names the device type (e.g. "nvidia-h200",
     "nvidia-a100-80gb", "nvidia-tesla-t4") and requires a count. Memory limits default to the
     request on backends that take both, so a step is not OOM-killed below what it asked for.
+
+    ``queue`` and ``priority_class`` say whose share of the cluster the resources come from:
+    a Kueue ``LocalQueue`` and ``WorkloadPriorityClass``, rendered as the labels
+    ``kueue.x-k8s.io/queue-name`` and ``kueue.x-k8s.io/priority-class`` (see ``kueue_labels``).
+    They live here, with the requests they are quota for, so that one shared
+    ``GPU = il.Resources(gpu=8, queue="team-a")`` carries both.
     """
 
     cpu: str | None = None
@@ -82,6 +88,8 @@ class Resources:
     memory_limit: str | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    queue: str | None = None
+    priority_class: str | None = None
 
     def __init__(
         self,
@@ -95,6 +103,8 @@ class Resources:
         memory_limit: str | None = None,
         node_selector: dict[str, str] | None = None,
         tolerations: list[Toleration] | tuple[Toleration, ...] | None = None,
+        queue: str | None = None,
+        priority_class: str | None = None,
     ) -> None:
         if isinstance(gpu, bool) or not isinstance(gpu, int):
             raise PolicyError(f"gpu={gpu!r} must be a whole number of devices")
@@ -118,7 +128,14 @@ class Resources:
             "tolerations": tuple(
                 t if isinstance(t, Toleration) else Toleration(**t) for t in (tolerations or ())
             ),
+            "queue": _kueue_name(queue, "queue"),
+            "priority_class": _kueue_name(priority_class, "priority_class"),
         }
+        if priority_class is not None and queue is None:
+            raise PolicyError(
+                f"priority_class={priority_class!r} without a queue: Kueue orders workloads within a queue",
+                hint=f'add the queue: Resources(queue="team-a", priority_class={priority_class!r})',
+            )
         for name in ("cpu", "memory"):
             req, lim = values[name], values[f"{name}_limit"]
             if req is not None and lim is not None and parse_quantity(lim, name) < parse_quantity(req, name):
@@ -139,6 +156,28 @@ class Resources:
         data = dict(data)
         data["tolerations"] = [Toleration(**t) for t in data.get("tolerations", [])]
         return cls(**data)
+
+
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+_KUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+
+
+def _kueue_name(value: str | None, field_name: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or not _KUEUE_NAME.match(value)):
+        raise PolicyError(
+            f"{field_name}={value!r} is not a Kueue object name",
+            hint="lowercase letters, digits, '-' and '.', at most 63 characters (it becomes a label value)",
+        )
+    return value
+
+
+def kueue_labels(r: Resources) -> dict[str, str]:
+    """The labels by which Kueue admits a workload: on a pod, or on a whole job (one gang)."""
+    labels = {KUEUE_QUEUE_LABEL: r.queue} if r.queue else {}
+    if r.priority_class:
+        labels[KUEUE_PRIORITY_LABEL] = r.priority_class
+    return labels
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ _FEATURES = {
     "gates": "native (dsl.If)",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
+    "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class as kfp-kubernetes pod labels; "
+    "a distributed step: on the TrainJob/PyTorchJob itself (admitted as one gang), not on the launcher pod",
     "distributed": "native: the task launches a Kubeflow Trainer v2 TrainJob (default; "
     "distributed_job=pytorchjob: a Training Operator v1 PyTorchJob), ranks run the shim under torchrun; "
     "needs state_pvc; fixed worlds only (no elastic min_nodes)",
@@ -112,6 +114,7 @@ class KfpLocalBackend:
             "timeout": "native (the shim's timer; kfp.local ignores pod deadlines)",
             "secrets": "emulated: read from the environment variable each Secret names",
             "labels": "emulated: compiled and recorded, no pods locally",
+            "queue": "emulated: compiled and recorded, no Kueue locally",
             "checkpoint": "native (the shim, run directory or s3://)",
             "distributed": "emulated: the ranks run as local processes on one node (gloo on CPU)",
             "schedule": "unsupported",

@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from interlock.core.errors import PolicyError
+from interlock.core.policies import kueue_labels
 from interlock.core.spec import PipelineSpec, StepSpec
 
 TRAINER_GROUP = "trainer.kubeflow.org"
@@ -38,9 +39,6 @@ TRAINER_NODE = "node"
 PYTORCH_CONTAINER = "pytorch"  # the container name the training operator requires
 PATCH_MANAGER = "interlock.dev/kfp-launcher"
 RANK_MODULE = "interlock.adapters.kfp.rank"
-# Kueue admits a job as one gang when its queue label is on the job itself.
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 class JobKind(StrEnum):
@@ -94,7 +92,10 @@ class JobTemplate:
     limits: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, str]] = field(default_factory=list)
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)  # on the job and on every rank's pod
+    # Kueue's labels go on the job object only: Kueue admits the whole job as one gang (its
+    # integration suspends the job until every pod fits), never the ranks one by one.
+    queue_labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     secret_env: list[dict[str, str]] = field(default_factory=list)  # {name, secret, key}
@@ -123,7 +124,7 @@ def job_template(
     spec: PipelineSpec, step: StepSpec, node: str, *, kind: JobKind, image: str, runtime: str,
     accelerator_resource: str, accelerator_label: str | None, state_pvc: str | None, state_mount: str,
     env: dict[str, str], spot_node_selector: tuple[tuple[str, str], ...] = (),
-    spot_tolerations: tuple[Any, ...] = (), queue_labels: dict[str, str] | None = None,
+    spot_tolerations: tuple[Any, ...] = (),
 ) -> JobTemplate:
     """The job for ``node``: the step's resources are per node (pod), as with Flyte's kfpytorch."""
     t = step.distributed
@@ -162,7 +163,7 @@ def job_template(
         nproc_per_node=t.nproc_per_node, runtime=runtime, requests=requests, limits=limits,
         node_selector=dict(sorted(selector.items())),
         tolerations=[{k: v for k, v in asdict(x).items() if v is not None} for x in tolerations],
-        labels={**dict(spec.labels), **dict(step.labels), **(queue_labels or {})},
+        labels={**dict(spec.labels), **dict(step.labels)}, queue_labels=kueue_labels(r),
         annotations=dict(step.annotations), env=dict(sorted(env.items())),
         secret_env=[{"name": s.env_var, "secret": s.group, "key": s.key} for s in step.secrets],
         state_pvc=state_pvc, state_mount=state_mount, shared_memory=r.shared_memory,
@@ -237,7 +238,7 @@ def render(
     Kubernetes garbage-collects the job with the pod even if the launcher dies without cleaning up."""
     labels = {**t.labels, "interlock.dev/pipeline": _label(t.pipeline), "interlock.dev/node": _label(t.node),
               **(extra_labels or {})}
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {**labels, **t.queue_labels}}
     if t.annotations:
         metadata["annotations"] = dict(t.annotations)
     if owner:
@@ -249,8 +250,8 @@ def render(
     env = _env_list(t, run_env)
     volumes, mounts = _volumes(t)
     if t.job_kind is JobKind.TRAINJOB:
-        return _trainjob(t, metadata, command, args, env, volumes, mounts)
-    return _pytorchjob(t, metadata, command, args, env, volumes, mounts)
+        return _trainjob(t, metadata, labels, command, args, env, volumes, mounts)
+    return _pytorchjob(t, metadata, labels, command, args, env, volumes, mounts)
 
 
 def _label(value: str) -> str:
@@ -258,7 +259,8 @@ def _label(value: str) -> str:
 
 
 def _trainjob(
-    t: JobTemplate, metadata: dict[str, Any], command: list[str], args: list[str], env: list[dict[str, Any]],
+    t: JobTemplate, metadata: dict[str, Any], pod_labels: dict[str, str], command: list[str], args: list[str],
+    env: list[dict[str, Any]],
     volumes: list[dict[str, Any]], mounts: list[dict[str, Any]],
 ) -> dict[str, Any]:
     trainer: dict[str, Any] = {
@@ -276,7 +278,7 @@ def _trainjob(
     if volumes:
         pod_spec["volumes"] = volumes
         pod_spec["containers"] = [{"name": TRAINER_NODE, "volumeMounts": mounts}]
-    pod_template: dict[str, Any] = {"metadata": {"labels": dict(metadata["labels"])}}
+    pod_template: dict[str, Any] = {"metadata": {"labels": pod_labels}}
     if pod_spec:
         pod_template["spec"] = pod_spec
     job_spec: dict[str, Any] = {
@@ -296,7 +298,8 @@ def _trainjob(
 
 
 def _pytorchjob(
-    t: JobTemplate, metadata: dict[str, Any], command: list[str], args: list[str], env: list[dict[str, Any]],
+    t: JobTemplate, metadata: dict[str, Any], pod_labels: dict[str, str], command: list[str], args: list[str],
+    env: list[dict[str, Any]],
     volumes: list[dict[str, Any]], mounts: list[dict[str, Any]],
 ) -> dict[str, Any]:
     container: dict[str, Any] = {"name": PYTORCH_CONTAINER, "image": t.image, "command": command, "args": args, "env": env}
@@ -316,7 +319,7 @@ def _pytorchjob(
     def replica(count: int) -> dict[str, Any]:
         # The job fails as a whole: a rank failure is judged by the launcher, and retried as a new job.
         return {"replicas": count, "restartPolicy": "Never",
-                "template": {"metadata": {"labels": dict(metadata["labels"])}, "spec": pod_spec}}
+                "template": {"metadata": {"labels": dict(pod_labels)}, "spec": pod_spec}}
 
     specs = {"Master": replica(1)}
     if t.nnodes > 1:

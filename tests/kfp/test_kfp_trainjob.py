@@ -182,3 +182,26 @@ def test_capabilities_say_trainjob_default_pytorchjob_option() -> None:
     assert not text.startswith("unsupported")
     assert "TrainJob (default" in text and "pytorchjob" in text
     assert KfpLocalBackend().capabilities().features["distributed"].startswith("emulated")
+
+
+def test_kueue_queue_admits_the_job_as_one_gang(gpu_ir: Any) -> None:
+    ir, platform = gpu_ir
+    manifest = manifest_for(embedded_template(ir, "train_gpu"))
+    validate(manifest, TRAINJOB_SCHEMA)
+    kueue = {"kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/priority-class": "high"}
+    # On the TrainJob itself: Kueue suspends it until all 2 x 4-GPU nodes fit, then admits them together.
+    assert kueue.items() <= manifest["metadata"]["labels"].items()
+    pod = manifest["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+    assert "kueue.x-k8s.io/queue-name" not in pod["template"]["spec"]["template"]["metadata"]["labels"]
+    # The launcher pod is not queued (it holds no GPU); a plain GPU step's pod is.
+    assert "kueue.x-k8s.io/queue-name" not in platform["exec-train-gpu"]["podMetadata"]["labels"]
+    assert platform["exec-evaluate-gpu"]["podMetadata"]["labels"] == {"project": "fraud", "kueue.x-k8s.io/queue-name": "team-a"}
+
+
+def test_kueue_queue_on_a_pytorchjob(tmp_path: Path) -> None:
+    ir, _ = compile_ir(tmp_path, dist.gpu_pipeline, state_pvc="s", distributed_job="pytorchjob")
+    manifest = manifest_for(embedded_template(ir, "train_gpu"))
+    validate(manifest, PYTORCHJOB_SCHEMA)
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    master = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["metadata"]["labels"]
+    assert "kueue.x-k8s.io/queue-name" not in master

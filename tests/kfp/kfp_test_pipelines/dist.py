@@ -69,6 +69,7 @@ def dist_pipeline(n: int = 10, base: float = 1.0):
     resources=il.Resources(
         cpu="16", memory="64Gi", gpu=4, accelerator="nvidia-h200", shared_memory="16Gi",
         tolerations=[il.Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+        queue="team-a", priority_class="high",
     ),
     interruptible=True, timeout="6h", labels={"team": "fraud"}, env={"NCCL_DEBUG": "WARN"},
     secrets=[il.Secret(group="wandb", key="api-key")],
@@ -77,9 +78,14 @@ def train_gpu(df: pd.DataFrame, epochs: int) -> il.Metrics:
     return il.Metrics(epochs=float(epochs))
 
 
+@il.step(resources=il.Resources(gpu=1, queue="team-a"))
+def evaluate_gpu(metrics: il.Metrics) -> float:
+    return metrics["epochs"]
+
+
 @il.pipeline(name="kfp-dist-gpu", labels={"project": "fraud"})
 def gpu_pipeline(n: int = 10, epochs: int = 2):
-    return train_gpu(df=make_frame(n=n), epochs=epochs)
+    return evaluate_gpu(metrics=train_gpu(df=make_frame(n=n), epochs=epochs))
 
 
 @il.step(distributed=il.Torchrun(nnodes=4, min_nodes=2, nproc_per_node=1))
