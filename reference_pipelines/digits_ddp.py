@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +135,7 @@ def train(data: pd.DataFrame, params: DdpParams, ctx: il.StepContext) -> il.Mode
         for i, p in enumerate(model.parameters()):
             opt.state[p]["momentum_buffer"] = arrays[f"momentum.{i}"].to(device)
     ctx.facts["resumed_from_step"] = step
+    began, saving_s, saves = time.perf_counter(), 0.0, 0
 
     while step < total:
         epoch, i = divmod(step, per_epoch)
@@ -150,6 +152,7 @@ def train(data: pd.DataFrame, params: DdpParams, ctx: il.StepContext) -> il.Mode
         due = torch.tensor([int(step % params.checkpoint_steps == 0 or ctx.checkpoint_due())])
         dist.broadcast(due, src=0)
         if due.item() and step < total:
+            t0 = time.perf_counter()
             if rank == 0:
                 state = {f"model.{k}": v for k, v in model.state_dict().items()}
                 state |= {f"momentum.{i}": opt.state[p]["momentum_buffer"] for i, p in enumerate(model.parameters())}
@@ -157,6 +160,12 @@ def train(data: pd.DataFrame, params: DdpParams, ctx: il.StepContext) -> il.Mode
             else:
                 ctx.mark_checkpointed()
             dist.barrier()
+            saving_s, saves = saving_s + time.perf_counter() - t0, saves + 1
+
+    # What the checkpoints cost, as a share of this attempt's training time (the receipt keeps it).
+    elapsed = time.perf_counter() - began
+    ctx.facts.update(checkpoints=saves, checkpoint_s=round(saving_s, 4), train_s=round(elapsed, 4),
+                     checkpoint_overhead_pct=round(100 * saving_s / max(elapsed - saving_s, 1e-9), 2))
 
     out = il.Model.new(metadata={"framework": "torch", "hidden": params.hidden, "steps": step, "ranks": world})
     if rank == 0:
