@@ -240,7 +240,10 @@ class Torchrun:
     """Distributed PyTorch for one step: ``nnodes`` x ``nproc_per_node`` workers.
 
     A fixed world (``min_nodes`` unset) renders as a PyTorchJob; an elastic range as
-    torch elastic (``torchrun``). ``backend`` is "nccl" on GPUs, "gloo" on CPU.
+    torch elastic (``torchrun``). ``backend`` is "nccl" on GPUs, "gloo" on CPU. ``timeout``
+    bounds every collective (``init_process_group(timeout=...)``): a rank that stalls longer
+    fails its peers with a timeout, classified TRANSIENT (retried at once); None keeps
+    torch's default (10 minutes for NCCL, 30 for gloo).
     """
 
     nnodes: int = 1
@@ -248,6 +251,7 @@ class Torchrun:
     min_nodes: int | None = None
     backend: str = "nccl"
     max_restarts: int = 0
+    timeout: str | float | None = None
 
     def __post_init__(self) -> None:
         for name in ("nnodes", "nproc_per_node"):
@@ -258,6 +262,17 @@ class Torchrun:
             raise PolicyError(f"Torchrun min_nodes={self.min_nodes!r} must be between 1 and nnodes={self.nnodes}")
         if self.backend not in ("nccl", "gloo", "mpi"):
             raise PolicyError(f"Torchrun backend={self.backend!r} must be nccl, gloo or mpi")
+        if self.timeout is not None:
+            from .durations import parse_duration
+
+            if parse_duration(self.timeout) <= 0:
+                raise PolicyError(f"Torchrun timeout={self.timeout!r} must be positive")
+
+    @property
+    def timeout_s(self) -> float | None:
+        from .durations import parse_duration
+
+        return parse_duration(self.timeout) if self.timeout is not None else None
 
     @property
     def elastic(self) -> bool:
@@ -268,7 +283,10 @@ class Torchrun:
         return self.nnodes * self.nproc_per_node
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["timeout"] is None:
+            del data["timeout"]  # specs without one stay as they were
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Torchrun:

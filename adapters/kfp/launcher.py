@@ -205,6 +205,7 @@ class LocalRanks:
         self.grace_s = grace_s
         self.procs: list[subprocess.Popen[bytes]] = []
         self.failed_at: float | None = None
+        self.before_stop: list[int | None] = []  # exit codes as they were before we stopped the rest
 
     def start(self) -> None:
         port = str(_free_port())
@@ -227,14 +228,18 @@ class LocalRanks:
         if all(c is not None for c in codes):
             if all(c == 0 for c in codes):
                 return "Succeeded", JobEnd(True)
-            # A rank killed by SIGKILL had no chance to record anything: as a lost node.
-            killed = [r for r, c in enumerate(codes) if c == -signal.SIGKILL]
+            # A rank killed by SIGKILL had no chance to record anything: as a lost node. Not
+            # one that we stopped ourselves because a peer had failed.
+            seen = self.before_stop or codes
+            killed = [r for r, c in enumerate(seen) if c == -signal.SIGKILL]
             bad = {r: c for r, c in enumerate(codes) if c != 0}
             return "Failed", JobEnd(False, "RankFailed", f"exit codes {bad}", reclaimed=bool(killed))
         running = sum(c is None for c in codes)
         return f"Running ({running}/{len(codes)} ranks)", None
 
     def stop(self) -> None:
+        if not self.before_stop:
+            self.before_stop = [p.poll() for p in self.procs]
         for p in self.procs:
             if p.poll() is None:
                 p.terminate()

@@ -73,3 +73,20 @@ def test_a_transient_rank_failure_relaunches_at_once(tmp_path: Path, monkeypatch
     assert sleeper.calls == []
     kinds = [a["failure"]["kind"] for a in step_of(result, "allreduce")["attempts"] if a.get("failure")]
     assert kinds == ["TRANSIENT"]
+
+
+@pytest.mark.slow
+def test_a_stalled_collective_is_transient_and_relaunched_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 1 sleeps past the collective timeout (30s): rank 0's gloo all-reduce times out,
+    TRANSIENT; the launcher stops the straggler (not a reclaimed node) and relaunches at once."""
+    monkeypatch.setenv("DIST_TEST_FAIL_RANK", "1")
+    monkeypatch.setenv("DIST_TEST_FAIL_KIND", "stall")
+    monkeypatch.setenv("DIST_TEST_STALL_S", "90")
+    monkeypatch.setenv("DIST_TEST_ONCE", str(tmp_path / "stalled-once"))
+    sleeper = Sleeper()
+    result = run(dist.dist_pipeline, tmp_path / "work", run_id="dist-stall", sleeper=sleeper)
+    assert result.status == "succeeded", result.error
+    assert receipt(result)["kfp"]["tasks"]["allreduce"]["kfp_attempts"] == 1 and sleeper.calls == []
+    failures = [a["failure"] for a in step_of(result, "allreduce")["attempts"] if a.get("failure")]
+    assert [f["kind"] for f in failures] == ["TRANSIENT"]
+    assert failures[0]["rule"] == "gloo-network" and "rank 0 of 2" in failures[0]["reason"]

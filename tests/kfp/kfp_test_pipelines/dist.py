@@ -32,7 +32,7 @@ def make_frame(n: int) -> pd.DataFrame:
     return pd.DataFrame({"v": [float(i) for i in range(n)]})
 
 
-@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo"))
+@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="30s"))
 def allreduce(df: pd.DataFrame, base: float) -> Reduced:
     import torch
     import torch.distributed as dist
@@ -46,6 +46,10 @@ def allreduce(df: pd.DataFrame, base: float) -> Reduced:
             os.kill(os.getpid(), 9)
         if kind == "reset":
             raise ConnectionResetError("connection to the parameter store reset by peer")
+        if kind == "stall":  # a straggler: its peer's collective times out
+            import time
+
+            time.sleep(float(os.environ.get("DIST_TEST_STALL_S", "60")))
     mine = df["v"].iloc[rank::world].sum()  # each rank its shard
     t = torch.tensor([float(mine) + base])
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
