@@ -77,7 +77,7 @@ def test_a_transient_rank_failure_relaunches_at_once(tmp_path: Path, monkeypatch
 
 @pytest.mark.slow
 def test_a_stalled_collective_is_transient_and_relaunched_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rank 1 sleeps past the collective timeout (30s): rank 0's gloo all-reduce times out,
+    """Rank 1 sleeps past the collective timeout (45s): rank 0's gloo all-reduce times out,
     TRANSIENT; the launcher stops the straggler (not a reclaimed node) and relaunches at once."""
     monkeypatch.setenv("DIST_TEST_FAIL_RANK", "1")
     monkeypatch.setenv("DIST_TEST_FAIL_KIND", "stall")

@@ -32,7 +32,7 @@ def make_frame(n: int) -> pd.DataFrame:
     return pd.DataFrame({"v": [float(i) for i in range(n)]})
 
 
-@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="30s"))
+@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="45s"))
 def allreduce(df: pd.DataFrame, base: float) -> Reduced:
     import torch
     import torch.distributed as dist
