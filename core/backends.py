@@ -34,7 +34,7 @@ DEFAULT_BACKEND = "local"
 FEATURES = (
     "gpu", "accelerator", "shared_memory", "node_selector", "tolerations", "interruptible", "timeout",
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
-    "checkpoint", "gates", "secrets", "labels", "distributed", "schedule", "run",
+    "checkpoint", "gates", "secrets", "labels", "queue", "distributed", "schedule", "run",
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
 )
 
@@ -227,7 +227,7 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
             "interruptible": s.interruptible, "timeout": s.timeout_s is not None,
             "cache": bool(s.cache and s.cache.enabled), "checkpoint": s.checkpoint is not None,
             "secrets": bool(s.secrets), "labels": bool(s.labels or s.annotations),
-            "distributed": s.distributed is not None,
+            "distributed": s.distributed is not None, "queue": bool(r.queue),
         }
         for feature, on in checks.items():
             if on:

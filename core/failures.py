@@ -789,6 +789,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "gloo-network",
+        FailureKind.TRANSIENT,
+        "gloo collective failed (a peer exited, a link dropped, or a rank stalled past the timeout)",
+        "if it recurs, look for a straggling or crashed rank; its own error is the cause",
+        pattern=r"(?is)gloo.{0,300}?(?:connection (?:reset|closed|refused)|timed out|read error|write error)",
+    ),
+    Rule(
         "dist-network",
         FailureKind.TRANSIENT,
         "torch.distributed network error",

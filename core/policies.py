@@ -70,6 +70,12 @@ class Resources:
     ``gpu`` is a count; ``accelerator`` names the device type (e.g. "nvidia-h200",
     "nvidia-a100-80gb", "nvidia-tesla-t4") and requires a count. Memory limits default to the
     request on backends that take both, so a step is not OOM-killed below what it asked for.
+
+    ``queue`` and ``priority_class`` say whose share of the cluster the resources come from:
+    a Kueue ``LocalQueue`` and ``WorkloadPriorityClass``, rendered as the labels
+    ``kueue.x-k8s.io/queue-name`` and ``kueue.x-k8s.io/priority-class`` (see ``kueue_labels``).
+    They live here, with the requests they are quota for, so that one shared
+    ``GPU = il.Resources(gpu=8, queue="team-a")`` carries both.
     """
 
     cpu: str | None = None
@@ -82,6 +88,8 @@ class Resources:
     memory_limit: str | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    queue: str | None = None
+    priority_class: str | None = None
 
     def __init__(
         self,
@@ -95,6 +103,8 @@ class Resources:
         memory_limit: str | None = None,
         node_selector: dict[str, str] | None = None,
         tolerations: list[Toleration] | tuple[Toleration, ...] | None = None,
+        queue: str | None = None,
+        priority_class: str | None = None,
     ) -> None:
         if isinstance(gpu, bool) or not isinstance(gpu, int):
             raise PolicyError(f"gpu={gpu!r} must be a whole number of devices")
@@ -118,7 +128,14 @@ class Resources:
             "tolerations": tuple(
                 t if isinstance(t, Toleration) else Toleration(**t) for t in (tolerations or ())
             ),
+            "queue": _kueue_name(queue, "queue"),
+            "priority_class": _kueue_name(priority_class, "priority_class"),
         }
+        if priority_class is not None and queue is None:
+            raise PolicyError(
+                f"priority_class={priority_class!r} without a queue: Kueue orders workloads within a queue",
+                hint=f'add the queue: Resources(queue="team-a", priority_class={priority_class!r})',
+            )
         for name in ("cpu", "memory"):
             req, lim = values[name], values[f"{name}_limit"]
             if req is not None and lim is not None and parse_quantity(lim, name) < parse_quantity(req, name):
@@ -139,6 +156,28 @@ class Resources:
         data = dict(data)
         data["tolerations"] = [Toleration(**t) for t in data.get("tolerations", [])]
         return cls(**data)
+
+
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+_KUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+
+
+def _kueue_name(value: str | None, field_name: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or not _KUEUE_NAME.match(value)):
+        raise PolicyError(
+            f"{field_name}={value!r} is not a Kueue object name",
+            hint="lowercase letters, digits, '-' and '.', at most 63 characters (it becomes a label value)",
+        )
+    return value
+
+
+def kueue_labels(r: Resources) -> dict[str, str]:
+    """The labels by which Kueue admits a workload: on a pod, or on a whole job (one gang)."""
+    labels = {KUEUE_QUEUE_LABEL: r.queue} if r.queue else {}
+    if r.priority_class:
+        labels[KUEUE_PRIORITY_LABEL] = r.priority_class
+    return labels
 
 
 @dataclass(frozen=True)
@@ -201,7 +240,10 @@ class Torchrun:
     """Distributed PyTorch for one step: ``nnodes`` x ``nproc_per_node`` workers.
 
     A fixed world (``min_nodes`` unset) renders as a PyTorchJob; an elastic range as
-    torch elastic (``torchrun``). ``backend`` is "nccl" on GPUs, "gloo" on CPU.
+    torch elastic (``torchrun``). ``backend`` is "nccl" on GPUs, "gloo" on CPU. ``timeout``
+    bounds every collective (``init_process_group(timeout=...)``): a rank that stalls longer
+    fails its peers with a timeout, classified TRANSIENT (retried at once); None keeps
+    torch's default (10 minutes for NCCL, 30 for gloo).
     """
 
     nnodes: int = 1
@@ -209,6 +251,7 @@ class Torchrun:
     min_nodes: int | None = None
     backend: str = "nccl"
     max_restarts: int = 0
+    timeout: str | float | None = None
 
     def __post_init__(self) -> None:
         for name in ("nnodes", "nproc_per_node"):
@@ -219,6 +262,17 @@ class Torchrun:
             raise PolicyError(f"Torchrun min_nodes={self.min_nodes!r} must be between 1 and nnodes={self.nnodes}")
         if self.backend not in ("nccl", "gloo", "mpi"):
             raise PolicyError(f"Torchrun backend={self.backend!r} must be nccl, gloo or mpi")
+        if self.timeout is not None:
+            from .durations import parse_duration
+
+            if parse_duration(self.timeout) <= 0:
+                raise PolicyError(f"Torchrun timeout={self.timeout!r} must be positive")
+
+    @property
+    def timeout_s(self) -> float | None:
+        from .durations import parse_duration
+
+        return parse_duration(self.timeout) if self.timeout is not None else None
 
     @property
     def elastic(self) -> bool:
@@ -229,7 +283,10 @@ class Torchrun:
         return self.nnodes * self.nproc_per_node
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["timeout"] is None:
+            del data["timeout"]  # specs without one stay as they were
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Torchrun:

@@ -36,6 +36,8 @@ CLUSTER_FEATURES = {
     "gates": "native (conditional with a no-op else branch; a block is a sub-workflow)",
     "secrets": "native (secret requests, injected as environment variables)",
     "labels": "native (pod template labels/annotations; pipeline labels on the launch plan)",
+    "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's pod template "
+    "(a distributed task: on every rank's pod)",
     "distributed": "native (flytekitplugins-kfpytorch: Elastic, or PyTorch for a fixed world)",
     "schedule": "native (a '<pipeline>-schedule' launch plan with a CronSchedule)",
 }
@@ -114,6 +116,7 @@ class FlyteLocalBackend(FlyteBackend):
             "checkpoint": "emulated: the shim restores from the run's checkpoint store (flytekit local never does)",
             "secrets": "emulated: read from the environment variable each Secret names",
             "labels": "emulated: compiled and recorded in the receipt",
+            "queue": "emulated: compiled and recorded in the receipt (no Kueue locally)",
             "distributed": "native (torch elastic launches nproc_per_node local processes)",
             "schedule": "emulated: compiled into a launch plan; nothing is scheduled locally",
             "run": "native (flytekit local workflow execution)",

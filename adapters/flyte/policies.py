@@ -18,6 +18,7 @@ from flytekit.extras import accelerators as acc
 
 from interlock.core.errors import PolicyError
 from interlock.core.failures import FailureKind
+from interlock.core.policies import kueue_labels
 from interlock.core.spec import StepSpec
 
 PRIMARY = "primary"
@@ -80,7 +81,9 @@ def resources(step: StepSpec) -> tuple[Resources | None, Resources | None]:
 def pod_template(step: StepSpec) -> PodTemplate | None:
     """Node selector, tolerations, labels and annotations (what the task decorator has no field for)."""
     r = step.resources
-    labels = dict(step.labels)  # pipeline labels ride on the launch plan: Flyte puts them on every pod
+    # Pipeline labels ride on the launch plan: Flyte puts them on every pod. Kueue's labels
+    # (the step's queue) go on this step's pods only.
+    labels = {**dict(step.labels), **kueue_labels(r)}
     if not (r.node_selector or r.tolerations or labels or step.annotations):
         return None
     # kubernetes takes ~1s to import: only when a step needs a pod template.

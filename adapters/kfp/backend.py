@@ -12,6 +12,7 @@ from interlock.core.spec import PipelineSpec
 
 from .compile import compile_pipeline
 from .component import DEFAULT_IMAGE
+from .distributed import require_state_volume
 from .image import DEFAULT_BASE, write_image_files
 from .policies import LOSSY, KfpLocalOptions, KfpOptions, parse_bool
 
@@ -38,7 +39,11 @@ _FEATURES = {
     "gates": "native (dsl.If)",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
-    "distributed": "unsupported",
+    "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class as kfp-kubernetes pod labels; "
+    "a distributed step: on the TrainJob/PyTorchJob itself (admitted as one gang), not on the launcher pod",
+    "distributed": "native: the task launches a Kubeflow Trainer v2 TrainJob (default; "
+    "distributed_job=pytorchjob: a Training Operator v1 PyTorchJob), ranks run the shim under torchrun; "
+    "needs state_pvc; fixed worlds only (no elastic min_nodes)",
     "schedule": "emulated: not in the IR; create a recurring run from the YAML",
 }
 
@@ -54,6 +59,7 @@ def _compile(spec: PipelineSpec, out: Path, options: dict[str, Any]) -> list[Pat
     base_image = options.pop("base_image", DEFAULT_BASE)
     context = options.pop("context", None)
     opts = KfpOptions.from_options(**options)
+    require_state_volume(spec, opts)
     if not opts.image and any(not s.image for s in spec.steps):
         log.warning(
             "no image given: steps use %s; build one (emit_image=True) and compile with image=REGISTRY/IMAGE:TAG",
@@ -117,7 +123,9 @@ class KfpLocalBackend:
             "timeout": "native (the shim's timer; kfp.local ignores pod deadlines)",
             "secrets": "emulated: read from the environment variable each Secret names",
             "labels": "emulated: compiled and recorded, no pods locally",
+            "queue": "emulated: compiled and recorded, no Kueue locally",
             "checkpoint": "native (the shim, run directory or s3://)",
+            "distributed": "emulated: the ranks run as local processes on one node (gloo on CPU)",
             "schedule": "unsupported",
         }
         return Capabilities(

@@ -58,7 +58,9 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     from kfp import dsl
 
     opts = opts or KfpOptions()
-    components = make_components(spec, image=opts.image)
+    from .distributed import job_templates
+
+    components = make_components(spec, image=opts.image, launchers=job_templates(spec, opts))
     signature = _signature(spec)
     order = [p.name for p in signature.parameters.values()]
     task_names: dict[str, str] = {}
@@ -180,6 +182,11 @@ def _task(
         raise PipelineDefinitionError(f"kfp refused the task: {exc}", pipeline=spec.name, step=node_name) from exc
     for upstream in node.after:
         task.after(tasks[upstream])
+    if step.distributed is not None:  # the task launches the job; the ranks get the step's resources
+        from .distributed import apply_launcher_settings
+
+        apply_launcher_settings(task, spec, step, opts, display_name=node_name)
+        return task
     apply_task_settings(task, spec, step, opts, display_name=node_name)
     apply_platform_settings(task, spec, step, opts)
     return task

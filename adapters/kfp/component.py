@@ -90,7 +90,7 @@ def declared_inputs(spec: PipelineSpec, node: str) -> dict[str, TypeSpec]:
     }
 
 
-def component_source(spec: PipelineSpec, node: str, function_name: str) -> str:
+def component_source(spec: PipelineSpec, node: str, function_name: str, launcher: dict[str, Any] | None = None) -> str:
     if not spec.ref or spec.ref.startswith("__main__:"):
         raise PipelineDefinitionError(
             "a KFP component imports the pipeline by module name, but this pipeline has no importable ref "
@@ -124,6 +124,12 @@ def component_source(spec: PipelineSpec, node: str, function_name: str) -> str:
     else:
         ret = f" -> NamedTuple('Outputs', [{', '.join(returned)}])" if returned else ""
     args = ", ".join(f"{n!r}: {n}" for n in [*(names_in[p] for p in declared), *(names_out[p.name] for p in step.outputs if p.type.is_artifact)])
+    if launcher is not None:  # a distributed step: the task launches its ranks (launcher.py)
+        return (
+            f"def {function_name}({params}){ret}:\n"
+            f"    from interlock.adapters.kfp.launcher import launch_node\n"
+            f"    return launch_node({spec.ref!r}, {node!r}, {step.fingerprint!r}, {{{args}}}, {launcher!r})\n"
+        )
     return (
         f"def {function_name}({params}){ret}:\n"
         f"    from interlock.adapters.kfp.entry import run_node\n"
@@ -141,14 +147,16 @@ def _function_from_source(source: str, name: str, filename: str) -> Any:
     return namespace[name]
 
 
-def make_components(spec: PipelineSpec, *, image: str | None = None) -> dict[str, NodeComponent]:
+def make_components(
+    spec: PipelineSpec, *, image: str | None = None, launchers: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, NodeComponent]:
     """node name -> its generated KFP component."""
     from kfp import dsl
 
     out: dict[str, NodeComponent] = {}
     for node, fname in function_names(spec).items():
         step = spec.step_of(node)
-        source = component_source(spec, node, fname)
+        source = component_source(spec, node, fname, (launchers or {}).get(node))
         fn = _function_from_source(source, fname, f"<interlock-kfp {spec.name}/{node}>")
         comp = dsl.component(
             fn,

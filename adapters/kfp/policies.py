@@ -15,7 +15,7 @@ from typing import Any
 
 from interlock.core.backends import BackendOptions
 from interlock.core.failures import FailureKind
-from interlock.core.policies import Toleration
+from interlock.core.policies import Toleration, kueue_labels
 from interlock.core.retry import Retry
 from interlock.core.runstate import EnvName, RunEnv
 from interlock.core.spec import PipelineSpec, StepSpec
@@ -59,6 +59,9 @@ class KfpOptions:
     run_id_from_pod_label: bool = True  # KFP_RUN_ID from the pod's pipeline/runid label
     # kfp.local evaluates dsl.If only on outputs named "Output": route other gates through as_bool.
     local_conditions: bool = False
+    # Distributed steps (il.Torchrun): the job the launcher task creates (see trainjob.py).
+    distributed_job: str = "trainjob"  # trainjob (Kubeflow Trainer v2) | pytorchjob (Training Operator v1)
+    trainjob_runtime: str = "torch-distributed"  # the ClusterTrainingRuntime a TrainJob references
 
     @property
     def durable_state(self) -> str | None:
@@ -251,7 +254,8 @@ def apply_platform_settings(task: Any, spec: PipelineSpec, step: StepSpec, opts:
     for t in tolerations:
         kubernetes.add_toleration(task, key=t.key, operator=t.operator, value=t.value, effect=t.effect)
     # Cost allocation: pipeline labels on every pod, step labels on its own.
-    for k, v in sorted({**dict(spec.labels), **dict(step.labels)}.items()):
+    # Kueue's queue labels: this step's pod is admitted from its team's queue.
+    for k, v in sorted({**dict(spec.labels), **dict(step.labels), **kueue_labels(r)}.items()):
         kubernetes.add_pod_label(task, label_key=k, label_value=v)
     for k, v in sorted(dict(step.annotations).items()):
         kubernetes.add_pod_annotation(task, annotation_key=k, annotation_value=v)

@@ -61,6 +61,7 @@ class LocalBackend:
                 "gates": NATIVE,
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
+                "queue": "emulated: recorded in the receipt (no Kueue locally)",
                 "distributed": "unsupported",
                 "schedule": "unsupported",
             },

@@ -32,7 +32,12 @@ def process_group(t: Torchrun | None) -> Iterator[None]:
 
     owned = not dist.is_initialized()
     if owned:
-        dist.init_process_group(backend=t.backend)
+        if t.timeout_s is not None:
+            from datetime import timedelta
+
+            dist.init_process_group(backend=t.backend, timeout=timedelta(seconds=t.timeout_s))
+        else:
+            dist.init_process_group(backend=t.backend)
     try:
         yield
     finally:

@@ -71,6 +71,17 @@ CASES = [
         T, "nccl-network", id="nccl-remote-exited",
     ),
     pytest.param(torch.distributed.DistNetworkError("Connection closed by peer [10.0.0.7]:29500"), T, "dist-network", id="dist-network"),
+    # gloo (the CPU backend) reports a dead peer or a stalled one as a plain RuntimeError.
+    pytest.param(
+        RuntimeError("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+                     "[127.0.0.1]:24981: Connection reset by peer"),
+        T, "gloo-network", id="gloo-reset",
+    ),
+    pytest.param(
+        RuntimeError("[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 5000ms "
+                     "for recv operation to complete"),
+        T, "gloo-network", id="gloo-stalled-peer",
+    ),
     pytest.param(
         RuntimeError("NVRM: Xid (PCI:0000:3b:00): 79, pid=2207, GPU has fallen off the bus."),
         F, "gpu-xid", id="xid",
