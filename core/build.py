@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from .conditions import Cond, Condition, Op, as_cond, combine, compare
 from .errors import PipelineDefinitionError
 from .spec import Binding, BindingKind, Gate, Node
 from .types import TypeKind, TypeSpec, assignable, value_matches
@@ -61,18 +62,88 @@ class Promise:
         b = self._binding
         return Promise(self._builder, Binding.of_output(b.node or "", b.port or "", (*b.field, name)), ft)
 
+    # -- conditions: `n > 5`, `flip == "heads"`, `a & ~b` build a Condition for il.when ----------
+    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+        return compare(Op.EQ, self, other)
+
+    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+        return compare(Op.NE, self, other)
+
+    def __lt__(self, other: Any) -> Any:
+        return compare(Op.LT, self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return compare(Op.LE, self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return compare(Op.GT, self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return compare(Op.GE, self, other)
+
+    __hash__ = object.__hash__  # still usable as a dict key or in a set: identity
+
+    def __and__(self, other: Any) -> Any:
+        return combine(Op.AND, self._as_condition(), other)
+
+    def __rand__(self, other: Any) -> Any:
+        return combine(Op.AND, other, self._as_condition())
+
+    def __or__(self, other: Any) -> Any:
+        return combine(Op.OR, self._as_condition(), other)
+
+    def __ror__(self, other: Any) -> Any:
+        return combine(Op.OR, other, self._as_condition())
+
+    def __invert__(self) -> Any:
+        return ~self._as_condition()
+
+    def _as_condition(self) -> Any:
+        return Condition(as_cond(self, self._builder.name), self._builder.name, self._builder)
+
+    # -- a promise has no value while the body runs: refuse what would need one ------------------
+    def _no_value(self, what: str, instead: str) -> PipelineDefinitionError:
+        b = self._binding
+        return PipelineDefinitionError(
+            f"{what} {self.describe()}, which has no value while the pipeline is being built",
+            pipeline=self._builder.name, step=b.node if b.kind is BindingKind.OUTPUT else None,
+            hint=instead,
+        )
+
     def __bool__(self) -> bool:
-        raise PipelineDefinitionError(
-            f"{self.describe()} has no value while the pipeline is being built",
-            pipeline=self._builder.name,
-            hint="use `with il.when(flag):` to run steps only when a step's bool output is true",
+        raise self._no_value(
+            "`if`, `and`, `or`, `not` or bool() on",
+            "use `with il.when(flag):` (or il.when(x > 5), il.when(a & ~b)) to run steps only when it holds",
         )
 
     def __iter__(self) -> Iterator[Any]:
-        raise PipelineDefinitionError(
-            f"cannot iterate over {self.describe()} while the pipeline is being built",
-            pipeline=self._builder.name,
-        )
+        raise self._no_value("cannot iterate (`for`, unpacking, list()) over", "process the items inside a step")
+
+    def __len__(self) -> int:
+        raise self._no_value("len() of", "compute the length inside a step, or make it an output")
+
+    def __contains__(self, item: Any) -> bool:
+        raise self._no_value("`in` on", "test membership inside a step that returns a bool, then il.when on it")
+
+    _TEXT = "build the text inside a step that takes this value as an input (a promise in a string is not wired)"
+
+    def __str__(self) -> str:
+        raise self._no_value("str() or %-formatting of", self._TEXT)
+
+    def __format__(self, spec: str) -> str:
+        raise self._no_value("an f-string or str.format() with", self._TEXT)
+
+    def __mod__(self, other: Any) -> Any:
+        raise self._no_value("`%` with", self._TEXT)
+
+    def __rmod__(self, other: Any) -> Any:
+        raise self._no_value("`%` with", self._TEXT)
+
+    def __add__(self, other: Any) -> Any:
+        raise self._no_value("`+` with", "do arithmetic and string joins inside a step")
+
+    def __radd__(self, other: Any) -> Any:
+        raise self._no_value("`+` with", "do arithmetic and string joins inside a step")
 
     def __repr__(self) -> str:
         return f"<promise {self.describe()}: {self._type.describe()}>"
@@ -241,25 +312,21 @@ class Builder:
     # -- gates -------------------------------------------------------------------------
     @contextlib.contextmanager
     def when(self, condition: Any) -> Iterator[None]:
-        if not isinstance(condition, Promise) or condition.binding.kind is not BindingKind.OUTPUT:
-            raise PipelineDefinitionError(
-                f"il.when takes a bool output of a step, got {condition!r}", pipeline=self.name,
-                hint="a gate is a step: make a step return bool (or a NamedTuple/dataclass with a bool field)",
-            )
-        if condition.type.kind is not TypeKind.BOOL or condition.type.optional:
-            raise PipelineDefinitionError(
-                f"il.when needs a bool, but {condition.describe()} is {condition.type.describe()}",
-                pipeline=self.name,
-            )
-        src_gate = self._node_gate.get(condition.binding.node or "")
-        if src_gate is not None and src_gate not in self._gate_stack:
-            raise PipelineDefinitionError(
-                f"{condition.describe()} is produced inside another il.when block", pipeline=self.name
-            )
+        legacy = (isinstance(condition, Promise) and condition.binding.kind is BindingKind.OUTPUT
+                  and condition.type.kind is TypeKind.BOOL and not condition.type.optional)
+        cond = Cond.ref(condition.binding) if legacy else as_cond(condition, self.name)
+        for b in cond.bindings():
+            src_gate = self._node_gate.get(b.node or "") if b.kind is BindingKind.OUTPUT else None
+            if src_gate is not None and src_gate not in self._gate_stack:
+                raise PipelineDefinitionError(
+                    f"{b.describe()} is produced inside another il.when block", pipeline=self.name
+                )
         gate = Gate(
             id=f"gate-{len(self.gates) + 1}",
-            condition=condition.binding,
+            # A plain il.when(flag) keeps the original spec form; anything else is an expression.
+            condition=condition.binding if legacy else Binding.of_const(None),
             parent=self._gate_stack[-1] if self._gate_stack else None,
+            expr=None if legacy else cond,
         )
         self.gates.append(gate)
         self._gate_stack.append(gate.id)
@@ -268,7 +335,7 @@ class Builder:
         finally:
             self._gate_stack.pop()
         if not any(n.gate == gate.id for n in self.nodes):
-            raise PipelineDefinitionError(f"il.when({condition.describe()}) block has no steps", pipeline=self.name)
+            raise PipelineDefinitionError(f"il.when({cond.describe()}) block has no steps", pipeline=self.name)
 
 
 def _holds_promise(value: Any) -> bool:
@@ -296,7 +363,11 @@ def building(builder: Builder) -> Iterator[Builder]:
 
 
 def when(condition: Any) -> contextlib.AbstractContextManager[None]:
-    """Run the steps in the ``with`` block only when ``condition`` (a step's bool output) is true."""
+    """Run the steps in the ``with`` block only when ``condition`` holds at run time.
+
+    ``condition``: a bool step output or bool parameter, a comparison of an output or
+    parameter (``n > 5``, ``flip == "heads"``, ``a < b``), or ``&``/``|``/``~`` of those.
+    """
     builder = current_builder()
     if builder is None:
         raise PipelineDefinitionError("il.when is only meaningful inside an @il.pipeline function")

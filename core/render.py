@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .conditions import condition_of
 from .spec import PipelineSpec
 
 
@@ -27,7 +28,7 @@ def text(spec: PipelineSpec) -> str:
         outs = ", ".join(f"{p.name}: {p.type}" for p in step.outputs) or "-"
         gate = ""
         if node.gate:
-            conds = " and ".join(g.condition.describe() for g in spec.gate_chain(node.gate))
+            conds = " and ".join(condition_of(g).describe() for g in spec.gate_chain(node.gate))
             gate = f"  when {conds}"
         lines.append(f"  {_label(spec, node.name)}({ins}) -> {outs}{gate}")
     for name, b in spec.outputs:
@@ -44,9 +45,10 @@ def mermaid(spec: PipelineSpec) -> str:
         for up in sorted(n.upstream()):
             lines.append(f"  {ids[up]} --> {ids[n.name]}")
         for g in spec.gate_chain(n.gate):
-            if g.condition.node:
-                field = ".".join((g.condition.port or "", *g.condition.field))
-                lines.append(f"  {ids[g.condition.node]} -. {field} .-> {ids[n.name]}")
+            for b in condition_of(g).bindings():
+                if b.node:
+                    field = ".".join((b.port or "", *b.field))
+                    lines.append(f"  {ids[b.node]} -. {field} .-> {ids[n.name]}")
     return "\n".join(lines)
 
 
@@ -58,6 +60,8 @@ def dot(spec: PipelineSpec) -> str:
         for up in sorted(n.upstream()):
             lines.append(f'  "{up}" -> "{n.name}";')
         for g in spec.gate_chain(n.gate):
-            lines.append(f'  "{g.condition.node}" -> "{n.name}" [style=dashed, label="{g.condition.port}"];')
+            for b in condition_of(g).bindings():
+                if b.node:
+                    lines.append(f'  "{b.node}" -> "{n.name}" [style=dashed, label="{b.port}"];')
     lines.append("}")
     return "\n".join(lines)

@@ -203,15 +203,32 @@ class Gate:
     """An ``il.when(...)`` block: nodes whose ``gate`` is this id run only if ``condition`` is true."""
 
     id: str
-    condition: Binding
+    condition: Binding  # a bool output; unused (a null constant) when ``expr`` is set
     parent: str | None = None  # the enclosing gate, for nested blocks
+    # A condition expression (core.conditions.Cond) over outputs and parameters, e.g. `n > 5`.
+    # Read conditions through core.conditions.condition_of(gate), which covers both forms.
+    expr: Any = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "condition": self.condition.to_json(), "parent": self.parent}
+        out = {"id": self.id, "condition": self.condition.to_json(), "parent": self.parent}
+        if self.expr is not None:  # absent for a plain il.when(flag): older specs still load
+            out["expr"] = self.expr.to_json()
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Gate:
-        return cls(d["id"], Binding.from_json(d["condition"]), d.get("parent"))
+        expr = None
+        if d.get("expr") is not None:
+            from .conditions import Cond  # conditions builds on this module
+
+            expr = Cond.from_json(d["expr"])
+        return cls(d["id"], Binding.from_json(d["condition"]), d.get("parent"), expr)
+
+
+def _reads(gate: Gate) -> list[Binding]:
+    from .conditions import condition_of
+
+    return condition_of(gate).bindings()
 
 
 @dataclass(frozen=True)
@@ -337,7 +354,7 @@ class PipelineSpec:
             for n in self.nodes:
                 if n.name in out:
                     continue
-                gate_nodes = {g.condition.node for g in self.gate_chain(n.gate)}
+                gate_nodes = {b.node for g in self.gate_chain(n.gate) for b in _reads(g)}
                 if cur in n.upstream() or cur in gate_nodes:
                     out.add(n.name)
                     frontier.append(n.name)

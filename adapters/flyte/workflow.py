@@ -19,6 +19,7 @@ from flytekit import conditional
 from flytekit.core.promise import VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
+from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, PipelineSpec
@@ -59,9 +60,11 @@ class _Builder:
                     pipeline=spec.name, hint="return it from a step outside the block",
                 )
         for g in spec.gates:
-            if g.condition.field:
+            for c in condition_of(g).bindings():
+                if not c.field:
+                    continue
                 raise PipelineDefinitionError(
-                    f"il.when({g.condition.describe()}): a Flyte conditional compares a node output, "
+                    f"il.when({c.describe()}): a Flyte conditional compares a node output, "
                     "not a field of a dataclass output",
                     pipeline=spec.name,
                     hint="return the flag as its own output (a bool, or a NamedTuple field such as decision.promote)",
@@ -91,9 +94,9 @@ class _Builder:
                     found[_key(b)] = b
         for g in self.spec.gates:
             if g.parent and gate in [c.id for c in self.spec.gate_chain(g.parent)]:
-                c = g.condition
-                if c.node not in inside:
-                    found[_key(c)] = c
+                for c in condition_of(g).bindings():
+                    if c.node not in inside:
+                        found[_key(c)] = c
         return dict(sorted(found.items()))
 
     # -- emitting --------------------------------------------------------------------------
@@ -129,7 +132,8 @@ class _Builder:
             for n in names:
                 ups |= self.spec.node(n).upstream()
             if u[0] == "gate":  # the block's own condition and those of blocks nested in it
-                ups |= {g.condition.node or "" for g in self.spec.gates if g.id in self.nodes_gates(u[1])}
+                ups |= {b.node or "" for g in self.spec.gates if g.id in self.nodes_gates(u[1])
+                        for b in condition_of(g).bindings()}
             deps[u] = {member_of[x] for x in ups if x in member_of and member_of[x] != u}
         # Kahn's algorithm; among the ready units the earliest in `ordered` goes first.
         index = {u: i for i, u in enumerate(units)}
@@ -192,16 +196,20 @@ class _Builder:
 
     def emit_gate(self, gate_id: str, values: dict[str, Any]) -> None:
         g = self.spec.gate(gate_id)
-        flag = self.value_of(g.condition, values, values.setdefault("__outputs__", {}))
+        outputs = values.setdefault("__outputs__", {})
+        cond = condition_of(g)
+        operands = {b: self.value_of(b, values, outputs) for b in cond.bindings()}
         sub = self.subworkflow(gate_id)
         ext = self.external_bindings(gate_id)
         kwargs = {k: self.value_of(b, values, values["__outputs__"]) for k, b in ext.items()}
-        taken = _local_bool(flag)
-        case = conditional(gate_id).if_(_is_true(flag))
+        taken = _local_taken(cond, operands)
+        saved = _branch_mode()
+        case = conditional(gate_id).if_(flyte_expression(cond, operands))
         # flytekit local runs a nested conditional's false branch when the enclosing one was
         # taken (its context keeps BRANCH_ACTIVE): do not even call a branch we know is closed.
         branch = case.then(sub(**kwargs) if taken is not False else VoidPromise(sub.name))
         branch.else_().then(self.noop())  # type: ignore[misc]
+        _restore_branch_mode(saved)
         _name_branch_node(gate_id)
 
     def subworkflow(self, gate_id: str) -> PythonFunctionWorkflow:
@@ -270,6 +278,27 @@ def _name_branch_node(gate_id: str) -> None:
         state.nodes[-1]._id = _dnsify(gate_id)
 
 
+def _branch_mode() -> tuple[Any, Any] | None:
+    """The local execution state and its branch mode, before a conditional runs.
+
+    Inside a taken branch, flytekit hands a nested conditional the enclosing execution state
+    itself (not a copy), and ending that conditional sets it to BRANCH_SKIPPED: every later
+    task and conditional of the enclosing block would then be skipped silently.
+    """
+    from flytekit.core.context_manager import FlyteContextManager
+
+    state = FlyteContextManager.current_context().execution_state
+    if state is None or not state.is_local_execution():
+        return None
+    return state, state.branch_eval_mode
+
+
+def _restore_branch_mode(saved: tuple[Any, Any] | None) -> None:
+    if saved is not None:
+        state, mode = saved
+        object.__setattr__(state, "branch_eval_mode", mode)  # ExecutionState is frozen; flytekit sets it so too
+
+
 def _is_local(result: Any) -> bool:
     from flytekit.core.promise import Promise
 
@@ -283,23 +312,66 @@ def _local_bool(flag: Any) -> bool | None:
     return bool(flag.val.scalar.primitive.boolean)
 
 
-def gate_values(spec: PipelineSpec, returned: dict[str, Any]) -> dict[str, bool]:
-    """Each il.when condition whose node flytekit ran locally, from what the node returned."""
-    values: dict[str, bool] = {}
-    for g in spec.gates:
-        b = g.condition
-        if b.kind != "output" or b.node not in returned:
-            continue
+def gate_values(spec: PipelineSpec, returned: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, bool]:
+    """Each il.when condition whose values flytekit produced locally, from what the nodes returned."""
+    from interlock.core.conditions import decide
+
+    def value_of(b: Binding) -> Any:
+        if b.kind is BindingKind.PARAM:
+            return (params or {})[b.param or ""]  # KeyError: undecided
+        if b.kind is not BindingKind.OUTPUT:
+            return b.value
         out = returned[b.node or ""]
         ports = [p.name for p in spec.step_of(b.node or "").outputs]
+        flag = out if len(ports) == 1 and ports[0] == "o0" else getattr(out, b.port or "")
+        if not _is_local(flag):
+            raise KeyError(b.node)
+        return _literal_value(flag)
+
+    values: dict[str, bool] = {}
+    for g in spec.gates:
         try:
-            flag = out if len(ports) == 1 and ports[0] == "o0" else getattr(out, b.port or "")
-            taken = _local_bool(flag)
-        except (AttributeError, TypeError):  # not a local boolean literal: leave the gate undecided
+            taken = decide(g, value_of)
+        except (AttributeError, TypeError):  # not a local literal: leave the gate undecided
             continue
         if taken is not None:
             values[g.id] = taken
     return values
+
+
+def _literal_value(p: Any) -> Any:
+    """A ready promise's primitive value (what a Flyte condition can compare)."""
+    return p.val.scalar.primitive.value
+
+
+def flyte_expression(cond: Cond, operands: dict[Binding, Any]) -> Any:
+    """A flytekit condition expression: comparisons and `&`/`|` of them; NOT pushed to the leaves."""
+    c = cond.without_not()
+
+    def render(t: Cond) -> Any:
+        if t.op is Op.REF:
+            return _is_true(operands[t.operands[0]])
+        if t.op is Op.NOT:  # NOT(REF)
+            p = operands[t.terms[0].operands[0]]
+            return p.is_false() if hasattr(p, "is_false") else not p
+        if t.op in COMPARISONS:
+            left, right = (operands[b] if b in operands else b.value for b in t.operands)
+            return COMPARISONS[t.op](left, right)
+        parts = [render(x) for x in t.terms]
+        out = parts[0]
+        for part in parts[1:]:
+            out = (out & part) if t.op is Op.AND else (out | part)
+        return out
+
+    return render(c)
+
+
+def _local_taken(cond: Cond, operands: dict[Binding, Any]) -> bool | None:
+    """The condition's value in local execution; None while compiling (values not known yet)."""
+    if not operands or not all(_is_local(p) for p in operands.values()):
+        return None
+    values = {b: _literal_value(p) for b, p in operands.items()}
+    return cond.evaluate(lambda b: values[b] if b in values else b.value)
 
 
 def _is_true(flag: Any) -> Any:

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from interlock.core.blocks import structured_order
+from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.errors import PipelineDefinitionError
+from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, Gate, PipelineSpec
 from interlock.core.types import TypeKind, TypeSpec
 
@@ -71,7 +74,7 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     def body(*args: Any) -> Any:
         values = dict(zip(order, args, strict=True))
         tasks: dict[str, Any] = {}
-        open_gates: list[tuple[str, Any]] = []
+        open_gates: list[tuple[str, list[Any]]] = []
         handler = None
         if opts.state_pvc:
             # Fragments outlive pods on the state volume: assemble the receipt at exit.
@@ -79,21 +82,28 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
 
             handler = dsl.ExitHandler(make_receipt_task(spec, values, opts), name="interlock-run")
             handler.__enter__()
-        for node in spec.nodes:
+        # Each il.when block as one contiguous group: KFP opens one dsl.If per contiguous run.
+        for node in structured_order(spec):
             chain = [g for g in spec.gate_chain(node.gate)]
             keep = 0
             while keep < min(len(chain), len(open_gates)) and open_gates[keep][0] == chain[keep].id:
                 keep += 1
             while len(open_gates) > keep:
-                open_gates.pop()[1].__exit__(None, None, None)
+                for cm in reversed(open_gates.pop()[1]):
+                    cm.__exit__(None, None, None)
             for gate in chain[keep:]:
-                cm = dsl.If(_condition(spec, gate, tasks, components, selectors, opts) == True, name=gate.id)  # noqa: E712 - a kfp condition, not a Python comparison
-                cm.__enter__()
-                open_gates.append((gate.id, cm))
+                scopes = []
+                # A conjunction is one nested dsl.If per term: KFP joins nested conditions with &&.
+                for i, op in enumerate(_conditions(spec, gate, values, tasks, components, selectors, opts)):
+                    cm = dsl.If(op, name=gate.id if i == 0 else f"{gate.id}-{i + 1}")
+                    cm.__enter__()
+                    scopes.append(cm)
+                open_gates.append((gate.id, scopes))
             tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
             task_names[tasks[node.name].name] = node.name
         while open_gates:
-            open_gates.pop()[1].__exit__(None, None, None)
+            for cm in reversed(open_gates.pop()[1]):
+                cm.__exit__(None, None, None)
         if handler is not None:
             handler.__exit__(None, None, None)
         if outputs:
@@ -183,6 +193,55 @@ def _task(
     apply_task_settings(task, spec, step, opts, display_name=node_name)
     apply_platform_settings(task, spec, step, opts)
     return task
+
+
+def _conditions(
+    spec: PipelineSpec, gate: Gate, values: dict[str, Any], tasks: dict[str, Any],
+    components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
+) -> list[Any]:
+    """The gate's condition as KFP condition operations, to be nested (their conjunction)."""
+    if gate.expr is None:  # plain il.when(flag): as before, through a selector where needed
+        return [_condition(spec, gate, tasks, components, selectors, opts) == True]  # noqa: E712 - a kfp condition
+    return [_operation(spec, gate, term, values, tasks, components, selectors, opts)
+            for term in kfp_conjunction(spec, gate)]
+
+
+def _operation(
+    spec: PipelineSpec, gate: Gate, term: Cond, values: dict[str, Any], tasks: dict[str, Any],
+    components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
+) -> Any:
+    def operand(b: Binding) -> Any:
+        if b.kind is BindingKind.OUTPUT and (b.field or (opts.local_conditions and components[b.node or ""].outputs[b.port or ""] != SINGLE)):
+            if (binding_type(spec, b) or TypeSpec("str")).kind is TypeKind.BOOL:
+                return _condition(spec, Gate(gate.id, b), tasks, components, selectors, opts)
+        return _value(b, values, tasks, components)
+
+    if term.op is Op.REF:
+        return operand(term.operands[0]) == True  # noqa: E712 - a kfp condition
+    if term.op is Op.NOT:  # NOT(REF) after without_not()
+        return operand(term.terms[0].operands[0]) == False  # noqa: E712 - a kfp condition
+    left, right = (operand(b) for b in term.operands)
+    return COMPARISONS[term.op](left, right)
+
+
+def kfp_conjunction(spec: PipelineSpec, gate: Gate) -> list[Cond]:
+    """The terms of a condition KFP can express: a conjunction of comparisons (no `|`)."""
+    cond = condition_of(gate).without_not()
+    terms = list(cond.terms) if cond.op is Op.AND else [cond]
+    flat: list[Cond] = []
+    while terms:
+        t = terms.pop(0)
+        if t.op is Op.AND:
+            terms[:0] = list(t.terms)
+        elif t.op is Op.OR:
+            raise PipelineDefinitionError(
+                f"il.when({condition_of(gate).describe()}): KFP conditions are conjunctions of comparisons; "
+                "`|` has no native form", pipeline=spec.name,
+                hint="split the block into one il.when per alternative, or compute the flag in a step",
+            )
+        else:
+            flat.append(t)
+    return flat
 
 
 def _condition(

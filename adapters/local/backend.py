@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.backends import Capabilities, RunOptions, RunResult
-from interlock.core.bindings import gate_open, node_inputs, resolve
+from interlock.core.bindings import gate_decisions, gate_open, node_inputs, resolve
 from interlock.core.cache import LocalCache, cache_key
 from interlock.core.errors import StepFailed
 from interlock.core.receipt import assemble_receipt
@@ -71,7 +71,7 @@ class LocalBackend:
             step = spec.step_of(node)
             if failed:
                 break  # what follows is NOT_RUN (or SKIPPED behind a closed gate): settle() says which
-            if not gate_open(spec, node.gate, outputs):
+            if not gate_open(spec, node.gate, outputs, typed_params):
                 options.emit(node.name, Status.SKIPPED, "gate closed")
                 continue
             inputs = node_inputs(spec, node.name, typed_params, outputs)
@@ -105,9 +105,7 @@ class LocalBackend:
             duration = result.ended - result.started
             options.emit(node.name, Status.SUCCEEDED, f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
 
-        gates = {g.id: bool(resolve(g.condition, typed_params, outputs)) for g in spec.gates
-                 if g.condition.kind != "output" or g.condition.node in outputs}
-        outcome = settle(spec, run.state, seen, gates=gates)
+        outcome = settle(spec, run.state, seen, gates=gate_decisions(spec, typed_params, outputs))
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,
             status=outcome.status, statuses=outcome.statuses, started=started,

@@ -1,0 +1,129 @@
+"""Pipelines with il.when blocks in the shapes that broke: nested blocks whose true branch is
+not the first, sibling blocks holding chains, conditions produced inside an outer block."""
+
+from __future__ import annotations
+
+import interlock as il
+
+
+@il.step
+def is_above(x: float, limit: float) -> bool:
+    return x > limit
+
+
+@il.step
+def tag(label: str, x: float) -> str:
+    return f"{label}:{x}"
+
+
+@il.step
+def extend(text: str, more: str) -> str:
+    return f"{text}+{more}"
+
+
+@il.step
+def fail_with(reason: str) -> str:
+    raise ValueError(reason)
+
+
+@il.pipeline(name="conf-nested-last")
+def nested_last(x: float = 3.0):
+    """Three levels deep; at each level the block whose condition holds comes last."""
+    with il.when(is_above.named("outer")(x=x, limit=0.0)):
+        with il.when(is_above.named("l2-first")(x=x, limit=100.0)):
+            tag.named("l2-first-body")(label="never", x=x)
+        with il.when(is_above.named("l2-last")(x=x, limit=1.0)):
+            with il.when(is_above.named("l3-first")(x=x, limit=50.0)):
+                tag.named("l3-first-body")(label="never", x=x)
+            with il.when(is_above.named("l3-last")(x=x, limit=2.0)):
+                deep = tag.named("l3-last-body")(label="deep", x=x)
+                extend.named("l3-last-more")(text=deep, more="x")
+            tag.named("l2-after")(label="after-l3", x=x)
+        tag.named("l1-after")(label="after-l2", x=x)
+    return tag.named("final")(label="end", x=x)
+
+
+@il.pipeline(name="conf-nested-guard")
+def nested_guard(radius: float = 0.95):
+    """Flyte's nested conditions: a guard in the second nested block must fail the run."""
+    with il.when(is_above.named("positive")(x=radius, limit=0.0)):
+        with il.when(is_above.named("big")(x=radius, limit=1.0)):
+            tag.named("big-area")(label="big", x=radius)
+        with il.when(is_above.named("small")(x=radius, limit=0.5)):
+            fail_with(reason="radius between 0.5 and 1.0 is not supported")
+    return tag.named("done")(label="done", x=radius)
+
+
+@il.pipeline(name="conf-sibling-chains")
+def sibling_chains(x: float = 3.0):
+    """Two sibling blocks, each a chain of steps; the second reads the first's condition."""
+    high = is_above.named("high")(x=x, limit=2.0)
+    low = is_above.named("low")(x=x, limit=10.0)
+    with il.when(high):
+        a = tag.named("high-tag")(label="high", x=x)
+        a2 = extend.named("high-more")(text=a, more="1")
+        extend.named("high-most")(text=a2, more="2")
+    with il.when(low):
+        b = tag.named("low-tag")(label="low", x=x)
+        extend.named("low-more")(text=b, more="1")
+    return tag.named("end")(label="end", x=x)
+
+
+@il.pipeline(name="conf-inner-condition")
+def inner_condition(x: float = 3.0):
+    """A nested gate whose condition is produced inside the outer block, after a chain."""
+    with il.when(is_above.named("outer")(x=x, limit=1.0)):
+        t = tag.named("first")(label="a", x=x)
+        extend.named("second")(text=t, more="b")
+        with il.when(is_above.named("inner")(x=x, limit=2.0)):
+            u = tag.named("inner-first")(label="c", x=x)
+            extend.named("inner-second")(text=u, more="d")
+        tag.named("outer-last")(label="e", x=x)
+    return tag.named("end")(label="end", x=x)
+
+
+# -- conditions as expressions over outputs and parameters -----------------------------------------
+@il.step
+def count(n: int) -> int:
+    return n
+
+
+@il.step
+def flip(label: str) -> str:
+    return label
+
+
+@il.step
+def shout(text: str) -> str:
+    return text.upper()
+
+
+@il.pipeline(name="conf-expressions")
+def expressions(n: int = 7, label: str = "heads", go: bool = True):
+    c = count(n=n)
+    f = flip(label=label)
+    other = count.named("other")(n=3)
+    with il.when((c > 5) & (f == "heads")):
+        shout.named("both")(text="both")
+    with il.when(~(c > 5)):
+        shout.named("small")(text="small")
+    with il.when(c > other):
+        shout.named("more-than-other")(text="more")
+    with il.when(go & (f != "tails")):
+        shout.named("go-not-tails")(text="go")
+    with il.when(~go):
+        shout.named("stopped")(text="stopped")
+    with il.when((3 <= c) & (c != other) & ~(f == "tails")):
+        shout.named("three-terms")(text="three")
+    return c
+
+
+@il.pipeline(name="conf-expressions-or")
+def expressions_or(n: int = 7, label: str = "tails"):
+    c = count(n=n)
+    f = flip(label=label)
+    with il.when((c < 3) | (f == "heads")):
+        shout.named("either")(text="either")
+    with il.when(~((c < 3) | (f == "heads"))):
+        shout.named("neither")(text="neither")
+    return f
