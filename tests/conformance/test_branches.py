@@ -1,0 +1,131 @@
+"""il.when on every backend: nested blocks whose true branch is last, sibling blocks holding
+chains, conditions produced inside a block, and conditions written as expressions. Each
+pipeline runs on local, flyte-local and kfp-local with identical outputs (types included) and
+step statuses, and compiles to the backend's own condition construct (no helper tasks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conformance import branch_pipelines as bp
+
+import interlock as il
+from interlock.core.backends import available_backends
+
+BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
+
+
+def _run(pipeline: Any, backend: str, tmp_path: Path, **params: Any) -> tuple[str, dict[str, Any], dict[str, str]]:
+    r = il.run(pipeline, backend=backend, workdir=tmp_path / backend, raise_on_failure=False, **params)
+    outputs = {k: (type(v).__name__, v) for k, v in r.outputs.items()}
+    return str(r.status), outputs, {k: str(s.status) for k, s in r.steps.items()}
+
+
+def _agree(pipeline: Any, tmp_path: Path, backends: list[str] = BACKENDS, **params: Any) -> tuple[str, dict, dict]:
+    results = {b: _run(pipeline, b, tmp_path, **params) for b in backends}
+    reference = results["local"]
+    for backend, got in results.items():
+        assert got == reference, f"{backend} differs from local"
+    return reference
+
+
+def test_nested_blocks_three_deep_with_the_true_block_last(tmp_path: Path) -> None:
+    status, outputs, steps = _agree(bp.nested_last, tmp_path)
+    assert status == "succeeded" and outputs == {"o0": ("str", "end:3.0")}
+    assert steps["l2-first-body"] == steps["l3-first-body"] == "skipped"
+    # flyte-local skipped all of these ("skipped by a gate" / not run) before the fix
+    for node in ("l3-last-body", "l3-last-more", "l2-after", "l1-after"):
+        assert steps[node] == "succeeded", node
+
+
+def test_a_guard_in_a_later_nested_block_fails_the_run(tmp_path: Path) -> None:
+    """Flyte's nested-conditions example: radius=0.95 must fail the run, not be bypassed."""
+    status, _, steps = _agree(bp.nested_guard, tmp_path, radius=0.95)
+    assert status == "failed" and steps["fail_with"] == "failed"
+    status, outputs, steps = _agree(bp.nested_guard, tmp_path / "small", radius=0.3)
+    assert status == "succeeded" and outputs == {"o0": ("str", "done:0.3")}
+    assert steps["big-area"] == steps["fail_with"] == "skipped"
+
+
+def test_sibling_blocks_with_chains(tmp_path: Path) -> None:
+    status, _, steps = _agree(bp.sibling_chains, tmp_path)
+    assert status == "succeeded"
+    assert [steps[n] for n in ("high-tag", "high-more", "high-most")] == ["succeeded"] * 3
+    assert [steps[n] for n in ("low-tag", "low-more")] == ["skipped"] * 2
+
+
+def test_a_condition_produced_inside_the_outer_block(tmp_path: Path) -> None:
+    status, _, steps = _agree(bp.inner_condition, tmp_path)
+    assert status == "succeeded" and all(s == "succeeded" for s in steps.values())
+
+
+def test_expressions_over_outputs_and_parameters(tmp_path: Path) -> None:
+    status, outputs, steps = _agree(bp.expressions, tmp_path)
+    assert outputs == {"o0": ("int", 7)}
+    assert {n for n, s in steps.items() if s == "skipped"} == {"small", "stopped"}
+    _, _, steps = _agree(bp.expressions, tmp_path / "other", n=2, label="tails", go=False)
+    assert {n for n, s in steps.items() if s == "succeeded"} == {"count", "flip", "other", "small", "stopped"}
+
+
+def test_or_conditions_agree_where_the_backend_expresses_them(tmp_path: Path) -> None:
+    _, _, steps = _agree(bp.expressions_or, tmp_path, [b for b in BACKENDS if b != "kfp-local"])
+    assert steps["either"] == "skipped" and steps["neither"] == "succeeded"
+
+
+def test_kfp_refuses_or_at_build_time(tmp_path: Path) -> None:
+    with pytest.raises(il.PipelineDefinitionError, match=r"`\|` has no native form"):
+        il.compile(bp.expressions_or, backend="kfp", out=tmp_path)
+
+
+# -- compiled artifacts ---------------------------------------------------------------------------
+def _kfp_ir(pipeline: Any, tmp_path: Path) -> dict[str, Any]:
+    [path] = il.compile(pipeline, backend="kfp", out=tmp_path)
+    return next(iter(yaml.safe_load_all(path.read_text())))
+
+
+def _conditions(ir: dict[str, Any]) -> list[str]:
+    found = []
+    for comp in [ir["root"], *ir["components"].values()]:
+        for task in comp.get("dag", {}).get("tasks", {}).values():
+            cond = task.get("triggerPolicy", {}).get("condition")
+            if cond:
+                found.append(cond)
+    return found
+
+
+def test_kfp_compiles_each_block_as_one_condition_group(tmp_path: Path) -> None:
+    ir = _kfp_ir(bp.sibling_chains, tmp_path / "s")
+    groups = [name for name in ir["components"] if name.startswith("comp-condition")]
+    assert len(groups) == 2  # one dsl.If per il.when block, not one per contiguous run
+    ir = _kfp_ir(bp.inner_condition, tmp_path / "i")
+    assert len([n for n in ir["components"] if n.startswith("comp-condition")]) == 2
+
+
+def test_kfp_expressions_are_native_conditions_not_tasks(tmp_path: Path) -> None:
+    ir = _kfp_ir(bp.expressions, tmp_path)
+    executors = ir["deploymentSpec"]["executors"]
+    assert len(executors) == len(il.spec(bp.expressions).nodes)  # one per node: no helper components
+    conds = " ".join(_conditions(ir))
+    assert "> 5" in conds and "== 'heads'" in conds and "!= 'tails'" in conds
+    assert "<= 5" in conds  # ~(c > 5): negation pushed into the comparison
+
+
+def test_flyte_expressions_compile_to_branch_nodes(tmp_path: Path) -> None:
+    from flyteidl.admin import workflow_pb2
+
+    files = il.compile(bp.expressions, backend="flyte", out=tmp_path, project="p", domain="d", version="v1",
+                       image="img:1")
+    [path] = [f for f in files if f.name.endswith("_conf-expressions_2.pb")]
+    wf = workflow_pb2.WorkflowSpec()
+    wf.ParseFromString(path.read_bytes())
+    branches = {n.id: n.branch_node.if_else.case.condition for n in wf.template.nodes if n.HasField("branch_node")}
+    assert len(branches) == 6
+    both = branches["gate-1"]
+    assert both.HasField("conjunction")
+    assert both.conjunction.left_expression.comparison.operator == 2  # GT
+    assert both.conjunction.right_expression.comparison.right_value.primitive.string_value == "heads"
+    other = branches["gate-3"].comparison  # c > other: two outputs
+    assert other.left_value.var and other.right_value.var
