@@ -78,6 +78,10 @@ class LocalBackend:
             use_cache = options.cache and step.cache is not None and step.cache.enabled
             key = cache_key(step, inputs) if use_cache else None
             hit = cache.get(step, key) if key else None
+            if hit is not None and key and cache.provenance(step, key).get("run_id") == options.run_id:
+                # Written by this very run (the same step called twice with the same inputs): run it
+                # again, as Flyte and KFP do when two identical nodes of one run start together.
+                hit = None
             if hit is not None and key:
                 outputs[node.name] = hit
                 record_cache_hit(run, step, node.name, cache.provenance(step, key))

@@ -127,3 +127,16 @@ def expressions_or(n: int = 7, label: str = "tails"):
     with il.when(~((c < 3) | (f == "heads"))):
         shout.named("neither")(text="neither")
     return f
+
+
+# -- a cached step called twice with the same inputs in one run -------------------------------------
+@il.step(cache=il.Cache(version="1"))
+def cached_double(x: float) -> float:
+    return x * 2
+
+
+@il.pipeline(name="conf-twice")
+def twice(x: float = 1.5):
+    a = cached_double(x=x)
+    b = cached_double.named("again")(x=x)
+    return extend(text=tag(label="a", x=a), more=tag.named("tag-b")(label="b", x=b))

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
-from conformance import branch_pipelines as bp
 
 import interlock as il
+from conformance import branch_pipelines as bp
 from interlock.core.backends import available_backends
 
 BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
@@ -129,3 +129,15 @@ def test_flyte_expressions_compile_to_branch_nodes(tmp_path: Path) -> None:
     assert both.conjunction.right_expression.comparison.right_value.primitive.string_value == "heads"
     other = branches["gate-3"].comparison  # c > other: two outputs
     assert other.left_value.var and other.right_value.var
+
+
+def test_a_step_called_twice_with_the_same_inputs_runs_twice_on_every_backend(tmp_path: Path) -> None:
+    """Within one run the second call is never served from the first one's cache entry (it was
+    on `local` only); a later run hits the cache for both, on every backend."""
+    for backend in BACKENDS:
+        work = tmp_path / backend
+        first = il.run(bp.twice, backend=backend, workdir=work)
+        assert first.steps["cached_double"].status == first.steps["again"].status == "succeeded", backend
+        assert first.outputs == {"o0": "a:3.0+b:3.0"}
+        second = il.run(bp.twice, backend=backend, workdir=work)
+        assert second.steps["cached_double"].status == second.steps["again"].status == "cached", backend
