@@ -33,7 +33,7 @@ DEFAULT_BACKEND = "local"
 FEATURES = (
     "gpu", "accelerator", "shared_memory", "node_selector", "tolerations", "interruptible", "timeout",
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
-    "checkpoint", "gates", "secrets", "labels", "distributed", "schedule", "run",
+    "checkpoint", "gates", "condition.expression", "condition.or", "secrets", "labels", "distributed", "schedule", "run",
 )
 
 _O = TypeVar("_O", bound="BackendOptions")
@@ -228,9 +228,21 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
                 mark(feature, node.name)
     if spec.gates:
         mark("gates", ", ".join(g.id for g in spec.gates))
+        for g in spec.gates:
+            if g.expr is not None:
+                mark("condition.expression", g.id)
+            if g.expr is not None and _has_or(g.expr):
+                mark("condition.or", g.id)
     if spec.schedule:
         mark("schedule", spec.name)
     return used
+
+
+def _has_or(cond: Any) -> bool:
+    from .conditions import Op
+
+    c = cond.without_not()
+    return c.op is Op.OR or any(_has_or(t) for t in c.terms)
 
 
 def as_runner(spec: PipelineSpec, backend: Compiler | Runner) -> tuple[Runner, Capabilities]:

@@ -31,6 +31,8 @@ CLUSTER_FEATURES = {
     "cache": "native (Cache(version=code fingerprint), content hashes for DataFrames and directories)",
     "checkpoint": "emulated: the shim's checkpoint store (use an s3:// store on a cluster; pods do not share disks)",
     "gates": "native (conditional with a no-op else branch; a block is a sub-workflow)",
+    "condition.expression": "native (conditional(...).if_(comparisons joined by & |); ~ pushed into the comparisons)",
+    "condition.or": "native (| in the conditional's expression)",
     "secrets": "native (secret requests, injected as environment variables)",
     "labels": "native (pod template labels/annotations; pipeline labels on the launch plan)",
     "distributed": "native (flytekitplugins-kfpytorch: Elastic, or PyTorch for a fixed world)",

@@ -32,6 +32,8 @@ _FEATURES = {
     "cache": "native (KFP caching; the code fingerprint is in the component command)",
     "checkpoint": "native (the shim; needs a shared store on a cluster: state_pvc or s3://)",
     "gates": "native (dsl.If)",
+    "condition.expression": "native (dsl.If on each comparison; & as nested dsl.If; ~ pushed into the comparisons)",
+    "condition.or": "unsupported (KFP conditions are conjunctions): refused at build time",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
     "distributed": "unsupported",

@@ -43,6 +43,8 @@ class LocalBackend:
                 "cache": "native (core cache keys, directory store)",
                 "checkpoint": "native (local directory or S3 store)",
                 "gates": NATIVE,
+                "condition.expression": "native (evaluated in-process)",
+                "condition.or": "native (evaluated in-process)",
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "distributed": "unsupported",
