@@ -23,6 +23,11 @@ def resolve(b: Binding, params: dict[str, Any], outputs: dict[str, dict[str, Any
         value = params[b.param or ""]
     elif b.kind is BindingKind.OUTPUT:
         value = follow(outputs[b.node or ""][b.port or ""], b.field)
+    elif b.kind is BindingKind.ONE_OF:  # the branch that ran produced its option
+        taken = [o for o in b.options if o.node in outputs]
+        if not taken:
+            raise KeyError(f"no branch produced {b.describe()}")
+        value = resolve(taken[0], params, outputs)
     else:
         value = b.value
     return revive(value, t) if t is not None else value

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 
+from .branches import chain_of, head_of
 from .errors import PipelineDefinitionError
 from .spec import Node, PipelineSpec
 
@@ -31,26 +32,34 @@ def structured_order(spec: PipelineSpec) -> list[Node]:
             gate_first.setdefault(g, index[n.name])
     nested = {g.id: {c.id for c in spec.gates if g.id in _ancestors(spec, c.id)} for g in spec.gates}
 
-    # A unit of a scope is one of its own nodes ("n", name) or a block nested in it ("g", id).
+    # An il.when/il.elif_/il.otherwise chain stays together too (KFP's dsl.Elif must follow
+    # its dsl.If directly): its blocks form one unit, named by the chain's first block.
+    heads = {g.id: head_of(spec, g.id) for g in spec.gates}
+    members = {h: [g.id for g in chain_of(spec, h)] for h in set(heads.values())}
+    for h, ms in members.items():
+        gate_first[h] = min((gate_first[m] for m in ms if m in gate_first), default=gate_first.get(h, 0))
+
+    # A unit of a scope is one of its own nodes ("n", name) or a block nested in it ("g", head id).
     def unit_of(node: str, depth: int) -> tuple[str, str]:
         chain = chains[node]
-        return ("g", chain[depth]) if len(chain) > depth else ("n", node)
+        return ("g", heads[chain[depth]]) if len(chain) > depth else ("n", node)
 
     def order(scope: str | None, depth: int) -> list[Node]:
-        members = [n.name for n in spec.nodes
-                   if len(chains[n.name]) >= depth and (chains[n.name][depth - 1] if depth else None) == scope]
+        in_scope = [n.name for n in spec.nodes
+                    if len(chains[n.name]) >= depth and (chains[n.name][depth - 1] if depth else None) == scope]
         units: dict[tuple[str, str], set[str]] = {}  # unit -> the nodes it holds
-        for m in members:
+        for m in in_scope:
             units.setdefault(unit_of(m, depth), set()).add(m)
-        member_unit = {m: unit_of(m, depth) for m in members}
+        member_unit = {m: unit_of(m, depth) for m in in_scope}
         deps: dict[tuple[str, str], set[tuple[str, str]]] = {}
         for u, held in units.items():
             ups: set[str] = set()
             for m in held:
                 ups |= spec.node(m).upstream()
             if u[0] == "g":  # a block also waits for its condition and those of blocks inside it
-                for g in {u[1]} | nested[u[1]]:
-                    ups |= gate_reads(spec, g)
+                for m in members[u[1]]:
+                    for g in {m} | nested[m]:
+                        ups |= gate_reads(spec, g)
             deps[u] = {member_unit[x] for x in ups if x in member_unit and member_unit[x] != u}
         rank = {u: gate_first[u[1]] if u[0] == "g" else index[u[1]] for u in units}
         waiting = {u: len(d) for u, d in deps.items()}
@@ -65,7 +74,11 @@ def structured_order(spec: PipelineSpec) -> list[Node]:
         while ready:
             _, u = heapq.heappop(ready)
             done += 1
-            out.extend(order(u[1], depth + 1) if u[0] == "g" else [spec.node(u[1])])
+            if u[0] == "g":
+                for m in members[u[1]]:
+                    out.extend(order(m, depth + 1))
+            else:
+                out.append(spec.node(u[1]))
             for r in readers[u]:
                 waiting[r] -= 1
                 if not waiting[r]:

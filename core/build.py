@@ -183,6 +183,7 @@ class Builder:
         self.gates: list[Gate] = []
         self._gate_stack: list[str] = []
         self._node_gate: dict[str, str | None] = {}
+        self.last_block: tuple[str, int, int] | None = None  # (gate id, node count, gate count) at its end
 
     # -- recording ---------------------------------------------------------------------
     def add_node(self, step: Step, kwargs: dict[str, Any], node_name: str | None) -> Any:
@@ -277,6 +278,10 @@ class Builder:
                     pipeline=self.name, step=node, port=port,
                 )
             b = value.binding
+            if b.kind is BindingKind.ONE_OF:
+                from .branches import check_value_in_scope
+
+                check_value_in_scope(self, b, node, port)
             if b.kind is BindingKind.OUTPUT:
                 src_gate = self._node_gate.get(b.node or "")
                 if src_gate is not None and src_gate not in self._gate_stack:
@@ -310,8 +315,8 @@ class Builder:
         return promises[0]
 
     # -- gates -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def when(self, condition: Any) -> Iterator[None]:
+    def condition_for(self, condition: Any) -> tuple[Cond, bool]:
+        """The block condition, and whether it is a plain bool output (the original spec form)."""
         legacy = (isinstance(condition, Promise) and condition.binding.kind is BindingKind.OUTPUT
                   and condition.type.kind is TypeKind.BOOL and not condition.type.optional)
         cond = Cond.ref(condition.binding) if legacy else as_cond(condition, self.name)
@@ -321,6 +326,10 @@ class Builder:
                 raise PipelineDefinitionError(
                     f"{b.describe()} is produced inside another il.when block", pipeline=self.name
                 )
+        return cond, legacy
+
+    def when(self, condition: Any) -> contextlib.AbstractContextManager[None]:
+        cond, legacy = self.condition_for(condition)
         gate = Gate(
             id=f"gate-{len(self.gates) + 1}",
             # A plain il.when(flag) keeps the original spec form; anything else is an expression.
@@ -328,6 +337,11 @@ class Builder:
             parent=self._gate_stack[-1] if self._gate_stack else None,
             expr=None if legacy else cond,
         )
+        return self.block(gate, cond.describe())
+
+    @contextlib.contextmanager
+    def block(self, gate: Gate, label: str) -> Iterator[None]:
+        """Record the steps of a ``with`` block as gated by ``gate``."""
         self.gates.append(gate)
         self._gate_stack.append(gate.id)
         try:
@@ -335,7 +349,9 @@ class Builder:
         finally:
             self._gate_stack.pop()
         if not any(n.gate == gate.id for n in self.nodes):
-            raise PipelineDefinitionError(f"il.when({cond.describe()}) block has no steps", pipeline=self.name)
+            raise PipelineDefinitionError(f"il.when({label}) block has no steps", pipeline=self.name)
+        # il.elif_/il.otherwise may follow this block only if nothing is recorded in between.
+        self.last_block = (gate.id, len(self.nodes), len(self.gates))
 
 
 def _holds_promise(value: Any) -> bool:

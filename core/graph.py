@@ -65,6 +65,8 @@ def topological_order(nodes: Iterable[Node], *, pipeline: str = "", gates: Itera
 
 
 def binding_type(spec: PipelineSpec, b: Binding) -> TypeSpec | None:
+    if b.kind is BindingKind.ONE_OF:
+        return binding_type(spec, b.options[0]) if b.options else None
     if b.kind is BindingKind.PARAM:
         p = spec.param(b.param or "")
         return p.type if p else None

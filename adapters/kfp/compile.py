@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.blocks import structured_order
+from interlock.core.branches import own_condition
 from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.graph import binding_type
@@ -93,8 +94,12 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
                     cm.__exit__(None, None, None)
             for gate in chain[keep:]:
                 scopes = []
+                if in_chain(spec, gate):  # il.when/il.elif_/il.otherwise: native If/Elif/Else
+                    cm = _chain_scope(spec, gate, values, tasks, components, selectors, opts)
+                    cm.__enter__()
+                    scopes.append(cm)
                 # A conjunction is one nested dsl.If per term: KFP joins nested conditions with &&.
-                for i, op in enumerate(_conditions(spec, gate, values, tasks, components, selectors, opts)):
+                for i, op in enumerate([] if scopes else _conditions(spec, gate, values, tasks, components, selectors, opts)):
                     cm = dsl.If(op, name=gate.id if i == 0 else f"{gate.id}-{i + 1}")
                     cm.__enter__()
                     scopes.append(cm)
@@ -133,7 +138,8 @@ def exported_outputs(spec: PipelineSpec) -> list[tuple[str, Binding]]:
     """
     return [
         (name, b) for name, b in spec.outputs
-        if b.kind is BindingKind.OUTPUT and not b.field and spec.node(b.node or "").gate is None
+        if (b.kind is BindingKind.OUTPUT and not b.field and spec.node(b.node or "").gate is None)
+        or b.kind is BindingKind.ONE_OF
     ]
 
 
@@ -159,6 +165,13 @@ def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components
     if b.kind is BindingKind.OUTPUT:
         src = components[b.node or ""]
         return tasks[b.node or ""].outputs[src.outputs[b.port or ""]]
+    if b.kind is BindingKind.ONE_OF:  # il.branch_value: one dsl.OneOf however often it is read
+        from kfp import dsl
+
+        memo = "\0one-of:" + ",".join(f"{o.node}.{o.port}" for o in b.options)
+        if memo not in tasks:
+            tasks[memo] = dsl.OneOf(*(_value(o, values, tasks, components) for o in b.options))
+        return tasks[memo]
     return b.value
 
 
@@ -195,6 +208,33 @@ def _task(
     return task
 
 
+def in_chain(spec: PipelineSpec, gate: Gate) -> bool:
+    return gate.follows is not None or any(g.follows == gate.id for g in spec.gates)
+
+
+def _chain_scope(
+    spec: PipelineSpec, gate: Gate, values: dict[str, Any], tasks: dict[str, Any],
+    components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
+) -> Any:
+    """dsl.If / dsl.Elif / dsl.Else for one block of a chain (each takes one comparison)."""
+    from kfp import dsl
+
+    own = own_condition(gate)
+    if own is None:
+        return dsl.Else(name=gate.id)
+    terms = kfp_conjunction(spec, Gate(gate.id, gate.condition, gate.parent, own))
+    if len(terms) != 1:
+        raise PipelineDefinitionError(
+            f"il.when/il.elif_({own.describe()}): a KFP dsl.If/dsl.Elif of a chain takes one comparison",
+            pipeline=spec.name, hint="compute the combined flag in a step, or nest an il.when inside the branch",
+        )
+    if gate.expr is None and gate.follows is None:  # a plain il.when(flag) heading the chain
+        op = _condition(spec, gate, tasks, components, selectors, opts) == True  # noqa: E712 - a kfp condition
+    else:
+        op = _operation(spec, gate, terms[0], values, tasks, components, selectors, opts)
+    return (dsl.Elif if gate.follows is not None else dsl.If)(op, name=gate.id)
+
+
 def _conditions(
     spec: PipelineSpec, gate: Gate, values: dict[str, Any], tasks: dict[str, Any],
     components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
@@ -226,7 +266,7 @@ def _operation(
 
 def kfp_conjunction(spec: PipelineSpec, gate: Gate) -> list[Cond]:
     """The terms of a condition KFP can express: a conjunction of comparisons (no `|`)."""
-    cond = condition_of(gate).without_not()
+    cond = (gate.expr if gate.expr is not None else condition_of(gate)).without_not()
     terms = list(cond.terms) if cond.op is Op.AND else [cond]
     flat: list[Cond] = []
     while terms:

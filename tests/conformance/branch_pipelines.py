@@ -4,6 +4,7 @@ not the first, sibling blocks holding chains, conditions produced inside an oute
 from __future__ import annotations
 
 import interlock as il
+from interlock.core.branches import branch_value, elif_, otherwise  # il.elif_ ... once exported
 
 
 @il.step
@@ -140,3 +141,46 @@ def twice(x: float = 1.5):
     a = cached_double(x=x)
     b = cached_double.named("again")(x=x)
     return extend(text=tag(label="a", x=a), more=tag.named("tag-b")(label="b", x=b))
+
+
+# -- elif / otherwise and branch values --------------------------------------------------------------
+@il.step
+def area(radius: float, scale: float) -> float:
+    return round(3.14159 * radius * radius * scale, 4)
+
+
+@il.pipeline(name="conf-branch-value")
+def branch_value_pipeline(radius: float = 3.0):
+    """A chain with a value assigned in every branch, used after it and returned."""
+    with il.when(radius > 10.0):
+        big = area.named("big-area")(radius=radius, scale=1.0)
+    with elif_(radius > 2.0):
+        mid = area.named("mid-area")(radius=radius, scale=2.0)
+    with elif_(radius > 1.0):
+        small = area.named("small-area")(radius=radius, scale=3.0)
+    with otherwise():
+        tiny = area.named("tiny-area")(radius=radius, scale=4.0)
+    value = branch_value(big, mid, small, tiny)
+    return value, tag(label="area", x=value)
+
+
+@il.pipeline(name="conf-chain-nested")
+def chain_nested(n: int = 4, label: str = "tails"):
+    """A chain inside a block, headed by a bool output, with no otherwise; its value is used
+    inside the outer block; a chain on a parameter with a value returned."""
+    c = count(n=n)
+    with il.when(c > 0):
+        with il.when(is_above.named("over-three")(x=c, limit=3.0)):
+            shout.named("over")(text="over")
+        with elif_(c == 3):
+            shout.named("exactly")(text="three")
+        with il.when(flip(label=label) == "heads"):
+            h = shout.named("say-heads")(text="heads")
+        with otherwise():
+            t = tag.named("say-tails")(label="tails", x=c)
+        extend.named("side")(text=branch_value(h, t), more="!")
+    with il.when(c > 100):
+        shout.named("huge")(text="huge")
+    with elif_(c > 10):
+        shout.named("large")(text="large")
+    return c

@@ -141,3 +141,95 @@ def test_a_step_called_twice_with_the_same_inputs_runs_twice_on_every_backend(tm
         assert first.outputs == {"o0": "a:3.0+b:3.0"}
         second = il.run(bp.twice, backend=backend, workdir=work)
         assert second.steps["cached_double"].status == second.steps["again"].status == "cached", backend
+
+
+# -- elif / otherwise and branch values --------------------------------------------------------------
+@pytest.mark.parametrize(("radius", "ran", "value"), [
+    (20.0, "big-area", 1256.636), (3.0, "mid-area", 56.5486), (1.5, "small-area", 21.2057), (0.5, "tiny-area", 3.1416),
+])
+def test_a_branch_value_is_the_taken_branch_value_and_a_pipeline_output(
+    tmp_path: Path, radius: float, ran: str, value: float,
+) -> None:
+    status, outputs, steps = _agree(bp.branch_value_pipeline, tmp_path, radius=radius)
+    assert status == "succeeded"
+    assert outputs == {"o0": ("float", value), "o1": ("str", f"area:{value}")}
+    areas = {"big-area", "mid-area", "small-area", "tiny-area"}
+    assert {n for n in areas if steps[n] == "succeeded"} == {ran}
+    assert all(steps[n] == "skipped" for n in areas - {ran})
+
+
+@pytest.mark.parametrize(("n", "label"), [(4, "tails"), (3, "heads"), (50, "heads"), (500, "x")])
+def test_chains_nested_in_a_block_and_without_otherwise(tmp_path: Path, n: int, label: str) -> None:
+    status, outputs, steps = _agree(bp.chain_nested, tmp_path, n=n, label=label)
+    assert status == "succeeded" and outputs == {"o0": ("int", n)}
+    assert steps["exactly"] == ("succeeded" if n == 3 else "skipped")
+    assert steps["say-heads"] == ("succeeded" if label == "heads" else "skipped")
+    assert steps["large"] == ("succeeded" if 10 < n <= 100 else "skipped")
+
+
+def test_kfp_renders_a_chain_as_if_elif_else_and_the_value_as_one_of(tmp_path: Path) -> None:
+    ir = _kfp_ir(bp.branch_value_pipeline, tmp_path)
+    assert "comp-condition-branches-1" in ir["components"]  # dsl.If/Elif/Else share one branches group
+    conds = _conditions(ir)
+    assert len(conds) == 4 and conds[-1].count("!(") == 3  # dsl.Else: every earlier condition false
+    group = ir["components"]["comp-condition-branches-1"]["dag"]["outputs"]["parameters"]
+    [selectors] = [v["valueFromOneof"]["parameterSelectors"] for v in group.values()]
+    assert len(selectors) == 4  # dsl.OneOf over the four branches
+    out = ir["root"]["dag"]["outputs"]["parameters"]["o0"]["valueFromParameter"]
+    assert out["producerSubtask"] == "condition-branches-1"
+
+
+def test_flyte_renders_a_chain_as_one_conditional_with_outputs(tmp_path: Path) -> None:
+    from flyteidl.admin import workflow_pb2
+
+    files = il.compile(bp.branch_value_pipeline, backend="flyte", out=tmp_path, project="p", domain="d",
+                       version="v1", image="img:1")
+    [path] = [f for f in files if f.name.endswith("_conf-branch-value_2.pb")]
+    wf = workflow_pb2.WorkflowSpec()
+    wf.ParseFromString(path.read_bytes())
+    [branch] = [n for n in wf.template.nodes if n.HasField("branch_node")]
+    if_else = branch.branch_node.if_else
+    assert len(if_else.other) == 2 and if_else.HasField("else_node")  # if_ / 2 x elif_ / else_
+    assert wf.template.outputs[0].binding.promise.node_id == branch.id  # the value is the conditional's output
+    subs = {s.id.name for s in wf.sub_workflows}
+    assert {f"conf-branch-value.gate-{i}" for i in range(1, 5)} <= subs
+
+
+def test_branch_value_refuses_a_value_missing_from_a_branch() -> None:
+    @il.pipeline(name="missing-branch")
+    def p(x: float = 1.0):
+        with il.when(x > 1.0):
+            a = bp.tag.named("a")(label="a", x=x)
+        with bp.elif_(x > 0.0):
+            bp.tag.named("b")(label="b", x=x)
+        with bp.otherwise():
+            c = bp.tag.named("c")(label="c", x=x)
+        return bp.branch_value(a, c)
+
+    with pytest.raises(il.PipelineDefinitionError, match="exactly one output produced directly in each block"):
+        il.spec(p)
+
+    @il.pipeline(name="no-otherwise")
+    def q(x: float = 1.0):
+        with il.when(x > 1.0):
+            a = bp.tag.named("a")(label="a", x=x)
+        with bp.elif_(x > 0.0):
+            b = bp.tag.named("b")(label="b", x=x)
+        return bp.branch_value(a, b)
+
+    with pytest.raises(il.PipelineDefinitionError, match="no il.otherwise block"):
+        il.spec(q)
+
+
+def test_elif_must_follow_its_block_directly() -> None:
+    @il.pipeline(name="elif-gap")
+    def p(x: float = 1.0):
+        with il.when(x > 1.0):
+            bp.tag.named("a")(label="a", x=x)
+        flag = bp.is_above(x=x, limit=0.0)
+        with bp.elif_(flag):
+            bp.tag.named("b")(label="b", x=x)
+
+    with pytest.raises(il.PipelineDefinitionError, match="must directly follow an il.when") as info:
+        il.spec(p)
+    assert "compute the condition before" in (info.value.hint or "")
