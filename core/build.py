@@ -116,8 +116,15 @@ class Promise:
             "use `with il.when(flag):` (or il.when(x > 5), il.when(a & ~b)) to run steps only when it holds",
         )
 
+    # interlock has no dynamic graphs (Flyte @dynamic): the graph is fixed when the body runs.
+    _PER_ITEM = ("to run a step per item, use il.map (fan-out); to choose steps by a value, use "
+                 "il.when/il.elif_/il.otherwise; otherwise process the items inside one step")
+
     def __iter__(self) -> Iterator[Any]:
-        raise self._no_value("cannot iterate (`for`, unpacking, list()) over", "process the items inside a step")
+        raise self._no_value("cannot iterate (`for`, unpacking, list()) over", self._PER_ITEM)
+
+    def __index__(self) -> int:
+        raise self._no_value("range(), indexing or slicing with", self._PER_ITEM)
 
     def __len__(self) -> int:
         raise self._no_value("len() of", "compute the length inside a step, or make it an output")

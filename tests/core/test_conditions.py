@@ -39,6 +39,7 @@ def _build_error(body) -> il.PipelineDefinitionError:
     lambda c: len(c),
     lambda c: 3 in c,
     lambda c: say(text="x") if c else None,
+    lambda c: [say.named(f"s{i}")(text="x") for i in range(c)],
 ])
 def test_a_promise_used_as_a_value_is_refused_with_what_to_write(use) -> None:
     err = _build_error(use)
@@ -101,3 +102,11 @@ def test_python_and_or_not_on_conditions_are_refused() -> None:
 
     with pytest.raises(il.PipelineDefinitionError, match="not `and`, `or`, `not`"):
         il.spec(p)
+
+
+def test_a_loop_over_a_runtime_value_points_to_map_and_branches() -> None:
+    """No dynamic graphs (Flyte @dynamic): the refusal says what to use instead."""
+    err = _build_error(lambda c: [say(text="x") for _ in range(c)])
+    assert "il.map" in (err.hint or "") and "il.when" in (err.hint or "")
+    err = _build_error(lambda c: [say(text="x") for _ in c])
+    assert "il.map" in (err.hint or "")
