@@ -11,7 +11,8 @@ from __future__ import annotations
 import random
 
 import interlock as il
-from interlock.core.branches import branch_value, otherwise  # il.otherwise, il.branch_value once exported
+# il.otherwise and il.branch_value once they are exported from interlock
+from interlock.core.branches import branch_value, otherwise
 
 
 @il.step

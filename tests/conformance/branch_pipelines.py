@@ -4,7 +4,8 @@ not the first, sibling blocks holding chains, conditions produced inside an oute
 from __future__ import annotations
 
 import interlock as il
-from interlock.core.branches import branch_value, elif_, otherwise  # il.elif_ ... once exported
+# il.elif_, il.otherwise, il.branch_value once they are exported from interlock
+from interlock.core.branches import branch_value, elif_, otherwise
 
 
 @il.step
