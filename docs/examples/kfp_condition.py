@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import interlock as il
+
 # il.otherwise and il.branch_value once they are exported from interlock
 from interlock.core.branches import branch_value, otherwise
 

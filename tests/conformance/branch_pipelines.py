@@ -4,6 +4,7 @@ not the first, sibling blocks holding chains, conditions produced inside an oute
 from __future__ import annotations
 
 import interlock as il
+
 # il.elif_, il.otherwise, il.branch_value once they are exported from interlock
 from interlock.core.branches import branch_value, elif_, otherwise
 
