@@ -33,7 +33,8 @@ DEFAULT_BACKEND = "local"
 FEATURES = (
     "gpu", "accelerator", "shared_memory", "node_selector", "tolerations", "interruptible", "timeout",
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
-    "checkpoint", "gates", "condition.expression", "condition.or", "secrets", "labels", "distributed", "schedule", "run",
+    "checkpoint", "gates", "condition.expression", "condition.or", "branch.chain", "branch.value",
+    "secrets", "labels", "distributed", "schedule", "run",
 )
 
 _O = TypeVar("_O", bound="BackendOptions")
@@ -233,6 +234,11 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
                 mark("condition.expression", g.id)
             if g.expr is not None and _has_or(g.expr):
                 mark("condition.or", g.id)
+            if g.follows is not None:
+                mark("branch.chain", g.id)
+        for _, b in [*spec.outputs, *(i for n in spec.nodes for i in n.inputs)]:
+            if b.kind == "one_of":
+                mark("branch.value", b.describe())
     if spec.schedule:
         mark("schedule", spec.name)
     return used

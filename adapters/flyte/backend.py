@@ -33,6 +33,8 @@ CLUSTER_FEATURES = {
     "gates": "native (conditional with a no-op else branch; a block is a sub-workflow)",
     "condition.expression": "native (conditional(...).if_(comparisons joined by & |); ~ pushed into the comparisons)",
     "condition.or": "native (| in the conditional's expression)",
+    "branch.chain": "native (one conditional: if_().then().elif_().then().else_().then(); each block a sub-workflow)",
+    "branch.value": "native (the conditional's output: every branch's sub-workflow returns the value)",
     "secrets": "native (secret requests, injected as environment variables)",
     "labels": "native (pod template labels/annotations; pipeline labels on the launch plan)",
     "distributed": "native (flytekitplugins-kfpytorch: Elastic, or PyTorch for a fixed world)",

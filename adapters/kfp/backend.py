@@ -34,6 +34,8 @@ _FEATURES = {
     "gates": "native (dsl.If)",
     "condition.expression": "native (dsl.If on each comparison; & as nested dsl.If; ~ pushed into the comparisons)",
     "condition.or": "unsupported (KFP conditions are conjunctions): refused at build time",
+    "branch.chain": "native (dsl.If/dsl.Elif/dsl.Else; each block's own condition must be one comparison)",
+    "branch.value": "native (dsl.OneOf)",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
     "distributed": "unsupported",

@@ -45,6 +45,8 @@ class LocalBackend:
                 "gates": NATIVE,
                 "condition.expression": "native (evaluated in-process)",
                 "condition.or": "native (evaluated in-process)",
+                "branch.chain": "native (evaluated in-process)",
+                "branch.value": "native (the value of the branch that ran)",
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "distributed": "unsupported",

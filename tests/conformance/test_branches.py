@@ -233,3 +233,14 @@ def test_elif_must_follow_its_block_directly() -> None:
     with pytest.raises(il.PipelineDefinitionError, match="must directly follow an il.when") as info:
         il.spec(p)
     assert "compute the condition before" in (info.value.hint or "")
+
+
+def test_interlock_backends_lists_how_each_backend_renders_branches() -> None:
+    from interlock.core.backends import get_backend
+
+    caps = {name: get_backend(name).capabilities() for name in ("local", "flyte", "kfp")}
+    for name, c in caps.items():
+        for feature in ("gates", "condition.expression", "condition.or", "branch.chain", "branch.value"):
+            assert feature in c.features, (name, feature)
+    assert "dsl.OneOf" in caps["kfp"].features["branch.value"]
+    assert not caps["kfp"].supports("condition.or") and caps["flyte"].supports("condition.or")
