@@ -252,8 +252,11 @@ def _operation(
 ) -> Any:
     def operand(b: Binding) -> Any:
         if b.kind is BindingKind.OUTPUT and (b.field or (opts.local_conditions and components[b.node or ""].outputs[b.port or ""] != SINGLE)):
-            if (binding_type(spec, b) or TypeSpec("str")).kind is TypeKind.BOOL:
+            kind = (binding_type(spec, b) or TypeSpec("str")).kind
+            if kind is TypeKind.BOOL:
                 return _condition(spec, Gate(gate.id, b), tasks, components, selectors, opts)
+            if not b.field:  # kfp-local resolves conditions only on outputs named "Output"
+                return _pass_through(gate, kind, _value(b, values, tasks, components), selectors)
         return _value(b, values, tasks, components)
 
     if term.op is Op.REF:
@@ -262,6 +265,17 @@ def _operation(
         return operand(term.terms[0].operands[0]) == False  # noqa: E712 - a kfp condition
     left, right = (operand(b) for b in term.operands)
     return COMPARISONS[term.op](left, right)
+
+
+def _pass_through(gate: Gate, kind: TypeKind, channel: Any, selectors: dict[str, str]) -> Any:
+    from . import selector
+
+    component = {TypeKind.INT: selector.as_int, TypeKind.FLOAT: selector.as_float}.get(kind, selector.as_str)
+    pick = component(value=channel)
+    pick.set_caching_options(enable_caching=False)
+    pick.set_display_name(f"{gate.id}-condition")
+    selectors[pick.name] = gate.id
+    return pick.output
 
 
 def kfp_conjunction(spec: PipelineSpec, gate: Gate) -> list[Cond]:

@@ -3,6 +3,8 @@ not the first, sibling blocks holding chains, conditions produced inside an oute
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import interlock as il
 
 # il.elif_, il.otherwise, il.branch_value once they are exported from interlock
@@ -186,3 +188,25 @@ def chain_nested(n: int = 4, label: str = "tails"):
     with elif_(c > 10):
         shout.named("large")(text="large")
     return c
+
+
+class Pair(NamedTuple):
+    total: int
+    label: str
+    ratio: float
+
+
+@il.step
+def pair(n: int) -> Pair:
+    return Pair(n, "heads" if n % 2 else "tails", n / 4)
+
+
+@il.pipeline(name="conf-expr-named")
+def expr_named(n: int = 5):
+    """Comparisons on NamedTuple outputs (not KFP's single "Output")."""
+    p = pair(n=n)
+    with il.when((p.total > 3) & (p.label == "heads")):
+        shout.named("odd-big")(text="yes")
+    with il.when(p.ratio <= 1.0):
+        shout.named("small-ratio")(text="small")
+    return p.label

@@ -244,3 +244,10 @@ def test_interlock_backends_lists_how_each_backend_renders_branches() -> None:
             assert feature in c.features, (name, feature)
     assert "dsl.OneOf" in caps["kfp"].features["branch.value"]
     assert not caps["kfp"].supports("condition.or") and caps["flyte"].supports("condition.or")
+
+
+@pytest.mark.parametrize(("n", "ran"), [(5, {"odd-big"}), (4, {"small-ratio"}), (2, {"small-ratio"})])
+def test_expressions_on_named_tuple_outputs(tmp_path: Path, n: int, ran: set[str]) -> None:
+    """kfp-local resolves conditions only on outputs named "Output": it used to leave these not-run."""
+    _, _, steps = _agree(bp.expr_named, tmp_path, n=n)
+    assert {s for s in ("odd-big", "small-ratio") if steps[s] == "succeeded"} == ran
