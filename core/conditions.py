@@ -196,6 +196,7 @@ def as_cond(value: Any, pipeline: str) -> Cond:
                 pipeline=pipeline,
                 hint=f"compare it: e.g. il.when({_short(value)} == ...) or il.when({_short(value)} > ...)",
             )
+        _not_a_branch_value(value, pipeline)
         return Cond.ref(value.binding)
     raise PipelineDefinitionError(
         f"{value!r} ({type(value).__name__}) is a plain Python value: it is known while the pipeline is "
@@ -228,6 +229,7 @@ def compare(op: Op, promise: Any, other: Any) -> Condition:
     numeric = {TypeKind.INT, TypeKind.FLOAT}
 
     def check(p: Any) -> None:
+        _not_a_branch_value(p, pipeline)
         if p.type.kind not in scalar or p.type.optional:
             raise PipelineDefinitionError(
                 f"cannot compare {p.describe()} of type {p.type.describe()} in a condition",
@@ -273,3 +275,14 @@ def compare(op: Op, promise: Any, other: Any) -> Condition:
 def _short(p: Any) -> str:
     b = p.binding
     return b.param if b.param else (b.port if b.port != "o0" else b.node) or "value"
+
+
+def _not_a_branch_value(p: Any, pipeline: str) -> None:
+    from .errors import PipelineDefinitionError
+
+    if p.binding.kind is BindingKind.ONE_OF:
+        # KFP cannot put a dsl.OneOf in a dsl.If condition; refuse everywhere, not only there.
+        raise PipelineDefinitionError(
+            f"a condition cannot read {p.describe()} (an il.branch_value)", pipeline=pipeline,
+            hint="pass the value to a step that returns the flag or the number to compare, and use that output",
+        )

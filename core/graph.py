@@ -120,6 +120,8 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
     for g in spec.gates:
         if g.parent is not None and g.parent not in gate_ids:
             raise PipelineDefinitionError(f"gate {g.id} is nested in unknown gate {g.parent!r}", pipeline=name)
+        if g.follows is not None and (g.follows not in gate_ids or spec.gate(g.follows).parent != g.parent):
+            raise PipelineDefinitionError(f"gate {g.id} follows {g.follows!r}, not a block of its scope", pipeline=name)
         cond = condition_of(g)
         for b in cond.bindings():
             known = b.node in node_names if b.kind is BindingKind.OUTPUT else spec.param(b.param or "") is not None

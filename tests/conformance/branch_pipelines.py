@@ -210,3 +210,16 @@ def expr_named(n: int = 5):
     with il.when(p.ratio <= 1.0):
         shout.named("small-ratio")(text="small")
     return p.label
+
+
+@il.pipeline(name="conf-value-later")
+def value_later(radius: float = 3.0, go: bool = True):
+    """A branch value read inside a later, unrelated block and returned."""
+    with il.when(radius > 2.0):
+        a = area.named("a1")(radius=radius, scale=1.0)
+    with otherwise():
+        b = area.named("a2")(radius=radius, scale=2.0)
+    v = branch_value(a, b)
+    with il.when(go):
+        tag.named("inside")(label="v", x=v)
+    return v

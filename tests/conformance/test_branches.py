@@ -251,3 +251,25 @@ def test_expressions_on_named_tuple_outputs(tmp_path: Path, n: int, ran: set[str
     """kfp-local resolves conditions only on outputs named "Output": it used to leave these not-run."""
     _, _, steps = _agree(bp.expr_named, tmp_path, n=n)
     assert {s for s in ("odd-big", "small-ratio") if steps[s] == "succeeded"} == ran
+
+
+def test_a_branch_value_in_a_condition_is_refused_with_a_fix() -> None:
+    @il.pipeline(name="value-in-condition")
+    def p(x: float = 1.0):
+        with il.when(x > 1.0):
+            a = bp.area.named("a")(radius=x, scale=1.0)
+        with bp.otherwise():
+            b = bp.area.named("b")(radius=x, scale=2.0)
+        with il.when(bp.branch_value(a, b) > 2.0):
+            bp.shout(text="big")
+
+    with pytest.raises(il.PipelineDefinitionError, match="cannot read branch value of a.o0 / b.o0") as info:
+        il.spec(p)
+    assert "pass the value to a step" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(("radius", "go", "value"), [(3.0, True, 28.2743), (1.0, False, 6.2832)])
+def test_a_branch_value_read_in_a_later_block(tmp_path: Path, radius: float, go: bool, value: float) -> None:
+    _, outputs, steps = _agree(bp.value_later, tmp_path, radius=radius, go=go)
+    assert outputs == {"o0": ("float", value)}
+    assert steps["inside"] == ("succeeded" if go else "skipped")
