@@ -380,13 +380,6 @@ def _is_local(result: Any) -> bool:
     return isinstance(result, Promise) and result.is_ready
 
 
-def _local_bool(flag: Any) -> bool | None:
-    """The flag's value in local execution; None while compiling (the value is not known yet)."""
-    if not _is_local(flag):
-        return None
-    return bool(flag.val.scalar.primitive.boolean)
-
-
 def gate_values(spec: PipelineSpec, returned: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, bool]:
     """Each il.when condition whose values flytekit produced locally, from what the nodes returned."""
     from interlock.core.conditions import decide
