@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .conditions import condition_of
 from .spec import PipelineSpec
 
@@ -28,12 +30,20 @@ def text(spec: PipelineSpec) -> str:
         outs = ", ".join(f"{p.name}: {p.type}" for p in step.outputs) or "-"
         gate = ""
         if node.gate:
-            conds = " and ".join(condition_of(g).describe() for g in spec.gate_chain(node.gate))
+            conds = " and ".join(_gate_label(g) for g in spec.gate_chain(node.gate))
             gate = f"  when {conds}"
         lines.append(f"  {_label(spec, node.name)}({ins}) -> {outs}{gate}")
     for name, b in spec.outputs:
         lines.append(f"  => {name} = {b.describe()}")
     return "\n".join(lines)
+
+
+def _gate_label(g: Any) -> str:
+    """`n > 5`, or for a chain block `elif n > 2 (after gate-1)` / `otherwise (after gate-2)`."""
+    if g.follows is None:
+        return condition_of(g).describe()
+    own = f"elif {g.own.describe()}" if g.own is not None else "otherwise"
+    return f"{own} (after {g.follows})"
 
 
 def mermaid(spec: PipelineSpec) -> str:
