@@ -34,7 +34,8 @@ DEFAULT_BACKEND = "local"
 FEATURES = (
     "gpu", "accelerator", "shared_memory", "node_selector", "tolerations", "interruptible", "timeout",
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
-    "checkpoint", "gates", "secrets", "labels", "queue", "distributed", "schedule", "run",
+    "checkpoint", "gates", "condition.expression", "condition.or", "branch.chain", "branch.value",
+    "secrets", "labels", "queue", "distributed", "schedule", "run",
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
 )
 
@@ -234,9 +235,26 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
                 mark(feature, node.name)
     if spec.gates:
         mark("gates", ", ".join(g.id for g in spec.gates))
+        for g in spec.gates:
+            if g.expr is not None:
+                mark("condition.expression", g.id)
+            if g.expr is not None and _has_or(g.expr):
+                mark("condition.or", g.id)
+            if g.follows is not None:
+                mark("branch.chain", g.id)
+        for _, b in [*spec.outputs, *(i for n in spec.nodes for i in n.inputs)]:
+            if b.kind == "one_of":
+                mark("branch.value", b.describe())
     if spec.schedule:
         mark("schedule", spec.name)
     return used
+
+
+def _has_or(cond: Any) -> bool:
+    from .conditions import Op
+
+    c = cond.without_not()
+    return c.op is Op.OR or any(_has_or(t) for t in c.terms)
 
 
 def as_runner(spec: PipelineSpec, backend: Compiler | Runner) -> tuple[Runner, Capabilities]:

@@ -23,6 +23,11 @@ def resolve(b: Binding, params: dict[str, Any], outputs: dict[str, dict[str, Any
         value = params[b.param or ""]
     elif b.kind is BindingKind.OUTPUT:
         value = follow(outputs[b.node or ""][b.port or ""], b.field)
+    elif b.kind is BindingKind.ONE_OF:  # the branch that ran produced its option
+        taken = [o for o in b.options if o.node in outputs]
+        if not taken:
+            raise KeyError(f"no branch produced {b.describe()}")
+        value = resolve(taken[0], params, outputs)
     else:
         value = b.value
     return revive(value, t) if t is not None else value
@@ -43,6 +48,20 @@ def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outp
     return values
 
 
-def gate_open(spec: PipelineSpec, gate_id: str | None, outputs: dict[str, dict[str, Any]]) -> bool:
+def gate_open(spec: PipelineSpec, gate_id: str | None, outputs: dict[str, dict[str, Any]],
+              params: dict[str, Any] | None = None) -> bool:
     """True when every enclosing il.when condition of a block holds."""
-    return all(bool(resolve(g.condition, {}, outputs)) for g in spec.gate_chain(gate_id))
+    from .conditions import condition_of
+
+    def value_of(b: Binding) -> Any:
+        return resolve(b, params or {}, outputs)
+
+    return all(condition_of(g).evaluate(value_of) for g in spec.gate_chain(gate_id))
+
+
+def gate_decisions(spec: PipelineSpec, params: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> dict[str, bool]:
+    """Each gate whose condition could be evaluated (every value it reads was produced), by id."""
+    from .conditions import decide
+
+    return {g.id: d for g in spec.gates
+            if (d := decide(g, lambda b: resolve(b, params, outputs))) is not None}

@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from .conditions import Cond, Condition, Op, as_cond, combine, compare
 from .errors import PipelineDefinitionError
 from .spec import Binding, BindingKind, Gate, Node
 from .types import TypeKind, TypeSpec, assignable, value_matches
@@ -61,18 +62,95 @@ class Promise:
         b = self._binding
         return Promise(self._builder, Binding.of_output(b.node or "", b.port or "", (*b.field, name)), ft)
 
-    def __bool__(self) -> bool:
-        raise PipelineDefinitionError(
-            f"{self.describe()} has no value while the pipeline is being built",
-            pipeline=self._builder.name,
-            hint="use `with il.when(flag):` to run steps only when a step's bool output is true",
+    # -- conditions: `n > 5`, `flip == "heads"`, `a & ~b` build a Condition for il.when ----------
+    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+        return compare(Op.EQ, self, other)
+
+    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+        return compare(Op.NE, self, other)
+
+    def __lt__(self, other: Any) -> Any:
+        return compare(Op.LT, self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return compare(Op.LE, self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return compare(Op.GT, self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return compare(Op.GE, self, other)
+
+    __hash__ = object.__hash__  # still usable as a dict key or in a set: identity
+
+    def __and__(self, other: Any) -> Any:
+        return combine(Op.AND, self._as_condition(), other)
+
+    def __rand__(self, other: Any) -> Any:
+        return combine(Op.AND, other, self._as_condition())
+
+    def __or__(self, other: Any) -> Any:
+        return combine(Op.OR, self._as_condition(), other)
+
+    def __ror__(self, other: Any) -> Any:
+        return combine(Op.OR, other, self._as_condition())
+
+    def __invert__(self) -> Any:
+        return ~self._as_condition()
+
+    def _as_condition(self) -> Any:
+        return Condition(as_cond(self, self._builder.name), self._builder.name, self._builder)
+
+    # -- a promise has no value while the body runs: refuse what would need one ------------------
+    def _no_value(self, what: str, instead: str) -> PipelineDefinitionError:
+        b = self._binding
+        return PipelineDefinitionError(
+            f"{what} {self.describe()}, which has no value while the pipeline is being built",
+            pipeline=self._builder.name, step=b.node if b.kind is BindingKind.OUTPUT else None,
+            hint=instead,
         )
 
-    def __iter__(self) -> Iterator[Any]:
-        raise PipelineDefinitionError(
-            f"cannot iterate over {self.describe()} while the pipeline is being built",
-            pipeline=self._builder.name,
+    def __bool__(self) -> bool:
+        raise self._no_value(
+            "`if`, `and`, `or`, `not` or bool() on",
+            "use `with il.when(flag):` (or il.when(x > 5), il.when(a & ~b)) to run steps only when it holds",
         )
+
+    # interlock has no dynamic graphs (Flyte @dynamic): the graph is fixed when the body runs.
+    _PER_ITEM = ("to run a step per item, use il.map (fan-out); to choose steps by a value, use "
+                 "il.when/il.elif_/il.otherwise; otherwise process the items inside one step")
+
+    def __iter__(self) -> Iterator[Any]:
+        raise self._no_value("cannot iterate (`for`, unpacking, list()) over", self._PER_ITEM)
+
+    def __index__(self) -> int:
+        raise self._no_value("range(), indexing or slicing with", self._PER_ITEM)
+
+    def __len__(self) -> int:
+        raise self._no_value("len() of", "compute the length inside a step, or make it an output")
+
+    def __contains__(self, item: Any) -> bool:
+        raise self._no_value("`in` on", "test membership inside a step that returns a bool, then il.when on it")
+
+    _TEXT = "build the text inside a step that takes this value as an input (a promise in a string is not wired)"
+
+    def __str__(self) -> str:
+        raise self._no_value("str() or %-formatting of", self._TEXT)
+
+    def __format__(self, spec: str) -> str:
+        raise self._no_value("an f-string or str.format() with", self._TEXT)
+
+    def __mod__(self, other: Any) -> Any:
+        raise self._no_value("`%` with", self._TEXT)
+
+    def __rmod__(self, other: Any) -> Any:
+        raise self._no_value("`%` with", self._TEXT)
+
+    def __add__(self, other: Any) -> Any:
+        raise self._no_value("`+` with", "do arithmetic and string joins inside a step")
+
+    def __radd__(self, other: Any) -> Any:
+        raise self._no_value("`+` with", "do arithmetic and string joins inside a step")
 
     def __repr__(self) -> str:
         return f"<promise {self.describe()}: {self._type.describe()}>"
@@ -112,6 +190,7 @@ class Builder:
         self.gates: list[Gate] = []
         self._gate_stack: list[str] = []
         self._node_gate: dict[str, str | None] = {}
+        self.last_block: tuple[str, int, int] | None = None  # (gate id, node count, gate count) at its end
 
     # -- recording ---------------------------------------------------------------------
     def add_node(self, step: Step, kwargs: dict[str, Any], node_name: str | None) -> Any:
@@ -206,6 +285,10 @@ class Builder:
                     pipeline=self.name, step=node, port=port,
                 )
             b = value.binding
+            if b.kind is BindingKind.ONE_OF:
+                from .branches import check_value_in_scope
+
+                check_value_in_scope(self, b, node, port)
             if b.kind is BindingKind.OUTPUT:
                 src_gate = self._node_gate.get(b.node or "")
                 if src_gate is not None and src_gate not in self._gate_stack:
@@ -239,28 +322,33 @@ class Builder:
         return promises[0]
 
     # -- gates -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def when(self, condition: Any) -> Iterator[None]:
-        if not isinstance(condition, Promise) or condition.binding.kind is not BindingKind.OUTPUT:
-            raise PipelineDefinitionError(
-                f"il.when takes a bool output of a step, got {condition!r}", pipeline=self.name,
-                hint="a gate is a step: make a step return bool (or a NamedTuple/dataclass with a bool field)",
-            )
-        if condition.type.kind is not TypeKind.BOOL or condition.type.optional:
-            raise PipelineDefinitionError(
-                f"il.when needs a bool, but {condition.describe()} is {condition.type.describe()}",
-                pipeline=self.name,
-            )
-        src_gate = self._node_gate.get(condition.binding.node or "")
-        if src_gate is not None and src_gate not in self._gate_stack:
-            raise PipelineDefinitionError(
-                f"{condition.describe()} is produced inside another il.when block", pipeline=self.name
-            )
+    def condition_for(self, condition: Any) -> tuple[Cond, bool]:
+        """The block condition, and whether it is a plain bool output (the original spec form)."""
+        legacy = (isinstance(condition, Promise) and condition.binding.kind is BindingKind.OUTPUT
+                  and condition.type.kind is TypeKind.BOOL and not condition.type.optional)
+        cond = Cond.ref(condition.binding) if legacy else as_cond(condition, self.name)
+        for b in cond.bindings():
+            src_gate = self._node_gate.get(b.node or "") if b.kind is BindingKind.OUTPUT else None
+            if src_gate is not None and src_gate not in self._gate_stack:
+                raise PipelineDefinitionError(
+                    f"{b.describe()} is produced inside another il.when block", pipeline=self.name
+                )
+        return cond, legacy
+
+    def when(self, condition: Any) -> contextlib.AbstractContextManager[None]:
+        cond, legacy = self.condition_for(condition)
         gate = Gate(
             id=f"gate-{len(self.gates) + 1}",
-            condition=condition.binding,
+            # A plain il.when(flag) keeps the original spec form; anything else is an expression.
+            condition=condition.binding if legacy else Binding.of_const(None),
             parent=self._gate_stack[-1] if self._gate_stack else None,
+            expr=None if legacy else cond,
         )
+        return self.block(gate, cond.describe())
+
+    @contextlib.contextmanager
+    def block(self, gate: Gate, label: str) -> Iterator[None]:
+        """Record the steps of a ``with`` block as gated by ``gate``."""
         self.gates.append(gate)
         self._gate_stack.append(gate.id)
         try:
@@ -268,7 +356,9 @@ class Builder:
         finally:
             self._gate_stack.pop()
         if not any(n.gate == gate.id for n in self.nodes):
-            raise PipelineDefinitionError(f"il.when({condition.describe()}) block has no steps", pipeline=self.name)
+            raise PipelineDefinitionError(f"il.when({label}) block has no steps", pipeline=self.name)
+        # il.elif_/il.otherwise may follow this block only if nothing is recorded in between.
+        self.last_block = (gate.id, len(self.nodes), len(self.gates))
 
 
 def _holds_promise(value: Any) -> bool:
@@ -296,7 +386,11 @@ def building(builder: Builder) -> Iterator[Builder]:
 
 
 def when(condition: Any) -> contextlib.AbstractContextManager[None]:
-    """Run the steps in the ``with`` block only when ``condition`` (a step's bool output) is true."""
+    """Run the steps in the ``with`` block only when ``condition`` holds at run time.
+
+    ``condition``: a bool step output or bool parameter, a comparison of an output or
+    parameter (``n > 5``, ``flip == "heads"``, ``a < b``), or ``&``/``|``/``~`` of those.
+    """
     builder = current_builder()
     if builder is None:
         raise PipelineDefinitionError("il.when is only meaningful inside an @il.pipeline function")

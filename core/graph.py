@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
+from .conditions import condition_of
 from .errors import PipelineDefinitionError
 from .names import check_step_name
 from .spec import Binding, BindingKind, Gate, Node, PipelineSpec
@@ -21,8 +23,7 @@ def _gate_conditions(gate_id: str | None, gates: dict[str, Gate], *, pipeline: s
         g = gates.get(gate_id)
         if g is None:  # validate() reports unknown gates; ordering alone cannot use them
             break
-        if g.condition.kind is BindingKind.OUTPUT and g.condition.node:
-            out.add(g.condition.node)
+        out |= {b.node for b in condition_of(g).bindings() if b.kind is BindingKind.OUTPUT and b.node}
         gate_id = g.parent
     return out
 
@@ -65,6 +66,8 @@ def topological_order(nodes: Iterable[Node], *, pipeline: str = "", gates: Itera
 
 
 def binding_type(spec: PipelineSpec, b: Binding) -> TypeSpec | None:
+    if b.kind is BindingKind.ONE_OF:
+        return binding_type(spec, b.options[0]) if b.options else None
     if b.kind is BindingKind.PARAM:
         p = spec.param(b.param or "")
         return p.type if p else None
@@ -122,9 +125,17 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
     for g in spec.gates:
         if g.parent is not None and g.parent not in gate_ids:
             raise PipelineDefinitionError(f"gate {g.id} is nested in unknown gate {g.parent!r}", pipeline=name)
-        t = binding_type(spec, g.condition) if g.condition.node in node_names else None
-        if t is None or t.kind is not TypeKind.BOOL:
-            raise PipelineDefinitionError(f"gate {g.id} condition {g.condition.describe()} is not a bool output", pipeline=name)
+        if g.follows is not None and (g.follows not in gate_ids or spec.gate(g.follows).parent != g.parent):
+            raise PipelineDefinitionError(f"gate {g.id} follows {g.follows!r}, not a block of its scope", pipeline=name)
+        cond = condition_of(g)
+        for b in cond.bindings():
+            known = b.node in node_names if b.kind is BindingKind.OUTPUT else spec.param(b.param or "") is not None
+            if not known or binding_type(spec, b) is None:
+                raise PipelineDefinitionError(f"gate {g.id} condition reads unknown {b.describe()}", pipeline=name)
+        for leaf in _bool_leaves(cond):
+            t = binding_type(spec, leaf)
+            if t is None or t.kind is not TypeKind.BOOL:
+                raise PipelineDefinitionError(f"gate {g.id} condition {leaf.describe()} is not a bool output", pipeline=name)
     for out_name, b in spec.outputs:
         if b.kind is BindingKind.OUTPUT and b.node in node_names and spec.node(b.node or "").gate is not None:
             raise PipelineDefinitionError(
@@ -133,6 +144,15 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
             )
     order = topological_order(spec.nodes, pipeline=name, gates=spec.gates)
     return spec if [n.name for n in order] == [n.name for n in spec.nodes] else _reorder(spec, order)
+
+
+def _bool_leaves(cond: Any) -> list[Binding]:
+    """Operands used as bools on their own (not compared with anything)."""
+    from .conditions import Op
+
+    if cond.op is Op.REF:
+        return list(cond.operands)
+    return [b for t in cond.terms for b in _bool_leaves(t)]
 
 
 def _reorder(spec: PipelineSpec, order: list[Node]) -> PipelineSpec:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from .conditions import condition_of
 from .spec import PipelineSpec
 
 
@@ -27,12 +30,20 @@ def text(spec: PipelineSpec) -> str:
         outs = ", ".join(f"{p.name}: {p.type}" for p in step.outputs) or "-"
         gate = ""
         if node.gate:
-            conds = " and ".join(g.condition.describe() for g in spec.gate_chain(node.gate))
+            conds = " and ".join(_gate_label(g) for g in spec.gate_chain(node.gate))
             gate = f"  when {conds}"
         lines.append(f"  {_label(spec, node.name)}({ins}) -> {outs}{gate}")
     for name, b in spec.outputs:
         lines.append(f"  => {name} = {b.describe()}")
     return "\n".join(lines)
+
+
+def _gate_label(g: Any) -> str:
+    """`n > 5`, or for a chain block `elif n > 2 (after gate-1)` / `otherwise (after gate-2)`."""
+    if g.follows is None:
+        return condition_of(g).describe()
+    own = f"elif {g.own.describe()}" if g.own is not None else "otherwise"
+    return f"{own} (after {g.follows})"
 
 
 def mermaid(spec: PipelineSpec) -> str:
@@ -44,9 +55,10 @@ def mermaid(spec: PipelineSpec) -> str:
         for up in sorted(n.upstream()):
             lines.append(f"  {ids[up]} --> {ids[n.name]}")
         for g in spec.gate_chain(n.gate):
-            if g.condition.node:
-                field = ".".join((g.condition.port or "", *g.condition.field))
-                lines.append(f"  {ids[g.condition.node]} -. {field} .-> {ids[n.name]}")
+            for b in condition_of(g).bindings():
+                if b.node:
+                    field = ".".join((b.port or "", *b.field))
+                    lines.append(f"  {ids[b.node]} -. {field} .-> {ids[n.name]}")
     return "\n".join(lines)
 
 
@@ -58,6 +70,8 @@ def dot(spec: PipelineSpec) -> str:
         for up in sorted(n.upstream()):
             lines.append(f'  "{up}" -> "{n.name}";')
         for g in spec.gate_chain(n.gate):
-            lines.append(f'  "{g.condition.node}" -> "{n.name}" [style=dashed, label="{g.condition.port}"];')
+            for b in condition_of(g).bindings():
+                if b.node:
+                    lines.append(f'  "{b.node}" -> "{n.name}" [style=dashed, label="{b.port}"];')
     lines.append("}")
     return "\n".join(lines)

@@ -141,6 +141,7 @@ class BindingKind(StrEnum):
     PARAM = "param"  # a pipeline parameter
     OUTPUT = "output"  # a node's output port, optionally a field path into a dataclass output
     CONST = "const"  # a JSON-able literal
+    ONE_OF = "one_of"  # il.branch_value: the output of whichever branch of an elif/otherwise chain ran
 
 
 @dataclass(frozen=True)
@@ -153,10 +154,12 @@ class Binding:
     port: str | None = None
     field: tuple[str, ...] = ()
     value: Any = None
+    options: tuple[Binding, ...] = ()  # ONE_OF: one output per branch, in branch order
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", BindingKind(self.kind))
         object.__setattr__(self, "field", tuple(self.field))
+        object.__setattr__(self, "options", tuple(self.options))
         object.__setattr__(self, "value", _json_form(self.value))
 
     @staticmethod
@@ -171,12 +174,24 @@ class Binding:
     def of_const(value: Any) -> Binding:
         return Binding(BindingKind.CONST, value=value)
 
+    @staticmethod
+    def one_of(options: tuple[Binding, ...]) -> Binding:
+        return Binding(BindingKind.ONE_OF, options=tuple(options))
+
+    def nodes(self) -> list[str]:
+        """The nodes this binding reads from (all branches, for ONE_OF)."""
+        if self.kind is BindingKind.OUTPUT and self.node:
+            return [self.node]
+        return [n for o in self.options for n in o.nodes()]
+
     def describe(self) -> str:
         if self.kind is BindingKind.PARAM:
             return f"pipeline parameter {self.param!r}"
         if self.kind is BindingKind.OUTPUT:
             dotted = "".join(f".{f}" for f in self.field)
             return f"output {self.node}.{self.port}{dotted}"
+        if self.kind is BindingKind.ONE_OF:
+            return "branch value of " + " / ".join(f"{o.node}.{o.port}" for o in self.options)
         return f"constant {self.value!r}"
 
     def to_json(self) -> dict[str, Any]:
@@ -187,10 +202,14 @@ class Binding:
             if self.field:
                 out["field"] = list(self.field)
             return out
+        if self.kind is BindingKind.ONE_OF:
+            return {"one_of": [o.to_json() for o in self.options]}
         return {"const": self.value}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Binding:
+        if "one_of" in d:
+            return cls.one_of(tuple(cls.from_json(o) for o in d["one_of"]))
         if "param" in d:
             return cls.of_param(d["param"])
         if "node" in d:
@@ -203,15 +222,43 @@ class Gate:
     """An ``il.when(...)`` block: nodes whose ``gate`` is this id run only if ``condition`` is true."""
 
     id: str
-    condition: Binding
+    condition: Binding  # a bool output; unused (a null constant) when ``expr`` is set
     parent: str | None = None  # the enclosing gate, for nested blocks
+    # A condition expression (core.conditions.Cond) over outputs and parameters, e.g. `n > 5`.
+    # Read conditions through core.conditions.condition_of(gate), which covers both forms.
+    # For an il.elif_/il.otherwise block it is the effective condition (earlier ones false).
+    expr: Any = None
+    follows: str | None = None  # il.elif_/il.otherwise: the block of the chain just before it
+    own: Any = None  # il.elif_: its own condition (None for il.otherwise), for native elif/else
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "condition": self.condition.to_json(), "parent": self.parent}
+        out = {"id": self.id, "condition": self.condition.to_json(), "parent": self.parent}
+        if self.expr is not None:  # absent for a plain il.when(flag): older specs still load
+            out["expr"] = self.expr.to_json()
+        if self.follows is not None:
+            out["follows"] = self.follows
+            out["own"] = self.own.to_json() if self.own is not None else None
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Gate:
-        return cls(d["id"], Binding.from_json(d["condition"]), d.get("parent"))
+        expr = None
+        if d.get("expr") is not None:
+            from .conditions import Cond  # conditions builds on this module
+
+            expr = Cond.from_json(d["expr"])
+        own = None
+        if d.get("own") is not None:
+            from .conditions import Cond
+
+            own = Cond.from_json(d["own"])
+        return cls(d["id"], Binding.from_json(d["condition"]), d.get("parent"), expr, d.get("follows"), own)
+
+
+def _reads(gate: Gate) -> list[Binding]:
+    from .conditions import condition_of
+
+    return condition_of(gate).bindings()
 
 
 @dataclass(frozen=True)
@@ -234,7 +281,7 @@ class Node:
         return dict(self.inputs)
 
     def upstream(self) -> set[str]:
-        ups = {b.node for _, b in self.inputs if b.kind is BindingKind.OUTPUT and b.node}
+        ups = {n for _, b in self.inputs for n in b.nodes()}
         return ups | set(self.after)
 
     def to_json(self) -> dict[str, Any]:
@@ -337,7 +384,7 @@ class PipelineSpec:
             for n in self.nodes:
                 if n.name in out:
                     continue
-                gate_nodes = {g.condition.node for g in self.gate_chain(n.gate)}
+                gate_nodes = {b.node for g in self.gate_chain(n.gate) for b in _reads(g)}
                 if cur in n.upstream() or cur in gate_nodes:
                     out.add(n.name)
                     frontier.append(n.name)

@@ -34,6 +34,10 @@ CLUSTER_FEATURES = {
     "cache": "native (Cache(version=code fingerprint), content hashes for DataFrames and directories)",
     "checkpoint": "emulated: the shim's checkpoint store (use an s3:// store on a cluster; pods do not share disks)",
     "gates": "native (conditional with a no-op else branch; a block is a sub-workflow)",
+    "condition.expression": "native (conditional(...).if_(comparisons joined by & |); ~ pushed into the comparisons)",
+    "condition.or": "native (| in the conditional's expression)",
+    "branch.chain": "native (one conditional: if_().then().elif_().then().else_().then(); each block a sub-workflow)",
+    "branch.value": "native (the conditional's output: every branch's sub-workflow returns the value)",
     "secrets": "native (secret requests, injected as environment variables)",
     "labels": "native (pod template labels/annotations; pipeline labels on the launch plan)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's pod template "

@@ -130,7 +130,7 @@ class FlyteLocalRunner:
             except Exception as exc:  # flytekit wraps the step's StepFailed; the observer has it
                 error = exc
         outcome = settle(
-            spec, run.state, observed(spec, local, since=started), gates=gate_values(spec, local.returned),
+            spec, run.state, observed(spec, local, since=started), gates=gate_values(spec, local.returned, _typed(spec, params)),
             failed=f"flytekit failed the run: {error}" if error is not None else None,
         )
         for name, o in outcome.steps.items():
@@ -155,3 +155,12 @@ class FlyteLocalRunner:
         else:
             values = {n: getattr(returned, n) for n in names}
         return {n: from_flyte(v, types[n]) for n, v in values.items()}
+
+
+def _typed(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters as the spec types them (with defaults), for deciding conditions on them."""
+    from interlock.core.values import revive
+
+    values = {p.name: revive(p.default, p.type) for p in spec.params if p.has_default}
+    values.update({p.name: revive(params[p.name], p.type) for p in spec.params if p.name in params})
+    return values

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from flytekit import conditional
-from flytekit.core.promise import VoidPromise
+from flytekit.core.promise import Promise, VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
+from interlock.core.branches import chain_of, head_of, own_condition
+from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, PipelineSpec
@@ -41,6 +43,8 @@ class Entities:
 def _key(b: Binding) -> str:
     if b.kind is BindingKind.PARAM:
         return b.param or ""  # workflow inputs keep the pipeline's parameter names
+    if b.kind is BindingKind.ONE_OF:
+        return py_ident("__".join(["oneof", *(f"{o.node}__{o.port}" for o in b.options)]))
     return py_ident("__".join([b.node or "", b.port or "", *b.field]))
 
 
@@ -59,9 +63,11 @@ class _Builder:
                     pipeline=spec.name, hint="return it from a step outside the block",
                 )
         for g in spec.gates:
-            if g.condition.field:
+            for c in condition_of(g).bindings():
+                if not c.field:
+                    continue
                 raise PipelineDefinitionError(
-                    f"il.when({g.condition.describe()}): a Flyte conditional compares a node output, "
+                    f"il.when({c.describe()}): a Flyte conditional compares a node output, "
                     "not a field of a dataclass output",
                     pipeline=spec.name,
                     hint="return the flag as its own output (a bool, or a NamedTuple field such as decision.promote)",
@@ -89,11 +95,13 @@ class _Builder:
             for _, b in self.spec.node(name).inputs:
                 if b.kind is BindingKind.PARAM or (b.kind is BindingKind.OUTPUT and b.node not in inside):
                     found[_key(b)] = b
+                elif b.kind is BindingKind.ONE_OF and not set(b.nodes()) & inside:  # a chain's value from outside
+                    found[_key(b)] = b
         for g in self.spec.gates:
             if g.parent and gate in [c.id for c in self.spec.gate_chain(g.parent)]:
-                c = g.condition
-                if c.node not in inside:
-                    found[_key(c)] = c
+                for c in condition_of(g).bindings():
+                    if c.node not in inside:
+                        found[_key(c)] = c
         return dict(sorted(found.items()))
 
     # -- emitting --------------------------------------------------------------------------
@@ -105,6 +113,8 @@ class _Builder:
             kind, name = nodes_or_gate
             if kind == "node":
                 self.emit_node(name, values, handles)
+            elif len(chain_of(self.spec, name)) > 1:  # il.when/il.elif_/il.otherwise
+                self.emit_chain(name, values)
             else:
                 self.emit_gate(name, values)
 
@@ -117,19 +127,21 @@ class _Builder:
             member = self._unit(self.spec.node(n).gate, gate)
             if member is None:
                 continue
-            unit = ("node", n) if member == "" else ("gate", member)
+            unit = ("node", n) if member == "" else ("gate", head_of(self.spec, member))  # a chain is one unit
             member_of[n] = unit
             if unit not in seen:
                 seen.add(unit)
                 units.append(unit)
         deps: dict[tuple[str, str], set[tuple[str, str]]] = {u: set() for u in units}
         for u in units:
-            names = [u[1]] if u[0] == "node" else self.nodes_in(u[1])
+            members = [g.id for g in chain_of(self.spec, u[1])] if u[0] == "gate" else []
+            names = [u[1]] if u[0] == "node" else [n for m in members for n in self.nodes_in(m)]
             ups: set[str] = set()
             for n in names:
                 ups |= self.spec.node(n).upstream()
-            if u[0] == "gate":  # the block's own condition and those of blocks nested in it
-                ups |= {g.condition.node or "" for g in self.spec.gates if g.id in self.nodes_gates(u[1])}
+            for m in members:  # the block's own condition and those of blocks nested in it
+                ups |= {b.node or "" for g in self.spec.gates if g.id in self.nodes_gates(m)
+                        for b in condition_of(g).bindings()}
             deps[u] = {member_of[x] for x in ups if x in member_of and member_of[x] != u}
         # Kahn's algorithm; among the ready units the earliest in `ordered` goes first.
         index = {u: i for i, u in enumerate(units)}
@@ -192,29 +204,95 @@ class _Builder:
 
     def emit_gate(self, gate_id: str, values: dict[str, Any]) -> None:
         g = self.spec.gate(gate_id)
-        flag = self.value_of(g.condition, values, values.setdefault("__outputs__", {}))
+        outputs = values.setdefault("__outputs__", {})
+        cond = condition_of(g)
+        operands = {b: self.value_of(b, values, outputs) for b in cond.bindings()}
         sub = self.subworkflow(gate_id)
         ext = self.external_bindings(gate_id)
         kwargs = {k: self.value_of(b, values, values["__outputs__"]) for k, b in ext.items()}
-        taken = _local_bool(flag)
-        case = conditional(gate_id).if_(_is_true(flag))
+        taken = _local_taken(cond, operands)
+        saved = _branch_mode()
+        case = conditional(gate_id).if_(flyte_expression(cond, operands))
         # flytekit local runs a nested conditional's false branch when the enclosing one was
         # taken (its context keeps BRANCH_ACTIVE): do not even call a branch we know is closed.
         branch = case.then(sub(**kwargs) if taken is not False else VoidPromise(sub.name))
         branch.else_().then(self.noop())  # type: ignore[misc]
+        _restore_branch_mode(saved)
         _name_branch_node(gate_id)
+
+    # -- il.when/il.elif_/il.otherwise chains --------------------------------------------------
+    def chain_values(self, head: str) -> list[Binding]:
+        """The il.branch_value bindings of a chain, in a stable order."""
+        members = [g.id for g in chain_of(self.spec, head)]
+        found: list[Binding] = []
+        candidates = [b for n in self.spec.nodes for _, b in n.inputs] + [b for _, b in self.spec.outputs]
+        for b in candidates:
+            if b.kind is BindingKind.ONE_OF and b not in found and self.spec.node(b.options[0].node or "").gate == members[0]:
+                found.append(b)
+        return found
+
+    def branch_returns(self, gate_id: str) -> list[Binding]:
+        """What a chain member's sub-workflow returns: its option of each branch value."""
+        head = head_of(self.spec, gate_id)
+        if len(chain_of(self.spec, head)) < 2:
+            return []
+        i = [g.id for g in chain_of(self.spec, head)].index(gate_id)
+        return [b.options[i] for b in self.chain_values(head)]
+
+    def emit_chain(self, head: str, values: dict[str, Any]) -> None:
+        """One Flyte conditional: if_(...).then(...).elif_(...).then(...).else_().then(...)."""
+        from flytekit.core.promise import create_task_output
+
+        chain = chain_of(self.spec, head)
+        outputs = values.setdefault("__outputs__", {})
+        chain_vals = self.chain_values(head)
+        reads = {b: self.value_of(b, values, outputs) for g in chain for b in condition_of(g).bindings()}
+        local = bool(reads) and all(_is_local(p) for p in reads.values())
+        taken = None
+        if local:  # which block runs: flytekit local would also run closed branches of a nested chain
+            literal = {b: _literal_value(p) for b, p in reads.items()}
+            taken = next((g.id for g in chain
+                          if condition_of(g).evaluate(lambda b: literal[b] if b in literal else b.value)), None)
+        saved = _branch_mode()
+        section: Any = conditional(head)
+        for i, g in enumerate(chain):
+            own = own_condition(g)
+            expr = flyte_expression(own, {b: reads[b] for b in own.bindings()}) if own is not None else None
+            case = section.if_(expr) if i == 0 else (section.else_() if own is None else section.elif_(expr))
+            sub = self.subworkflow(g.id)
+            if local and taken != g.id:
+                out: Any = VoidPromise(sub.name) if not chain_vals else create_task_output(
+                    [Promise(var=f"v{k}", val=_void()) for k in range(len(chain_vals))])
+            else:
+                kwargs = {k: self.value_of(b, values, outputs) for k, b in self.external_bindings(g.id).items()}
+                out = sub(**kwargs)
+            section = case.then(out)
+        if own_condition(chain[-1]) is not None:  # no il.otherwise: a no-op else, as for one block
+            section = section.else_().then(self.noop())  # type: ignore[misc]
+        _restore_branch_mode(saved)
+        _name_branch_node(head)
+        for k, b in enumerate(chain_vals):
+            values[_key(b)] = section if len(chain_vals) == 1 else getattr(section, f"v{k}")
 
     def subworkflow(self, gate_id: str) -> PythonFunctionWorkflow:
         if gate_id not in self.subworkflows:
             ext = self.external_bindings(gate_id)
             types = {k: python_type(_type_of(self.spec, b)) for k, b in ext.items()}
 
-            def body(**kwargs: Any) -> None:
+            returns = self.branch_returns(gate_id)
+            ret = outputs_type(tuple(_Port(f"v{i}", _type_of(self.spec, b)) for i, b in enumerate(returns)),
+                               py_ident(f"{self.spec.name}_{gate_id}_values"))
+
+            def body(**kwargs: Any) -> Any:
                 values = dict(kwargs)
                 values["__outputs__"] = {}
                 self.emit_scope(gate_id, values)
+                if not returns:
+                    return None
+                outs = [self.value_of(b, values, values["__outputs__"]) for b in returns]
+                return ret(*outs)
 
-            fn = _function(f"{self.spec.name}_{gate_id}", types, {}, None, body)
+            fn = _function(f"{self.spec.name}_{gate_id}", types, {}, ret, body)
             wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
                                         default_metadata=_defaults())
             wf._name = f"{self.spec.name}.{gate_id}"
@@ -270,36 +348,98 @@ def _name_branch_node(gate_id: str) -> None:
         state.nodes[-1]._id = _dnsify(gate_id)
 
 
-def _is_local(result: Any) -> bool:
-    from flytekit.core.promise import Promise
+def _branch_mode() -> tuple[Any, Any] | None:
+    """The local execution state and its branch mode, before a conditional runs.
 
+    Inside a taken branch, flytekit hands a nested conditional the enclosing execution state
+    itself (not a copy), and ending that conditional sets it to BRANCH_SKIPPED: every later
+    task and conditional of the enclosing block would then be skipped silently.
+    """
+    from flytekit.core.context_manager import FlyteContextManager
+
+    state = FlyteContextManager.current_context().execution_state
+    if state is None or not state.is_local_execution():
+        return None
+    return state, state.branch_eval_mode
+
+
+def _restore_branch_mode(saved: tuple[Any, Any] | None) -> None:
+    if saved is not None:
+        state, mode = saved
+        object.__setattr__(state, "branch_eval_mode", mode)  # ExecutionState is frozen; flytekit sets it so too
+
+
+def _void() -> Any:
+    """A placeholder literal for the outputs of a branch that is not taken (never read)."""
+    from flytekit.models.literals import Literal, Scalar, Void
+
+    return Literal(scalar=Scalar(none_type=Void()))
+
+
+def _is_local(result: Any) -> bool:
     return isinstance(result, Promise) and result.is_ready
 
 
-def _local_bool(flag: Any) -> bool | None:
-    """The flag's value in local execution; None while compiling (the value is not known yet)."""
-    if not _is_local(flag):
-        return None
-    return bool(flag.val.scalar.primitive.boolean)
+def gate_values(spec: PipelineSpec, returned: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, bool]:
+    """Each il.when condition whose values flytekit produced locally, from what the nodes returned."""
+    from interlock.core.conditions import decide
 
-
-def gate_values(spec: PipelineSpec, returned: dict[str, Any]) -> dict[str, bool]:
-    """Each il.when condition whose node flytekit ran locally, from what the node returned."""
-    values: dict[str, bool] = {}
-    for g in spec.gates:
-        b = g.condition
-        if b.kind != "output" or b.node not in returned:
-            continue
+    def value_of(b: Binding) -> Any:
+        if b.kind is BindingKind.PARAM:
+            return (params or {})[b.param or ""]  # KeyError: undecided
+        if b.kind is not BindingKind.OUTPUT:
+            return b.value
         out = returned[b.node or ""]
         ports = [p.name for p in spec.step_of(b.node or "").outputs]
+        flag = out if len(ports) == 1 and ports[0] == "o0" else getattr(out, b.port or "")
+        if not _is_local(flag):
+            raise KeyError(b.node)
+        return _literal_value(flag)
+
+    values: dict[str, bool] = {}
+    for g in spec.gates:
         try:
-            flag = out if len(ports) == 1 and ports[0] == "o0" else getattr(out, b.port or "")
-            taken = _local_bool(flag)
-        except (AttributeError, TypeError):  # not a local boolean literal: leave the gate undecided
+            taken = decide(g, value_of)
+        except (AttributeError, TypeError):  # not a local literal: leave the gate undecided
             continue
         if taken is not None:
             values[g.id] = taken
     return values
+
+
+def _literal_value(p: Any) -> Any:
+    """A ready promise's primitive value (what a Flyte condition can compare)."""
+    return p.val.scalar.primitive.value
+
+
+def flyte_expression(cond: Cond, operands: dict[Binding, Any]) -> Any:
+    """A flytekit condition expression: comparisons and `&`/`|` of them; NOT pushed to the leaves."""
+    c = cond.without_not()
+
+    def render(t: Cond) -> Any:
+        if t.op is Op.REF:
+            return _is_true(operands[t.operands[0]])
+        if t.op is Op.NOT:  # NOT(REF)
+            p = operands[t.terms[0].operands[0]]
+            return p.is_false() if hasattr(p, "is_false") else not p
+        if t.op in COMPARISONS:
+            left, right = (operands[b] if b in operands else b.value for b in t.operands)
+            return COMPARISONS[t.op](left, right)
+        parts = [render(x) for x in t.terms]
+        out = parts[0]
+        for part in parts[1:]:
+            out = (out & part) if t.op is Op.AND else (out | part)
+        return out
+
+    return render(c)
+
+
+def _local_taken(cond: Cond, operands: dict[Binding, Any]) -> bool | None:
+    """The condition's value in local execution; None while compiling (values not known yet)."""
+    if not operands or not all(_is_local(p) for p in operands.values()):
+        return None
+    values = {b: _literal_value(p) for b, p in operands.items()}
+    return cond.evaluate(lambda b: values[b] if b in values else b.value)
 
 
 def _is_true(flag: Any) -> Any:

@@ -37,6 +37,10 @@ _FEATURES = {
     "cache": "native (KFP caching; the code fingerprint is in the component command)",
     "checkpoint": "native (the shim; needs a shared store on a cluster: state_pvc or s3://)",
     "gates": "native (dsl.If)",
+    "condition.expression": "native (dsl.If on each comparison; & as nested dsl.If; ~ pushed into the comparisons)",
+    "condition.or": "unsupported (KFP conditions are conjunctions): refused at build time",
+    "branch.chain": "native (dsl.If/dsl.Elif/dsl.Else; each block's own condition must be one comparison)",
+    "branch.value": "native (dsl.OneOf)",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class as kfp-kubernetes pod labels; "

@@ -15,7 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from interlock.core.blocks import structured_order
+from interlock.core.branches import own_condition
+from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.errors import PipelineDefinitionError
+from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, Gate, PipelineSpec
 from interlock.core.types import TypeKind, TypeSpec
 
@@ -73,7 +77,7 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     def body(*args: Any) -> Any:
         values = dict(zip(order, args, strict=True))
         tasks: dict[str, Any] = {}
-        open_gates: list[tuple[str, Any]] = []
+        open_gates: list[tuple[str, list[Any]]] = []
         handler = None
         if opts.state_pvc:
             # Fragments outlive pods on the state volume: assemble the receipt at exit.
@@ -81,21 +85,32 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
 
             handler = dsl.ExitHandler(make_receipt_task(spec, values, opts), name="interlock-run")
             handler.__enter__()
-        for node in spec.nodes:
+        # Each il.when block as one contiguous group: KFP opens one dsl.If per contiguous run.
+        for node in structured_order(spec):
             chain = [g for g in spec.gate_chain(node.gate)]
             keep = 0
             while keep < min(len(chain), len(open_gates)) and open_gates[keep][0] == chain[keep].id:
                 keep += 1
             while len(open_gates) > keep:
-                open_gates.pop()[1].__exit__(None, None, None)
+                for cm in reversed(open_gates.pop()[1]):
+                    cm.__exit__(None, None, None)
             for gate in chain[keep:]:
-                cm = dsl.If(_condition(spec, gate, tasks, components, selectors, opts) == True, name=gate.id)  # noqa: E712 - a kfp condition, not a Python comparison
-                cm.__enter__()
-                open_gates.append((gate.id, cm))
+                scopes = []
+                if in_chain(spec, gate):  # il.when/il.elif_/il.otherwise: native If/Elif/Else
+                    cm = _chain_scope(spec, gate, values, tasks, components, selectors, opts)
+                    cm.__enter__()
+                    scopes.append(cm)
+                # A conjunction is one nested dsl.If per term: KFP joins nested conditions with &&.
+                for i, op in enumerate([] if scopes else _conditions(spec, gate, values, tasks, components, selectors, opts)):
+                    cm = dsl.If(op, name=gate.id if i == 0 else f"{gate.id}-{i + 1}")
+                    cm.__enter__()
+                    scopes.append(cm)
+                open_gates.append((gate.id, scopes))
             tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
             task_names[tasks[node.name].name] = node.name
         while open_gates:
-            open_gates.pop()[1].__exit__(None, None, None)
+            for cm in reversed(open_gates.pop()[1]):
+                cm.__exit__(None, None, None)
         if handler is not None:
             handler.__exit__(None, None, None)
         if outputs:
@@ -125,7 +140,8 @@ def exported_outputs(spec: PipelineSpec) -> list[tuple[str, Binding]]:
     """
     return [
         (name, b) for name, b in spec.outputs
-        if b.kind is BindingKind.OUTPUT and not b.field and spec.node(b.node or "").gate is None
+        if (b.kind is BindingKind.OUTPUT and not b.field and spec.node(b.node or "").gate is None)
+        or b.kind is BindingKind.ONE_OF
     ]
 
 
@@ -151,6 +167,13 @@ def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components
     if b.kind is BindingKind.OUTPUT:
         src = components[b.node or ""]
         return tasks[b.node or ""].outputs[src.outputs[b.port or ""]]
+    if b.kind is BindingKind.ONE_OF:  # il.branch_value: one dsl.OneOf however often it is read
+        from kfp import dsl
+
+        memo = "\0one-of:" + ",".join(f"{o.node}.{o.port}" for o in b.options)
+        if memo not in tasks:
+            tasks[memo] = dsl.OneOf(*(_value(o, values, tasks, components) for o in b.options))
+        return tasks[memo]
     return b.value
 
 
@@ -190,6 +213,96 @@ def _task(
     apply_task_settings(task, spec, step, opts, display_name=node_name)
     apply_platform_settings(task, spec, step, opts)
     return task
+
+
+def in_chain(spec: PipelineSpec, gate: Gate) -> bool:
+    return gate.follows is not None or any(g.follows == gate.id for g in spec.gates)
+
+
+def _chain_scope(
+    spec: PipelineSpec, gate: Gate, values: dict[str, Any], tasks: dict[str, Any],
+    components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
+) -> Any:
+    """dsl.If / dsl.Elif / dsl.Else for one block of a chain (each takes one comparison)."""
+    from kfp import dsl
+
+    own = own_condition(gate)
+    if own is None:
+        return dsl.Else(name=gate.id)
+    terms = kfp_conjunction(spec, Gate(gate.id, gate.condition, gate.parent, own))
+    if len(terms) != 1:
+        raise PipelineDefinitionError(
+            f"il.when/il.elif_({own.describe()}): a KFP dsl.If/dsl.Elif of a chain takes one comparison",
+            pipeline=spec.name, hint="compute the combined flag in a step, or nest an il.when inside the branch",
+        )
+    if gate.expr is None and gate.follows is None:  # a plain il.when(flag) heading the chain
+        op = _condition(spec, gate, tasks, components, selectors, opts) == True  # noqa: E712 - a kfp condition
+    else:
+        op = _operation(spec, gate, terms[0], values, tasks, components, selectors, opts)
+    return (dsl.Elif if gate.follows is not None else dsl.If)(op, name=gate.id)
+
+
+def _conditions(
+    spec: PipelineSpec, gate: Gate, values: dict[str, Any], tasks: dict[str, Any],
+    components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
+) -> list[Any]:
+    """The gate's condition as KFP condition operations, to be nested (their conjunction)."""
+    if gate.expr is None:  # plain il.when(flag): as before, through a selector where needed
+        return [_condition(spec, gate, tasks, components, selectors, opts) == True]  # noqa: E712 - a kfp condition
+    return [_operation(spec, gate, term, values, tasks, components, selectors, opts)
+            for term in kfp_conjunction(spec, gate)]
+
+
+def _operation(
+    spec: PipelineSpec, gate: Gate, term: Cond, values: dict[str, Any], tasks: dict[str, Any],
+    components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
+) -> Any:
+    def operand(b: Binding) -> Any:
+        if b.kind is BindingKind.OUTPUT and (b.field or (opts.local_conditions and components[b.node or ""].outputs[b.port or ""] != SINGLE)):
+            kind = (binding_type(spec, b) or TypeSpec("str")).kind
+            if kind is TypeKind.BOOL:
+                return _condition(spec, Gate(gate.id, b), tasks, components, selectors, opts)
+            if not b.field:  # kfp-local resolves conditions only on outputs named "Output"
+                return _pass_through(gate, kind, _value(b, values, tasks, components), selectors)
+        return _value(b, values, tasks, components)
+
+    if term.op is Op.REF:
+        return operand(term.operands[0]) == True  # noqa: E712 - a kfp condition
+    if term.op is Op.NOT:  # NOT(REF) after without_not()
+        return operand(term.terms[0].operands[0]) == False  # noqa: E712 - a kfp condition
+    left, right = (operand(b) for b in term.operands)
+    return COMPARISONS[term.op](left, right)
+
+
+def _pass_through(gate: Gate, kind: TypeKind, channel: Any, selectors: dict[str, str]) -> Any:
+    from . import selector
+
+    component = {TypeKind.INT: selector.as_int, TypeKind.FLOAT: selector.as_float}.get(kind, selector.as_str)
+    pick = component(value=channel)
+    pick.set_caching_options(enable_caching=False)
+    pick.set_display_name(f"{gate.id}-condition")
+    selectors[pick.name] = gate.id
+    return pick.output
+
+
+def kfp_conjunction(spec: PipelineSpec, gate: Gate) -> list[Cond]:
+    """The terms of a condition KFP can express: a conjunction of comparisons (no `|`)."""
+    cond = (gate.expr if gate.expr is not None else condition_of(gate)).without_not()
+    terms = list(cond.terms) if cond.op is Op.AND else [cond]
+    flat: list[Cond] = []
+    while terms:
+        t = terms.pop(0)
+        if t.op is Op.AND:
+            terms[:0] = list(t.terms)
+        elif t.op is Op.OR:
+            raise PipelineDefinitionError(
+                f"il.when({condition_of(gate).describe()}): KFP conditions are conjunctions of comparisons; "
+                "`|` has no native form", pipeline=spec.name,
+                hint="split the block into one il.when per alternative, or compute the flag in a step",
+            )
+        else:
+            flat.append(t)
+    return flat
 
 
 def _condition(

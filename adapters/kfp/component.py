@@ -56,6 +56,8 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     p = step.input(port)
     assert p is not None
     b = spec.node(node).bindings.get(port)
+    if b is not None and b.kind is BindingKind.ONE_OF:  # il.branch_value: every option has one type
+        b = b.options[0]
     src: TypeSpec | None = None
     if b is not None and b.kind is BindingKind.OUTPUT:
         out = spec.step_of(b.node or "").output(b.port or "")

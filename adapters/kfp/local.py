@@ -353,7 +353,7 @@ class KfpLocalRun:
     ) -> RunResult:
         spec, options = self.spec, self.options
         outcome = settle(
-            spec, observer.state, observer.seen(), gates=self._gates(observer),
+            spec, observer.state, observer.seen(), gates=self._gates(observer, params),
             failed=f"kfp-local could not run the pipeline: {crashed}" if crashed is not None else None,
         )
         receipt = assemble_receipt(
@@ -375,29 +375,41 @@ class KfpLocalRun:
         record_lineage(spec, receipt, observer.records, workdir=options.workdir, enabled=KfpLocalOptions.of(options).lineage)
         return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt, error)
 
-    def _gates(self, observer: _TaskObserver) -> dict[str, bool]:
-        """Each il.when condition whose node kfp ran, read from that node's outputs."""
+    def _gates(self, observer: _TaskObserver, params: dict[str, Any]) -> dict[str, bool]:
+        """Each il.when condition whose values kfp produced, read from those nodes' outputs."""
+        from interlock.core.conditions import decide
         from interlock.core.graph import binding_type
+        from interlock.core.values import revive
 
         from .names import io_names
 
-        values: dict[str, bool] = {}
-        for g in self.spec.gates:
-            b = g.condition
+        def value_of(b: Any) -> Any:
+            if b.kind == "param":
+                p = self.spec.param(b.param or "")
+                return revive(params[b.param or ""] if b.param in params else p.default, p.type)  # KeyError: undecided
+            if b.kind != "output":
+                return b.value
             rec = observer.records.get(b.node or "")
-            if b.kind != "output" or rec is None or rec.status is not Status.SUCCEEDED:
-                continue
+            if rec is None or rec.status is not Status.SUCCEEDED:
+                raise KeyError(b.node)
             step = self.spec.step_of(b.node or "")
             _, names_out = io_names(step)
             port = step.output(b.port or "")
             t = binding_type(self.spec, b)
             raw = rec.outputs.get(names_out.get(b.port or "", ""))
             if port is None or t is None or raw is None:
-                continue
+                raise KeyError(b.node)
+            return to_value(raw, b, t, port.type)
+
+        values: dict[str, bool] = {}
+        for g in self.spec.gates:
             try:
-                values[g.id] = bool(to_value(raw, b, t, port.type))
+                decided = decide(g, value_of)
             except Exception as exc:  # an unreadable output leaves the gate undecided, never fails the run
-                log.debug("gate %s: cannot read %s: %s", g.id, b.describe(), exc)
+                log.debug("gate %s: cannot read its condition: %s", g.id, exc)
+                continue
+            if decided is not None:
+                values[g.id] = decided
         return values
 
     def _outputs(self, observer: _TaskObserver) -> dict[str, Any]:
@@ -405,6 +417,9 @@ class KfpLocalRun:
         types = dict(spec.output_types)
         out: dict[str, Any] = {}
         for name, b in spec.outputs:
+            if b.kind == "one_of":  # il.branch_value: the option whose branch ran
+                ran = [o for o in b.options if (r := observer.records.get(o.node or "")) and r.status is Status.SUCCEEDED]
+                b = ran[0] if ran else b.options[0]
             rec = observer.records.get(b.node or "")
             if rec is None or rec.status is not Status.SUCCEEDED:
                 continue  # behind a closed gate

@@ -20,3 +20,19 @@ def select_bool(value: dict, path: list) -> bool:
 @dsl.component(base_image="python:3.11-slim", install_kfp_package=False)
 def as_bool(value: bool) -> bool:
     return bool(value)
+
+
+# kfp-local only: the same pass-through for the values a condition compares (n > 5, s == "a").
+@dsl.component(base_image="python:3.11-slim", install_kfp_package=False)
+def as_int(value: int) -> int:
+    return value
+
+
+@dsl.component(base_image="python:3.11-slim", install_kfp_package=False)
+def as_float(value: float) -> float:
+    return value
+
+
+@dsl.component(base_image="python:3.11-slim", install_kfp_package=False)
+def as_str(value: str) -> str:
+    return value

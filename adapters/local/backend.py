@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.backends import Capabilities, RunOptions, RunResult
-from interlock.core.bindings import gate_open, node_inputs, resolve
+from interlock.core.bindings import gate_decisions, gate_open, node_inputs, resolve
 from interlock.core.cache import LocalCache, cache_key
 from interlock.core.errors import SerializationError, StepFailed, StepStopped
 from interlock.core.failures import FailureKind, default_classifier
@@ -59,6 +59,10 @@ class LocalBackend:
                 "cache": "native (core cache keys, directory store)",
                 "checkpoint": "native (local directory or S3 store)",
                 "gates": NATIVE,
+                "condition.expression": "native (evaluated in-process)",
+                "condition.or": "native (evaluated in-process)",
+                "branch.chain": "native (evaluated in-process)",
+                "branch.value": "native (the value of the branch that ran)",
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "queue": "emulated: recorded in the receipt (no Kueue locally)",
@@ -88,7 +92,7 @@ class LocalBackend:
             step = spec.step_of(node)
             if failed:
                 break  # what follows is NOT_RUN (or SKIPPED behind a closed gate): settle() says which
-            if not gate_open(spec, node.gate, outputs):
+            if not gate_open(spec, node.gate, outputs, typed_params):
                 options.emit(node.name, Status.SKIPPED, "gate closed")
                 continue
             inputs = node_inputs(spec, node.name, typed_params, outputs)
@@ -107,6 +111,10 @@ class LocalBackend:
                 continue
             shutil.rmtree(values_dir, ignore_errors=True)
             hit = cache.get(step, key) if key else None
+            if hit is not None and key and cache.provenance(step, key).get("run_id") == options.run_id:
+                # Written by this very run (the same step called twice with the same inputs): run it
+                # again, as Flyte and KFP do when two identical nodes of one run start together.
+                hit = None
             if hit is not None and key:
                 outputs[node.name] = hit
                 record_cache_hit(run, step, node.name, cache.provenance(step, key))
@@ -141,9 +149,7 @@ class LocalBackend:
             duration = result.ended - result.started
             options.emit(node.name, Status.SUCCEEDED, f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
 
-        gates = {g.id: bool(resolve(g.condition, typed_params, outputs)) for g in spec.gates
-                 if g.condition.kind != "output" or g.condition.node in outputs}
-        outcome = settle(spec, run.state, seen, gates=gates)
+        outcome = settle(spec, run.state, seen, gates=gate_decisions(spec, typed_params, outputs))
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,
             status=outcome.status, statuses=outcome.statuses, started=started,

@@ -376,21 +376,24 @@ def test_when_on_a_non_bool_output() -> None:
 
 
 def test_when_on_a_parameter_or_a_constant() -> None:
+    # Issue 10: a bool parameter decides a block directly (it is known only at run time).
     @il.pipeline(name="when-param")
     def p(go: bool = True):
         with il.when(go):
             shout(msg="x")
 
-    with pytest.raises(il.PipelineDefinitionError, match="il.when takes a bool output of a step"):
-        il.spec(p)
+    [gate] = il.spec(p).gates
+    assert gate.expr is not None and gate.expr.describe() == "go"
 
+    # A plain Python value is known at build time: refused, saying what to write instead.
     @il.pipeline(name="when-const")
     def q():
         with il.when(True):
             shout(msg="x")
 
-    with pytest.raises(il.PipelineDefinitionError, match="il.when takes a bool output of a step"):
+    with pytest.raises(il.PipelineDefinitionError, match="plain Python value") as info:
         il.spec(q)
+    assert "il.when(flip == " in (info.value.hint or "")
 
 
 def test_when_outside_a_pipeline() -> None:

@@ -1,0 +1,48 @@
+"""The ported KFP/Flyte samples under docs/examples give the same outcome on every backend
+(docs/control-flow.md lists them beside the originals)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import flyte_conditions
+import flyte_nested_conditions
+import kfp_condition
+import pytest
+from _compare import BACKENDS, outcome
+
+from interlock.core.backends import available_backends
+
+INSTALLED = tuple(b for b in BACKENDS if b in available_backends())
+
+
+def _same(pipeline: Any, tmp_path: Path, **params: Any) -> tuple[str, dict, dict]:
+    results = {b: outcome(pipeline, b, tmp_path / b, **params) for b in INSTALLED}
+    for b, got in results.items():
+        assert got == results["local"], f"{b} differs from local"
+    return results["local"]
+
+
+@pytest.mark.parametrize(("seed", "leaf", "number"), [(4, "heads-small", 4), (7, "tails-big", 16)])
+def test_kfp_condition_sample(tmp_path: Path, seed: int, leaf: str, number: int) -> None:
+    status, outputs, steps = _same(kfp_condition.condition, tmp_path, seed=seed)
+    assert status == "succeeded" and outputs["o1"] == ("int", number)
+    assert [n for n in ("heads-big", "heads-small", "tails-big", "tails-small") if steps[n] == "succeeded"] == [leaf]
+
+
+@pytest.mark.parametrize(("radius", "status", "value"), [(0.5, "succeeded", 3.141593), (11.0, "failed", None)])
+def test_flyte_conditions_sample(tmp_path: Path, radius: float, status: str, value: float | None) -> None:
+    got, outputs, steps = _same(flyte_conditions.shape_properties, tmp_path, radius=radius)
+    assert got == status
+    if value is not None:
+        assert outputs == {"o0": ("float", value)}
+    else:
+        assert steps["too-big"] == "failed"
+
+
+@pytest.mark.parametrize(("radius", "status", "ran"), [(0.6, "succeeded", "inner-area"), (0.95, "failed", "not-supported")])
+def test_flyte_nested_conditions_sample(tmp_path: Path, radius: float, status: str, ran: str) -> None:
+    got, _, steps = _same(flyte_nested_conditions.nested_conditions, tmp_path, radius=radius)
+    assert got == status
+    assert steps[ran] == ("succeeded" if status == "succeeded" else "failed")
