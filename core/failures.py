@@ -793,7 +793,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         FailureKind.TRANSIENT,
         "gloo collective failed (a peer exited, a link dropped, or a rank stalled past the timeout)",
         "if it recurs, look for a straggling or crashed rank; its own error is the cause",
-        pattern=r"(?is)gloo.{0,300}?(?:connection (?:reset|closed|refused)|timed out|read error|write error)",
+        # A closed connection alone is peer-connection-closed (below), whatever the transport.
+        types=(RuntimeError,),  # gloo raises RuntimeError
+        pattern=r"(?is)gloo.{0,300}?(?:connection (?:reset|refused)|timed out|read error|write error)",
     ),
     Rule(
         "dist-network",

@@ -98,7 +98,7 @@ def _tensors(data: bytes) -> dict[str, Any]:
     distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo"),
     resources=il.Resources(cpu="1", memory="1Gi"),
     checkpoint=il.CheckpointPolicy(every="2m", keep=2),
-    retry=il.Retry(transient=1),
+    retry=il.Retry(transient=1, preempted=3),  # a reclaimed rank resumes from its checkpoint
     interruptible=True,
 )
 def train(data: pd.DataFrame, params: DdpParams, ctx: il.StepContext) -> il.Model:

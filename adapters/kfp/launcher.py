@@ -450,9 +450,11 @@ def record_launch(
 
 
 def _clear_rank_markers(run: RunContext, node: str, world: int) -> None:
-    """A peer's unclassified echo of the cause (FATAL by default) must not stop the relaunch."""
+    """What the ranks of the failed launch left must not stop the relaunch: a peer's
+    unclassified echo of the cause (FATAL by default), a spent in-rank budget, or the stop
+    of a straggler the launcher terminated itself."""
     for r in range(world):
-        rank_state(run, r).marker_path(node).unlink(missing_ok=True)
+        rank_state(run, r).clear_markers()
 
 
 def _reporter(node: str, what: str) -> Callable[[str], None]:

@@ -81,6 +81,7 @@ class LocalBackend:
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
         started = time.time()
         run = RunContext(spec.name, options.run_id, self.name, state_dir_of(options.run_dir), sleeper=options.sleeper)
+        attempt = len(run.state.resumes())  # 0 for a new run; each resume (a reused id) opens another
         cache = LocalCache(options.cache_dir)
         typed_params = {
             p.name: resolve_param(params[p.name], p.type) for p in spec.params if p.name in params
@@ -111,9 +112,10 @@ class LocalBackend:
                 continue
             shutil.rmtree(values_dir, ignore_errors=True)
             hit = cache.get(step, key) if key else None
-            if hit is not None and key and cache.provenance(step, key).get("run_id") == options.run_id:
+            if hit is not None and key and _same_attempt(cache.provenance(step, key), options.run_id, attempt):
                 # Written by this very run (the same step called twice with the same inputs): run it
                 # again, as Flyte and KFP do when two identical nodes of one run start together.
+                # An earlier attempt of the run (before a resume) is a cache hit like any other.
                 hit = None
             if hit is not None and key:
                 outputs[node.name] = hit
@@ -143,7 +145,8 @@ class LocalBackend:
                 options.emit(node.name, Status.FAILED, f"{error.kind}: {error.reason}")
                 continue
             if key:
-                provenance = {"run_id": options.run_id, "snapshots": result.snapshots, "facts": result.facts}
+                provenance = {"run_id": options.run_id, "run_attempt": attempt, "snapshots": result.snapshots,
+                              "facts": result.facts}
                 cache.put(step, key, outputs[node.name], provenance)
             seen[node.name] = Seen(Status.SUCCEEDED)
             duration = result.ended - result.started
@@ -229,3 +232,8 @@ def resolve_param(value: Any, t: Any) -> Any:
     from interlock.core.values import revive
 
     return revive(value, t)
+
+
+def _same_attempt(provenance: dict[str, Any], run_id: str, attempt: int) -> bool:
+    """Did this attempt of this run write the cache entry?"""
+    return provenance.get("run_id") == run_id and provenance.get("run_attempt", 0) == attempt

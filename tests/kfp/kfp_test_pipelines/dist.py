@@ -32,7 +32,12 @@ def make_frame(n: int) -> pd.DataFrame:
     return pd.DataFrame({"v": [float(i) for i in range(n)]})
 
 
-@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="45s"))
+# A distributed step declares what it may retry, as a spot-trained step would: a reclaimed
+# rank (PREEMPTED) and a broken collective (TRANSIENT). An unset policy retries nothing.
+@il.step(
+    distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="45s"),
+    retry=il.Retry(transient=2, preempted=3),
+)
 def allreduce(df: pd.DataFrame, base: float) -> Reduced:
     import torch
     import torch.distributed as dist
@@ -76,7 +81,7 @@ def dist_pipeline(n: int = 10, base: float = 1.0):
         queue="team-a", priority_class="high",
     ),
     interruptible=True, timeout="6h", labels={"team": "fraud"}, env={"NCCL_DEBUG": "WARN"},
-    secrets=[il.Secret(group="wandb", key="api-key")],
+    secrets=[il.Secret(group="wandb", key="api-key")], retry=il.Retry(transient=2, preempted=3),
 )
 def train_gpu(df: pd.DataFrame, epochs: int) -> il.Metrics:
     return il.Metrics(epochs=float(epochs))
