@@ -6,6 +6,7 @@ from typing import Any
 
 from .codecs import revive
 from .errors import PipelineDefinitionError
+from .fanout import list_of
 from .spec import Binding, BindingKind, PipelineSpec
 from .types import TypeSpec
 
@@ -23,6 +24,9 @@ def resolve(b: Binding, params: dict[str, Any], outputs: dict[str, dict[str, Any
         value = params[b.param or ""]
     elif b.kind is BindingKind.OUTPUT:
         value = follow(outputs[b.node or ""][b.port or ""], b.field)
+    elif b.kind is BindingKind.LIST:
+        elem = t.args[0] if t is not None and t.args else None
+        return [resolve(item, params, outputs, elem) for item in b.items]
     else:
         value = b.value
     return revive(value, t) if t is not None else value
@@ -36,7 +40,8 @@ def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outp
         port = step.input(name)
         if port is None:
             raise PipelineDefinitionError("unknown argument", pipeline=spec.name, step=node_name, port=name)
-        values[name] = resolve(b, params, outputs, port.type)
+        t = list_of(port.type) if node.map is not None and name == node.map.item else port.type
+        values[name] = resolve(b, params, outputs, t)
     for port in step.inputs:
         if port.name not in values and port.has_default:
             values[port.name] = revive(port.default, port.type)

@@ -13,6 +13,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+from .fanout import MapSpec
 from .policies import Cache, CheckpointPolicy, Resources, Secret, Torchrun
 from .retry import Retry
 from .types import TypeSpec
@@ -141,6 +142,7 @@ class BindingKind(StrEnum):
     PARAM = "param"  # a pipeline parameter
     OUTPUT = "output"  # a node's output port, optionally a field path into a dataclass output
     CONST = "const"  # a JSON-able literal
+    LIST = "list"  # a list written in the pipeline body whose items are bindings (fan-in)
 
 
 @dataclass(frozen=True)
@@ -153,8 +155,10 @@ class Binding:
     port: str | None = None
     field: tuple[str, ...] = ()
     value: Any = None
+    items: tuple[Binding, ...] = ()  # LIST: one binding per element
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "items", tuple(self.items))
         object.__setattr__(self, "kind", BindingKind(self.kind))
         object.__setattr__(self, "field", tuple(self.field))
         object.__setattr__(self, "value", _json_form(self.value))
@@ -171,12 +175,24 @@ class Binding:
     def of_const(value: Any) -> Binding:
         return Binding(BindingKind.CONST, value=value)
 
+    @staticmethod
+    def of_list(items: tuple[Binding, ...] | list[Binding]) -> Binding:
+        return Binding(BindingKind.LIST, items=tuple(items))
+
+    def nodes(self) -> set[str]:
+        """The nodes whose outputs this binding reads (a list reads several)."""
+        if self.kind is BindingKind.OUTPUT and self.node:
+            return {self.node}
+        return {n for b in self.items for n in b.nodes()}
+
     def describe(self) -> str:
         if self.kind is BindingKind.PARAM:
             return f"pipeline parameter {self.param!r}"
         if self.kind is BindingKind.OUTPUT:
             dotted = "".join(f".{f}" for f in self.field)
             return f"output {self.node}.{self.port}{dotted}"
+        if self.kind is BindingKind.LIST:
+            return f"list [{', '.join(b.describe() for b in self.items)}]"
         return f"constant {self.value!r}"
 
     def to_json(self) -> dict[str, Any]:
@@ -187,6 +203,8 @@ class Binding:
             if self.field:
                 out["field"] = list(self.field)
             return out
+        if self.kind is BindingKind.LIST:
+            return {"list": [b.to_json() for b in self.items]}
         return {"const": self.value}
 
     @classmethod
@@ -195,6 +213,8 @@ class Binding:
             return cls.of_param(d["param"])
         if "node" in d:
             return cls.of_output(d["node"], d["port"], tuple(d.get("field", ())))
+        if "list" in d:
+            return cls.of_list([cls.from_json(b) for b in d["list"]])
         return cls.of_const(d["const"])
 
 
@@ -223,6 +243,7 @@ class Node:
     inputs: tuple[tuple[str, Binding], ...]
     gate: str | None = None
     after: tuple[str, ...] = ()  # ordering-only dependencies
+    map: MapSpec | None = None  # il.map: the step runs once per item (core/fanout.py)
 
     def __post_init__(self) -> None:
         # Canonical order, so a spec compares equal after a JSON round trip.
@@ -234,7 +255,7 @@ class Node:
         return dict(self.inputs)
 
     def upstream(self) -> set[str]:
-        ups = {b.node for _, b in self.inputs if b.kind is BindingKind.OUTPUT and b.node}
+        ups = {n for _, b in self.inputs for n in b.nodes()}
         return ups | set(self.after)
 
     def to_json(self) -> dict[str, Any]:
@@ -247,6 +268,8 @@ class Node:
             out["gate"] = self.gate
         if self.after:
             out["after"] = list(self.after)
+        if self.map is not None:
+            out["map"] = self.map.to_json()
         return out
 
     @classmethod
@@ -257,6 +280,7 @@ class Node:
             tuple((k, Binding.from_json(b)) for k, b in d["inputs"].items()),
             d.get("gate"),
             tuple(d.get("after", ())),
+            MapSpec.from_json(d["map"]) if d.get("map") else None,
         )
 
 

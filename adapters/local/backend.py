@@ -17,6 +17,8 @@ from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
 from interlock.core.values import read_value, write_value
 
+from .fanout import run_map
+
 NATIVE = "native"
 
 
@@ -43,6 +45,9 @@ class LocalBackend:
                 "cache": "native (core cache keys, directory store)",
                 "checkpoint": "native (local directory or S3 store)",
                 "gates": NATIVE,
+                "map": "native (threads, at most `concurrency` items at once; each item through the shim)",
+                "map.tolerate": "native (shim: failed items are None, their indices in RunResult.maps)",
+                "fan_in": NATIVE,
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "distributed": "unsupported",
@@ -66,6 +71,7 @@ class LocalBackend:
         }
         outputs: dict[str, dict[str, Any]] = {}
         seen: dict[str, Seen] = {}
+        maps: dict[str, Any] = {}
         failed = False
         for node in spec.nodes:
             step = spec.step_of(node)
@@ -75,6 +81,14 @@ class LocalBackend:
                 options.emit(node.name, Status.SKIPPED, "gate closed")
                 continue
             inputs = node_inputs(spec, node.name, typed_params, outputs)
+            if node.map is not None:  # il.map: one shim run per item (fanout.py)
+                mapped = run_map(spec, node, inputs, run, cache, options)
+                seen[node.name], maps[node.name] = mapped.seen, mapped.report
+                failed = mapped.outputs is None
+                if mapped.outputs is not None:
+                    outputs[node.name] = mapped.outputs
+                options.emit(node.name, mapped.seen.status, f"{mapped.report.items if mapped.report else 0} item(s)")
+                continue
             use_cache = options.cache and step.cache is not None and step.cache.enabled
             key = cache_key(step, inputs) if use_cache else None
             hit = cache.get(step, key) if key else None
@@ -116,7 +130,7 @@ class LocalBackend:
             outcome.error.receipt_path = str(receipt)
         final = {} if outcome.error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
         return RunResult(spec.name, options.run_id, self.name, outcome.status, final, outcome.steps, receipt,
-                         outcome.error)
+                         outcome.error, maps=maps)
 
 
 def resolve_param(value: Any, t: Any) -> Any:
