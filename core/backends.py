@@ -34,6 +34,7 @@ FEATURES = (
     "gpu", "accelerator", "shared_memory", "node_selector", "tolerations", "interruptible", "timeout",
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
     "checkpoint", "gates", "secrets", "labels", "distributed", "schedule", "run",
+    "map", "map.tolerate", "fan_in",
 )
 
 _O = TypeVar("_O", bound="BackendOptions")

@@ -20,9 +20,11 @@ from flytekit.core.promise import VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
 from interlock.core.errors import PipelineDefinitionError
+from interlock.core.fanout import list_of
 from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, PipelineSpec
 
+from . import fanout
 from .tasks import TaskOptions, build_noop, build_task, py_ident
 from .types import outputs_type, python_type, to_flyte
 
@@ -49,6 +51,9 @@ class _Builder:
         self.spec = spec
         self.options = options
         self.tasks = {n.name: build_task(spec, n.name, options) for n in spec.nodes}
+        for n in spec.nodes:
+            if n.map is not None:  # il.map: an array node over the per-item task
+                self.tasks[n.name] = fanout.map_task(spec, n.name, self.tasks[n.name])
         self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
         self.noop = build_noop(spec.name, options) if spec.gates else None
         for _, b in spec.outputs:
@@ -165,6 +170,8 @@ class _Builder:
             for f in b.field:
                 v = getattr(v, f)
             return v
+        if b.kind is BindingKind.LIST:  # fan-in: flytekit binds a list of promises itself
+            return [self.value_of(item, values, node_outputs) for item in b.items]
         return b.value
 
     def emit_node(self, name: str, values: dict[str, Any], handles: dict[str, Any]) -> None:
@@ -174,6 +181,8 @@ class _Builder:
         for port, b in node.inputs:
             v = self.value_of(b, values, values.setdefault("__outputs__", {}))
             t = step.input(port).type
+            if node.map is not None and port == node.map.item:
+                t = list_of(t)
             if b.kind is BindingKind.CONST:
                 v = to_flyte(v, t)  # dataclass from its JSON form, untyped list/dict as JSON text
             kwargs[port] = v

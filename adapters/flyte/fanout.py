@@ -1,0 +1,85 @@
+"""``il.map`` on Flyte: an array node (flytekit's ``ArrayNodeMapTask``) over the per-item task.
+
+The per-item task is the node's ordinary task (its body is the shim); the array node maps
+it over the item input and binds the broadcast inputs (``bound_inputs``), with the map's
+``concurrency`` and, for a fractional ``tolerate``, ``min_success_ratio`` (Flyte then types
+the output ``List[Optional[T]]`` and puts None at failed items, as interlock does). A count
+of tolerated failures has no Flyte form (the array node takes a ratio): it is refused.
+
+The item index names the shim's run of the item (``node[i]``): in a pod Flyte gives it
+through the array job index; under flyte-local, flytekit runs the items in order in this
+process, so a per-run counter gives the same index.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+from interlock.core.errors import PipelineDefinitionError
+from interlock.core.fanout import item_node
+from interlock.core.runstate import RunEnv
+from interlock.core.spec import PipelineSpec
+
+_COUNTERS: dict[tuple[str, str], itertools.count[int]] = {}
+_LOCK = threading.Lock()
+
+
+def _in_pod() -> bool:
+    from flytekit.core.context_manager import ExecutionState, FlyteContextManager
+
+    state = FlyteContextManager.current_context().execution_state
+    return bool(state and state.mode == ExecutionState.Mode.TASK_EXECUTION)
+
+
+def item_name(node: str) -> str:
+    """The shim's node name for the item this task instance runs."""
+    if _in_pod():
+        from flytekit.core.array_node_map_task import ArrayNodeMapTask
+
+        return item_node(node, ArrayNodeMapTask._compute_array_job_index())
+    key = (RunEnv.read().run_id or "", node)
+    with _LOCK:
+        counter = _COUNTERS.setdefault(key, itertools.count())
+        return item_node(node, next(counter))
+
+
+def reset_counters(run_id: str) -> None:
+    with _LOCK:
+        for key in [k for k in _COUNTERS if k[0] == run_id]:
+            del _COUNTERS[key]
+
+
+def observe(spec: PipelineSpec, state: Any, seen: dict[str, Any]) -> dict[str, Any]:
+    """Fold each mapped node's item fragments into its own and record what the backend saw."""
+    from interlock.core.fanout import reports
+    from interlock.core.runstate import Seen
+
+    maps = reports(spec, state)
+    for name in maps:
+        frag = state.read_fragment(name)
+        if frag is not None:  # the array node is not an interlock task: its items tell
+            seen[name] = Seen(frag.status)
+    return maps
+
+
+def map_task(spec: PipelineSpec, node_name: str, inner: Any) -> Any:
+    """The array node task for a mapped node, around its per-item task."""
+    from flytekit.core.array_node_map_task import ArrayNodeMapTask
+
+    node = spec.node(node_name)
+    m = node.map
+    assert m is not None
+    if m.tolerate >= 1:
+        raise PipelineDefinitionError(
+            f"il.map(tolerate={m.tolerate!r}): a count of failed items has no Flyte form (an array node "
+            "takes min_success_ratio)",
+            pipeline=spec.name, step=node_name, hint="give tolerate as a fraction, e.g. tolerate=0.1",
+        )
+    bound = {p for p, _ in node.inputs if p != m.item}
+    # Optional inputs left at their default are bound too: they are not lists to map over.
+    bound |= {p.name for p in spec.step_of(node).inputs if p.name != m.item and p.name not in dict(node.inputs)}
+    task = ArrayNodeMapTask(inner, concurrency=m.concurrency, min_success_ratio=m.min_success_ratio(),
+                            bound_inputs=bound)
+    return task
