@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlock.core.errors import PipelineDefinitionError
+from interlock.core.graph import binding_type
 from interlock.core.spec import BindingKind, PipelineSpec, StepSpec
 from interlock.core.types import TypeKind, TypeSpec
 
+from .fanout import ITEM_TYPE
 from .names import function_names, io_names, single_return
 from .types import kfp_type
 
@@ -55,12 +57,14 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     """
     p = step.input(port)
     assert p is not None
-    b = spec.node(node).bindings.get(port)
+    n = spec.node(node)
+    if n.map is not None and port == n.map.item:
+        return ITEM_TYPE  # one enumerated item per iteration (fanout.py)
+    b = n.bindings.get(port)
     src: TypeSpec | None = None
     if b is not None and b.kind is BindingKind.OUTPUT:
-        out = spec.step_of(b.node or "").output(b.port or "")
-        assert out is not None
-        src = out.type
+        src = binding_type(spec, b.__class__.of_output(b.node or "", b.port or ""))  # a map's output: a list
+        assert src is not None
         if b.field:
             return src
     elif b is not None and b.kind is BindingKind.PARAM:

@@ -23,6 +23,7 @@ from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.values import from_jsonable
 
 from .component import declared_inputs
+from .fanout import unpack_item
 from .names import io_names, single_return
 from .types import read_artifact, to_parameter, to_value, write_artifact
 
@@ -59,10 +60,16 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
             f"(fingerprint {step.fingerprint[:12]} != {fingerprint[:12]})",
             hint="rebuild the image from the same commit, then recompile", pipeline=spec.name,
         )
+    name = node
+    m = spec.node(node).map
+    if m is not None:  # il.map: this iteration runs one enumerated item (fanout.py)
+        kname = io_names(step)[0][m.item]
+        name, item = unpack_item(node, args[kname])
+        args = {**args, kname: item}
     inputs = node_inputs(spec, step, node, args)
     run = run_context(spec)
     try:
-        result = execute_step(run, step, node, inputs)
+        result = execute_step(run, step, name, inputs)
     except StepFailed as exc:
         print(f"interlock: {exc}", file=sys.stderr, flush=True)
         raise
@@ -89,6 +96,10 @@ def node_inputs(spec: PipelineSpec, step: StepSpec, node: str, args: dict[str, A
         raw = args.get(names_in[port.name])
         if port.name not in declared or (raw is None and port.name not in bindings):
             inputs[port.name] = from_jsonable(port.default, port.type) if port.has_default else None
+            continue
+        m = spec.node(node).map
+        if m is not None and port.name == m.item:
+            inputs[port.name] = from_jsonable(raw, port.type)
             continue
         inputs[port.name] = to_value(raw, bindings.get(port.name), port.type, declared[port.name])
     return inputs

@@ -27,6 +27,7 @@ from typing import Any
 
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import InterlockError, StepFailed
+from interlock.core.fanout import reports
 from interlock.core.receipt import assemble_receipt
 from interlock.core.runstate import RunEnv, RunState, Seen, exported, settle, state_dir_of
 from interlock.core.spec import PipelineSpec
@@ -270,8 +271,14 @@ class KfpLocalRun:
         self, params: dict[str, Any], observer: _TaskObserver, started: float, crashed: Exception | None = None,
     ) -> RunResult:
         spec, options = self.spec, self.options
+        seen = observer.seen()
+        maps = reports(spec, observer.state)  # il.map: the items' fragments -> the mapped node
+        for name in maps:
+            frag = observer.state.read_fragment(name)
+            if frag is not None:
+                seen[name] = Seen(frag.status)
         outcome = settle(
-            spec, observer.state, observer.seen(), gates=self._gates(observer),
+            spec, observer.state, seen, gates=self._gates(observer),
             failed=f"kfp-local could not run the pipeline: {crashed}" if crashed is not None else None,
         )
         receipt = assemble_receipt(
@@ -291,7 +298,8 @@ class KfpLocalRun:
             error.receipt_path = str(receipt)
         outputs = {} if error else self._outputs(observer)
         record_lineage(spec, receipt, observer.records, workdir=options.workdir, enabled=KfpLocalOptions.of(options).lineage)
-        return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt, error)
+        return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt, error,
+                         maps=maps)
 
     def _gates(self, observer: _TaskObserver) -> dict[str, bool]:
         """Each il.when condition whose node kfp ran, read from that node's outputs."""
