@@ -241,7 +241,7 @@ def graph_size(backend: str, pipeline: Any, tmp_path: Path) -> int:
 
 def sized_pipeline(n: int) -> Any:
     @il.pipeline(name="fan-size")
-    def sized(xs: list[int] = list(range(n)), factor: int = 2):  # noqa: B008 - the runtime list's default
+    def sized(xs: list[int] = list(range(n)), factor: int = 2):  # noqa: B006 - the runtime list's default
         return fp.total(parts=fp.il_map(fp.scale, over=xs, factor=factor))
 
     sized.__module__ = fp.__name__
