@@ -77,6 +77,32 @@ def open_loop(spec: PipelineSpec, node_name: str, items: Any, image: str) -> Any
     return loop, loop.__enter__(), enum
 
 
+def collected_output(spec: PipelineSpec, returned: Any, name: str, b: Any, t: TypeSpec) -> Any:
+    """A pipeline output that is a mapped node's list, from what kfp.local's pipeline returned."""
+    from .types import to_value
+
+    outputs = dict(getattr(returned, "outputs", None) or {})
+    raw = outputs.get(name, outputs.get("Output")) if len(spec.outputs) == 1 else outputs.get(name)
+    return to_value(raw, b, t)
+
+
+def stopped(state: Any, node: str) -> bool:
+    """A FATAL marker stops the node's retries: its own, or (a mapped node) one of its items'.
+
+    kfp.local reports an iteration under the loop's task name, not the item's: any FATAL item
+    fails the map anyway (fail fast; a tolerant map is refused on KFP), so any item's marker
+    stops the retry.
+    """
+    if state.read_marker(node) is not None:
+        return True
+    folder = state.marker_path(node).parent
+    prefix = f"{node}["
+    return folder.is_dir() and any(
+        p.name.startswith(prefix) and state.read_marker(p.name[: p.name.index("]") + 1]) is not None
+        for p in folder.iterdir()
+    )
+
+
 def unpack_item(node: str, raw: Any) -> tuple[str, Any]:
     """The shim's node name for this iteration and its item (still in its JSON form)."""
     pair = raw if isinstance(raw, dict) else {}

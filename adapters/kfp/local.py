@@ -36,6 +36,7 @@ from interlock.core.values import to_jsonable
 
 from .compile import build_pipeline
 from .entry import to_value
+from .fanout import collected_output, stopped
 from .lineage import record_lineage
 from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
@@ -150,7 +151,7 @@ class _TaskObserver:
 
         node = self.current
         rec = self.records.get(node or "")
-        if rec is not None and rec.kfp_attempts > 0 and self.state.read_marker(rec.node) is not None:
+        if rec is not None and rec.kfp_attempts > 0 and stopped(self.state, rec.node):
             # kfp retries every failure; after a FATAL one the shim would refuse in seconds.
             # Locally we skip even those seconds (the shim's own check is tested separately).
             rec.stopped_by_marker += 1
@@ -161,7 +162,7 @@ class _TaskObserver:
 
     def _sleep(self, seconds: float) -> None:
         node = self.current
-        if node and self.state.read_marker(node) is not None:
+        if node and stopped(self.state, node):
             return  # the retry will be refused at once: do not wait for it
         self.sleeper(seconds)
 
@@ -261,7 +262,7 @@ class KfpLocalRun:
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:
-                built.pipeline(**_kfp_params(spec, params))
+                self._returned = built.pipeline(**_kfp_params(spec, params))
             except Exception as exc:  # kfp raises for orchestration problems, not task failures
                 log.error("kfp-local run %s: %s", options.run_id, exc)
                 crashed = exc
@@ -335,6 +336,10 @@ class KfpLocalRun:
             if rec is None or rec.status is not Status.SUCCEEDED:
                 continue  # behind a closed gate
             from .names import io_names
+
+            if spec.node(b.node or "").map is not None:  # a task record holds one iteration: the
+                out[name] = collected_output(spec, getattr(self, "_returned", None), name, b, types[name])
+                continue  # pipeline's own output holds the dsl.Collected list
 
             _, names_out = io_names(spec.step_of(b.node or ""))
             raw = rec.outputs.get(names_out[b.port or ""])
