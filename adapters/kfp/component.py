@@ -117,6 +117,12 @@ def component_source(spec: PipelineSpec, node: str, function_name: str) -> str:
     artifact_outs: list[str] = []
     returned: list[str] = []
     for p in step.outputs:
+        if p.type.kind is TypeKind.ARTIFACTS:
+            raise PipelineDefinitionError(
+                f"output {p.name!r} is {p.type.describe()}: a KFP component cannot output a list of artifacts",
+                pipeline=spec.name, step=node,
+                hint="map the step that makes one artifact with il.map: readers get the list (dsl.Collected)",
+            )
         kt = kfp_type(p.type, where=where)
         if kt.is_artifact:
             artifact_outs.append(f"{names_out[p.name]}: {kt.output_annotation()}")
