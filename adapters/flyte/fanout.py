@@ -53,14 +53,19 @@ def reset_counters(run_id: str) -> None:
 
 def observe(spec: PipelineSpec, state: Any, seen: dict[str, Any]) -> dict[str, Any]:
     """Fold each mapped node's item fragments into its own and record what the backend saw."""
-    from interlock.core.fanout import reports
+    from interlock.core.fanout import MapReport, reports
     from interlock.core.runstate import Seen
+    from interlock.core.status import Status
 
     maps = reports(spec, state)
-    for name in maps:
-        frag = state.read_fragment(name)
-        if frag is not None:  # the array node is not an interlock task: its items tell
+    for node in spec.nodes:
+        name = node.name
+        frag = state.read_fragment(name) if name in maps else None
+        if frag is not None:  # the items tell what happened, not the array node
             seen[name] = Seen(frag.status)
+        elif node.map is not None and name in seen and seen[name].status is not Status.FAILED:
+            seen[name] = Seen(Status.SUCCEEDED)  # it ran, over an empty list
+            maps[name] = MapReport(name, 0)
     return maps
 
 
@@ -80,6 +85,16 @@ def map_task(spec: PipelineSpec, node_name: str, inner: Any) -> Any:
     bound = {p for p, _ in node.inputs if p != m.item}
     # Optional inputs left at their default are bound too: they are not lists to map over.
     bound |= {p.name for p in spec.step_of(node).inputs if p.name != m.item and p.name not in dict(node.inputs)}
-    task = ArrayNodeMapTask(inner, concurrency=m.concurrency, min_success_ratio=m.min_success_ratio(),
-                            bound_inputs=bound)
+    # The interlock mixin: registered as "<pipeline>.<node>" (flytekit would name it after the
+    # task function's module, the same for every pipeline), and flyte-local sees it run.
+    from .tasks import _task_class, task_name
+
+    cls = _task_class(ArrayNodeMapTask)
+    task = cls.__new__(cls)
+    task.interlock_name = task_name(spec, node_name)
+    task.interlock_node = node_name
+    task.interlock_pipeline_ref = spec.ref
+    task.interlock_step = spec.step_of(node).name
+    ArrayNodeMapTask.__init__(task, inner, concurrency=m.concurrency, min_success_ratio=m.min_success_ratio(),
+                              bound_inputs=bound)
     return task

@@ -102,11 +102,18 @@ def test_more_failures_than_tolerated_fail_the_map(backend: str, tmp_path: Path)
 
 def test_kfp_refuses_a_tolerant_map_at_compile_time(tmp_path: Path) -> None:
     pytest.importorskip("kfp")
-    with pytest.raises(PipelineDefinitionError, match="minimum-success"):
+    with pytest.raises(il.CapabilityError, match="cannot express 'map.tolerate'"):
         il.compile(fp.tolerant, backend="kfp", out=tmp_path / "t.yaml")
+    # and the adapter itself refuses it, for a spec that reaches it without the capability check
+    from interlock.adapters.kfp.fanout import check
+
+    with pytest.raises(PipelineDefinitionError, match="minimum-success"):
+        check(spec_of(fp.tolerant), "fragile")
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", [*_backends("local", "flyte-local"), pytest.param("kfp-local", marks=pytest.mark.xfail(
+    strict=True, reason="kfp.local (2.17) cannot read dsl.Collected of a ParallelFor with no iterations: "
+    "'task for-loop-1 not found'"))])
 def test_an_empty_list_maps_to_an_empty_list(backend: str, tmp_path: Path) -> None:
     r = _run(fp.over_empty, backend, tmp_path, n=0)
     assert r.succeeded, r.error
@@ -132,7 +139,7 @@ def test_kfp_refuses_a_literal_list_of_task_outputs(tmp_path: Path) -> None:
 def test_a_map_of_datasets_feeds_a_fan_in_step(backend: str, tmp_path: Path) -> None:
     r = _run(fp.datasets, backend, tmp_path, sizes=[1, 2, 3])
     assert r.succeeded, r.error
-    _exact(r.outputs["o0"], {"shards": 3, "rows": 6, "meta": 6})
+    _exact(r.outputs["o0"], [3, 6, 6])  # shards, rows, rows in the metadata
     assert _statuses(r) == {"shard": S, "merge": S}
 
 
@@ -199,14 +206,21 @@ def _kfp_ir(tmp_path: Path, name: str, pipeline: Any) -> str:
 
 def test_kfp_ir_has_a_parallel_for_and_a_collected_input(tmp_path: Path) -> None:
     pytest.importorskip("kfp")
-    text = _kfp_ir(tmp_path, "p", fp.over_param)
-    assert "parameterIterator" in text and "parallelism: 2" in text
     import yaml
 
-    docs = list(yaml.safe_load_all(text))
-    dag = docs[0]["root"]["dag"]["tasks"]
-    total_inputs = dag["total"]["inputs"]["parameters"]["parts"]
-    assert total_inputs["taskOutputParameter"]["producerTask"].endswith("map")  # the loop's collected output
+    doc = next(yaml.safe_load_all(_kfp_ir(tmp_path, "p", fp.over_param)))
+    tasks = doc["root"]["dag"]["tasks"]
+    loops = {name: t for name, t in tasks.items() if "parameterIterator" in t}
+    assert len(loops) == 1
+    (loop_name, loop), = loops.items()
+    assert loop["iteratorPolicy"]["parallelismLimit"] == 2
+    assert loop["taskInfo"]["name"] == "scale-map"
+    # the loop iterates the enumerated list; readers take the loop's collected output
+    assert loop["parameterIterator"]["items"]["inputParameter"].endswith("enumerate-items-Output")
+    for reader in ("total", "listing"):
+        src = tasks[reader]["inputs"]["parameters"]["parts"]["taskOutputParameter"]
+        assert src["producerTask"] == loop_name and src["outputParameterKey"].endswith("scale-Output")
+    assert "scale" in doc["components"][loop["componentRef"]["name"]]["dag"]["tasks"]
 
 
 def test_flyte_workflow_has_an_array_node(tmp_path: Path) -> None:
@@ -220,7 +234,9 @@ def test_flyte_workflow_has_an_array_node(tmp_path: Path) -> None:
     nodes = [n for wf in wfs for n in wf.template.nodes]
     arrays = [n for n in nodes if n.array_node is not None]
     assert len(arrays) == 1
-    assert arrays[0].array_node.parallelism == 2 or arrays[0].array_node._parallelism == 2
+    idl = arrays[0].array_node.to_flyte_idl()
+    assert idl.parallelism == 2
+    assert arrays[0].array_node.node.task_node is not None  # the per-item task inside
 
 
 def graph_size(backend: str, pipeline: Any, tmp_path: Path) -> int:
