@@ -51,7 +51,15 @@ def reset_counters(run_id: str) -> None:
             del _COUNTERS[key]
 
 
-def observe(spec: PipelineSpec, state: Any, seen: dict[str, Any]) -> dict[str, Any]:
+def _empty(returned: Any) -> bool:
+    """Did the array node return an empty list (it ran over no items)?"""
+    try:
+        return len(returned.val.collection.literals) == 0
+    except AttributeError:
+        return False
+
+
+def observe(spec: PipelineSpec, state: Any, seen: dict[str, Any], returned: dict[str, Any]) -> dict[str, Any]:
     """Fold each mapped node's item fragments into its own and record what the backend saw."""
     from interlock.core.fanout import MapReport, reports
     from interlock.core.runstate import Seen
@@ -63,9 +71,10 @@ def observe(spec: PipelineSpec, state: Any, seen: dict[str, Any]) -> dict[str, A
         frag = state.read_fragment(name) if name in maps else None
         if frag is not None:  # the items tell what happened, not the array node
             seen[name] = Seen(frag.status)
-        elif node.map is not None and name in seen and seen[name].status is not Status.FAILED:
+        elif node.map is not None and name in seen and _empty(returned.get(name)):
             seen[name] = Seen(Status.SUCCEEDED)  # it ran, over an empty list
             maps[name] = MapReport(name, 0)
+        # else: flytekit's cache served the whole array node (no item ran): CACHED, as observed
     return maps
 
 

@@ -91,9 +91,10 @@ class _Builder:
         inside = set(self.nodes_in(gate))
         found: dict[str, Binding] = {}
         for name in inside:
-            for _, b in self.spec.node(name).inputs:
-                if b.kind is BindingKind.PARAM or (b.kind is BindingKind.OUTPUT and b.node not in inside):
-                    found[_key(b)] = b
+            for _, top in self.spec.node(name).inputs:
+                for b in (top, *top.items):  # a fan-in list reads each of its items
+                    if b.kind is BindingKind.PARAM or (b.kind is BindingKind.OUTPUT and b.node not in inside):
+                        found[_key(b)] = b
         for g in self.spec.gates:
             if g.parent and gate in [c.id for c in self.spec.gate_chain(g.parent)]:
                 c = g.condition

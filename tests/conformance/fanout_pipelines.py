@@ -99,3 +99,24 @@ def literal(x: int = 2):
 @il.pipeline(name="fan-datasets")
 def datasets(sizes: list[int] = [1, 2, 3]):  # noqa: B006 - recorded, never mutated
     return merge(shards=il_map(shard, over=sizes))
+
+
+@il.step
+def positive(x: int) -> bool:
+    return x > 0
+
+
+@il.pipeline(name="fan-in-branch")
+def map_in_branch(x: int = 2):
+    with il.when(positive(x=x)):
+        listing(parts=il_map(scale, over=numbers(n=x), factor=2))
+    return scale.named("after")(x=x, factor=1)
+
+
+@il.pipeline(name="fan-in-literal-branch")
+def literal_in_branch(x: int = 2):
+    a = scale.named("a")(x=x, factor=1)
+    b = scale.named("b")(x=x, factor=2)
+    with il.when(positive(x=x)):
+        total(parts=[a, b])
+    return a

@@ -269,3 +269,19 @@ def test_compiled_size_does_not_grow_with_the_items(backend: str, tmp_path: Path
     pytest.importorskip("kfp" if backend == "kfp" else "flytekit")
     small, large = (graph_size(backend, sized_pipeline(n), tmp_path / str(n)) for n in (10, 1000))
     assert small == large > 0
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize(("x", "inside"), [(2, S), (0, "skipped")])
+def test_a_map_inside_a_branch(backend: str, x: int, inside: str, tmp_path: Path) -> None:
+    r = _run(fp.map_in_branch, backend, tmp_path, x=x)
+    assert r.succeeded, r.error
+    _exact(r.outputs["o0"], x)
+    assert _statuses(r) == {"positive": S, "numbers": inside, "scale": inside, "listing": inside, "after": S}
+
+
+@pytest.mark.parametrize("backend", _backends("local", "flyte-local"))
+def test_a_fan_in_list_inside_a_branch_reads_outputs_from_outside(backend: str, tmp_path: Path) -> None:
+    r = _run(fp.literal_in_branch, backend, tmp_path, x=3)
+    assert r.succeeded, r.error
+    assert _statuses(r) == {"a": S, "b": S, "positive": S, "total": S}
