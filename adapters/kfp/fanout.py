@@ -10,6 +10,9 @@ KFP has no "minimum successes" for a loop: ``tolerate`` is refused at compile ti
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 from interlock.core.errors import PipelineDefinitionError
@@ -84,6 +87,23 @@ def collected_output(spec: PipelineSpec, returned: Any, name: str, b: Any, t: Ty
     outputs = dict(getattr(returned, "outputs", None) or {})
     raw = outputs.get(name, outputs.get("Output")) if len(spec.outputs) == 1 else outputs.get(name)
     return to_value(raw, b, t)
+
+
+@contextlib.contextmanager
+def root_logging_kept() -> Iterator[None]:
+    """Keep the root logger's level and handlers as they were around a kfp.local run.
+
+    kfp.local's ``local_logger_context`` saves and restores the root logger per task; the
+    iterations of a ParallelFor run on threads and interleave those saves, so the root
+    logger can be left at INFO with kfp's handler for the rest of the process.
+    """
+    root = logging.getLogger()
+    level, handlers = root.level, root.handlers[:]
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
 
 
 def stopped(state: Any, node: str) -> bool:

@@ -36,7 +36,7 @@ from interlock.core.values import to_jsonable
 
 from .compile import build_pipeline
 from .entry import to_value
-from .fanout import collected_output, stopped
+from .fanout import collected_output, root_logging_kept, stopped
 from .lineage import record_lineage
 from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
@@ -258,7 +258,7 @@ class KfpLocalRun:
             "PYTHONPATH": _child_pythonpath(),
         }
         crashed: Exception | None = None
-        with exported(env), observer.installed(), warnings.catch_warnings():
+        with exported(env), observer.installed(), warnings.catch_warnings(), root_logging_kept():
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:

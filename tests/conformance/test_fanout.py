@@ -285,3 +285,15 @@ def test_a_fan_in_list_inside_a_branch_reads_outputs_from_outside(backend: str, 
     r = _run(fp.literal_in_branch, backend, tmp_path, x=3)
     assert r.succeeded, r.error
     assert _statuses(r) == {"a": S, "b": S, "positive": S, "total": S}
+
+
+def test_a_kfp_local_loop_leaves_the_root_logger_as_it_was(tmp_path: Path) -> None:
+    import logging
+
+    if "kfp-local" not in available_backends():
+        pytest.skip("kfp-local not installed")
+    root = logging.getLogger()
+    level, handlers = root.level, root.handlers[:]
+    r = _run(fp.over_param, "kfp-local", tmp_path, xs=list(range(6)), factor=1)
+    assert r.succeeded, r.error
+    assert (root.level, root.handlers) == (level, handlers)
