@@ -36,6 +36,7 @@ FEATURES = (
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
     "checkpoint", "gates", "condition.expression", "condition.or", "branch.chain", "branch.value",
     "secrets", "labels", "queue", "distributed", "schedule", "run",
+    "map", "map.tolerate", "fan_in",
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
 )
 
@@ -159,6 +160,7 @@ class RunResult:
     steps: dict[str, StepOutcome]
     receipt_path: Path | None
     error: RunFailed | None = None  # StepFailed when a step failed
+    maps: dict[str, Any] = field(default_factory=dict)  # mapped node -> fanout.MapReport (failed indices)
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
@@ -233,6 +235,13 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         for feature, on in checks.items():
             if on:
                 mark(feature, node.name)
+    for node in spec.nodes:
+        if node.map is not None:
+            mark("map", node.name)
+            if node.map.tolerant:
+                mark("map.tolerate", node.name)
+        if any(b.kind == "list" for _, b in node.inputs):
+            mark("fan_in", node.name)
     if spec.gates:
         mark("gates", ", ".join(g.id for g in spec.gates))
         for g in spec.gates:

@@ -6,6 +6,7 @@ from typing import Any
 
 from .codecs import revive
 from .errors import PipelineDefinitionError
+from .fanout import list_of
 from .spec import Binding, BindingKind, PipelineSpec
 from .types import TypeSpec
 
@@ -28,6 +29,9 @@ def resolve(b: Binding, params: dict[str, Any], outputs: dict[str, dict[str, Any
         if not taken:
             raise KeyError(f"no branch produced {b.describe()}")
         value = resolve(taken[0], params, outputs)
+    elif b.kind is BindingKind.LIST:
+        elem = t.args[0] if t is not None and t.args else None
+        return [resolve(item, params, outputs, elem) for item in b.items]
     else:
         value = b.value
     return revive(value, t) if t is not None else value
@@ -41,7 +45,8 @@ def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outp
         port = step.input(name)
         if port is None:
             raise PipelineDefinitionError("unknown argument", pipeline=spec.name, step=node_name, port=name)
-        values[name] = resolve(b, params, outputs, port.type)
+        t = list_of(port.type) if node.map is not None and name == node.map.item else port.type
+        values[name] = resolve(b, params, outputs, t)
     for port in step.inputs:
         if port.name not in values and port.has_default:
             values[port.name] = revive(port.default, port.type)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .conditions import Cond, Condition, Op, as_cond, combine, compare
 from .errors import PipelineDefinitionError
+from .fanout import element_of, list_of, mapped_output
 from .spec import Binding, BindingKind, Gate, Node
 from .types import TypeKind, TypeSpec, assignable, value_matches
 
@@ -193,7 +194,7 @@ class Builder:
         self.last_block: tuple[str, int, int] | None = None  # (gate id, node count, gate count) at its end
 
     # -- recording ---------------------------------------------------------------------
-    def add_node(self, step: Step, kwargs: dict[str, Any], node_name: str | None) -> Any:
+    def add_node(self, step: Step, kwargs: dict[str, Any], node_name: str | None, map_spec: Any = None) -> Any:
         spec = step.spec
         known = self.steps.get(spec.name)
         if known is not None and known.fn is not step.fn:
@@ -227,10 +228,12 @@ class Builder:
                     f"missing required input of type {port.type.describe()}",
                     pipeline=self.name, step=name, port=port.name,
                 )
-            bindings.append((port.name, self._bind(kwargs[port.name], name, port.name, port.type)))
+            # il.map: the item input is bound to the whole list (core/fanout.py).
+            want = list_of(port.type) if map_spec is not None and port.name == map_spec.item else port.type
+            bindings.append((port.name, self._bind(kwargs[port.name], name, port.name, want)))
 
         gate = self._gate_stack[-1] if self._gate_stack else None
-        node = Node(name=name, step=spec.name, inputs=tuple(bindings), gate=gate, after=after_nodes)
+        node = Node(name=name, step=spec.name, inputs=tuple(bindings), gate=gate, after=after_nodes, map=map_spec)
         self.nodes.append(node)
         self._node_gate[name] = gate
         return self._promises_for(node, spec)
@@ -298,6 +301,10 @@ class Builder:
                         hint="move this step into the same il.when block",
                     )
             return b
+        if isinstance(value, list | tuple) and _holds_promise(value) and element_of(dst) is not None:
+            from .fanout_build import bind_list  # fan-in: a list of step outputs written here
+
+            return bind_list(self, value, node, port, dst)
         if _holds_promise(value):
             raise PipelineDefinitionError(
                 "a step output or parameter nested inside a list or dict constant cannot be wired",
@@ -314,7 +321,11 @@ class Builder:
         return Binding.of_const(list(value) if isinstance(value, tuple) else value)
 
     def _promises_for(self, node: Node, spec: Any) -> Any:
-        promises = [Promise(self, Binding.of_output(node.name, p.name), p.type) for p in spec.outputs]
+        promises = [
+            Promise(self, Binding.of_output(node.name, p.name),
+                    mapped_output(p.type, node.map) if node.map is not None else p.type)
+            for p in spec.outputs
+        ]
         if not promises:
             return NodeHandle(node.name)
         if spec.output_tuple:

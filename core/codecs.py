@@ -53,6 +53,7 @@ class TypeKind(StrEnum):
     DATASET = "dataset"
     MODEL = "model"
     METRICS = "metrics"
+    ARTIFACTS = "artifacts"  # a list of artifacts (list[il.Dataset], list[pd.DataFrame]...): files
 
 
 @dataclass(frozen=True)
@@ -422,6 +423,38 @@ def _metrics_read(t: TypeSpec, src: Path) -> Any:
     return Metrics(json.loads((src / METRICS_FILE).read_text()))
 
 
+# -- a list of artifacts: one sub-directory per element ---------------------------------------
+ITEMS_FILE = "items.json"
+
+
+def _artifacts_matches(value: Any, t: TypeSpec) -> bool:
+    return isinstance(value, list | tuple) and all(output_matches(v, t.args[0]) for v in value)
+
+
+def _artifacts_write(value: Any, t: TypeSpec, dest: Path) -> None:
+    from .values import write_value
+
+    for i, v in enumerate(value):
+        write_value(v, t.args[0], dest / str(i))
+    (dest / ITEMS_FILE).write_text(json.dumps({"items": len(value)}))
+
+
+def _artifacts_read(t: TypeSpec, src: Path) -> Any:
+    from .values import read_value
+
+    path = src / ITEMS_FILE
+    if not path.exists():
+        raise SerializationError(f"no {ITEMS_FILE} in {src}")
+    n = json.loads(path.read_text())["items"]
+    return [read_value(t.args[0], src / str(i)) for i in range(n)]
+
+
+def _artifacts_hash(value: Any, t: TypeSpec) -> str:
+    from .values import value_hash
+
+    return hashlib.sha256(canonical_json([value_hash(v, t.args[0]) for v in value])).hexdigest()
+
+
 # -- the table ---------------------------------------------------------------------------------
 _ROWS = (
     _json_row(TypeKind.INT, recognizes=_is(int), parse=int, from_jsonable=_int_from_json,
@@ -448,6 +481,8 @@ _ROWS = (
     Codec(TypeKind.METRICS, describe=_name("il.Metrics"), recognizes=_subclass_of(Metrics),
           matches=_metrics_matches, write=_metrics_write, read=_metrics_read, hash=_hash_json, artifact=True,
           to_jsonable=lambda v, t: dict(v), from_jsonable=lambda v, t: Metrics(v)),
+    Codec(TypeKind.ARTIFACTS, describe=_describe_list, matches=_artifacts_matches, write=_artifacts_write,
+          read=_artifacts_read, hash=_artifacts_hash, artifact=True),
 )
 
 CODECS: dict[TypeKind, Codec] = {row.kind: row for row in _ROWS}

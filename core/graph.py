@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from . import fanout
 from .conditions import condition_of
 from .errors import PipelineDefinitionError
 from .names import check_step_name
@@ -71,9 +72,14 @@ def binding_type(spec: PipelineSpec, b: Binding) -> TypeSpec | None:
     if b.kind is BindingKind.PARAM:
         p = spec.param(b.param or "")
         return p.type if p else None
+    if b.kind is BindingKind.LIST:
+        return fanout.list_binding_type(spec, b, binding_type)
     if b.kind is BindingKind.OUTPUT:
         port = spec.step_of(b.node or "").output(b.port or "")
         t = port.type if port else None
+        node = spec.node(b.node or "")
+        if t is not None and node.map is not None:
+            t = fanout.mapped_output(t, node.map)
         for f in b.field:
             t = t.field_type(f) if t else None
         return t
@@ -110,16 +116,23 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
             target = step.input(pname)
             if target is None:
                 raise PipelineDefinitionError("unknown argument", pipeline=name, step=n.name, port=pname)
-            if b.kind is BindingKind.OUTPUT and b.node not in node_names:
-                raise PipelineDefinitionError(f"reads unknown node {b.node!r}", pipeline=name, step=n.name, port=pname)
+            unknown = sorted(b.nodes() - node_names)
+            if unknown:
+                raise PipelineDefinitionError(f"reads unknown node {unknown[0]!r}", pipeline=name, step=n.name, port=pname)
             src = binding_type(spec, b)
             if b.kind is not BindingKind.CONST and src is None:
                 raise PipelineDefinitionError(f"{b.describe()} does not exist", pipeline=name, step=n.name, port=pname)
-            if src is not None and not assignable(src, target.type):
+            want = target.type
+            if n.map is not None and pname == n.map.item:
+                want = fanout.list_of(target.type)  # the item input is bound to the whole list
+            if src is not None and not assignable(src, want):
                 raise PipelineDefinitionError(
-                    f"type mismatch: {b.describe()} is {src.describe()}, but the input expects {target.type.describe()}",
+                    f"type mismatch: {b.describe()} is {src.describe()}, but the input expects {want.describe()}",
                     pipeline=name, step=n.name, port=pname,
                 )
+        if n.map is not None:
+            fanout.check_map(name, n.name, step, n.map, binding_type(spec, n.bindings[n.map.item])
+                             if n.map.item in bound else None)
         if n.gate is not None and n.gate not in gate_ids:
             raise PipelineDefinitionError(f"unknown gate {n.gate!r}", pipeline=name, step=n.name)
     for g in spec.gates:

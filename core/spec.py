@@ -13,6 +13,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
+from .fanout import MapSpec
 from .policies import Cache, CheckpointPolicy, Resources, Secret, Torchrun
 from .retry import Retry
 from .types import TypeSpec
@@ -142,6 +143,7 @@ class BindingKind(StrEnum):
     OUTPUT = "output"  # a node's output port, optionally a field path into a dataclass output
     CONST = "const"  # a JSON-able literal
     ONE_OF = "one_of"  # il.branch_value: the output of whichever branch of an elif/otherwise chain ran
+    LIST = "list"  # a list written in the pipeline body whose items are bindings (fan-in)
 
 
 @dataclass(frozen=True)
@@ -155,8 +157,10 @@ class Binding:
     field: tuple[str, ...] = ()
     value: Any = None
     options: tuple[Binding, ...] = ()  # ONE_OF: one output per branch, in branch order
+    items: tuple[Binding, ...] = ()  # LIST: one binding per element
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "items", tuple(self.items))
         object.__setattr__(self, "kind", BindingKind(self.kind))
         object.__setattr__(self, "field", tuple(self.field))
         object.__setattr__(self, "options", tuple(self.options))
@@ -178,11 +182,15 @@ class Binding:
     def one_of(options: tuple[Binding, ...]) -> Binding:
         return Binding(BindingKind.ONE_OF, options=tuple(options))
 
-    def nodes(self) -> list[str]:
-        """The nodes this binding reads from (all branches, for ONE_OF)."""
+    @staticmethod
+    def of_list(items: tuple[Binding, ...] | list[Binding]) -> Binding:
+        return Binding(BindingKind.LIST, items=tuple(items))
+
+    def nodes(self) -> set[str]:
+        """The nodes whose outputs this binding reads (every branch of a ONE_OF, every item of a LIST)."""
         if self.kind is BindingKind.OUTPUT and self.node:
-            return [self.node]
-        return [n for o in self.options for n in o.nodes()]
+            return {self.node}
+        return {n for b in (*self.options, *self.items) for n in b.nodes()}
 
     def describe(self) -> str:
         if self.kind is BindingKind.PARAM:
@@ -192,6 +200,8 @@ class Binding:
             return f"output {self.node}.{self.port}{dotted}"
         if self.kind is BindingKind.ONE_OF:
             return "branch value of " + " / ".join(f"{o.node}.{o.port}" for o in self.options)
+        if self.kind is BindingKind.LIST:
+            return f"list [{', '.join(b.describe() for b in self.items)}]"
         return f"constant {self.value!r}"
 
     def to_json(self) -> dict[str, Any]:
@@ -204,6 +214,8 @@ class Binding:
             return out
         if self.kind is BindingKind.ONE_OF:
             return {"one_of": [o.to_json() for o in self.options]}
+        if self.kind is BindingKind.LIST:
+            return {"list": [b.to_json() for b in self.items]}
         return {"const": self.value}
 
     @classmethod
@@ -214,6 +226,8 @@ class Binding:
             return cls.of_param(d["param"])
         if "node" in d:
             return cls.of_output(d["node"], d["port"], tuple(d.get("field", ())))
+        if "list" in d:
+            return cls.of_list([cls.from_json(b) for b in d["list"]])
         return cls.of_const(d["const"])
 
 
@@ -270,6 +284,7 @@ class Node:
     inputs: tuple[tuple[str, Binding], ...]
     gate: str | None = None
     after: tuple[str, ...] = ()  # ordering-only dependencies
+    map: MapSpec | None = None  # il.map: the step runs once per item (core/fanout.py)
 
     def __post_init__(self) -> None:
         # Canonical order, so a spec compares equal after a JSON round trip.
@@ -294,6 +309,8 @@ class Node:
             out["gate"] = self.gate
         if self.after:
             out["after"] = list(self.after)
+        if self.map is not None:
+            out["map"] = self.map.to_json()
         return out
 
     @classmethod
@@ -304,6 +321,7 @@ class Node:
             tuple((k, Binding.from_json(b)) for k, b in d["inputs"].items()),
             d.get("gate"),
             tuple(d.get("after", ())),
+            MapSpec.from_json(d["map"]) if d.get("map") else None,
         )
 
 

@@ -96,7 +96,10 @@ def type_of(annotation: Any, *, where: str = "") -> TypeSpec:
             hint="use a dataclass or separate outputs instead of a Union",
         )
     if annotation is list or origin is list:
-        return TypeSpec(TypeKind.LIST, args=(type_of(args[0], where=where),) if args else ())
+        elem = type_of(args[0], where=where) if args else None
+        # A list of artifacts moves as files (its own kind); any other list is JSON.
+        kind = TypeKind.ARTIFACTS if elem is not None and elem.is_artifact else TypeKind.LIST
+        return TypeSpec(kind, args=(elem,) if elem is not None else ())
     if annotation is dict or origin is dict:
         if args and args[0] is not str:
             raise PipelineDefinitionError(f"unsupported type {annotation!r}{where}: dict keys must be str (JSON)")

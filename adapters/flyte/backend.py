@@ -38,6 +38,9 @@ CLUSTER_FEATURES = {
     "condition.or": "native (| in the conditional's expression)",
     "branch.chain": "native (one conditional: if_().then().elif_().then().else_().then(); each block a sub-workflow)",
     "branch.value": "native (the conditional's output: every branch's sub-workflow returns the value)",
+    "map": "native (array node: flytekit ArrayNodeMapTask over the per-item task, with concurrency)",
+    "map.tolerate": "native for a fraction (min_success_ratio; failed items are None); a count is refused",
+    "fan_in": "native (a list of promises bound as a collection; a map's output is a list)",
     "secrets": "native (secret requests, injected as environment variables)",
     "labels": "native (pod template labels/annotations; pipeline labels on the launch plan)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's pod template "

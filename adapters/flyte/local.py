@@ -22,6 +22,7 @@ from interlock.core.runstate import ALL_KINDS, RunContext, Seen, exported, settl
 from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
 
+from . import fanout
 from .tasks import LocalRun, TaskOptions, local_run
 from .types import from_flyte, to_flyte
 from .workflow import build_entities, gate_values
@@ -129,8 +130,11 @@ class FlyteLocalRunner:
                 returned = entities.workflow(**inputs)
             except Exception as exc:  # flytekit wraps the step's StepFailed; the observer has it
                 error = exc
+        seen = observed(spec, local, since=started)
+        maps = fanout.observe(spec, run.state, seen, local.returned)  # il.map: items -> the mapped node
+        fanout.reset_counters(run.run_id)
         outcome = settle(
-            spec, run.state, observed(spec, local, since=started), gates=gate_values(spec, local.returned, _typed(spec, params)),
+            spec, run.state, seen, gates=gate_values(spec, local.returned, _typed(spec, params)),
             failed=f"flytekit failed the run: {error}" if error is not None else None,
         )
         for name, o in outcome.steps.items():
@@ -143,7 +147,7 @@ class FlyteLocalRunner:
             outcome.error.receipt_path = str(receipt)
         outputs = {} if outcome.error else self._outputs(returned)
         return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt,
-                         outcome.error)
+                         outcome.error, maps=maps)
 
     def _outputs(self, returned: Any) -> dict[str, Any]:
         names = [k for k, _ in self.spec.output_types]

@@ -34,7 +34,7 @@ from interlock.core.runtime import execute_step
 from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.values import revive
 
-from . import distributed, policies
+from . import distributed, fanout, policies
 from .types import from_flyte, outputs_to_flyte, outputs_type, python_type
 
 BACKEND = "flyte"
@@ -166,7 +166,7 @@ def _scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="interlock-out-", dir=base))
 
 
-def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any) -> Callable[..., Any]:
+def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool = False) -> Callable[..., Any]:
     """The Python function flytekit runs for ``node``: a typed signature around the shim."""
 
     def body(**kwargs: Any) -> Any:
@@ -176,9 +176,10 @@ def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any) -> Callab
             # Inside the shim: an output that cannot be converted fails the attempt like any failure.
             return outputs_to_flyte(step.outputs, outputs, ret_type, _scratch())
 
+        name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
         try:
             with distributed.process_group(step.distributed):
-                result = execute_step(run, step, node, inputs, write=write)
+                result = execute_step(run, step, name, inputs, write=write)
         except StepFailed as err:
             if err.backend_should_retry:
                 raise FlyteRecoverableException(str(err)) from err
@@ -210,7 +211,7 @@ def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None
     options = options or TaskOptions()
     step = spec.step_of(node)
     ret_type = outputs_type(step.outputs, f"{py_ident(node)}_outputs")
-    body = step_body(spec.name, node, step, ret_type)
+    body = step_body(spec.name, node, step, ret_type, mapped=spec.node(node).map is not None)
     # The container's env (flyte-local runs in this process and never applies it): on a cluster
     # SIGTERM to an interruptible step is a spot reclaim (checkpoint, PREEMPTED, Flyte retries).
     env = {**RunEnv(pipeline=spec.name, backend=BACKEND, retry_in_process=options.in_process, on_cluster=True).to_env(),

@@ -166,6 +166,7 @@ FLYTE_CODECS: dict[TypeKind, FlyteCodec] = {
         _native(TypeKind.BOOL, bool),
         FlyteCodec(TypeKind.NONE, python=None),
         FlyteCodec(TypeKind.LIST, python=_list_python, to_flyte=_list_to, from_flyte=_list_from),
+        FlyteCodec(TypeKind.ARTIFACTS, python=_list_python, to_flyte=_list_to, from_flyte=_list_from),
         FlyteCodec(TypeKind.DICT, python=_dict_python, to_flyte=_dict_to, from_flyte=_dict_from),
         # A dataclass stays a dataclass (flytekit's own transformer); its JSON object is revived.
         FlyteCodec(TypeKind.DATACLASS, python=lambda t: t.resolve_class(),

@@ -22,9 +22,11 @@ from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 from interlock.core.branches import chain_of, head_of, own_condition
 from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.errors import PipelineDefinitionError
+from interlock.core.fanout import list_of
 from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, PipelineSpec
 
+from . import fanout
 from .tasks import TaskOptions, build_noop, build_task, py_ident
 from .types import outputs_type, python_type, to_flyte
 
@@ -53,6 +55,9 @@ class _Builder:
         self.spec = spec
         self.options = options
         self.tasks = {n.name: build_task(spec, n.name, options) for n in spec.nodes}
+        for n in spec.nodes:
+            if n.map is not None:  # il.map: an array node over the per-item task
+                self.tasks[n.name] = fanout.map_task(spec, n.name, self.tasks[n.name])
         self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
         self.noop = build_noop(spec.name, options) if spec.gates else None
         for _, b in spec.outputs:
@@ -92,11 +97,12 @@ class _Builder:
         inside = set(self.nodes_in(gate))
         found: dict[str, Binding] = {}
         for name in inside:
-            for _, b in self.spec.node(name).inputs:
-                if b.kind is BindingKind.PARAM or (b.kind is BindingKind.OUTPUT and b.node not in inside):
-                    found[_key(b)] = b
-                elif b.kind is BindingKind.ONE_OF and not set(b.nodes()) & inside:  # a chain's value from outside
-                    found[_key(b)] = b
+            for _, top in self.spec.node(name).inputs:
+                for b in (top, *top.items):  # a fan-in list reads each of its items
+                    if b.kind is BindingKind.PARAM or (b.kind is BindingKind.OUTPUT and b.node not in inside):
+                        found[_key(b)] = b
+                    elif b.kind is BindingKind.ONE_OF and not set(b.nodes()) & inside:  # a chain's value from outside
+                        found[_key(b)] = b
         for g in self.spec.gates:
             if g.parent and gate in [c.id for c in self.spec.gate_chain(g.parent)]:
                 for c in condition_of(g).bindings():
@@ -177,6 +183,8 @@ class _Builder:
             for f in b.field:
                 v = getattr(v, f)
             return v
+        if b.kind is BindingKind.LIST:  # fan-in: flytekit binds a list of promises itself
+            return [self.value_of(item, values, node_outputs) for item in b.items]
         return b.value
 
     def emit_node(self, name: str, values: dict[str, Any], handles: dict[str, Any]) -> None:
@@ -186,6 +194,8 @@ class _Builder:
         for port, b in node.inputs:
             v = self.value_of(b, values, values.setdefault("__outputs__", {}))
             t = step.input(port).type
+            if node.map is not None and port == node.map.item:
+                t = list_of(t)
             if b.kind is BindingKind.CONST:
                 v = to_flyte(v, t)  # dataclass from its JSON form, untyped list/dict as JSON text
             kwargs[port] = v

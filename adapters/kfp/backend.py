@@ -41,6 +41,9 @@ _FEATURES = {
     "condition.or": "unsupported (KFP conditions are conjunctions): refused at build time",
     "branch.chain": "native (dsl.If/dsl.Elif/dsl.Else; each block's own condition must be one comparison)",
     "branch.value": "native (dsl.OneOf)",
+    "map": "native (dsl.ParallelFor with parallelism; an enumerate-items task gives each iteration its index)",
+    "map.tolerate": "unsupported: ParallelFor has no minimum-success policy; catch failures in the step",
+    "fan_in": "native for a map's output (dsl.Collected); a list of separate task outputs is refused",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class as kfp-kubernetes pod labels; "

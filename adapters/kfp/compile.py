@@ -23,7 +23,8 @@ from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, Gate, PipelineSpec
 from interlock.core.types import TypeKind, TypeSpec
 
-from .component import NodeComponent, declared_inputs, make_components
+from . import fanout
+from .component import DEFAULT_IMAGE, NodeComponent, declared_inputs, make_components
 from .names import SINGLE
 from .policies import KfpOptions, apply_platform_settings, apply_task_settings, check_durable_state
 from .types import encode, json_text, kfp_type
@@ -106,7 +107,14 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
                     cm.__enter__()
                     scopes.append(cm)
                 open_gates.append((gate.id, scopes))
-            tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
+            if node.map is not None:  # il.map: ParallelFor over the list, readers get Collected
+                items = _value(node.bindings[node.map.item], values, tasks, components)
+                loop, item, _ = fanout.open_loop(spec, node.name, items, opts.image or DEFAULT_IMAGE)
+                task = _task(spec, node.name, {**values, fanout.ENUMERATE: item}, tasks, components, opts)
+                loop.__exit__(None, None, None)
+                tasks[node.name] = fanout.Collected(task)
+            else:
+                tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
             task_names[tasks[node.name].name] = node.name
         while open_gates:
             for cm in reversed(open_gates.pop()[1]):
@@ -174,6 +182,11 @@ def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components
         if memo not in tasks:
             tasks[memo] = dsl.OneOf(*(_value(o, values, tasks, components) for o in b.options))
         return tasks[memo]
+    if b.kind is BindingKind.LIST:
+        raise PipelineDefinitionError(
+            f"{b.describe()}: KFP cannot pass a list of task outputs as one input",
+            hint="produce the parts with il.map (its output is a list: dsl.Collected), or collect them in a step",
+        )
     return b.value
 
 
@@ -190,6 +203,9 @@ def _task(
         port = step.input(port_name)
         assert port is not None
         b = bindings.get(port_name)
+        if node.map is not None and port_name == node.map.item:
+            kwargs[comp.inputs[port_name]] = values[fanout.ENUMERATE]
+            continue
         if b is not None and b.kind is not BindingKind.CONST:
             kwargs[comp.inputs[port_name]] = _value(b, values, tasks, components)
             continue

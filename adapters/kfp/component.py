@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlock.core.errors import PipelineDefinitionError
+from interlock.core.graph import binding_type
 from interlock.core.spec import BindingKind, PipelineSpec, StepSpec
 from interlock.core.types import TypeKind, TypeSpec
 
+from .fanout import ITEM_TYPE
 from .names import function_names, io_names, single_return
 from .types import kfp_type
 
@@ -55,14 +57,16 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     """
     p = step.input(port)
     assert p is not None
-    b = spec.node(node).bindings.get(port)
+    n = spec.node(node)
+    if n.map is not None and port == n.map.item:
+        return ITEM_TYPE  # one enumerated item per iteration (fanout.py)
+    b = n.bindings.get(port)
     if b is not None and b.kind is BindingKind.ONE_OF:  # il.branch_value: every option has one type
         b = b.options[0]
     src: TypeSpec | None = None
     if b is not None and b.kind is BindingKind.OUTPUT:
-        out = spec.step_of(b.node or "").output(b.port or "")
-        assert out is not None
-        src = out.type
+        src = binding_type(spec, b.__class__.of_output(b.node or "", b.port or ""))  # a map's output: a list
+        assert src is not None
         if b.field:
             return src
     elif b is not None and b.kind is BindingKind.PARAM:
@@ -115,6 +119,12 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
     artifact_outs: list[str] = []
     returned: list[str] = []
     for p in step.outputs:
+        if p.type.kind is TypeKind.ARTIFACTS:
+            raise PipelineDefinitionError(
+                f"output {p.name!r} is {p.type.describe()}: a KFP component cannot output a list of artifacts",
+                pipeline=spec.name, step=node,
+                hint="map the step that makes one artifact with il.map: readers get the list (dsl.Collected)",
+            )
         kt = kfp_type(p.type, where=where)
         if kt.is_artifact:
             artifact_outs.append(f"{names_out[p.name]}: {kt.output_annotation()}")

@@ -23,6 +23,7 @@ from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.values import from_jsonable
 
 from .component import declared_inputs
+from .fanout import unpack_item
 from .names import io_names, single_return
 from .types import read_artifact, to_parameter, to_value, write_artifact
 
@@ -59,12 +60,18 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
             f"(fingerprint {step.fingerprint[:12]} != {fingerprint[:12]})",
             hint="rebuild the image from the same commit, then recompile", pipeline=spec.name,
         )
+    name = node
+    m = spec.node(node).map
+    if m is not None:  # il.map: this iteration runs one enumerated item (fanout.py)
+        kname = io_names(step)[0][m.item]
+        name, item = unpack_item(node, args[kname])
+        args = {**args, kname: item}
     inputs = node_inputs(spec, step, node, args)
     run = run_context(spec)
     try:
         # Outputs are written inside the shim: one that cannot be serialized fails the attempt,
         # is classified and stops KFP's retries like any other failure.
-        result = execute_step(run, step, node, inputs, write=lambda outputs: write_outputs(step, outputs, args))
+        result = execute_step(run, step, name, inputs, write=lambda outputs: write_outputs(step, outputs, args))
     except StepFailed as exc:
         if not _task_process():
             raise  # called in-process (tests, a custom launcher): the caller reports it
@@ -114,6 +121,10 @@ def node_inputs(spec: PipelineSpec, step: StepSpec, node: str, args: dict[str, A
         raw = args.get(names_in[port.name])
         if port.name not in declared or (raw is None and port.name not in bindings):
             inputs[port.name] = from_jsonable(port.default, port.type) if port.has_default else None
+            continue
+        m = spec.node(node).map
+        if m is not None and port.name == m.item:
+            inputs[port.name] = from_jsonable(raw, port.type)
             continue
         inputs[port.name] = to_value(raw, bindings.get(port.name), port.type, declared[port.name])
     return inputs

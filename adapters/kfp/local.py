@@ -27,6 +27,7 @@ from typing import Any
 
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import InterlockError, StepFailed
+from interlock.core.fanout import reports
 from interlock.core.receipt import assemble_receipt
 from interlock.core.redact import Redactor
 from interlock.core.runstate import (
@@ -43,6 +44,7 @@ from interlock.core.values import to_jsonable
 
 from .compile import build_pipeline
 from .entry import to_value
+from .fanout import collected_output, root_logging_kept, stopped
 from .lineage import record_lineage
 from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
@@ -187,7 +189,7 @@ class _TaskObserver:
         self.sleeper(seconds)
 
     def _stop_marked(self, node: str) -> bool:
-        return self.state.stop_marker(node) is not None  # the shim gave up: FATAL, spent budget, stop
+        return stopped(self.state, node)  # the shim gave up on it (or, il.map, on one of its items)
 
     def seen(self) -> dict[str, Seen]:
         """What kfp did with each task it started, for settle()."""
@@ -338,11 +340,12 @@ class KfpLocalRun:
             "PYTHONPATH": _child_pythonpath(),
         }
         crashed: Exception | None = None
-        with exported(env), observer.installed(), _stops_reach_the_task(observer), warnings.catch_warnings():
+        with exported(env), observer.installed(), _stops_reach_the_task(observer), warnings.catch_warnings(), \
+                root_logging_kept():
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:
-                built.pipeline(**_kfp_params(spec, params))
+                self._returned = built.pipeline(**_kfp_params(spec, params))
             except Exception as exc:  # kfp raises for orchestration problems, not task failures
                 log.error("kfp-local run %s: %s", options.run_id, exc)
                 crashed = exc
@@ -352,8 +355,14 @@ class KfpLocalRun:
         self, params: dict[str, Any], observer: _TaskObserver, started: float, crashed: Exception | None = None,
     ) -> RunResult:
         spec, options = self.spec, self.options
+        seen = observer.seen()
+        maps = reports(spec, observer.state)  # il.map: the items' fragments -> the mapped node
+        for name in maps:
+            frag = observer.state.read_fragment(name)
+            if frag is not None:
+                seen[name] = Seen(frag.status)
         outcome = settle(
-            spec, observer.state, observer.seen(), gates=self._gates(observer, params),
+            spec, observer.state, seen, gates=self._gates(observer, params),
             failed=f"kfp-local could not run the pipeline: {crashed}" if crashed is not None else None,
         )
         receipt = assemble_receipt(
@@ -373,7 +382,8 @@ class KfpLocalRun:
             error.receipt_path = str(receipt)
         outputs = {} if error else self._outputs(observer)
         record_lineage(spec, receipt, observer.records, workdir=options.workdir, enabled=KfpLocalOptions.of(options).lineage)
-        return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt, error)
+        return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt, error,
+                         maps=maps)
 
     def _gates(self, observer: _TaskObserver, params: dict[str, Any]) -> dict[str, bool]:
         """Each il.when condition whose values kfp produced, read from those nodes' outputs."""
@@ -424,6 +434,10 @@ class KfpLocalRun:
             if rec is None or rec.status is not Status.SUCCEEDED:
                 continue  # behind a closed gate
             from .names import io_names
+
+            if spec.node(b.node or "").map is not None:  # a task record holds one iteration: the
+                out[name] = collected_output(spec, getattr(self, "_returned", None), name, b, types[name])
+                continue  # pipeline's own output holds the dsl.Collected list
 
             _, names_out = io_names(spec.step_of(b.node or ""))
             raw = rec.outputs.get(names_out[b.port or ""])

@@ -112,6 +112,8 @@ def to_value(raw: Any, binding: Binding | None, t: TypeSpec, declared: TypeSpec 
     if raw is None:
         return None
     fields = binding.field if binding is not None and binding.kind is BindingKind.OUTPUT else ()
+    if t.kind is TypeKind.ARTIFACTS and isinstance(raw, list):
+        return read_artifact(raw, t)
     if hasattr(raw, "path") and hasattr(raw, "uri"):
         return follow(read_artifact(raw, (declared or t) if fields else t), fields)
     return from_jsonable(follow(decode(raw, declared or t), fields), t)
@@ -195,6 +197,10 @@ def _read_metrics(art: Any, t: TypeSpec) -> Any:
     return Metrics({k: v for k, v in dict(art.metadata or {}).items() if isinstance(v, int | float)})
 
 
+def _read_artifacts(arts: Any, t: TypeSpec) -> Any:
+    return [read_artifact(a, t.args[0]) for a in arts]
+
+
 def _parameter(kind: TypeKind, name: str) -> KfpCodec:
     return KfpCodec(kind, KfpType(None, name))
 
@@ -219,6 +225,8 @@ KFP_CODECS: dict[TypeKind, KfpCodec] = {
         _artifact(TypeKind.DATASET, "Dataset", _write_directory, _read_directory),
         _artifact(TypeKind.MODEL, "Model", _write_directory, _read_directory),
         _artifact(TypeKind.METRICS, "Metrics", _write_metrics, _read_metrics),
+        # Fan-in only: dsl.Collected artifacts arrive as a list (system.Artifact accepts every kind).
+        KfpCodec(TypeKind.ARTIFACTS, KfpType("List[Artifact]", None), None, _read_artifacts),
     )
 }
 

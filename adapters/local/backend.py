@@ -25,6 +25,8 @@ from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.status import Status
 from interlock.core.values import read_value, value_hash, write_value
 
+from .fanout import run_map
+
 NATIVE = "native"
 
 
@@ -63,6 +65,9 @@ class LocalBackend:
                 "condition.or": "native (evaluated in-process)",
                 "branch.chain": "native (evaluated in-process)",
                 "branch.value": "native (the value of the branch that ran)",
+                "map": "native (threads, at most `concurrency` items at once; each item through the shim)",
+                "map.tolerate": "native (shim: failed items are None, their indices in RunResult.maps)",
+                "fan_in": NATIVE,
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "queue": "emulated: recorded in the receipt (no Kueue locally)",
@@ -88,6 +93,7 @@ class LocalBackend:
         }
         outputs: dict[str, dict[str, Any]] = {}
         seen: dict[str, Seen] = {}
+        maps: dict[str, Any] = {}
         failed = False
         for node in spec.nodes:
             step = spec.step_of(node)
@@ -97,6 +103,14 @@ class LocalBackend:
                 options.emit(node.name, Status.SKIPPED, "gate closed")
                 continue
             inputs = node_inputs(spec, node.name, typed_params, outputs)
+            if node.map is not None:  # il.map: one shim run per item (fanout.py)
+                mapped = run_map(spec, node, inputs, run, cache, options)
+                seen[node.name], maps[node.name] = mapped.seen, mapped.report
+                failed = mapped.outputs is None
+                if mapped.outputs is not None:
+                    outputs[node.name] = mapped.outputs
+                options.emit(node.name, mapped.seen.status, f"{mapped.report.items if mapped.report else 0} item(s)")
+                continue
             use_cache = options.cache and step.cache is not None and step.cache.enabled
             key = cache_key(step, inputs) if use_cache else None
             values_dir = options.run_dir / "values" / node.name
@@ -161,7 +175,7 @@ class LocalBackend:
             outcome.error.receipt_path = str(receipt)
         final = {} if outcome.error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
         return RunResult(spec.name, options.run_id, self.name, outcome.status, final, outcome.steps, receipt,
-                         outcome.error)
+                         outcome.error, maps=maps)
 
 
 INPUTS_KEY = ".inputs-key"  # not a port name: ports are identifiers

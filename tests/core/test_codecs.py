@@ -64,6 +64,7 @@ SAMPLES: dict[TypeKind, tuple[Callable[[], Any], Callable[[Path], Any]]] = {
     TypeKind.DATASET: (lambda: il.Dataset, _directory(il.Dataset)),
     TypeKind.MODEL: (lambda: il.Model, _directory(il.Model)),
     TypeKind.METRICS: (lambda: il.Metrics, lambda tmp: il.Metrics(auc=0.91, loss=0.2)),
+    TypeKind.ARTIFACTS: (lambda: list[il.Dataset], lambda tmp: [_directory(il.Dataset)(tmp)]),
 }
 KINDS = list(TypeKind)
 
@@ -84,6 +85,8 @@ def _same(a: Any, b: Any) -> bool:
     """Equal as values: frames by content, directory artifacts by files and metadata."""
     if type(a).__name__ == "DataFrame":
         return type(b) is type(a) and a.equals(b) and list(a.index) == list(b.index)
+    if isinstance(a, list) and a and isinstance(a[0], il.Dataset | il.Model):  # a list of artifacts
+        return isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, il.Dataset | il.Model):
         return type(a) is type(b) and a.metadata == b.metadata and _files(a) == _files(b) != {}
     return type(a) is type(b) and a == b

@@ -44,6 +44,7 @@ SAMPLES: dict[TypeKind, list[tuple[Any, Callable[[Path], Any]]]] = {
     TypeKind.DATASET: [(il.Dataset, _directory(il.Dataset))],
     TypeKind.MODEL: [(il.Model, _directory(il.Model))],
     TypeKind.METRICS: [(il.Metrics, lambda tmp: il.Metrics(auc=0.91))],
+    TypeKind.ARTIFACTS: [(list[il.Dataset], lambda tmp: [_directory(il.Dataset)(tmp)])],
 }
 CASES = [
     pytest.param(annotation, make, id=f"{kind}-{i}")
@@ -64,6 +65,8 @@ def test_every_kind_has_a_row() -> None:
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, pd.DataFrame):
         return isinstance(b, pd.DataFrame) and a.equals(b)
+    if isinstance(a, list) and a and isinstance(a[0], il.Dataset | il.Model):  # a list of artifacts
+        return isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, il.Dataset | il.Model):
         def files(d: Any) -> dict[str, bytes]:
             return {str(p.relative_to(d.path)): p.read_bytes() for p in d.path.rglob("*")

@@ -1,0 +1,109 @@
+"""``il.map`` on Flyte: an array node (flytekit's ``ArrayNodeMapTask``) over the per-item task.
+
+The per-item task is the node's ordinary task (its body is the shim); the array node maps
+it over the item input and binds the broadcast inputs (``bound_inputs``), with the map's
+``concurrency`` and, for a fractional ``tolerate``, ``min_success_ratio`` (Flyte then types
+the output ``List[Optional[T]]`` and puts None at failed items, as interlock does). A count
+of tolerated failures has no Flyte form (the array node takes a ratio): it is refused.
+
+The item index names the shim's run of the item (``node[i]``): in a pod Flyte gives it
+through the array job index; under flyte-local, flytekit runs the items in order in this
+process, so a per-run counter gives the same index.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+from interlock.core.errors import PipelineDefinitionError
+from interlock.core.fanout import item_node
+from interlock.core.runstate import RunEnv
+from interlock.core.spec import PipelineSpec
+
+_COUNTERS: dict[tuple[str, str], itertools.count[int]] = {}
+_LOCK = threading.Lock()
+
+
+def _in_pod() -> bool:
+    from flytekit.core.context_manager import ExecutionState, FlyteContextManager
+
+    state = FlyteContextManager.current_context().execution_state
+    return bool(state and state.mode == ExecutionState.Mode.TASK_EXECUTION)
+
+
+def item_name(node: str) -> str:
+    """The shim's node name for the item this task instance runs."""
+    if _in_pod():
+        from flytekit.core.array_node_map_task import ArrayNodeMapTask
+
+        return item_node(node, ArrayNodeMapTask._compute_array_job_index())
+    key = (RunEnv.read().run_id or "", node)
+    with _LOCK:
+        counter = _COUNTERS.setdefault(key, itertools.count())
+        return item_node(node, next(counter))
+
+
+def reset_counters(run_id: str) -> None:
+    with _LOCK:
+        for key in [k for k in _COUNTERS if k[0] == run_id]:
+            del _COUNTERS[key]
+
+
+def _empty(returned: Any) -> bool:
+    """Did the array node return an empty list (it ran over no items)?"""
+    try:
+        return len(returned.val.collection.literals) == 0
+    except AttributeError:
+        return False
+
+
+def observe(spec: PipelineSpec, state: Any, seen: dict[str, Any], returned: dict[str, Any]) -> dict[str, Any]:
+    """Fold each mapped node's item fragments into its own and record what the backend saw."""
+    from interlock.core.fanout import MapReport, reports
+    from interlock.core.runstate import Seen
+    from interlock.core.status import Status
+
+    maps = reports(spec, state)
+    for node in spec.nodes:
+        name = node.name
+        frag = state.read_fragment(name) if name in maps else None
+        if frag is not None:  # the items tell what happened, not the array node
+            seen[name] = Seen(frag.status)
+        elif node.map is not None and name in seen and _empty(returned.get(name)):
+            seen[name] = Seen(Status.SUCCEEDED)  # it ran, over an empty list
+            maps[name] = MapReport(name, 0)
+        # else: flytekit's cache served the whole array node (no item ran): CACHED, as observed
+    return maps
+
+
+def map_task(spec: PipelineSpec, node_name: str, inner: Any) -> Any:
+    """The array node task for a mapped node, around its per-item task."""
+    from flytekit.core.array_node_map_task import ArrayNodeMapTask
+
+    node = spec.node(node_name)
+    m = node.map
+    assert m is not None
+    if m.tolerate >= 1:
+        raise PipelineDefinitionError(
+            f"il.map(tolerate={m.tolerate!r}): a count of failed items has no Flyte form (an array node "
+            "takes min_success_ratio)",
+            pipeline=spec.name, step=node_name, hint="give tolerate as a fraction, e.g. tolerate=0.1",
+        )
+    bound = {p for p, _ in node.inputs if p != m.item}
+    # Optional inputs left at their default are bound too: they are not lists to map over.
+    bound |= {p.name for p in spec.step_of(node).inputs if p.name != m.item and p.name not in dict(node.inputs)}
+    # The interlock mixin: registered as "<pipeline>.<node>" (flytekit would name it after the
+    # task function's module, the same for every pipeline), and flyte-local sees it run.
+    from .tasks import _task_class, task_name
+
+    cls = _task_class(ArrayNodeMapTask)
+    task = cls.__new__(cls)
+    task.interlock_name = task_name(spec, node_name)
+    task.interlock_node = node_name
+    task.interlock_pipeline_ref = spec.ref
+    task.interlock_step = spec.step_of(node).name
+    ArrayNodeMapTask.__init__(task, inner, concurrency=m.concurrency, min_success_ratio=m.min_success_ratio(),
+                              bound_inputs=bound)
+    return task

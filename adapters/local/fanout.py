@@ -1,0 +1,95 @@
+"""``il.map`` on the local backend: each item through the shim, at most ``concurrency`` at once.
+
+Items run on threads (the shim is thread-safe per node name; each item has its own name
+``node[i]``, so its own cache key, fragment, checkpoint key and FATAL marker). Fail fast:
+after the first failed item of an intolerant map no new item starts. The shim's timeout and
+SIGTERM handling need the main thread: items of a step with a timeout run one at a time
+on the main thread, so the timeout still holds.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from interlock.core.backends import RunOptions
+from interlock.core.cache import LocalCache, cache_key
+from interlock.core.errors import StepFailed
+from interlock.core.fanout import MapReport, aggregate, item_node
+from interlock.core.runstate import RunContext, Seen
+from interlock.core.runtime import execute_step, record_cache_hit
+from interlock.core.spec import Node, PipelineSpec
+from interlock.core.status import Status
+from interlock.core.values import read_value, write_value
+
+DEFAULT_CONCURRENCY = 8
+
+
+@dataclass
+class MapRun:
+    outputs: dict[str, Any] | None  # port -> list of values (None at failed items); None if the node failed
+    seen: Seen
+    report: MapReport | None
+
+
+def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunContext, cache: LocalCache,
+            options: RunOptions) -> MapRun:
+    assert node.map is not None
+    m = node.map
+    step = spec.step_of(node)
+    items = list(inputs[m.item])
+    n = len(items)
+    results: list[dict[str, Any] | None] = [None] * n
+    errors: dict[int, StepFailed] = {}
+    stop = threading.Event()
+    fn = options.functions.get(step.name)
+    use_cache = options.cache and step.cache is not None and step.cache.enabled
+
+    def one(i: int) -> None:
+        if stop.is_set():
+            return
+        name = item_node(node.name, i)
+        item_inputs = {**inputs, m.item: items[i]}
+        key = cache_key(step, item_inputs) if use_cache else None
+        hit = cache.get(step, key) if key else None
+        if hit is not None and key:
+            record_cache_hit(run, step, name, cache.provenance(step, key))
+            results[i] = hit
+            return
+        try:
+            result = execute_step(run, step, name, item_inputs, fn)
+        except StepFailed as exc:
+            errors[i] = exc
+            options.emit(name, Status.FAILED, f"{exc.kind}: {exc.reason}")
+            if not m.tolerant or len(errors) > m.allowed_failures(n):
+                stop.set()
+            return
+        values_dir = options.run_dir / "values" / node.name / str(i)
+        for port in step.outputs:
+            write_value(result.outputs[port.name], port.type, values_dir / port.name)
+        results[i] = {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
+        if key:
+            cache.put(step, key, results[i] or {},
+                      {"run_id": options.run_id, "snapshots": result.snapshots, "facts": result.facts})
+
+    workers = min(m.concurrency or DEFAULT_CONCURRENCY, max(n, 1))
+    if step.timeout_s is not None:
+        workers = 1
+    if workers == 1:
+        for i in range(n):
+            one(i)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"il-map-{node.name}") as pool:
+            for f in [pool.submit(one, i) for i in range(n)]:
+                f.result()
+    report = aggregate(spec, run.state, node, n)
+    if report is None:  # an empty list: the node succeeded with empty outputs
+        report = MapReport(node.name, 0)
+    if not report.succeeded:
+        first = errors[min(errors)]
+        return MapRun(None, Seen(Status.FAILED, error=first), report)
+    outputs = {p.name: [r[p.name] if r is not None else None for r in results] for p in step.outputs}
+    status = Status.CACHED if n and len(report.cached) == n else Status.SUCCEEDED
+    return MapRun(outputs, Seen(status), report)

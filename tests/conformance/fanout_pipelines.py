@@ -1,0 +1,122 @@
+"""Pipelines for the fan-out / fan-in conformance cases (tests/conformance/test_fanout.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import interlock as il
+from interlock.core.fanout_build import map as il_map  # il.map once exported from interlock
+
+
+@il.step
+def scale(x: int, factor: int) -> int:
+    return x * factor
+
+
+@il.step
+def numbers(n: int) -> list[int]:
+    return list(range(1, n + 1))
+
+
+@il.step
+def total(parts: list[int]) -> int:
+    return sum(parts)
+
+
+@il.step
+def listing(parts: list[int]) -> list[int]:
+    return list(parts)
+
+
+@il.step
+def fragile(x: int) -> int:
+    if x % 4 == 0:
+        raise ValueError(f"bad config: item {x} is a multiple of four")
+    return x * 10
+
+
+@il.step
+def present(parts: list[int | None]) -> list[int]:
+    """The indices that came back (a tolerant map's failed items are None)."""
+    return [i for i, p in enumerate(parts) if p is not None]
+
+
+@il.step
+def shard(x: int) -> il.Dataset:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="shard-"))
+    (path / "rows.json").write_text(json.dumps(list(range(x))))
+    return il.Dataset(path, {"rows": x})
+
+
+@il.step
+def merge(shards: list[il.Dataset]) -> list[int]:
+    rows = [json.loads((Path(s.path) / "rows.json").read_text()) for s in shards]
+    return [len(shards), sum(len(r) for r in rows), sum(s.metadata["rows"] for s in shards)]
+
+
+@il.pipeline(name="fan-param")
+def over_param(xs: list[int] = [1, 2, 3], factor: int = 10):  # noqa: B006 - recorded, never mutated
+    scaled = il_map(scale, over=xs, factor=factor, concurrency=2)
+    return total(parts=scaled), listing(parts=scaled)
+
+
+@il.pipeline(name="fan-output")
+def over_output(n: int = 4):
+    scaled = il_map(scale, over=numbers(n=n), factor=3)
+    return listing(parts=scaled)
+
+
+@il.pipeline(name="fan-empty")
+def over_empty(n: int = 0):
+    return total(parts=il_map(scale, over=numbers(n=n), factor=3))
+
+
+@il.pipeline(name="fan-fail")
+def fail_fast(n: int = 5):
+    return total(parts=il_map(fragile, over=numbers(n=n)))
+
+
+@il.pipeline(name="fan-tolerate")
+def tolerant(n: int = 8):
+    return present(parts=il_map(fragile, over=numbers(n=n), tolerate=0.25))
+
+
+@il.pipeline(name="fan-tolerate-over")
+def tolerant_exceeded(n: int = 8):
+    return present(parts=il_map(fragile, over=numbers(n=n), tolerate=0.1))
+
+
+@il.pipeline(name="fan-in-literal")
+def literal(x: int = 2):
+    a = scale.named("a")(x=x, factor=1)
+    b = scale.named("b")(x=x, factor=2)
+    return total(parts=[a, b, 7])
+
+
+@il.pipeline(name="fan-datasets")
+def datasets(sizes: list[int] = [1, 2, 3]):  # noqa: B006 - recorded, never mutated
+    return merge(shards=il_map(shard, over=sizes))
+
+
+@il.step
+def positive(x: int) -> bool:
+    return x > 0
+
+
+@il.pipeline(name="fan-in-branch")
+def map_in_branch(x: int = 2):
+    with il.when(positive(x=x)):
+        listing(parts=il_map(scale, over=numbers(n=x), factor=2))
+    return scale.named("after")(x=x, factor=1)
+
+
+@il.pipeline(name="fan-in-literal-branch")
+def literal_in_branch(x: int = 2):
+    a = scale.named("a")(x=x, factor=1)
+    b = scale.named("b")(x=x, factor=2)
+    with il.when(positive(x=x)):
+        total(parts=[a, b])
+    return a
