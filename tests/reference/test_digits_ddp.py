@@ -1,7 +1,7 @@
 """digits-ddp: two data-parallel ranks (gloo, CPU) on scikit-learn's bundled digits.
 
-The same metrics on flyte-local (torch elastic) and kfp-local (the KFP launcher's local
-ranks); it compiles for both clusters; and a rank killed mid-training (SIGKILL, no chance to
+The same metrics on local (local rank processes), flyte-local (torch elastic) and kfp-local
+(the KFP launcher's local ranks); it compiles for both clusters; and a rank killed mid-training (SIGKILL, no chance to
 checkpoint) costs at most one checkpoint interval: KFP retries the step, the ranks resume from
 the last committed checkpoint, and the model ends bitwise equal to an uninterrupted run's.
 """
@@ -49,6 +49,20 @@ def test_flyte_local_gives_the_same_metrics(kfp_run: il.RunResult, tmp_path: Pat
     flyte = run("flyte-local", tmp_path, "digits-flyte", backend_options=FlyteLocalOptions(spawn=False))
     assert flyte.status == "succeeded", flyte.error
     assert dict(flyte.outputs["o0"]) == dict(kfp_run.outputs["o0"])  # exactly: deterministic on CPU
+
+
+def test_local_gives_the_same_metrics(kfp_run: il.RunResult, tmp_path: Path) -> None:
+    """`local` runs the distributed step as two local gloo ranks, bitwise like kfp-local."""
+    assert "unsupported" not in get_backend("local").capabilities().features["distributed"]
+    local = run("local", tmp_path, "digits-local")
+    assert local.status == "succeeded", local.error
+    assert dict(local.outputs["o0"]) == dict(kfp_run.outputs["o0"])  # exactly: deterministic on CPU
+    import json
+
+    receipt = json.loads(Path(local.receipt_path or "").read_text())
+    train = next(s for s in receipt["steps"] if s["node"] == "train")
+    assert train["status"] == "succeeded" and len(train["attempts"]) == 1
+    assert train["facts"]["ranks"] == 2 and train["facts"]["resumed_from_step"] == 0
 
 
 def test_compiles_for_both_clusters(tmp_path: Path) -> None:

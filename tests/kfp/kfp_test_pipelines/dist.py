@@ -32,7 +32,9 @@ def make_frame(n: int) -> pd.DataFrame:
     return pd.DataFrame({"v": [float(i) for i in range(n)]})
 
 
-@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="45s"))
+# A step that declares no Retry is never retried (core/retry.py): the drills need the budgets.
+@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="45s"),
+         retry=il.Retry(transient=1, preempted=1))
 def allreduce(df: pd.DataFrame, base: float) -> Reduced:
     import torch
     import torch.distributed as dist
