@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from interlock.core.failures import Failure
-from interlock.core.runstate import Attempt, Fragment, RunContext, RunState
+from interlock.core.runstate import Attempt, Fragment, RunContext, RunState, StopMarker
 from interlock.core.spec import StepSpec
 from interlock.core.status import FailureKind, Status
 
@@ -246,6 +246,9 @@ def record_launch(
 
 
 def _clear_rank_markers(run: RunContext, node: str, world: int) -> None:
-    """A peer's unclassified echo of the cause (FATAL by default) must not stop the relaunch."""
+    """A rank's markers are echoes of this launch's verdict, never a reason to refuse the next
+    launch: a peer's unclassified echo of the cause (FATAL by default), a spent budget, or the
+    STOP a straggler wrote when the supervisor terminated it (SIGTERM off a cluster)."""
     for r in range(world):
-        rank_state(run, r).marker_path(node).unlink(missing_ok=True)
+        for kind in StopMarker:
+            rank_state(run, r).marker_path(node, kind).unlink(missing_ok=True)
