@@ -79,6 +79,7 @@ def dist_pipeline(n: int = 10, base: float = 1.0):
     ),
     interruptible=True, timeout="6h", labels={"team": "fraud"}, env={"NCCL_DEBUG": "WARN"},
     secrets=[il.Secret(group="wandb", key="api-key")],
+    retry=il.Retry(preempted=3, contention=3),  # undeclared, nothing is retried (core/retry.py)
 )
 def train_gpu(df: pd.DataFrame, epochs: int) -> il.Metrics:
     return il.Metrics(epochs=float(epochs))
