@@ -69,6 +69,13 @@ class StepContext:
     def mark_checkpointed(self) -> None:
         self._last_save = time.monotonic()
 
+    @property
+    def preemption_requested(self) -> bool:
+        """True once this process got SIGTERM as a spot reclaim (an interruptible step on a
+        cluster). A rank that does not save itself (another rank wrote the group's
+        checkpoint) raises ``il.Preempted`` once that checkpoint is committed."""
+        return bool(self.facts.get("_preemption_requested"))
+
     @classmethod
     def local(cls, node: str) -> StepContext:
         """A context for calling a step function directly (tests, notebooks)."""

@@ -58,3 +58,15 @@ def billed_gpus(requested: int, record: dict[str, Any] | None) -> int:
         return max(0, int(record.get("count", 0)))
     except (TypeError, ValueError):
         return requested
+
+
+def group_device(records: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """What the ranks of a distributed step ran on, together: their GPUs summed (a rank that
+    saw no GPU adds none). None when no rank recorded its device (bill the request)."""
+    seen = [r for r in records if isinstance(r, dict)]
+    if not seen:
+        return None
+    gpus = sum(billed_gpus(0, r) for r in seen)
+    kinds = sorted({str(r.get("type", "cpu")) for r in seen})
+    kind = next((k for k in kinds if k in _GPU_TYPES), kinds[0]) if gpus else "cpu"
+    return {"type": kind, "count": gpus, "source": "ranks", "ranks": len(seen)}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .devices import billed_gpus
+from .devices import billed_gpus, group_device
 from .errors import PolicyError
 from .policies import parse_quantity
 from .redact import Redactor
@@ -86,6 +86,15 @@ class PriceTable:
         if interruptible:
             cost *= 1.0 - self.prices.get("interruptible_discount", 0.0)
         return round(cost, 6)
+
+
+def _ranks_device(state: RunState, node: str, world: int, own: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A distributed node bills what its ranks saw: each rank records its device in its own
+    fragment under ranks/<rank> (rank 0 in the node's fragment on Flyte, where the node
+    fragment is rank 0's; under ranks/0 on KFP and local, where it is the launcher's)."""
+    ranks = [RunState(Path(state.state_dir) / "ranks" / str(r), state.run_id).read_fragment(node) for r in range(world)]
+    found = [own, *(f.device for f in ranks if f is not None)]
+    return group_device(found) or own
 
 
 def code_files(spec: PipelineSpec) -> list[Path]:
@@ -180,6 +189,8 @@ def assemble_receipt(
         attempts = [a.to_dict() for a in frag.attempts] if frag and not is_cached else []
         busy = sum(a.get("duration_s", 0.0) for a in attempts)
         device = frag.device if frag else None
+        if step.distributed is not None and frag is not None and not is_cached:
+            device = _ranks_device(state, node.name, step.distributed.world_size, device)
         gpus = billed_gpus(step.gpus, device)  # what ran: a CPU-only run bills no GPU
         gpu_s = busy * gpus
         cost = prices.estimate(step.resources.to_json(), busy, gpus=gpus, interruptible=step.interruptible)

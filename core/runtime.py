@@ -422,7 +422,8 @@ def _public(facts: dict[str, Any]) -> dict[str, Any]:
 
 def _device(ctx: StepContext, step: StepSpec) -> dict[str, Any]:
     """What the step ran on, for billing: as it said (ctx.report_device), else as seen here."""
-    return ctx.facts.get(DEVICE_FACT) or detected_device(step.gpus)
+    # Per process: a distributed step's rank records its own share; the receipt sums the ranks.
+    return ctx.facts.get(DEVICE_FACT) or detected_device(step.resources.gpu)
 
 
 def record_cache_hit(run: RunContext, step: StepSpec, node: str, provenance: dict[str, Any]) -> None:

@@ -13,7 +13,8 @@ ingest -> validate -> train (2 ranks, DDP) -> evaluate
   ``backend="nccl"`` and bf16 autocast turns on by itself). Every rank takes its stride of
   each global batch, so the model does not depend on the number of ranks' scheduling.
   A checkpoint every ``checkpoint_steps`` steps or every ``CheckpointPolicy.every``,
-  whichever comes first: rank 0 decides and saves (weights and optimizer state as ``.npz``,
+  whichever comes first, and at once when any rank gets SIGTERM on a cluster (a spot
+  reclaim: that rank then ends PREEMPTED): the ranks agree (all-reduce), rank 0 saves (weights and optimizer state as ``.npz``,
   never a pickle); on a retry rank 0 loads the latest committed checkpoint and broadcasts it,
   so every rank resumes from the same state.
 - evaluate: accuracy and loss on the held-out split.
@@ -148,9 +149,10 @@ def train(data: pd.DataFrame, params: DdpParams, ctx: il.StepContext) -> il.Mode
         loss.backward()
         opt.step()
         step += 1
-        # Rank 0 decides (N steps or T minutes), so every rank reaches the barrier together.
+        # Due on any rank (N steps, T minutes, or a SIGTERM that rank got): every rank agrees,
+        # so all reach the barrier together and rank 0 saves for the group.
         due = torch.tensor([int(step % params.checkpoint_steps == 0 or ctx.checkpoint_due())])
-        dist.broadcast(due, src=0)
+        dist.all_reduce(due, op=dist.ReduceOp.MAX)
         if due.item() and step < total:
             t0 = time.perf_counter()
             if rank == 0:
@@ -161,6 +163,8 @@ def train(data: pd.DataFrame, params: DdpParams, ctx: il.StepContext) -> il.Mode
                 ctx.mark_checkpointed()
             dist.barrier()
             saving_s, saves = saving_s + time.perf_counter() - t0, saves + 1
+            if ctx.preemption_requested:  # this rank's node is being reclaimed; the checkpoint is committed
+                raise il.Preempted(f"rank {rank} preempted: SIGTERM received; resumes from step {step}")
 
     # What the checkpoints cost, as a share of this attempt's training time (the receipt keeps it).
     elapsed = time.perf_counter() - began

@@ -20,24 +20,29 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from interlock.core.errors import StepFailed
 from interlock.core.failures import Failure
 from interlock.core.loader import load_spec
-from interlock.core.runstate import Attempt, Fragment, RunContext, RunEnv, RunState
+from interlock.core.runstate import RunContext, RunEnv
 from interlock.core.spec import StepSpec
-from interlock.core.status import FailureKind, Status
+from interlock.core.status import FailureKind
+from interlock.plugins.pytorch.launch import (  # noqa: F401 - re-exported: the launcher's own names
+    JobEnd,
+    LocalRanks,
+    Ranks,
+    _clear_rank_markers,
+    judge,
+    rank_state,
+    record_launch,
+    supervise,
+)
 
 from .entry import run_context
 from .handoff import collect_result, handoff_dir, stage_call
@@ -56,27 +61,6 @@ _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 # Words with which Kubernetes and the job controllers report a lost pod or node.
 _RECLAIMED = ("evict", "preempt", "nodelost", "node lost", "disruption", "terminationbykubelet",
               "deletionbypodgc", "shutdown", "spot", "reclaim")
-_SEVERITY = {FailureKind.FATAL: 0, FailureKind.PREEMPTED: 1, FailureKind.CONTENTION: 2, FailureKind.TRANSIENT: 3}
-
-
-@dataclass(frozen=True)
-class JobEnd:
-    """How the ranks ended, as the controller (or the local supervisor) saw it."""
-
-    succeeded: bool
-    reason: str = ""
-    message: str = ""
-    reclaimed: bool = False  # a node or rank was taken away (eviction, spot reclaim, SIGKILL)
-
-
-class Ranks(Protocol):
-    """A running set of ranks: a Kubernetes job or local processes."""
-
-    name: str
-
-    def start(self) -> None: ...
-    def poll(self) -> tuple[str, JobEnd | None]: ...  # (state to report, end when finished)
-    def stop(self) -> None: ...
 
 
 # -- on a cluster ------------------------------------------------------------------------------
@@ -183,162 +167,7 @@ def job_state(kind: JobKind, obj: dict[str, Any]) -> tuple[str, JobEnd | None]:
     return (f"{state} ({counts})" if counts else state), None
 
 
-# -- on kfp-local ------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class LocalRanks:
-    """The ranks as local processes, the environment torchrun would give them (one node).
-
-    When a rank exits with an error the others are stopped after a short grace, as torchrun
-    does: they would otherwise wait in a collective for a peer that is gone.
-    """
-
-    def __init__(self, template: JobTemplate, directory: Path, run_env: dict[str, str], grace_s: float = 10.0):
-        self.t = template
-        self.name = f"local ranks of {template.node}"
-        self.directory = directory
-        self.run_env = run_env
-        self.grace_s = grace_s
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.failed_at: float | None = None
-        self.before_stop: list[int | None] = []  # exit codes as they were before we stopped the rest
-
-    def start(self) -> None:
-        port = str(_free_port())
-        world = self.t.world_size
-        for r in range(world):
-            env = {**os.environ, **self.t.env, **self.run_env, "RANK": str(r), "LOCAL_RANK": str(r),
-                   "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0",
-                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "interlock.adapters.kfp.rank", str(self.directory)], env=env,
-            ))
-
-    def poll(self) -> tuple[str, JobEnd | None]:
-        codes = [p.poll() for p in self.procs]
-        if any(c not in (None, 0) for c in codes) and self.failed_at is None:
-            self.failed_at = time.monotonic()
-        if self.failed_at is not None and time.monotonic() - self.failed_at > self.grace_s:
-            self.stop()
-            codes = [p.poll() for p in self.procs]
-        if all(c is not None for c in codes):
-            if all(c == 0 for c in codes):
-                return "Succeeded", JobEnd(True)
-            # A rank killed by SIGKILL had no chance to record anything: as a lost node. Not
-            # one that we stopped ourselves because a peer had failed.
-            seen = self.before_stop or codes
-            killed = [r for r, c in enumerate(seen) if c == -signal.SIGKILL]
-            bad = {r: c for r, c in enumerate(codes) if c != 0}
-            return "Failed", JobEnd(False, "RankFailed", f"exit codes {bad}", reclaimed=bool(killed))
-        running = sum(c is None for c in codes)
-        return f"Running ({running}/{len(codes)} ranks)", None
-
-    def stop(self) -> None:
-        if not self.before_stop:
-            self.before_stop = [p.poll() for p in self.procs]
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        deadline = time.monotonic() + 5
-        for p in self.procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
-# -- judging the outcome -----------------------------------------------------------------------
-def judge(run: RunContext, node: str, world: int, end: JobEnd, since: float) -> Failure:
-    """The step's failure, from what the ranks recorded in this launch and how the job ended.
-
-    When one rank fails the others fail too, in the broken collective: the cause is the most
-    severe classified failure (FATAL before PREEMPTED, CONTENTION, TRANSIENT), the earliest
-    among equals; an unclassified error (often the peers' echo of the cause) comes last.
-    """
-    found: list[tuple[tuple[int, float, int], int, Failure]] = []
-    for r in range(world):
-        state = rank_state(run, r)
-        frag = state.read_fragment(node)
-        recent = frag is not None and frag.ended >= since
-        attempt = next((a for a in reversed(frag.attempts) if a.failure_record()), None) if recent and frag else None
-        marker = state.read_marker(node)
-        failure = attempt.failure_record() if attempt is not None else (marker.failure if marker else None)
-        if failure is None:
-            continue
-        unclassified = failure.rule == "unclassified"
-        order = (9 if unclassified else _SEVERITY.get(failure.kind, 9), attempt.ended if attempt else 0.0, r)
-        found.append((order, r, failure))
-    if found:
-        _, r, worst = min(found, key=lambda item: item[0])
-        if worst.kind is not FailureKind.FATAL and end.reclaimed:
-            return _reclaimed(end)
-        return Failure(worst.kind, f"rank {r} of {world}: {worst.reason}", hint=worst.hint, rule=worst.rule,
-                       exc_type=worst.exc_type, message=worst.message, remediation=worst.remediation)
-    if end.reclaimed:
-        return _reclaimed(end)
-    return Failure(
-        FailureKind.FATAL, f"the job failed before any rank recorded a failure: {end.reason} {end.message}".strip(),
-        hint="look at the job's events and rank logs (kubectl describe / kubectl logs); an image that cannot be "
-        "pulled or a rank that cannot import the pipeline fails this way",
-        rule="job-failed",
-    )
-
-
-def _reclaimed(end: JobEnd) -> Failure:
-    return Failure(
-        FailureKind.PREEMPTED, f"a node or rank of the job was reclaimed: {end.reason} {end.message}".strip(),
-        hint="retried by KFP and resumed from the last committed checkpoint", rule="job-reclaimed",
-    )
-
-
 # -- the KFP task body -------------------------------------------------------------------------
-@contextmanager
-def _cancellable(on_term: Callable[[], None]) -> Iterator[None]:
-    """SIGTERM (KFP cancelled the run, or the launcher pod is being evicted): stop the ranks first."""
-    def handler(signum: int, frame: Any) -> None:
-        on_term()
-        raise _Cancelled()
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: nothing to install
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-class _Cancelled(BaseException):
-    pass
-
-
-def supervise(ranks: Ranks, *, poll_s: float, report: Callable[[str], None], sleep: Callable[[float], None] = time.sleep) -> JobEnd:
-    """Start the ranks, wait for their end, reporting each new state; always stop them."""
-    last = None
-    try:
-        with _cancellable(ranks.stop):
-            ranks.start()
-            while True:
-                state, end = ranks.poll()
-                if state != last:
-                    report(state)
-                    last = state
-                if end is not None:
-                    return end
-                sleep(poll_s)
-    except _Cancelled:
-        return JobEnd(False, "Cancelled", "the launcher received SIGTERM; the job was deleted", reclaimed=True)
-    finally:
-        ranks.stop()
-
-
 def _ranks_for(t: JobTemplate, run: RunContext, directory: Path, node: str, launch: int, api_client: Any) -> Ranks:
     run_env = RunEnv(
         pipeline=run.pipeline, run_id=run.run_id, backend=run.backend, state_dir=run.state_dir,
@@ -418,43 +247,6 @@ def launch_node(
             node, failure.kind, failure.reason, hint=failure.hint, pipeline=spec.name, failure=failure,
             backend_should_retry=failure.kind is not FailureKind.FATAL,
         )
-
-
-def rank_state(run: RunContext, rank: int) -> RunState:
-    """Where each rank of a KFP distributed node keeps its fragment and markers (rank 0 too):
-    the node's own fragment is the launcher's verdict, one attempt per launch."""
-    return RunState(Path(run.state_dir) / "ranks" / str(rank), run.run_id)
-
-
-def record_launch(
-    run: RunContext, step: StepSpec, node: str, started: float, failure: Failure | None, world: int,
-    decision: str | None = None,
-) -> None:
-    """Append this launch to the node's fragment (what the receipt and every backend's settle read)."""
-    state = run.state
-    previous = state.read_fragment(node)
-    zero = rank_state(run, 0).read_fragment(node)
-    attempts = list(previous.attempts) if previous else []
-    now = time.time()
-    attempts.append(Attempt(
-        len(attempts) + 1, started, now, Status.FAILED if failure else Status.SUCCEEDED,
-        failure.to_dict() if failure else None, decision,
-    ))
-    state.write_fragment(Fragment(
-        run_id=run.run_id, node=node, step=step.name, status=Status.FAILED if failure else Status.SUCCEEDED,
-        fingerprint=step.fingerprint, image=step.image, started=previous.started if previous else started, ended=now,
-        attempts=attempts, snapshots=zero.snapshots if zero else [],
-        facts={**(zero.facts if zero else {}), "ranks": world},
-        resources=step.resources.to_json(), distributed=step.distributed.to_json() if step.distributed else None,
-    ))
-
-
-def _clear_rank_markers(run: RunContext, node: str, world: int) -> None:
-    """What the ranks of the failed launch left must not stop the relaunch: a peer's
-    unclassified echo of the cause (FATAL by default), a spent in-rank budget, or the stop
-    of a straggler the launcher terminated itself."""
-    for r in range(world):
-        rank_state(run, r).clear_markers()
 
 
 def _reporter(node: str, what: str) -> Callable[[str], None]:

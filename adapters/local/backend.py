@@ -25,6 +25,7 @@ from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.status import Status
 from interlock.core.values import read_value, value_hash, write_value
 
+from .distributed import run_distributed
 from .fanout import run_map
 
 NATIVE = "native"
@@ -71,7 +72,11 @@ class LocalBackend:
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "queue": "emulated: recorded in the receipt (no Kueue locally)",
-                "distributed": "unsupported",
+                "distributed": (
+                    "emulated: nnodes x nproc_per_node local rank processes on this host (env:// rendezvous, "
+                    "the step's backend; gloo on CPU), each through the shim; the group is relaunched by the "
+                    "step's Retry policy, never one rank alone"
+                ),
                 "schedule": "unsupported",
             },
         )
@@ -140,7 +145,9 @@ class LocalBackend:
             options.emit(node.name, "started", "")
             try:
                 fn = options.functions.get(step.name)
-                result = execute_step(run, step, node.name, inputs, fn)
+                # A distributed step runs as local ranks (distributed.py); the rest in-process.
+                result = (run_distributed(run, spec, step, node.name, inputs) if step.distributed is not None
+                          else execute_step(run, step, node.name, inputs, fn))
             except StepFailed as exc:
                 failed = True
                 seen[node.name] = Seen(Status.FAILED, error=exc)

@@ -1,7 +1,7 @@
 """digits-ddp: two data-parallel ranks (gloo, CPU) on scikit-learn's bundled digits.
 
-The same metrics on flyte-local (torch elastic) and kfp-local (the KFP launcher's local
-ranks); it compiles for both clusters; and a rank killed mid-training (SIGKILL, no chance to
+The same metrics on local (local rank processes), flyte-local (torch elastic) and kfp-local
+(the KFP launcher's local ranks); it compiles for both clusters; and a rank killed mid-training (SIGKILL, no chance to
 checkpoint) costs at most one checkpoint interval: KFP retries the step, the ranks resume from
 the last committed checkpoint, and the model ends bitwise equal to an uninterrupted run's.
 """
@@ -49,6 +49,20 @@ def test_flyte_local_gives_the_same_metrics(kfp_run: il.RunResult, tmp_path: Pat
     flyte = run("flyte-local", tmp_path, "digits-flyte", backend_options=FlyteLocalOptions(spawn=False))
     assert flyte.status == "succeeded", flyte.error
     assert dict(flyte.outputs["o0"]) == dict(kfp_run.outputs["o0"])  # exactly: deterministic on CPU
+
+
+def test_local_gives_the_same_metrics(kfp_run: il.RunResult, tmp_path: Path) -> None:
+    """`local` runs the distributed step as two local gloo ranks, bitwise like kfp-local."""
+    assert "unsupported" not in get_backend("local").capabilities().features["distributed"]
+    local = run("local", tmp_path, "digits-local")
+    assert local.status == "succeeded", local.error
+    assert dict(local.outputs["o0"]) == dict(kfp_run.outputs["o0"])  # exactly: deterministic on CPU
+    import json
+
+    receipt = json.loads(Path(local.receipt_path or "").read_text())
+    train = next(s for s in receipt["steps"] if s["node"] == "train")
+    assert train["status"] == "succeeded" and len(train["attempts"]) == 1
+    assert train["facts"]["ranks"] == 2 and train["facts"]["resumed_from_step"] == 0
 
 
 def test_compiles_for_both_clusters(tmp_path: Path) -> None:
@@ -110,3 +124,44 @@ def test_sigkill_of_one_rank_resumes_from_the_last_checkpoint(kfp_run: il.RunRes
     assert kinds == ["PREEMPTED"]
     # The retry resumed at a committed checkpoint: at most one interval (20 steps) was lost.
     assert train["facts"]["resumed_from_step"] >= 20
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the rank process through /proc")
+def test_sigterm_of_one_rank_checkpoints_and_resumes_bitwise(
+    kfp_run: il.RunResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A spot reclaim of rank 1's node mid-epoch: the group checkpoints, the step ends PREEMPTED,
+    KFP retries it, the ranks resume from that checkpoint and the model is the uninterrupted one."""
+    from interlock.core.runstate import EnvName
+
+    monkeypatch.setenv(EnvName.ON_CLUSTER, "1")  # as a cluster pod's ranks: SIGTERM is a reclaim there
+    run_id = "digits-term"
+    checkpoints = tmp_path / "runs" / run_id / "state" / "checkpoints"
+    termed: list[int] = []
+
+    def reclaim() -> None:  # once training is under way (the first checkpoint, step 20 of epoch 0)
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not termed:
+            if any(checkpoints.rglob("*.json")):
+                for pid in _rank_pids(run_id, 1):
+                    os.kill(pid, signal.SIGTERM)
+                    termed.append(pid)
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=reclaim, daemon=True)
+    watcher.start()
+    result = run("kfp-local", tmp_path, run_id)
+    watcher.join(timeout=5)
+    assert termed, "rank 1 was never seen running"
+    assert result.status == "succeeded", result.error
+    assert dict(result.outputs["o0"]) == dict(kfp_run.outputs["o0"])  # bitwise: deterministic on CPU
+    import json
+
+    receipt = json.loads(Path(result.receipt_path or "").read_text())
+    train = next(s for s in receipt["steps"] if s["node"] == "train")
+    failures = [a["failure"] for a in train["attempts"] if a.get("failure")]
+    assert [f["kind"] for f in failures] == ["PREEMPTED"]
+    assert "rank 1" in failures[0]["reason"] and "SIGTERM" in failures[0]["reason"]
+    # The retry resumed from the checkpoint the SIGTERM triggered, past the cadence's first one.
+    assert train["facts"]["resumed_from_step"] > 20

@@ -32,12 +32,9 @@ def make_frame(n: int) -> pd.DataFrame:
     return pd.DataFrame({"v": [float(i) for i in range(n)]})
 
 
-# A distributed step declares what it may retry, as a spot-trained step would: a reclaimed
-# rank (PREEMPTED) and a broken collective (TRANSIENT). An unset policy retries nothing.
-@il.step(
-    distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="45s"),
-    retry=il.Retry(transient=2, preempted=3),
-)
+# A step that declares no Retry is never retried (core/retry.py): the drills need the budgets.
+@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="45s"),
+         retry=il.Retry(transient=1, preempted=1))
 def allreduce(df: pd.DataFrame, base: float) -> Reduced:
     import torch
     import torch.distributed as dist
@@ -81,7 +78,8 @@ def dist_pipeline(n: int = 10, base: float = 1.0):
         queue="team-a", priority_class="high",
     ),
     interruptible=True, timeout="6h", labels={"team": "fraud"}, env={"NCCL_DEBUG": "WARN"},
-    secrets=[il.Secret(group="wandb", key="api-key")], retry=il.Retry(transient=2, preempted=3),
+    secrets=[il.Secret(group="wandb", key="api-key")],
+    retry=il.Retry(preempted=3, contention=3),  # undeclared, nothing is retried (core/retry.py)
 )
 def train_gpu(df: pd.DataFrame, epochs: int) -> il.Metrics:
     return il.Metrics(epochs=float(epochs))

@@ -1,0 +1,64 @@
+"""One rank of a distributed step on the ``local`` backend: ``python -m interlock.adapters.local.rank DIR``.
+
+Started by ``distributed.run_distributed`` (LocalRanks) with RANK, WORLD_SIZE, MASTER_ADDR
+and MASTER_PORT set. It runs the step through the shim inside the process group, with no
+in-process retries, and records under ``<state_dir>/ranks/<rank>`` (the node's own fragment
+is the launcher's verdict); rank 0 writes the outputs into ``DIR/out``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from interlock.core.errors import StepFailed
+from interlock.core.loader import load_spec
+from interlock.core.runstate import RunContext
+from interlock.core.runtime import execute_step
+from interlock.core.status import FailureKind
+from interlock.core.values import read_value, write_value
+from interlock.plugins.pytorch import process_group, rank
+from interlock.plugins.pytorch.launch import rank_state
+
+
+def run_rank(directory: Path) -> int:
+    call = json.loads((directory / "call.json").read_text())
+    spec = load_spec(call["pipeline_ref"])
+    node = call["node"]
+    step = spec.step_of(node)
+    if step.fingerprint != call["fingerprint"]:
+        raise StepFailed(
+            node, FailureKind.FATAL, f"the code of step {step.name!r} changed while its ranks were starting",
+            hint="run the pipeline again", pipeline=spec.name,
+        )
+    types = {p.name: p.type for p in step.inputs}
+    inputs = {name: read_value(types[name], directory / "in" / name) for name in call["inputs"]}
+    run = RunContext.from_env(pipeline=spec.name)
+    run.retry_in_process = frozenset()
+    me = rank()
+    run.state_dir = rank_state(run, me).state_dir
+    try:
+        with process_group(step.distributed):
+            result = execute_step(run, step, node, inputs)
+    except StepFailed as exc:
+        print(f"interlock rank {me}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    if me == 0:
+        out = directory / "out"
+        for port in step.outputs:
+            write_value(result.outputs[port.name], port.type, out / port.name)
+        (out / ".done").write_text("")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m interlock.adapters.local.rank HANDOFF_DIR", file=sys.stderr)
+        return 2
+    return run_rank(Path(argv[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
