@@ -38,6 +38,8 @@ CLUSTER_FEATURES = {
     "condition.or": "native (| in the conditional's expression)",
     "branch.chain": "native (one conditional: if_().then().elif_().then().else_().then(); each block a sub-workflow)",
     "branch.value": "native (the conditional's output: every branch's sub-workflow returns the value)",
+    "finally": "unsupported (not yet rendered): refused at build time; the native form is a failure node "
+    "(on_failure, every workflow input plus err) for a failed body and a last node for a succeeded one",
     "secrets": "native (secret requests, injected as environment variables)",
     "labels": "native (pod template labels/annotations; pipeline labels on the launch plan)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's pod template "

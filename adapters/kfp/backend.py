@@ -41,6 +41,9 @@ _FEATURES = {
     "condition.or": "unsupported (KFP conditions are conjunctions): refused at build time",
     "branch.chain": "native (dsl.If/dsl.Elif/dsl.Else; each block's own condition must be one comparison)",
     "branch.value": "native (dsl.OneOf)",
+    "finally": "native (dsl.ExitHandler around the body, the finally step as its exit task with "
+    "dsl.PipelineTaskFinalStatus; with state_pvc it also writes the receipt; pipeline outputs are then not "
+    "declared in the IR, as KFP refuses outputs from inside an ExitHandler)",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class as kfp-kubernetes pod labels; "

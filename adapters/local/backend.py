@@ -25,6 +25,8 @@ from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.status import Status
 from interlock.core.values import read_value, value_hash, write_value
 
+from .finally_run import run_finally
+
 NATIVE = "native"
 
 
@@ -63,6 +65,7 @@ class LocalBackend:
                 "condition.or": "native (evaluated in-process)",
                 "branch.chain": "native (evaluated in-process)",
                 "branch.value": "native (the value of the branch that ran)",
+                "finally": "native (runs last, with the body's il.RunStatus)",
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "queue": "emulated: recorded in the receipt (no Kueue locally)",
@@ -150,6 +153,7 @@ class LocalBackend:
             options.emit(node.name, Status.SUCCEEDED, f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
 
         outcome = settle(spec, run.state, seen, gates=gate_decisions(spec, typed_params, outputs))
+        outcome = run_finally(spec, run, typed_params, options, outcome)  # il.finally_, if any
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,
             status=outcome.status, statuses=outcome.statuses, started=started,
