@@ -35,6 +35,7 @@ FEATURES = (
     "gpu", "accelerator", "shared_memory", "node_selector", "tolerations", "interruptible", "timeout",
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
     "checkpoint", "gates", "condition.expression", "condition.or", "branch.chain", "branch.value",
+    "finally",  # il.finally_ (core/finally_.py)
     "secrets", "labels", "queue", "distributed", "schedule", "run",
     "map", "map.tolerate", "fan_in",
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
@@ -221,7 +222,7 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
     def mark(feature: str, where: str) -> None:
         used.setdefault(feature, []).append(where)
 
-    for node in spec.nodes:
+    for node in (*spec.nodes, *((spec.finally_,) if spec.finally_ else ())):
         s = spec.step_of(node)
         r = s.resources
         checks = {
@@ -254,6 +255,8 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         for _, b in [*spec.outputs, *(i for n in spec.nodes for i in n.inputs)]:
             if b.kind == "one_of":
                 mark("branch.value", b.describe())
+    if spec.finally_ is not None:
+        mark("finally", spec.finally_.name)
     if spec.schedule:
         mark("schedule", spec.name)
     return used

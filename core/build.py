@@ -192,6 +192,7 @@ class Builder:
         self._gate_stack: list[str] = []
         self._node_gate: dict[str, str | None] = {}
         self.last_block: tuple[str, int, int] | None = None  # (gate id, node count, gate count) at its end
+        self.finally_node: Node | None = None  # il.finally_ (core/finally_.py)
 
     # -- recording ---------------------------------------------------------------------
     def add_node(self, step: Step, kwargs: dict[str, Any], node_name: str | None, map_spec: Any = None) -> Any:

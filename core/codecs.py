@@ -184,7 +184,9 @@ def canonical_json(data: Any) -> bytes:
 
 def _write_json(value: Any, t: TypeSpec, dest: Path) -> None:
     try:
-        text = json.dumps(to_jsonable(value, t), sort_keys=True, allow_nan=True)
+        # Keys in the value's order: the next step gets the dict the step returned (hashes
+        # use canonical_json, so the order does not change a cache key).
+        text = json.dumps(to_jsonable(value, t), allow_nan=True)
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"value of type {t.describe()} is not JSON-able: {exc}") from exc
     (dest / VALUE_FILE).write_text(text)

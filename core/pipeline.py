@@ -117,6 +117,11 @@ class Pipeline:
         outputs, output_types = self._outputs(builder, returned)
         self._functions = {name: s.fn for name, s in builder.steps.items()}
         order = topological_order(builder.nodes, pipeline=self.name, gates=builder.gates)
+        if builder.finally_node is not None and any(n.name == builder.finally_node.name for n in order):
+            raise PipelineDefinitionError(
+                "duplicate node name", pipeline=self.name, step=builder.finally_node.name,
+                hint="the il.finally_ step is also called in the body: name one call with step.named('...')",
+            )
         spec = PipelineSpec(
             name=self.name,
             ref=self.ref,
@@ -129,6 +134,7 @@ class Pipeline:
             labels=tuple(sorted(self.labels.items())),
             schedule=self.schedule,
             doc=inspect.getdoc(self.fn) or "",
+            finally_=builder.finally_node,
         )
         return validate(spec)
 

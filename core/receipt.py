@@ -173,7 +173,8 @@ def assemble_receipt(
     """Merge the step fragments the shim wrote into state_dir/receipt.json and return its path."""
     prices = prices or PriceTable.load()
     state = RunState(Path(state_dir), run_id)
-    fragments = state.fragments(n.name for n in spec.nodes)  # only this run's: a state dir may be shared
+    nodes = (*spec.nodes, *((spec.finally_,) if spec.finally_ else ()))  # il.finally_'s step too
+    fragments = state.fragments(n.name for n in nodes)  # only this run's: a state dir may be shared
     # The one redactor, knowing this run's secret values: over what steps and users wrote
     # (parameters, facts, snapshots, failure messages that may quote a parameter), not over
     # interlock's own identity fields (names, refs, digests).
@@ -182,7 +183,7 @@ def assemble_receipt(
     snapshots: list[dict[str, Any]] = []
     total_gpu_s = 0.0
     total_cost = 0.0
-    for node in spec.nodes:
+    for node in nodes:
         step = spec.step_of(node)
         frag = fragments.get(node.name)
         is_cached = statuses.get(node.name) == Status.CACHED

@@ -339,6 +339,8 @@ class PipelineSpec:
     schedule: str | None = None  # cron, for launch plans / recurring runs
     doc: str = ""
     version: int = SPEC_VERSION
+    # il.finally_: runs after the body whatever its outcome (core/finally_.py); not in nodes.
+    finally_: Node | None = None
 
     # -- lookups ---------------------------------------------------------------------------
     # Indexed once per spec (it is frozen): adapters look steps and nodes up inside per-node
@@ -354,7 +356,7 @@ class PipelineSpec:
     @cached_property
     def _nodes_by_name(self) -> dict[str, Node]:
         index: dict[str, Node] = {}
-        for n in self.nodes:
+        for n in (*self.nodes, *((self.finally_,) if self.finally_ else ())):
             index.setdefault(n.name, n)
         return index
 
@@ -423,6 +425,7 @@ class PipelineSpec:
             "output_types": {k: t.to_json() for k, t in self.output_types},
             "labels": dict(self.labels),
             "schedule": self.schedule,
+            **({"finally": self.finally_.to_json()} if self.finally_ else {}),
         }
 
     def dumps(self, **kw: Any) -> str:
@@ -444,6 +447,7 @@ class PipelineSpec:
             labels=tuple(sorted(d.get("labels", {}).items())),
             schedule=d.get("schedule"),
             doc=d.get("doc", ""),
+            finally_=Node.from_json(d["finally"]) if d.get("finally") else None,
         )
 
     @classmethod

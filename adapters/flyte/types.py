@@ -102,13 +102,14 @@ def _native(kind: TypeKind, tp: type, **kw: Any) -> FlyteCodec:
     return FlyteCodec(kind, python=lambda t: tp, **kw)
 
 
-# list/dict: typed ones stay native (element by element); untyped ones are JSON text.
+# list/dict: typed ones stay native (element by element); untyped ones are JSON text, keys in
+# the value's order (flytekit's own untyped dict goes through a Struct: doubles, sorted keys).
 def _list_python(t: TypeSpec) -> Any:
     return list[python_type(t.args[0])] if t.args else str  # type: ignore[misc]
 
 
 def _list_to(value: Any, t: TypeSpec, scratch: Path | None) -> Any:
-    return [to_flyte(v, t.args[0], scratch) for v in value] if t.args else json.dumps(value, sort_keys=True)
+    return [to_flyte(v, t.args[0], scratch) for v in value] if t.args else json.dumps(value)
 
 
 def _list_from(value: Any, t: TypeSpec) -> Any:
@@ -122,7 +123,7 @@ def _dict_python(t: TypeSpec) -> Any:
 
 
 def _dict_to(value: Any, t: TypeSpec, scratch: Path | None) -> Any:
-    return {n: to_flyte(v, t.args[1], scratch) for n, v in value.items()} if t.args else json.dumps(value, sort_keys=True)
+    return {n: to_flyte(v, t.args[1], scratch) for n, v in value.items()} if t.args else json.dumps(value)
 
 
 def _dict_from(value: Any, t: TypeSpec) -> Any:

@@ -44,6 +44,9 @@ _FEATURES = {
     "map": "native (dsl.ParallelFor with parallelism; an enumerate-items task gives each iteration its index)",
     "map.tolerate": "unsupported: ParallelFor has no minimum-success policy; catch failures in the step",
     "fan_in": "native for a map's output (dsl.Collected); a list of separate task outputs is refused",
+    "finally": "native (dsl.ExitHandler around the body, the finally step as its exit task with "
+    "dsl.PipelineTaskFinalStatus; with state_pvc it also writes the receipt; pipeline outputs are then not "
+    "declared in the IR, as KFP refuses outputs from inside an ExitHandler)",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class as kfp-kubernetes pod labels; "

@@ -71,8 +71,9 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     task_names: dict[str, str] = {}
     selectors: dict[str, str] = {}
 
-    # KFP refuses pipeline outputs produced inside an ExitHandler (the receipt task's block).
-    outputs = [] if opts.state_pvc else exported_outputs(spec)
+    # KFP refuses pipeline outputs produced inside an ExitHandler (the receipt task's or
+    # il.finally_'s block).
+    outputs = [] if opts.state_pvc or spec.finally_ else exported_outputs(spec)
     ReturnType = _return_type(spec, outputs)
 
     def body(*args: Any) -> Any:
@@ -80,7 +81,16 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
         tasks: dict[str, Any] = {}
         open_gates: list[tuple[str, list[Any]]] = []
         handler = None
-        if opts.state_pvc:
+        if spec.finally_ is not None:
+            # il.finally_: its step is the exit task (with state_pvc it also writes the receipt).
+            from .finally_task import make_finally_task
+
+            exit_task, comp = make_finally_task(spec, values, opts)
+            components[comp.node] = comp
+            task_names[exit_task.name] = comp.node
+            handler = dsl.ExitHandler(exit_task, name="interlock-finally")
+            handler.__enter__()
+        elif opts.state_pvc:
             # Fragments outlive pods on the state volume: assemble the receipt at exit.
             from .receipt_task import make_receipt_task
 

@@ -45,6 +45,7 @@ from interlock.core.values import to_jsonable
 from .compile import build_pipeline
 from .entry import to_value
 from .fanout import collected_output, root_logging_kept, stopped
+from .finally_task import with_finally
 from .lineage import record_lineage
 from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
@@ -365,6 +366,7 @@ class KfpLocalRun:
             spec, observer.state, seen, gates=self._gates(observer, params),
             failed=f"kfp-local could not run the pipeline: {crashed}" if crashed is not None else None,
         )
+        outcome = with_finally(spec, observer.state, outcome, observer.seen())  # il.finally_, if any
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=BACKEND, state_dir=self.state_dir, params=params,
             status=outcome.status, statuses=outcome.statuses, started=started,

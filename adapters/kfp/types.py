@@ -65,13 +65,27 @@ def kfp_codec(t: TypeSpec) -> KfpCodec:
 
 # -- types -----------------------------------------------------------------------------------
 def json_text(t: TypeSpec) -> bool:
-    """Optional JSON values travel as JSON text in a KFP string: KFP has no null parameter
-    (kfp.local cannot even pass a missing optional one), and "null" is a fine string."""
-    return t.optional and not t.is_artifact
+    """Which JSON values travel as JSON text in a KFP string rather than a typed parameter.
+
+    Optional ones: KFP has no null parameter (kfp.local cannot even pass a missing optional
+    one), and "null" is a fine string. And any value holding an untyped list or dict (at
+    any depth, dataclass fields included): a KFP list/dict parameter is a protobuf Struct,
+    which makes every number a double and sorts keys; only a declared element type revives
+    the ints. JSON text carries the exact value: ints, floats, bools, None, key order. Typed
+    ``dict[str, T]`` stays a KFP STRUCT (plain KFP components read it); its ints come back
+    by the declared type, its key order is KFP's (listed by ``interlock backends``).
+    """
+    return not t.is_artifact and (t.optional or _holds_untyped(t))
+
+
+def _holds_untyped(t: TypeSpec) -> bool:
+    if t.kind in (TypeKind.LIST, TypeKind.DICT) and not t.args:
+        return True
+    return any(_holds_untyped(a) for a in t.args) or any(_holds_untyped(ft) for _, ft in t.fields)
 
 
 def kfp_type(t: TypeSpec, *, where: str = "") -> KfpType:
-    """The KFP form of a TypeSpec; an Optional JSON value is a string of JSON text."""
+    """The KFP form of a TypeSpec; a value that travels as JSON text is a string."""
     if json_text(t):
         return KfpType(None, "str")
     form = kfp_codec(t).form
@@ -80,10 +94,11 @@ def kfp_type(t: TypeSpec, *, where: str = "") -> KfpType:
     return form
 
 
-# -- parameters: the JSON form, as JSON text when Optional -----------------------------------
+# -- parameters: the JSON form, as JSON text where json_text says ---------------------------------
 def encode(value: object, t: TypeSpec) -> object:
     """A JSON value (already JSON-able) in the KFP form of ``t``."""
-    return json.dumps(value, sort_keys=True) if json_text(t) else value
+    # Keys stay in the value's order: the next step gets the dict the step returned.
+    return json.dumps(value) if json_text(t) else value
 
 
 def decode(raw: object, t: TypeSpec) -> object:
@@ -94,7 +109,7 @@ def decode(raw: object, t: TypeSpec) -> object:
 def to_parameter(value: Any, t: TypeSpec, where: str) -> Any:
     """A step's output value as the KFP output parameter of type ``t``."""
     if json_text(t):
-        return encode(to_jsonable(value, t), t)  # Optional: JSON text, "null" included
+        return encode(to_jsonable(value, t), t)  # JSON text, "null" included
     if value is None:
         raise SerializationError(
             f"{where}: returned None; KFP output parameters cannot be None",

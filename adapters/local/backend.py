@@ -27,6 +27,7 @@ from interlock.core.values import read_value, value_hash, write_value
 
 from .distributed import run_distributed
 from .fanout import run_map
+from .finally_run import run_finally
 
 NATIVE = "native"
 
@@ -69,6 +70,7 @@ class LocalBackend:
                 "map": "native (threads, at most `concurrency` items at once; each item through the shim)",
                 "map.tolerate": "native (shim: failed items are None, their indices in RunResult.maps)",
                 "fan_in": NATIVE,
+                "finally": "native (runs last, with the body's il.RunStatus)",
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "queue": "emulated: recorded in the receipt (no Kueue locally)",
@@ -174,6 +176,7 @@ class LocalBackend:
             options.emit(node.name, Status.SUCCEEDED, f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
 
         outcome = settle(spec, run.state, seen, gates=gate_decisions(spec, typed_params, outputs))
+        outcome = run_finally(spec, run, typed_params, options, outcome)  # il.finally_, if any
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,
             status=outcome.status, statuses=outcome.statuses, started=started,

@@ -1,0 +1,124 @@
+"""``il.finally_``: a step that runs after the pipeline whatever its outcome, and sees it.
+
+    @il.step
+    def notify(status: il.RunStatus, channel: str) -> None:
+        if not status.succeeded:
+            post(channel, f"{status.failed_steps}: {status.error}")
+
+    @il.pipeline(name="train")
+    def train(channel: str = "#ml"):
+        il.finally_(notify, channel=channel)
+        ...
+
+The step declares one input of type ``il.RunStatus``; the backend fills it with the body's
+final status. Its other inputs are parameters or constants (a step output may not exist when
+the body failed). At most one per pipeline, written at the top level of the body (not inside
+an ``il.when`` block): its scope is the whole pipeline. The run's status is the body's, and
+failed as well when the finally step itself fails.
+
+Rendered natively: KFP ``dsl.ExitHandler`` around the body with the step as its exit task
+(``dsl.PipelineTaskFinalStatus``); ``local`` runs it last. Every backend derives the status
+from the same run state (``settle`` over the step fragments), so the finally step receives
+the same ``RunStatus`` everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .codecs import qualname
+from .errors import PipelineDefinitionError
+from .spec import BindingKind, PipelineSpec
+from .status import Status
+
+if TYPE_CHECKING:
+    from .runstate import RunOutcome
+    from .spec import Node
+    from .step import Step
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """The final status of a pipeline's body, as a finally step receives it."""
+
+    status: str = "succeeded"  # "succeeded" | "failed" | "stopped"
+    failed_steps: list[str] = field(default_factory=list)  # in the pipeline's order
+    error: str = ""  # the first failure, "KIND: reason"; "" when the body succeeded
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+
+def status_port(spec: PipelineSpec, node: Node) -> str:
+    """The finally step's input that receives the RunStatus."""
+    step = spec.step_of(node)
+    want = qualname(RunStatus)
+    ports = [p.name for p in step.inputs if p.type.name == want]
+    if len(ports) != 1:
+        raise PipelineDefinitionError(
+            f"a finally step takes exactly one input of type il.RunStatus (found {len(ports)})",
+            pipeline=spec.name, step=node.name,
+        )
+    return ports[0]
+
+
+def run_status(outcome: RunOutcome) -> RunStatus:
+    """The body's status from its outcome (``settle``): the same rule on every backend."""
+    failed = [n for n, s in outcome.steps.items() if s.status in (Status.FAILED, Status.STOPPED)]
+    error = ""
+    if outcome.error is not None:
+        kind = getattr(outcome.error, "kind", None)
+        reason = getattr(outcome.error, "reason", None) or str(outcome.error)
+        error = f"{kind}: {reason}" if kind is not None else reason
+    return RunStatus(str(outcome.status), failed, error)
+
+
+def finally_inputs(spec: PipelineSpec, node: Node, inputs: dict[str, Any], status: RunStatus) -> dict[str, Any]:
+    """The finally step's inputs with the status filled in."""
+    return {**inputs, status_port(spec, node): status}
+
+
+def finally_(step: Step, **kwargs: Any) -> None:
+    """Run ``step`` after the whole pipeline, whatever its outcome, with its ``il.RunStatus``."""
+    from .build import current_builder
+
+    builder = current_builder()
+    if builder is None:
+        raise PipelineDefinitionError("il.finally_ is only meaningful inside an @il.pipeline function")
+    if builder._gate_stack:
+        raise PipelineDefinitionError(
+            "il.finally_ inside an il.when block: its scope is the whole pipeline",
+            pipeline=builder.name, step=step.spec.name, hint="call il.finally_ at the top level of the pipeline body",
+        )
+    if getattr(builder, "finally_node", None) is not None:
+        raise PipelineDefinitionError(
+            "a pipeline has at most one il.finally_ step", pipeline=builder.name, step=step.spec.name,
+            hint="call the other cleanups from one finally step",
+        )
+    want = qualname(RunStatus)
+    ports = [p.name for p in step.spec.inputs if p.type.name == want]
+    if len(ports) != 1 or step.spec.inputs[[p.name for p in step.spec.inputs].index(ports[0])].type.optional:
+        raise PipelineDefinitionError(
+            f"a finally step declares exactly one input of type il.RunStatus (found {len(ports)})",
+            pipeline=builder.name, step=step.spec.name, hint="def cleanup(status: il.RunStatus, ...) -> None",
+        )
+    if ports[0] in kwargs:
+        raise PipelineDefinitionError(
+            "the il.RunStatus input is filled by the backend; do not pass it",
+            pipeline=builder.name, step=step.spec.name, port=ports[0],
+        )
+    before = len(builder.nodes)
+    # Recorded like any call (type checks, names), with a placeholder status, then taken out
+    # of the body: backends that know il.finally_ run it after everything else.
+    builder.add_node(step, {**kwargs, ports[0]: RunStatus("pending")}, None)
+    node = builder.nodes.pop(before)
+    builder._node_gate.pop(node.name, None)
+    outputs = [k for k, b in node.inputs if b.kind is not BindingKind.PARAM and b.kind is not BindingKind.CONST]
+    if outputs:
+        raise PipelineDefinitionError(
+            "a finally step reads parameters and constants only: a step output may not exist when the body failed",
+            pipeline=builder.name, step=node.name, port=outputs[0],
+        )
+    builder.finally_node = node
