@@ -19,6 +19,7 @@ friends load only when their adapter or plugin is used.
 from interlock.core.api import compile, run
 from interlock.core.artifacts import Dataset, Metrics, Model
 from interlock.core.backends import BackendOptions, Capabilities, RunResult, StepOutcome
+from interlock.core.branches import branch_value, elif_, otherwise
 from interlock.core.build import when
 from interlock.core.checkpoint import CheckpointStore
 from interlock.core.context import StepContext
@@ -28,10 +29,23 @@ from interlock.core.errors import (
     PipelineDefinitionError,
     PolicyError,
     RunFailed,
+    RunIdError,
+    RunInProgress,
     StepFailed,
+    StepStopped,
     ValidationFailed,
 )
-from interlock.core.failures import Failure, FailureKind, Preempted, Rule, classify, register_rule
+from interlock.core.failures import (
+    Failure,
+    FailureKind,
+    Preempted,
+    Rule,
+    StepTimeout,
+    classify,
+    register_rule,
+)
+from interlock.core.fanout_build import map
+from interlock.core.finally_ import RunStatus, finally_
 from interlock.core.gates import GateDecision, champion_gate
 from interlock.core.pipeline import Pipeline, pipeline, spec
 from interlock.core.policies import Cache, CheckpointPolicy, Resources, Secret, Toleration, Torchrun
@@ -43,10 +57,56 @@ from interlock.core.step import Step, step
 __version__ = "0.1.0"
 
 __all__ = [
-    "BackendOptions", "Backoff", "Cache", "Capabilities", "CapabilityError", "CheckpointPolicy", "CheckpointStore", "Dataset",
-    "Failure", "FailureKind", "GateDecision", "InterlockError", "Metrics", "Model", "Pipeline",
-    "PipelineDefinitionError", "PipelineSpec", "PolicyError", "Preempted", "Resources", "Retry", "Rule",
-    "RunFailed", "RunResult", "Secret", "Status", "Step", "StepContext", "StepFailed", "StepOutcome", "Toleration", "Torchrun",
-    "ValidationFailed", "champion_gate", "classify", "compile", "pipeline", "register_rule", "run", "spec",
-    "step", "when",
+    "BackendOptions",
+    "Backoff",
+    "Cache",
+    "Capabilities",
+    "CapabilityError",
+    "CheckpointPolicy",
+    "CheckpointStore",
+    "Dataset",
+    "Failure",
+    "FailureKind",
+    "GateDecision",
+    "InterlockError",
+    "Metrics",
+    "Model",
+    "Pipeline",
+    "PipelineDefinitionError",
+    "PipelineSpec",
+    "PolicyError",
+    "Preempted",
+    "Resources",
+    "Retry",
+    "Rule",
+    "RunFailed",
+    "RunIdError",
+    "RunInProgress",
+    "RunResult",
+    "RunStatus",
+    "Secret",
+    "Status",
+    "Step",
+    "StepContext",
+    "StepFailed",
+    "StepOutcome",
+    "StepStopped",
+    "StepTimeout",
+    "Toleration",
+    "Torchrun",
+    "ValidationFailed",
+    "branch_value",
+    "champion_gate",
+    "classify",
+    "compile",
+    "elif_",
+    "finally_",
+    "map",
+    "otherwise",
+    "pipeline",
+    "register_rule",
+    "run",
+    "spec",
+    "step",
+    "when",
 ]
