@@ -90,20 +90,25 @@ def collected_output(spec: PipelineSpec, returned: Any, name: str, b: Any, t: Ty
 
 
 @contextlib.contextmanager
-def root_logging_kept() -> Iterator[None]:
-    """Keep the root logger's level and handlers as they were around a kfp.local run.
+def kfp_local_globals_kept() -> Iterator[None]:
+    """Keep the process-wide state kfp.local changes per task as it was around a run: the root
+    logger's level and handlers, and ``builtins.print``.
 
-    kfp.local's ``local_logger_context`` saves and restores the root logger per task; the
-    iterations of a ParallelFor run on threads and interleave those saves, so the root
-    logger can be left at INFO with kfp's handler for the rest of the process.
+    kfp.local saves and restores them per task (``local_logger_context``, ``indented_print``);
+    the iterations of a ParallelFor run on threads and interleave those saves, so the root
+    logger could be left at INFO with kfp's handler, and ``print`` indented by four spaces,
+    for the rest of the process.
     """
+    import builtins
+
     root = logging.getLogger()
-    level, handlers = root.level, root.handlers[:]
+    level, handlers, print_ = root.level, root.handlers[:], builtins.print
     try:
         yield
     finally:
         root.setLevel(level)
         root.handlers[:] = handlers
+        builtins.print = print_
 
 
 def stopped(state: Any, node: str) -> bool:

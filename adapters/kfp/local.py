@@ -44,7 +44,7 @@ from interlock.core.values import to_jsonable
 
 from .compile import build_pipeline
 from .entry import to_value
-from .fanout import collected_output, root_logging_kept, stopped
+from .fanout import collected_output, kfp_local_globals_kept, stopped
 from .finally_task import with_finally
 from .lineage import record_lineage
 from .policies import KfpLocalOptions, KfpOptions
@@ -342,7 +342,7 @@ class KfpLocalRun:
         }
         crashed: Exception | None = None
         with exported(env), observer.installed(), _stops_reach_the_task(observer), warnings.catch_warnings(), \
-                root_logging_kept():
+                kfp_local_globals_kept():
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:

@@ -54,6 +54,19 @@ def test_map_over_a_parameter_with_a_broadcast_argument(backend: str, tmp_path: 
 
 
 @pytest.mark.parametrize("backend", _backends())
+def test_a_map_leaves_the_process_as_it_found_it(backend: str, tmp_path: Path) -> None:
+    """kfp.local patches builtins.print and the root logger per task; a ParallelFor's threads
+    interleave those patches and used to leave print indented for the rest of the process."""
+    import builtins
+    import logging
+
+    before = (builtins.print, logging.getLogger().level, logging.getLogger().handlers[:])
+    for _ in range(3):  # the interleaving is a race: give it a few chances
+        assert _run(fp.over_param, backend, tmp_path / str(_), xs=[1, 2, 3, 4, 5, 6], factor=2).succeeded
+    assert (builtins.print, logging.getLogger().level, logging.getLogger().handlers[:]) == before
+
+
+@pytest.mark.parametrize("backend", _backends())
 def test_map_over_a_step_output_keeps_item_order(backend: str, tmp_path: Path) -> None:
     r = _run(fp.over_output, backend, tmp_path, n=5)
     assert r.succeeded, r.error
