@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoint import Checkpointer
+from .metrics import PROGRESS, MetricLog
 from .scratch import make_temp_dir
 
 
@@ -30,6 +31,23 @@ class StepContext:
     snapshots: list[dict[str, Any]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     _last_save: float = field(default_factory=time.monotonic)
+    metrics: MetricLog | None = None  # the runtime points this at the run's metrics file
+
+    def log_metric(self, name: str, value: float, step: int | None = None) -> None:
+        """Record one point of a metric (``step`` = epoch or iteration, for curves). It lands
+        in the run's state (``metrics/<step>.jsonl``), the run report and the trackers."""
+        self._metric_log().log(name, value, step=step)
+
+    def progress(self, done: float, of: float | None = None, *, unit: str = "step") -> None:
+        """Say how far the step is (``ctx.progress(epoch, of=epochs)``); live progress
+        shows it in the step's heartbeat."""
+        self._metric_log().log(unit, done, kind=PROGRESS, of=of)
+
+    def _metric_log(self) -> MetricLog:
+        if self.metrics is None:
+            self.metrics = MetricLog(self.node, attempt=self.attempt)
+        self.metrics.attempt = self.attempt
+        return self.metrics
 
     @property
     def log(self) -> logging.Logger:

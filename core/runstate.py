@@ -411,6 +411,12 @@ class RunState:
         """The default checkpoint store: the run's own folder (a retry of this run resumes)."""
         return Path(self.state_dir) / "checkpoints"
 
+    def metrics_path(self, node: str) -> Path:
+        """Points a step logged (``ctx.log_metric``/``ctx.progress``), one JSON line each."""
+        from .metrics import metrics_path
+
+        return metrics_path(self.state_dir, node)
+
     def for_rank(self, rank: int) -> RunState:
         """Where a distributed step's rank other than 0 keeps its state: one fragment per node."""
         return self if rank == 0 else RunState(Path(self.state_dir) / "ranks" / str(rank), self.run_id)

@@ -12,6 +12,7 @@ failure's traceback. flytekit's and kfp's local executions do none of this thems
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -32,6 +33,7 @@ from .failures import (
     default_classifier,
     qualified_name,
 )
+from .metrics import MetricLog
 from .redact import Redactor
 from .retry import RetryTracker
 from .runstate import ALL_KINDS, Attempt, Fragment, RunContext, StopMarker
@@ -307,6 +309,7 @@ def execute_step(
     started = run.clock()
     ctx = StepContext(pipeline=run.pipeline, run_id=run.run_id, node=node, backend=run.backend)
     ctx.checkpoint = _checkpointer(run, step, node, ctx)
+    ctx.metrics = MetricLog(node, state.metrics_path(node), rank=int(os.environ.get("RANK", "0") or 0))
     while True:
         ctx.attempt = len(attempts) + 1
         ctx.batch_size_factor = factor
