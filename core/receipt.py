@@ -77,12 +77,14 @@ class PriceTable:
     def gpu_hour(self, accelerator: str | None) -> float:
         return self.prices.get(f"gpu_hour:{accelerator}", self.prices["gpu_hour:default"])
 
-    def estimate(self, resources: dict[str, Any], seconds: float, *, gpus: int, interruptible: bool) -> float:
-        hours = seconds / 3600.0
+    def estimate(self, resources: dict[str, Any], seconds: float, *, gpus: int, interruptible: bool,
+                 nodes: int = 1) -> float:
+        """``resources`` are per node; ``gpus`` is the step's total (what its ranks saw)."""
+        hours = seconds / 3600.0 * nodes
         cpu = parse_quantity(resources.get("cpu", "1"), "cpu")
         mem_gib = parse_quantity(resources.get("memory", "1Gi"), "memory") / 2**30
         cost = hours * (cpu * self.prices["cpu_core_hour"] + mem_gib * self.prices["memory_gib_hour"])
-        cost += hours * gpus * self.gpu_hour(resources.get("accelerator"))
+        cost += seconds / 3600.0 * gpus * self.gpu_hour(resources.get("accelerator"))
         if interruptible:
             cost *= 1.0 - self.prices.get("interruptible_discount", 0.0)
         return round(cost, 6)
@@ -194,7 +196,8 @@ def assemble_receipt(
             device = _ranks_device(state, node.name, step.distributed.world_size, device)
         gpus = billed_gpus(step.gpus, device)  # what ran: a CPU-only run bills no GPU
         gpu_s = busy * gpus
-        cost = prices.estimate(step.resources.to_json(), busy, gpus=gpus, interruptible=step.interruptible)
+        cost = prices.estimate(step.resources.to_json(), busy, gpus=gpus, interruptible=step.interruptible,
+                               nodes=step.nodes)
         total_gpu_s += gpu_s
         total_cost += cost
         for snap in frag.snapshots if frag else []:

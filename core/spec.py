@@ -83,8 +83,14 @@ class StepSpec:
         return next((p for p in self.outputs if p.name == name), None)
 
     @property
+    def nodes(self) -> int:
+        """Pods the step runs on: ``il.Resources`` are per node (kfpytorch's replica, Trainer's
+        ``resourcesPerNode``), so a distributed step requests them ``nnodes`` times."""
+        return self.distributed.nnodes if self.distributed else 1
+
+    @property
     def gpus(self) -> int:
-        return self.resources.gpu * (self.distributed.world_size if self.distributed else 1)
+        return self.resources.gpu * self.nodes
 
     def to_json(self) -> dict[str, Any]:
         return {

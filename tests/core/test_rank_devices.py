@@ -20,7 +20,7 @@ from interlock.core.status import Status
 
 
 @il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo"),
-         resources=il.Resources(gpu=1, accelerator="nvidia-h200"))
+         resources=il.Resources(gpu=2, accelerator="nvidia-h200"))  # per node: one GPU per rank
 def fit(n: int) -> int:
     return n
 
@@ -78,3 +78,33 @@ def test_one_rank_without_a_gpu_is_not_billed_one(tmp_path: Path) -> None:
 def test_group_device_without_records_bills_the_request() -> None:
     assert group_device([None, None]) is None
     assert group_device([CPU, {"type": "cuda", "count": 2}]) == {"type": "cuda", "count": 2, "source": "ranks", "ranks": 2}
+
+
+@pytest.mark.parametrize("nnodes, nproc, gpu, requested", [(1, 2, 2, 2), (2, 4, 4, 8), (3, 1, 1, 3)])
+def test_resources_are_per_node_as_kfpytorch_and_trainer_read_them(nnodes: int, nproc: int, gpu: int,
+                                                                    requested: int) -> None:
+    # gpu=4 with nproc_per_node=4 is one GPU per rank, on each of nnodes pods.
+    step = il.spec(_one_step(nnodes, nproc, il.Resources(gpu=gpu))).step_of("fit")
+    assert step.nodes == nnodes and step.gpus == requested
+
+
+def test_cpu_and_memory_are_billed_once_per_node(tmp_path: Path) -> None:
+    from interlock.core.receipt import PriceTable
+
+    one, three = (il.spec(_one_step(n, 2, il.Resources(cpu="4", memory="8Gi"))).step_of("fit") for n in (1, 3))
+    table = PriceTable.load()
+    cost = [table.estimate(s.resources.to_json(), 3600, gpus=0, interruptible=False, nodes=s.nodes) for s in (one, three)]
+    assert cost[1] == pytest.approx(3 * cost[0]) and cost[0] > 0
+
+
+def _one_step(nnodes: int, nproc: int, resources: il.Resources) -> il.Pipeline:
+    @il.step(name="fit", distributed=il.Torchrun(nnodes=nnodes, nproc_per_node=nproc, backend="gloo"),
+             resources=resources)
+    def fit(n: int) -> int:
+        return n
+
+    @il.pipeline(name=f"per-node-{nnodes}")
+    def per_node(n: int = 1):
+        return fit(n=n)
+
+    return per_node
