@@ -28,7 +28,7 @@ from .pipeline import Pipeline
 from .pipeline import spec as spec_of
 from .receipt import PriceTable
 from .resume import record_params, with_recorded_params
-from .runstate import RunState, lock_run, run_dir_under, state_dir_of
+from .runstate import EnvName, RunState, lock_run, run_dir_under, state_dir_of
 from .spec import PipelineSpec
 
 
@@ -43,6 +43,7 @@ def run(
     raise_on_failure: bool = True,
     options: BackendOptions | Mapping[str, Any] | None = None,
     resume: str | None = None,
+    checkpoint_store: str | None = None,
     **params: Any,
 ) -> RunResult:
     """Run a pipeline on a backend and return its RunResult.
@@ -55,7 +56,11 @@ def run(
 
     ``resume``: the id of an earlier run in ``workdir`` to run again (``--resume`` in the
     CLI). Its stop markers are cleared; its checkpoints, cached outputs and the outputs of
-    the steps that succeeded are kept (see docs/resuming.md). Reusing ``run_id`` means the
+    the steps that succeeded are kept (see docs/resuming.md).
+
+    ``checkpoint_store``: where every step without its own ``CheckpointPolicy(store=...)``
+    keeps checkpoints: a directory or a store URI such as ``s3://bucket/prefix`` (default:
+    ``$INTERLOCK_CHECKPOINT_ROOT``, else the run's own folder). A resume reuses the run's. Reusing ``run_id`` means the
     same. A run id is checked up front (``RUN_ID_RULE``) and a run folder is locked while
     its run runs: a second run with the same id fails at once with ``il.RunInProgress``.
     """
@@ -89,6 +94,7 @@ def run(
         progress=progress,
         functions=pipeline.functions if isinstance(pipeline, Pipeline) else {},
         backend_options=backend_options,
+        checkpoint_store=checkpoint_store_for(state, checkpoint_store),
     )
     with lock_run(run_options.run_dir, run_options.run_id), scratch.scope() as keep:
         # scratch: Model.new() dirs, checkpoint restores are gone after the run (outputs kept)
@@ -97,6 +103,7 @@ def run(
             cleared = ", ".join(f"{c['node']} ({c['kind']})" for c in resumed["cleared"])
             run_options.emit("", "resuming", f"run {run_options.run_id}" + (f"; cleared stop markers: {cleared}" if cleared else ""))
         record_params(spec, state, resolved)
+        record_checkpoint_store(state, run_options.checkpoint_store)
         result = impl.run(spec, resolved, run_options)
         keep.extend(Path(v.path) for v in result.outputs.values() if hasattr(v, "path"))
     if raise_on_failure and not result.succeeded:
@@ -118,6 +125,27 @@ def compile(  # noqa: A001 - the public verb mirrors `kfp.compiler` / `pyflyte p
     impl, caps = as_compiler(spec, get_backend(backend))
     check_capabilities(spec, caps)
     return impl.compile(spec, Path(out), **options)
+
+
+CHECKPOINT_STORE_FILE = "checkpoint_store"  # in the state dir: a resume finds the same store
+
+
+def checkpoint_store_for(state: RunState, given: str | None) -> str | None:
+    """The run's checkpoint store: as given, else the one a resumed run used, else the env's."""
+    if given:
+        if "://" not in given:
+            given = str(Path(given).resolve())  # steps may run elsewhere (kfp-local's task dirs)
+        return given
+    recorded = state.state_dir / CHECKPOINT_STORE_FILE
+    if recorded.is_file():
+        return recorded.read_text(encoding="utf-8").strip() or None
+    return os.environ.get(EnvName.CHECKPOINT_ROOT) or None
+
+
+def record_checkpoint_store(state: RunState, store: str | None) -> None:
+    if store:
+        state.state_dir.mkdir(parents=True, exist_ok=True)
+        (state.state_dir / CHECKPOINT_STORE_FILE).write_text(store, encoding="utf-8")
 
 
 def _runs_in(workdir: Path, limit: int = 10) -> list[str]:

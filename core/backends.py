@@ -133,6 +133,9 @@ class RunOptions:
     functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     # The backend's own options (its Capabilities.run_options); None: its defaults.
     backend_options: BackendOptions | None = None
+    # Where steps without their own CheckpointPolicy(store=) keep checkpoints (a path or a
+    # store URI); None: the run's own folder.
+    checkpoint_store: str | None = None
 
     def __post_init__(self) -> None:
         check_run_id(self.run_id)  # every backend, also when called without il.run

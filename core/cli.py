@@ -162,7 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         with _stop_on_sigterm():
             result = run(
                 pipe, backend, workdir=args.workdir, run_id=args.run_id, cache=not args.no_cache,
-                progress=Progress(), options=options or None, resume=args.resume, **params,
+                progress=Progress(), options=options or None, resume=args.resume,
+                checkpoint_store=args.checkpoint_store, **params,
             )
     except StepStopped as exc:
         print(f"\nSTOPPED after {time.monotonic() - t0:.1f}s: {exc.headline()}", file=sys.stderr)
@@ -312,6 +313,11 @@ def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentPar
         help="run an earlier run again: clear its stop markers, keep its checkpoints, cache and finished steps",
     )
     r.add_argument("--no-cache", action="store_true")
+    r.add_argument(
+        "--checkpoint-store", default=None, metavar="URI",
+        help=f"where steps keep checkpoints: a directory or s3://bucket/prefix (default: ${EnvName.CHECKPOINT_ROOT}, "
+        "else the run's folder)",
+    )
     r.add_argument("--debug", action="store_true", help="on failure, print the whole traceback")
     r.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE",

@@ -4,7 +4,7 @@
     interlock compile reference_pipelines/digits_ddp.py --backend kfp --out build/ --option state_pvc=interlock-state
     interlock compile reference_pipelines/digits_ddp.py --backend flyte --out build/flyte
 
-ingest -> validate -> train (2 ranks, DDP) -> evaluate
+ingest -> validate -> train (2 ranks, DDP) -> evaluate -> champion_gate -> [register]
 
 - ingest: scikit-learn's bundled handwritten digits (1,797 8x8 images, shipped inside the
   package: no download at run time), with a deterministic train/test split.
@@ -17,21 +17,34 @@ ingest -> validate -> train (2 ranks, DDP) -> evaluate
   reclaim: that rank then ends PREEMPTED): the ranks agree (all-reduce), rank 0 saves (weights and optimizer state as ``.npz``,
   never a pickle); on a retry rank 0 loads the latest committed checkpoint and broadcasts it,
   so every rank resumes from the same state.
-- evaluate: accuracy and loss on the held-out split.
+- evaluate: the challenger and the registry's ``champion`` on the same held-out split.
+- champion_gate: promote only by the accuracy margin fixed in advance (a parameter).
+- register (only when the gate says so): MLflow run, model version, ``champion`` alias,
+  moved only if it still points at the champion that evaluate compared against.
+
+``registry`` works as in fraud_retrain: an MLflow tracking URI or a directory for a SQLite
+store; empty means ``$MLFLOW_TRACKING_URI``, else ``.interlock/mlflow``. Checkpoints go where
+the run says (``interlock run ... --checkpoint-store s3://bucket/prefix``), else the run's
+own folder.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import tempfile
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import pandas as pd
 
 import interlock as il
 
+MODEL_NAME = "digits-mlp"
+EXPERIMENT = "digits-ddp"
 PIXELS = [f"p{i}" for i in range(64)]
 TEST_EVERY = 5  # every 5th image is held out: deterministic, the same on every backend
 
@@ -178,13 +191,26 @@ def train(data: pd.DataFrame, params: DdpParams, ctx: il.StepContext) -> il.Mode
     return out
 
 
-@il.step
-def evaluate(model: il.Model, data: pd.DataFrame) -> il.Metrics:
+class Evaluation(NamedTuple):
+    challenger: il.Metrics
+    champion: il.Metrics  # empty when there is no champion yet: the gate then promotes
+    champion_version: str  # "none" when there is no champion yet
+
+
+class Summary(NamedTuple):
+    promoted: bool
+    decision: str
+    challenger: il.Metrics
+    champion: il.Metrics
+    champion_before: str
+
+
+def _scores(model_dir: Path, data: pd.DataFrame) -> dict[str, float]:
     import torch
 
-    hidden = json.loads((model.path / "config.json").read_text())["hidden"]
+    hidden = json.loads((model_dir / "config.json").read_text())["hidden"]
     net = _model(hidden)
-    net.load_state_dict(_tensors((model.path / "weights.npz").read_bytes()))
+    net.load_state_dict(_tensors((model_dir / "weights.npz").read_bytes()))
     rows = data[data["split"] == "test"]
     x = torch.tensor(rows[PIXELS].to_numpy() / 16.0, dtype=torch.float32)
     y = torch.tensor(rows["label"].to_numpy(), dtype=torch.int64)
@@ -192,15 +218,70 @@ def evaluate(model: il.Model, data: pd.DataFrame) -> il.Metrics:
         logits = net(x)
     accuracy = float((logits.argmax(1) == y).float().mean())
     loss = float(torch.nn.functional.cross_entropy(logits, y))
-    return il.Metrics(accuracy=accuracy, loss=loss)
+    return {"accuracy": accuracy, "loss": loss}
+
+
+def _registry(registry: str) -> Any:
+    from .fraud_retrain import open_registry  # one rule for where a pipeline's MLflow store is
+
+    return open_registry(registry)
+
+
+@il.step
+def evaluate(model: il.Model, data: pd.DataFrame, registry: str) -> Evaluation:
+    """Score the challenger and the current champion on the same held-out split.
+
+    Never cached: the champion lives in the registry, outside the pipeline's inputs."""
+    challenger = il.Metrics(_scores(model.path, data))
+    reg = _registry(registry)
+    version = reg.champion(MODEL_NAME)
+    if version is None:
+        return Evaluation(challenger, il.Metrics(), "none")
+    with tempfile.TemporaryDirectory(prefix="digits-champion-") as tmp:
+        champion = il.Metrics(_scores(Path(reg.download(MODEL_NAME, version, tmp)), data))
+    return Evaluation(challenger, champion, version)
+
+
+@il.step
+def register(model: il.Model, metrics: il.Metrics, registry: str, params: DdpParams, margin: float,
+             reason: str, champion_version: str, ctx: il.StepContext) -> str:
+    """Log the run, register the model version, move ``champion`` (compare-and-set: if another
+    run promoted meanwhile, nothing moves and the step fails FATAL naming both versions)."""
+    from interlock.core.receipt import git_info
+
+    git = git_info()
+    receipt = {
+        "pipeline": ctx.pipeline, "run_id": ctx.run_id, "backend": ctx.backend, "snapshot": "sklearn-digits",
+        "git_sha": git.get("sha"), "git_dirty": git.get("dirty"),
+        "image": os.environ.get("INTERLOCK_IMAGE") or "local-process", "gate": reason,
+    }
+    reg = _registry(registry)
+    reg.check_champion(MODEL_NAME, champion_version)
+    run_id = reg.log_run(EXPERIMENT, params={"train": asdict(params), "margin": margin}, metrics=dict(metrics),
+                         receipt=receipt, run_name=f"{ctx.pipeline}-{ctx.run_id}")
+    version = reg.register(MODEL_NAME, model, run_id=run_id, receipt=receipt,
+                           tags={"accuracy": f"{metrics['accuracy']:.6f}", "ranks": str(model.metadata.get("ranks")),
+                                 "interlock.compared_with": champion_version},
+                           expected_champion=champion_version)
+    previous = reg.promote(MODEL_NAME, version, expected_champion=champion_version)
+    ctx.record(model_name=MODEL_NAME, model_version=version, previous_champion=previous, mlflow_run_id=run_id)
+    print(f"registered {MODEL_NAME} version {version}; champion: {previous or 'none'} -> {version}", flush=True)
+    return version
 
 
 DEFAULT_PARAMS = DdpParams()
 
 
 @il.pipeline(name="digits-ddp")
-def digits_ddp(params: DdpParams = DEFAULT_PARAMS):
-    """Train the digits MLP on two data-parallel ranks; report held-out accuracy."""
+def digits_ddp(params: DdpParams = DEFAULT_PARAMS, margin: float = 0.005, registry: str = ""):
+    """Train the digits MLP on two data-parallel ranks; promote it only if it beats the champion's
+    held-out accuracy by `margin`."""
     data = validate(raw=ingest())
     model = train(data=data, params=params)
-    return evaluate(model=model, data=data)
+    scores = evaluate(model=model, data=data, registry=registry)
+    decision = il.champion_gate(challenger=scores.challenger, champion=scores.champion, metric="accuracy",
+                                margin=margin)
+    with il.when(decision.promote):
+        register(model=model, metrics=scores.challenger, registry=registry, params=params, margin=margin,
+                 reason=decision.reason, champion_version=scores.champion_version)
+    return Summary(decision.promote, decision.reason, scores.challenger, scores.champion, scores.champion_version)

@@ -24,6 +24,7 @@ from flytekit.tools.translator import get_serializable
 
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.failures import FailureKind
+from interlock.core.runstate import RunEnv
 from interlock.core.spec import PipelineSpec
 
 from .resolver import check_ref
@@ -76,10 +77,14 @@ def serialize(
     image: str,
     in_process: frozenset[FailureKind] = CLUSTER_IN_PROCESS,
     echo_else: bool = False,
+    checkpoint_store: str | None = None,
 ) -> list[Any]:
     """The registrable protobuf models (TaskSpec, WorkflowSpec, LaunchPlan), in dependency order."""
     check_ref(spec)
-    entities = build_entities(spec, TaskOptions(image=image, in_process=in_process, echo_else=echo_else))
+    # A run-level checkpoint store (s3://...) reaches every task container through the env contract.
+    env = RunEnv(checkpoint_root=checkpoint_store).to_env()
+    entities = build_entities(spec, TaskOptions(image=image, in_process=in_process, echo_else=echo_else,
+                                                environment=env))
     ss = settings(project, domain, version, image)
     mapping: OrderedDict[Any, Any] = OrderedDict()
     get_serializable(mapping, ss, entities.workflow)
@@ -98,6 +103,7 @@ def compile_to(
     image: str | None = None,
     archive: bool = True,
     echo_else: bool = False,
+    checkpoint_store: str | None = None,
     **_: Any,
 ) -> list[Path]:
     """Write the protobufs into ``out`` (a directory) and, with ``archive``, ``out/flyte-package.tgz``."""
@@ -112,7 +118,8 @@ def compile_to(
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.pb"):
         old.unlink()
-    models = serialize(spec, project=project, domain=domain, version=version, image=image, echo_else=echo_else)
+    models = serialize(spec, project=project, domain=domain, version=version, image=image, echo_else=echo_else,
+                       checkpoint_store=checkpoint_store or None)
     persist_registrable_entities(models, str(out))
     files = sorted(out.glob("*.pb"))
     if archive:

@@ -119,7 +119,7 @@ class FlyteLocalRunner:
         started = time.time()
         state_dir = state_dir_of(options.run_dir)
         run = RunContext(spec.name, options.run_id, BACKEND, state_dir, retry_in_process=ALL_KINDS,
-                         sleeper=options.sleeper)
+                         sleeper=options.sleeper, checkpoint_root=options.checkpoint_store)
         entities = build_entities(spec, TaskOptions(in_process=ALL_KINDS, spawn=self.spawn, cache=options.cache))
         inputs = {p.name: to_flyte(params[p.name], p.type, options.run_dir) for p in spec.params if p.name in params}
         error: BaseException | None = None

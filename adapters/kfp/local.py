@@ -337,7 +337,8 @@ class KfpLocalRun:
         observer = _TaskObserver(built.task_names, RunState(self.state_dir, options.run_id), options.sleeper, options.emit,
                                  redactor=Redactor.for_values(params))
         env = {
-            **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND).to_env(),
+            **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND,
+                     checkpoint_root=options.checkpoint_store).to_env(),
             "PYTHONPATH": _child_pythonpath(),
         }
         crashed: Exception | None = None

@@ -56,6 +56,9 @@ class KfpOptions:
     state_pvc: str | None = None
     pipeline_root: str | None = None  # the IR's default pipeline root (s3://bucket/path)
     state_store: str | None = None  # default: pipeline_root
+    # Where steps without their own CheckpointPolicy(store=) keep checkpoints (s3://...);
+    # default: the run's state (the PVC or state_store).
+    checkpoint_store: str | None = None
     run_id_from_pod_label: bool = True  # KFP_RUN_ID from the pod's pipeline/runid label
     # kfp.local evaluates dsl.If only on outputs named "Output": route other gates through as_bool.
     local_conditions: bool = False
@@ -203,7 +206,7 @@ def container_env(spec: PipelineSpec, step: StepSpec, opts: KfpOptions) -> dict[
     # With a state volume the shim uses STATE_ROOT/runs/<run id>/state.
     env.update(RunEnv(
         retry_in_process=IN_PROCESS, state_root=Path(STATE_MOUNT) if opts.state_pvc else None,
-        state_store=opts.state_store_uri,
+        state_store=opts.state_store_uri, checkpoint_root=opts.checkpoint_store,
     ).to_env())
     if not opts.local_conditions:  # built for a cluster (kfp-local builds with local_conditions)
         # SIGTERM to an interruptible step is then a spot reclaim: checkpoint, PREEMPTED, retry.

@@ -92,7 +92,8 @@ class LocalBackend:
 
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
         started = time.time()
-        run = RunContext(spec.name, options.run_id, self.name, state_dir_of(options.run_dir), sleeper=options.sleeper)
+        run = RunContext(spec.name, options.run_id, self.name, state_dir_of(options.run_dir), sleeper=options.sleeper,
+                         checkpoint_root=options.checkpoint_store)
         attempt = len(run.state.resumes())  # 0 for a new run; each resume (a reused id) opens another
         cache = LocalCache(options.cache_dir)
         typed_params = {

@@ -1,5 +1,8 @@
 """digits-ddp: two data-parallel ranks (gloo, CPU) on scikit-learn's bundled digits.
 
+Each run has its own MLflow registry (SQLite in the test's directory): a first run promotes
+its model, a second one with the same data keeps the champion.
+
 The same metrics on local (local rank processes), flyte-local (torch elastic) and kfp-local
 (the KFP launcher's local ranks); it compiles for both clusters; and a rank killed mid-training (SIGKILL, no chance to
 checkpoint) costs at most one checkpoint interval: KFP retries the step, the ranks resume from
@@ -12,6 +15,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,37 +30,90 @@ from reference_pipelines.digits_ddp import digits_ddp
 SPEC = il.spec(digits_ddp)
 
 
-def run(backend: str, workdir: Path, run_id: str, **kw: Any) -> il.RunResult:
+def run(backend: str, workdir: Path, run_id: str, registry: Path | None = None, **kw: Any) -> il.RunResult:
     options = RunOptions(run_id=run_id, workdir=workdir, sleeper=lambda s: None, **kw)
-    return get_backend(backend).run(SPEC, resolve_params(SPEC, {}), options)  # type: ignore[union-attr]
+    params = resolve_params(SPEC, {"registry": str(registry or workdir / "mlflow")})
+    return get_backend(backend).run(SPEC, params, options)  # type: ignore[union-attr]
 
 
 @pytest.fixture(scope="module")
-def kfp_run(tmp_path_factory: pytest.TempPathFactory) -> il.RunResult:
-    result = run("kfp-local", tmp_path_factory.mktemp("kfp"), "digits-kfp")
+def kfp_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("kfp-registry")
+
+
+@pytest.fixture(scope="module")
+def kfp_run(tmp_path_factory: pytest.TempPathFactory, kfp_registry: Path) -> il.RunResult:
+    result = run("kfp-local", tmp_path_factory.mktemp("kfp"), "digits-kfp", registry=kfp_registry)
     assert result.status == "succeeded", result.error
     return result
 
 
+@pytest.fixture
+def s3_bucket(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    """A moto S3 server on loopback; dummy credentials in the env the rank processes inherit."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in {"AWS_ACCESS_KEY_ID": "digits-test", "AWS_SECRET_ACCESS_KEY": "digits-test-secret",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+                       "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config"),
+                       "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-aws-credentials"),
+                       "INTERLOCK_S3_ENDPOINT_URL": f"http://{host}:{port}"}.items():
+        monkeypatch.setenv(var, value)
+    import boto3
+
+    boto3.client("s3", endpoint_url=f"http://{host}:{port}").create_bucket(Bucket="ckpt")
+    try:
+        yield "ckpt"
+    finally:
+        server.stop()
+
+
 def test_trains_to_a_useful_model(kfp_run: il.RunResult) -> None:
-    metrics = dict(kfp_run.outputs["o0"])
+    metrics = dict(kfp_run["challenger"])
     assert metrics["accuracy"] > 0.85
     assert kfp_run.steps["train"].status is il.Status.SUCCEEDED
+    # A fresh registry: no champion yet, so the model is registered and becomes champion.
+    assert kfp_run["promoted"] is True and kfp_run["champion_before"] == "none"
+    assert kfp_run.steps["register"].status is il.Status.SUCCEEDED
 
 
 @pytest.mark.slow
 def test_flyte_local_gives_the_same_metrics(kfp_run: il.RunResult, tmp_path: Path) -> None:
     flyte = run("flyte-local", tmp_path, "digits-flyte", backend_options=FlyteLocalOptions(spawn=False))
     assert flyte.status == "succeeded", flyte.error
-    assert dict(flyte.outputs["o0"]) == dict(kfp_run.outputs["o0"])  # exactly: deterministic on CPU
+    assert dict(flyte["challenger"]) == dict(kfp_run["challenger"])  # exactly: deterministic on CPU
 
 
-def test_local_gives_the_same_metrics(kfp_run: il.RunResult, tmp_path: Path) -> None:
-    """`local` runs the distributed step as two local gloo ranks, bitwise like kfp-local."""
+def test_local_gives_the_same_metrics(kfp_run: il.RunResult, kfp_registry: Path, tmp_path: Path,
+                                      s3_bucket: str) -> None:
+    """`local` runs the distributed step as two local gloo ranks, bitwise like kfp-local, with
+    its checkpoints in S3 (rank 0 writes, every rank restores), against kfp-local's registry."""
+    import boto3
+
+    from interlock.plugins.mlflow import MlflowRegistry
+    from reference_pipelines.digits_ddp import MODEL_NAME
+
     assert "unsupported" not in get_backend("local").capabilities().features["distributed"]
-    local = run("local", tmp_path, "digits-local")
+    local = run("local", tmp_path, "digits-local", registry=kfp_registry,
+                checkpoint_store=f"s3://{s3_bucket}/runs")
     assert local.status == "succeeded", local.error
-    assert dict(local.outputs["o0"]) == dict(kfp_run.outputs["o0"])  # exactly: deterministic on CPU
+    assert dict(local["challenger"]) == dict(kfp_run["challenger"])  # exactly: deterministic on CPU
+    # The same model is no better than itself: nothing registered, the champion untouched.
+    assert local["promoted"] is False and local["champion_before"] == "1"
+    assert local.steps["register"].status is il.Status.SKIPPED
+    registry = MlflowRegistry(tracking_uri=f"sqlite:///{kfp_registry / 'mlflow.db'}")
+    assert registry.champion(MODEL_NAME) == "1"
+    assert len(registry.client.search_model_versions(f"name='{MODEL_NAME}'")) == 1
+    # Checkpoints went to the bucket (every 20 steps), none to the run's own folder.
+    client = boto3.client("s3", endpoint_url=os.environ["INTERLOCK_S3_ENDPOINT_URL"])
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket, Prefix="runs/").get("Contents", [])]
+    assert any("train" in k for k in keys), keys
+    assert not list((tmp_path / "runs" / "digits-local" / "state" / "checkpoints").rglob("*.json"))
     import json
 
     receipt = json.loads(Path(local.receipt_path or "").read_text())
@@ -66,13 +123,23 @@ def test_local_gives_the_same_metrics(kfp_run: il.RunResult, tmp_path: Path) -> 
 
 
 def test_compiles_for_both_clusters(tmp_path: Path) -> None:
+    store = "s3://ckpt/digits"  # the run-level checkpoint store reaches every task container's env
     [ir] = il.compile(digits_ddp, backend="kfp", out=tmp_path / "kfp.yaml", state_pvc="interlock-state",
-                      image="reg/digits:1")
+                      image="reg/digits:1", checkpoint_store=store)
     assert "launch_node(" in Path(ir).read_text()
-    assert yaml.safe_load_all(Path(ir).read_text())
+    docs = list(yaml.safe_load_all(Path(ir).read_text()))
+    executors = docs[0]["deploymentSpec"]["executors"]
+    envs = {name: {e["name"]: e["value"] for e in ex["container"].get("env", [])} for name, ex in executors.items()}
+    steps = {f"exec-{n.name.replace('_', '-')}" for n in SPEC.nodes}
+    assert steps <= set(envs) and all(envs[e].get("INTERLOCK_CHECKPOINT_ROOT") == store for e in steps)
     files = il.compile(digits_ddp, backend="flyte", out=tmp_path / "flyte", project="p", domain="d", version="v1",
-                       image="reg/digits:1")
-    assert any(str(f).endswith("_digits-ddp.train_1.pb") for f in files)
+                       image="reg/digits:1", checkpoint_store=store)
+    [train_pb] = [f for f in files if str(f).endswith("_digits-ddp.train_1.pb")]
+    from flyteidl.admin.task_pb2 import TaskSpec
+
+    task = TaskSpec.FromString(Path(train_pb).read_bytes())
+    env = {kv.key: kv.value for kv in task.template.container.env}
+    assert env["INTERLOCK_CHECKPOINT_ROOT"] == store
 
 
 def _rank_pids(run_id: str, rank: int) -> list[int]:
@@ -115,7 +182,7 @@ def test_sigkill_of_one_rank_resumes_from_the_last_checkpoint(kfp_run: il.RunRes
     assert killed, "rank 1 was never seen running"
     assert result.status == "succeeded", result.error
     # Bitwise: the resumed run ends with exactly the uninterrupted run's model.
-    assert dict(result.outputs["o0"]) == dict(kfp_run.outputs["o0"])
+    assert dict(result["challenger"]) == dict(kfp_run["challenger"])
     import json
 
     receipt = json.loads(Path(result.receipt_path or "").read_text())
@@ -155,7 +222,7 @@ def test_sigterm_of_one_rank_checkpoints_and_resumes_bitwise(
     watcher.join(timeout=5)
     assert termed, "rank 1 was never seen running"
     assert result.status == "succeeded", result.error
-    assert dict(result.outputs["o0"]) == dict(kfp_run.outputs["o0"])  # bitwise: deterministic on CPU
+    assert dict(result["challenger"]) == dict(kfp_run["challenger"])  # bitwise: deterministic on CPU
     import json
 
     receipt = json.loads(Path(result.receipt_path or "").read_text())
