@@ -240,7 +240,9 @@ class Torchrun:
     """Distributed PyTorch for one step: ``nnodes`` x ``nproc_per_node`` workers.
 
     A fixed world (``min_nodes`` unset) renders as a PyTorchJob; an elastic range as
-    torch elastic (``torchrun``). ``backend`` is "nccl" on GPUs, "gloo" on CPU. ``timeout``
+    torch elastic (``torchrun``). ``backend`` is "nccl" on GPUs, "gloo" on CPU, or "auto": each
+    rank picks nccl when it sees a CUDA device, else gloo (one pipeline for GPU clusters and
+    CPU laptops). ``timeout``
     bounds every collective (``init_process_group(timeout=...)``): a rank that stalls longer
     fails its peers with a timeout, classified TRANSIENT (retried at once); None keeps
     torch's default (10 minutes for NCCL, 30 for gloo).
@@ -260,8 +262,8 @@ class Torchrun:
                 raise PolicyError(f"Torchrun {name}={v!r} must be an integer >= 1")
         if self.min_nodes is not None and not 1 <= self.min_nodes <= self.nnodes:
             raise PolicyError(f"Torchrun min_nodes={self.min_nodes!r} must be between 1 and nnodes={self.nnodes}")
-        if self.backend not in ("nccl", "gloo", "mpi"):
-            raise PolicyError(f"Torchrun backend={self.backend!r} must be nccl, gloo or mpi")
+        if self.backend not in ("nccl", "gloo", "mpi", "auto"):
+            raise PolicyError(f"Torchrun backend={self.backend!r} must be nccl, gloo, mpi or auto")
         if self.timeout is not None:
             from .durations import parse_duration
 

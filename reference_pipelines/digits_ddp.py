@@ -9,8 +9,8 @@ ingest -> validate -> train (2 ranks, DDP) -> evaluate -> champion_gate -> [regi
 - ingest: scikit-learn's bundled handwritten digits (1,797 8x8 images, shipped inside the
   package: no download at run time), with a deterministic train/test split.
 - validate: pixel range, labels, no missing values; ``il.ValidationFailed`` stops the run.
-- train: an MLP under DistributedDataParallel, two ranks (gloo on CPU; on a GPU cluster set
-  ``backend="nccl"`` and bf16 autocast turns on by itself). Every rank takes its stride of
+- train: an MLP under DistributedDataParallel, two ranks (``backend="auto"``: gloo on CPU,
+  NCCL where the ranks see a GPU, and then bf16 autocast turns on by itself). Every rank takes its stride of
   each global batch, so the model does not depend on the number of ranks' scheduling.
   A checkpoint every ``checkpoint_steps`` steps or every ``CheckpointPolicy.every``,
   whichever comes first, and at once when any rank gets SIGTERM on a cluster (a spot
@@ -109,7 +109,7 @@ def _tensors(data: bytes) -> dict[str, Any]:
 
 
 @il.step(
-    distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo"),
+    distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="auto"),
     resources=il.Resources(cpu="1", memory="1Gi"),
     checkpoint=il.CheckpointPolicy(every="2m", keep=2),
     retry=il.Retry(transient=1, preempted=3),  # a reclaimed rank resumes from its checkpoint

@@ -22,6 +22,15 @@ def is_rank_zero() -> bool:
     return rank() == 0
 
 
+def collective_backend(t: Torchrun) -> str:
+    """The backend this rank joins with: Torchrun's, or for "auto" nccl when CUDA is visible."""
+    if t.backend != "auto":
+        return t.backend
+    import torch
+
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
 @contextmanager
 def process_group(t: Torchrun | None) -> Iterator[None]:
     """Join the process group the launcher prepared (env:// rendezvous), once per worker."""
@@ -32,12 +41,13 @@ def process_group(t: Torchrun | None) -> Iterator[None]:
 
     owned = not dist.is_initialized()
     if owned:
+        backend = collective_backend(t)
         if t.timeout_s is not None:
             from datetime import timedelta
 
-            dist.init_process_group(backend=t.backend, timeout=timedelta(seconds=t.timeout_s))
+            dist.init_process_group(backend=backend, timeout=timedelta(seconds=t.timeout_s))
         else:
-            dist.init_process_group(backend=t.backend)
+            dist.init_process_group(backend=backend)
     try:
         yield
     finally:
