@@ -23,7 +23,7 @@ def airflow_env(home: Path, endpoint: str, db: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "FLYTE"))}
     host, port = endpoint.rsplit(":", 1)
     conn = {
-        "conn_type": "flyte",
+        "conn_type": "interlock_flyte",
         "host": host,
         "port": int(port),
         "extra": {"insecure": True, "project": "ml", "domain": "development"},
