@@ -37,6 +37,9 @@ def airflow_env(home: Path, endpoint: str, db: Path) -> dict[str, str]:
         AIRFLOW__CORE__DAGS_FOLDER=str(DAGS),
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{db}",
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        # A deployment that defers by default: operators and sensors without deferrable=...
+        # follow it (il_modes.py says deferrable=False where it tests waiting in the worker).
+        AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE="True",
         AIRFLOW__CORE__FERNET_KEY=FERNET_KEY,
         AIRFLOW__CORE__UNIT_TEST_MODE="False",
         AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(home / "logs"),
