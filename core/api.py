@@ -23,7 +23,7 @@ from .backends import (
     resolve_params,
     run_options_for,
 )
-from .errors import RunFailed, RunIdError
+from .errors import PipelineDefinitionError, RunFailed, RunIdError
 from .pipeline import Pipeline
 from .pipeline import spec as spec_of
 from .receipt import PriceTable
@@ -64,6 +64,18 @@ def run(
     same. A run id is checked up front (``RUN_ID_RULE``) and a run folder is locked while
     its run runs: a second run with the same id fails at once with ``il.RunInProgress``.
     """
+    from .loader import loading
+
+    target = loading()
+    if target is not None:
+        # `interlock run file.py` imports the file; an unguarded il.run at its top level would
+        # start the pipeline a second time, with the script's arguments instead of the CLI's.
+        raise PipelineDefinitionError(
+            f"{target} calls il.run({spec_of(pipeline).name}) at its top level, so importing it runs the pipeline; "
+            "interlock did not run it",
+            hint='guard the call with `if __name__ == "__main__":` (then `python FILE` and `interlock run FILE` '
+            "each run it once)",
+        )
     if resume is not None:
         check_run_id(resume)
         if run_id is not None and run_id != resume:

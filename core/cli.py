@@ -38,7 +38,7 @@ from .runstate import EnvName
 from .runtime import StopRequested
 from .spec import PipelineSpec
 from .status import Status
-from .types import TypeSpec
+from .types import TypeKind, TypeSpec
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -72,9 +72,31 @@ def coerce(value: str, t: TypeSpec, pipeline: str, key: str) -> Any:
     try:
         return codec(t).parse(value)
     except ValueError as exc:
+        json_kinds = (TypeKind.DATACLASS, TypeKind.LIST, TypeKind.DICT)
+        wants_json = t.kind in json_kinds or value.lstrip()[:1] in ("{", "[")
+        hint = (f"{t.describe()} is read as JSON: quote the keys and strings, and the whole value for the shell, "
+                f"e.g. -p '{key}={_json_example(t)}'") if wants_json else None
         raise PipelineDefinitionError(
-            f"cannot read {value!r} as {t.describe()}", pipeline=pipeline, port=key
+            f"cannot read {value!r} as {t.describe()}" + (" (expected JSON)" if wants_json else ""),
+            pipeline=pipeline, port=key, hint=hint,
         ) from exc
+
+
+def _json_example(t: TypeSpec) -> str:
+    if t.kind is TypeKind.LIST:
+        return "[1, 2]"
+    if t.kind is TypeKind.DATACLASS:
+        try:  # the dataclass's own first field, with its default
+            import dataclasses
+
+            from .loader import import_ref
+
+            first = dataclasses.fields(import_ref(str(t.name)))[0]
+            default = first.default if first.default is not dataclasses.MISSING else 1
+            return json.dumps({first.name: default})
+        except Exception:  # noqa: BLE001 - only an example in a message
+            return '{"field": 1}'
+    return '{"key": "value"}'
 
 
 class Progress:
@@ -149,12 +171,17 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .api import run
+    from .backends import as_runner, run_options_for
 
+    if args.help or not args.target:
+        return _run_help(args)
     pipe = load_pipeline(args.target)
     spec = pipe.spec
     params = dict(parse_param(p, spec) for p in args.param)
     options = dict(parse_option(o) for o in args.option)
     backend = args.backend or default_backend()
+    # A wrong backend or option fails here, before the "running" line.
+    run_options_for(as_runner(spec, get_backend(backend))[1], options or None)
     writable_dir(Path(args.workdir) if args.workdir else default_workdir(), "--workdir")
     print(f"interlock: running {spec.name} on {backend} ({len(spec.nodes)} steps)", file=sys.stderr)
     t0 = time.monotonic()
@@ -190,6 +217,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, value in result.outputs.items():
         print(f"  {name}: {_fmt_value(value)}")
     print(f"  receipt: {result.receipt_path}")
+    return 0
+
+
+def _run_help(args: argparse.Namespace) -> int:
+    """``interlock run FILE --help``: the usage, then the pipeline's parameters (as pyflyte run does)."""
+    print(args.parser.format_help().rstrip())
+    if not args.target:
+        if not args.help:
+            print("\ninterlock run: error: name a pipeline: FILE_OR_MODULE[:PIPELINE]", file=sys.stderr)
+            return EXIT_USAGE
+        return 0
+    pipe = load_pipeline(args.target)
+    spec = pipe.spec
+    print(f"\npipeline {spec.name} ({args.target})")
+    if spec.doc:
+        print(f"  {spec.doc.strip().splitlines()[0]}")
+    print("\nparameters (-p NAME=VALUE; lists, dicts and dataclasses as JSON):")
+    if not spec.params:
+        print("  (none)")
+    for p in spec.params:
+        default = f"default: {json.dumps(p.default)}" if p.has_default else "required"
+        print(f"  {p.name:<20} {p.type.describe():<22} {default}")
     return 0
 
 
@@ -284,6 +333,17 @@ def cmd_spec(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runs(args: argparse.Namespace) -> int:
+    from .runs_list import format_runs, list_runs
+
+    rows = list_runs(Path(args.workdir) if args.workdir else default_workdir(), limit=args.limit)
+    if args.json:
+        print(json.dumps([{**r.__dict__, "receipt": str(r.receipt) if r.receipt else None} for r in rows], indent=2))
+    else:
+        print(format_runs(rows))
+    return 0
+
+
 def cmd_lineage(args: argparse.Namespace) -> int:
     # The provider is a plugin found by entry point (main loads it before parsing, so that
     # its own options are known); core only resolves the work directory.
@@ -293,17 +353,29 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("interlock")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentParser:
     """The parser; ``lineage``: the provider whose options ``interlock lineage`` takes."""
     p = argparse.ArgumentParser(prog="interlock", description="Write a training pipeline once; run it on Flyte or KFP.")
+    p.add_argument("--version", action="version", version=f"interlock {_version()}")
     sub = p.add_subparsers(dest="verb", required=True)
 
     b = sub.add_parser("backends", help="list installed backends and what each supports")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_backends)
 
-    r = sub.add_parser("run", help="run a pipeline: FILE_OR_MODULE[:PIPELINE]")
-    r.add_argument("target")
+    r = sub.add_parser("run", help="run a pipeline: FILE_OR_MODULE[:PIPELINE]", add_help=False,
+                       usage="interlock run FILE_OR_MODULE[:PIPELINE] [options]")
+    r.add_argument("target", nargs="?", help="the pipeline; with --help, its parameters are listed")
+    r.add_argument("-h", "--help", action="store_true", help="show this help and the pipeline's parameters")
     r.add_argument("--backend", "-b", default=None, help=f"default: ${EnvName.BACKEND} or {DEFAULT_BACKEND}")
     r.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     r.add_argument("--workdir", default=None, help="run state, caches and receipts (default .interlock)")
@@ -323,7 +395,7 @@ def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentPar
         "--option", action="append", default=[], metavar="KEY=VALUE",
         help="a run option of the backend (`interlock backends` lists them)",
     )
-    r.set_defaults(func=cmd_run)
+    r.set_defaults(func=cmd_run, parser=r)
 
     c = sub.add_parser("compile", help="compile a pipeline for a backend")
     c.add_argument("target")
@@ -344,6 +416,12 @@ def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentPar
     s = sub.add_parser("spec", help="print the PipelineSpec as JSON")
     s.add_argument("target")
     s.set_defaults(func=cmd_spec)
+
+    rs = sub.add_parser("runs", help="past runs in the work directory: status, duration, cost")
+    rs.add_argument("--workdir", default=None, help="the work directory (default .interlock)")
+    rs.add_argument("--limit", type=int, default=20, help="newest N runs (0: all)")
+    rs.add_argument("--json", action="store_true")
+    rs.set_defaults(func=cmd_runs)
 
     about = "upstream lineage of a model URI or run id"
     lin = sub.add_parser("lineage", help=about + (f" ({lineage.title})" if lineage else ""))

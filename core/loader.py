@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import InterlockError, PipelineDefinitionError
 from .pipeline import Pipeline
+from .refs import module_name_for
 from .spec import PipelineSpec
 
 
@@ -47,18 +48,23 @@ def load_spec(ref: str) -> PipelineSpec:
     raise PipelineDefinitionError(f"{ref} is neither an @il.pipeline nor a PipelineSpec")
 
 
-def module_name_for(path: Path) -> tuple[str, Path]:
-    """(dotted module name, the sys.path entry that makes it importable) for a .py file."""
-    path = path.resolve()
-    parts = [path.stem]
-    root = path.parent
-    while (root / "__init__.py").exists():
-        parts.insert(0, root.name)
-        root = root.parent
-    return ".".join(parts), root
+_loading: list[str] = []  # the targets `interlock run/compile/graph` is importing right now
+
+
+def loading() -> str | None:
+    """The file or module the CLI is importing, while it imports it; else None."""
+    return _loading[-1] if _loading else None
 
 
 def import_target(module_or_file: str) -> ModuleType:
+    _loading.append(module_or_file)
+    try:
+        return _import_target(module_or_file)
+    finally:
+        _loading.pop()
+
+
+def _import_target(module_or_file: str) -> ModuleType:
     if module_or_file.endswith(".py") or "/" in module_or_file:
         path = Path(module_or_file)
         if not path.exists():

@@ -13,6 +13,7 @@ from .build import Builder, NodeHandle, Outputs, Promise, building
 from .errors import PipelineDefinitionError
 from .graph import topological_order, validate
 from .policies import check_labels
+from .refs import importable_module
 from .spec import Binding, PipelineSpec, Port
 from .types import TypeSpec, is_named_tuple, type_of, value_matches
 
@@ -64,7 +65,8 @@ class Pipeline:
         self.labels = check_labels(dict(labels or {}))
         self._spec: PipelineSpec | None = None
         self._functions: dict[str, Callable[..., Any]] = {}
-        self.ref: str = f"{fn.__module__}:{fn.__name__}"
+        # A script's pipeline (python file.py) is referred to by its file's module name.
+        self.ref: str = f"{importable_module(fn.__module__)}:{fn.__name__}"
         functools.update_wrapper(self, fn)
 
     @property

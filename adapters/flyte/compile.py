@@ -97,8 +97,8 @@ def compile_to(
     spec: PipelineSpec,
     out: str | Path,
     *,
-    project: str = "flytesnacks",
-    domain: str = "development",
+    project: str | None = None,
+    domain: str | None = None,
     version: str | None = None,
     image: str | None = None,
     archive: bool = True,
@@ -106,20 +106,23 @@ def compile_to(
     checkpoint_store: str | None = None,
     **_: Any,
 ) -> list[Path]:
-    """Write the protobufs into ``out`` (a directory) and, with ``archive``, ``out/flyte-package.tgz``."""
+    """Write the protobufs into ``out`` (a directory) and, with ``archive``, ``out/flyte-package.tgz``.
+
+    As ``pyflyte package``: project, domain and version stay empty unless given, so that
+    ``flytectl register files -p P -d D --version V flyte-package.tgz`` fills them.
+    """
     if not image:
         raise PipelineDefinitionError(
             "compiling for Flyte needs the task image", pipeline=spec.name,
             hint="pass --image registry/team/image:tag (an image with interlock and the pipeline's code installed)",
         )
     archive, echo_else = _flag(archive), _flag(echo_else)  # `--option k=v` arrives as text
-    version = version or spec_version(spec)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.pb"):
         old.unlink()
-    models = serialize(spec, project=project, domain=domain, version=version, image=image, echo_else=echo_else,
-                       checkpoint_store=checkpoint_store or None)
+    models = serialize(spec, project=project or "", domain=domain or "", version=version or "", image=image,
+                       echo_else=echo_else, checkpoint_store=checkpoint_store or None)
     persist_registrable_entities(models, str(out))
     files = sorted(out.glob("*.pb"))
     if archive:
@@ -135,10 +138,3 @@ def _flag(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value)
-
-
-def spec_version(spec: PipelineSpec) -> str:
-    """A default registration version: a digest of the spec, so the same code registers once."""
-    import hashlib
-
-    return "il-" + hashlib.sha256(spec.dumps().encode()).hexdigest()[:12]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flytekit import conditional
+from flytekit.core.docstring import Docstring
 from flytekit.core.promise import Promise, VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
@@ -328,8 +329,10 @@ class _Builder:
             return outs[0] if len(outs) == 1 and spec.outputs[0][0] == "o0" else ret(*outs)
 
         fn = _function(py_ident(spec.name), types, defaults, ret, body)
+        fn.__doc__ = spec.doc or None
+        # As @workflow does: the docstring becomes the workflow's description in the Flyte console.
         wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                    default_metadata=_defaults())
+                                    default_metadata=_defaults(), docstring=Docstring(callable_=fn))
         wf._name = spec.name
         return wf
 

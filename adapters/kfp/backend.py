@@ -14,7 +14,7 @@ from .compile import compile_pipeline
 from .component import DEFAULT_IMAGE
 from .distributed import require_state_volume
 from .image import DEFAULT_BASE, write_image_files
-from .policies import LOSSY, KfpLocalOptions, KfpOptions, parse_bool
+from .policies import LOSSY, KfpLocalOptions, KfpOptions, neutral_notes, parse_bool
 
 log = logging.getLogger("interlock.kfp")
 
@@ -70,6 +70,8 @@ def _compile(spec: PipelineSpec, out: Path, options: dict[str, Any]) -> list[Pat
     context = options.pop("context", None)
     opts = KfpOptions.from_options(**options)
     require_state_volume(spec, opts)
+    for note in neutral_notes(spec, opts):
+        log.warning(note)
     if not opts.image and any(not s.image for s in spec.steps):
         log.warning(
             "no image given: steps use %s; build one (emit_image=True) and compile with image=REGISTRY/IMAGE:TAG",
@@ -104,7 +106,7 @@ class KfpBackend:
         )
 
     def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
-        """Options: image, caching, accelerator_resource, accelerator_label, spot_node_selector,
+        """Options: image, caching, cloud (gke|eks|aks node label presets), accelerator_resource, accelerator_label, spot_node_selector,
         spot_tolerations, pvc_mounts, state_pvc, pipeline_root, state_store, run_id_from_pod_label (KfpOptions), and
         emit_image / requirements / base_image / context for the Dockerfile."""
         return _compile(spec, Path(out), options)

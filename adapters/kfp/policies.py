@@ -28,6 +28,39 @@ STATE_MOUNT = "/interlock-state"
 RUN_ID_LABEL = "metadata.labels['pipeline/runid']"  # the run id, stable across KFP retries of a task
 
 
+# Node labels per managed Kubernetes: the GPU model's label (our accelerator names, e.g.
+# "nvidia-h200", are GKE's values; elsewhere no standard label takes them) and spot capacity.
+CLOUD_PRESETS: dict[str, dict[str, Any]] = {
+    "gke": {
+        "accelerator_label": "cloud.google.com/gke-accelerator",
+        "spot_node_selector": (("cloud.google.com/gke-spot", "true"),),
+        "spot_tolerations": (Toleration(key="cloud.google.com/gke-spot", operator="Equal", value="true",
+                                        effect="NoSchedule"),),
+    },
+    "eks": {  # managed node groups label their capacity type; spot nodes carry no taint
+        "spot_node_selector": (("eks.amazonaws.com/capacityType", "SPOT"),),
+    },
+    "aks": {  # AKS spot node pools are labelled and tainted with the scale set priority
+        "spot_node_selector": (("kubernetes.azure.com/scalesetpriority", "spot"),),
+        "spot_tolerations": (Toleration(key="kubernetes.azure.com/scalesetpriority", operator="Equal", value="spot",
+                                        effect="NoSchedule"),),
+    },
+}
+
+
+def neutral_notes(spec: PipelineSpec, opts: KfpOptions) -> list[str]:
+    """What a cloud-neutral compile leaves to the cluster, per step, for a warning."""
+    notes = []
+    for step in spec.steps:
+        if step.interruptible and not opts.spot_node_selector and not opts.spot_tolerations:
+            notes.append(f"step {step.name!r} is interruptible but no spot node labels are set: it schedules on "
+                         "any node (pass --option cloud=gke|eks|aks, or spot_node_selector=KEY=VALUE)")
+        if step.resources.gpu and step.resources.accelerator and not opts.accelerator_label:
+            notes.append(f"step {step.name!r} asks for accelerator {step.resources.accelerator!r}: compiled as a GPU "
+                         "count only (pass --option cloud=gke, or accelerator_label=NODE_LABEL)")
+    return notes
+
+
 @dataclass(frozen=True)
 class KfpLocalOptions(BackendOptions):
     """Run options of ``kfp-local`` (``il.run(..., options=KfpLocalOptions(...))``)."""
@@ -44,12 +77,15 @@ class KfpOptions:
     caching: bool = True  # False: no task is cached, whatever the steps say
     # KFP OSS: accelerator type is the resource name; the GPU model goes in a node selector.
     accelerator_resource: str = "nvidia.com/gpu"
-    accelerator_label: str | None = "cloud.google.com/gke-accelerator"
+    # The node labels for the GPU model and for spot capacity are the cloud's: `cloud` picks
+    # a preset (CLOUD_PRESETS: gke, eks, aks); the explicit fields below win over it. Without
+    # either, a GPU step asks for the GPU count only and "interruptible" adds no spot
+    # scheduling (the compile says so), so pods schedule on any cluster.
+    cloud: str | None = None
+    accelerator_label: str | None = None
     # What "interruptible" means on the cluster: schedule onto spot nodes and tolerate them.
-    spot_node_selector: tuple[tuple[str, str], ...] = (("cloud.google.com/gke-spot", "true"),)
-    spot_tolerations: tuple[Toleration, ...] = (
-        Toleration(key="cloud.google.com/gke-spot", operator="Equal", value="true", effect="NoSchedule"),
-    )
+    spot_node_selector: tuple[tuple[str, str], ...] = ()
+    spot_tolerations: tuple[Toleration, ...] = ()
     pvc_mounts: tuple[tuple[str, str], ...] = ()  # (pvc name, mount path) on every step
     # Where stop markers and receipt fragments survive a pod (a KFP retry runs in a fresh one):
     # a PVC mounted on every step, else a store URI (state_store), else the pipeline root.
@@ -65,6 +101,19 @@ class KfpOptions:
     # Distributed steps (il.Torchrun): the job the launcher task creates (see trainjob.py).
     distributed_job: str = "trainjob"  # trainjob (Kubeflow Trainer v2) | pytorchjob (Training Operator v1)
     trainjob_runtime: str = "torch-distributed"  # the ClusterTrainingRuntime a TrainJob references
+
+    def __post_init__(self) -> None:
+        if self.cloud is None:
+            return
+        preset = CLOUD_PRESETS.get(self.cloud)
+        if preset is None:
+            from interlock.core.errors import PolicyError
+
+            raise PolicyError(f"kfp option cloud={self.cloud!r} is not one of {sorted(CLOUD_PRESETS)}",
+                              hint="or leave it unset and give accelerator_label / spot_node_selector yourself")
+        for name, value in preset.items():  # fields left at their neutral default take the preset
+            if getattr(self, name) in (None, ()):
+                object.__setattr__(self, name, value)
 
     @property
     def durable_state(self) -> str | None:

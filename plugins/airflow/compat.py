@@ -30,12 +30,20 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 # failed, clear); older versions only cancel the trigger's coroutine.
 TRIGGER_ON_KILL = "on_kill" in vars(BaseTrigger)
 
+def default_deferrable() -> bool:
+    """Airflow's ``[operators] default_deferrable`` (False when unset), as providers read it."""
+    from airflow.configuration import conf
+
+    return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
 __all__ = [
     "AIRFLOW_3",
     "AIRFLOW_VERSION",
     "TRIGGER_ON_KILL",
     "DAG",
     "AirflowException",
+    "default_deferrable",
     "AirflowFailException",
     "BaseHook",
     "BaseOperator",

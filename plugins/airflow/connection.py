@@ -28,13 +28,14 @@ def _truthy(value: Any) -> bool:
 
 
 def connection_extra(conn: Any) -> dict[str, Any]:
-    """The connection's extras; Airflow 2 UI forms store them as ``extra__flyte__<name>``."""
+    """The connection's extras; Airflow 2 UI forms store them as ``extra__<conn type>__<name>``
+    (``extra__interlock_flyte__``; ``extra__flyte__`` from before the type was renamed)."""
     raw = conn.extra_dejson or {}
-    prefix = "extra__flyte__"
-    out = {
-        k[len(prefix) :]: v for k, v in raw.items() if k.startswith(prefix) and v not in (None, "")
-    }
-    out.update({k: v for k, v in raw.items() if not k.startswith(prefix)})
+    prefixes = ("extra__interlock_flyte__", "extra__flyte__")
+    out: dict[str, Any] = {}
+    for prefix in reversed(prefixes):  # the current prefix wins
+        out.update({k[len(prefix):]: v for k, v in raw.items() if k.startswith(prefix) and v not in (None, "")})
+    out.update({k: v for k, v in raw.items() if not k.startswith(prefixes)})
     return out
 
 

@@ -93,7 +93,7 @@ def dag_for(
     retry_delay: timedelta = timedelta(minutes=5),
     poll_interval: float = 30.0,
     timeout: timedelta | None = None,
-    deferrable: bool = True,
+    deferrable: bool | None = None,
     sla: timedelta | None = None,
     sla_callback: Any = None,
     dagrun_timeout: timedelta | None = None,

@@ -96,8 +96,9 @@ class FlyteHook(BaseHook):
 
     conn_name_attr = "flyte_conn_id"
     default_conn_name = "flyte_default"
-    conn_type = "flyte"
-    hook_name = "Flyte"
+    # Not "flyte": flyteorg's airflow-provider-flyte registers that connection type.
+    conn_type = "interlock_flyte"
+    hook_name = "Flyte (interlock)"
 
     def __init__(
         self,

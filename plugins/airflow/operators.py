@@ -22,6 +22,7 @@ from interlock.plugins.airflow.compat import (
     BaseOperator,
     BaseOperatorLink,
     XCom,
+    default_deferrable,
 )
 from interlock.plugins.airflow.hook import ExecutionMismatch, FlyteHook, LaunchResult
 from interlock.plugins.airflow.names import (
@@ -76,7 +77,8 @@ class FlyteLaunchPlanOperator(BaseOperator):
         connection extra ``namespace``, else none. Templated.
     :param poll_interval: seconds between status polls.
     :param timeout: give up (and terminate the execution) after this long; None waits for ever.
-    :param deferrable: wait in the triggerer (default) or in the worker (``on_kill`` terminates).
+    :param deferrable: wait in the triggerer or in the worker (``on_kill`` terminates); default:
+        Airflow's ``[operators] default_deferrable``.
     :param retry_on_abort: an execution aborted on the Flyte side fails the task without
         Airflow retries unless this is True (someone stopped it on purpose).
     """
@@ -109,7 +111,7 @@ class FlyteLaunchPlanOperator(BaseOperator):
         flyte_conn_id: str = FlyteHook.default_conn_name,
         poll_interval: float = 30.0,
         timeout: timedelta | float | None = None,
-        deferrable: bool = True,
+        deferrable: bool | None = None,
         retry_on_abort: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -126,7 +128,8 @@ class FlyteLaunchPlanOperator(BaseOperator):
         self.flyte_conn_id = flyte_conn_id
         self.poll_interval = float(poll_interval)
         self.timeout = _seconds(timeout)
-        self.deferrable = deferrable
+        # None: the deployment's [operators] default_deferrable, as Airflow's own providers do.
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.retry_on_abort = retry_on_abort
         self._waiting_on: str | None = None  # set while polling in the worker, for on_kill
 

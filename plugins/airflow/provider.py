@@ -50,8 +50,8 @@ def get_provider_info() -> dict[str, Any]:
         "connection-types": [
             {
                 "hook-class-name": f"{_PKG}.hook.FlyteHook",
-                "connection-type": "flyte",
-                "hook-name": "Flyte",
+                "connection-type": "interlock_flyte",  # "flyte" is flyteorg's provider's
+                "hook-name": "Flyte (interlock)",
                 "conn-fields": {
                     "insecure": _field(
                         "Insecure (no TLS)",

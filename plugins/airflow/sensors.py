@@ -10,7 +10,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from interlock.plugins.airflow.compat import AirflowException, BaseSensorOperator
+from interlock.plugins.airflow.compat import (
+    AirflowException,
+    BaseSensorOperator,
+    default_deferrable,
+)
 from interlock.plugins.airflow.hook import FlyteHook
 from interlock.plugins.airflow.phases import TERMINAL, Phase
 from interlock.plugins.airflow.triggers import SUCCESS, FlyteExecutionTrigger
@@ -28,7 +32,7 @@ class FlyteExecutionSensor(BaseSensorOperator):
         project: str | None = None,
         domain: str | None = None,
         flyte_conn_id: str = FlyteHook.default_conn_name,
-        deferrable: bool = False,
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -36,7 +40,7 @@ class FlyteExecutionSensor(BaseSensorOperator):
         self.project = project
         self.domain = domain
         self.flyte_conn_id = flyte_conn_id
-        self.deferrable = deferrable
+        self.deferrable = default_deferrable() if deferrable is None else deferrable  # as providers
 
     def get_hook(self) -> FlyteHook:
         hook = getattr(self, "_hook", None)  # one channel and token for all pokes

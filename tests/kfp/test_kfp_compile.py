@@ -16,7 +16,7 @@ from interlock.adapters.kfp import KfpBackend, KfpLocalBackend, compile_pipeline
 from interlock.adapters.kfp.policies import KfpOptions
 from interlock.core import backends
 from interlock.core.backends import Runner, get_backend, register_backend
-from interlock.core.errors import CapabilityError, PipelineDefinitionError
+from interlock.core.errors import CapabilityError, PipelineDefinitionError, PolicyError
 from interlock.core.spec import Binding, Node, PipelineSpec
 
 
@@ -31,7 +31,8 @@ ROOT = KfpOptions(pipeline_root="s3://ml-pipelines/root")  # a durable place for
 
 @pytest.fixture(scope="module")
 def policies_ir(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any], Path]:
-    path = compile_pipeline(il.spec(policies.policies), tmp_path_factory.mktemp("ir") / "policies.yaml", ROOT)
+    gke = dataclasses.replace(ROOT, cloud="gke")  # GKE's node labels for the GPU model and spot
+    path = compile_pipeline(il.spec(policies.policies), tmp_path_factory.mktemp("ir") / "policies.yaml", gke)
     return (*load_ir(path), path)
 
 
@@ -451,3 +452,42 @@ def _native_set_retry_3(tmp_path: Path) -> dict[str, Any]:
     compiler.Compiler().compile(native, str(path))
     ir = yaml.safe_load(path.read_text())  # no platform spec: nothing Kubernetes-specific
     return task(ir, "double")["retryPolicy"]
+
+
+@pytest.mark.parametrize("cloud, spot_selector, spot_toleration, accelerator", [
+    (None, {}, None, None),
+    ("gke", {"cloud.google.com/gke-spot": "true"}, "cloud.google.com/gke-spot", "cloud.google.com/gke-accelerator"),
+    ("eks", {"eks.amazonaws.com/capacityType": "SPOT"}, None, None),
+    ("aks", {"kubernetes.azure.com/scalesetpriority": "spot"}, "kubernetes.azure.com/scalesetpriority", None),
+])
+def test_node_labels_come_from_the_named_cloud_and_are_neutral_by_default(
+    tmp_path: Path, cloud: str | None, spot_selector: dict[str, str], spot_toleration: str | None,
+    accelerator: str | None,
+) -> None:
+    """A GPU pod compiled for GKE stays Pending on EKS, AKS or on-premises: no cloud's labels
+    unless one is named."""
+    opts = dataclasses.replace(ROOT, cloud=cloud) if cloud else ROOT
+    _, platform = load_ir(compile_pipeline(il.spec(policies.policies), tmp_path / "p.yaml", opts))
+    train = platform["exec-train"]
+    selector = train["nodeSelector"]["labels"]
+    assert {k: v for k, v in selector.items() if k != "pool"} == {
+        **spot_selector, **({accelerator: "nvidia-h200"} if accelerator else {})}
+    keys = {t["key"] for t in train["tolerations"]}
+    assert keys - {"nvidia.com/gpu"} == ({spot_toleration} if spot_toleration else set())
+
+
+def test_a_neutral_compile_says_what_it_left_to_the_cluster(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from interlock.adapters.kfp import KfpBackend
+
+    with caplog.at_level("WARNING", logger="interlock.kfp"):
+        KfpBackend().compile(il.spec(policies.policies), tmp_path / "p.yaml", pipeline_root="s3://b/r", image="i:1")
+    text = caplog.text
+    assert "step 'train' is interruptible but no spot node labels are set" in text
+    assert "asks for accelerator 'nvidia-h200': compiled as a GPU count only" in text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="interlock.kfp"):
+        KfpBackend().compile(il.spec(policies.policies), tmp_path / "q.yaml", pipeline_root="s3://b/r", image="i:1",
+                             cloud="gke")
+    assert "spot node labels" not in caplog.text
+    with pytest.raises(PolicyError, match="cloud='gcp' is not one of"):
+        KfpOptions.from_options(cloud="gcp")

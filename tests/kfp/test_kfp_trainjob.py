@@ -62,7 +62,8 @@ def manifest_for(template: JobTemplate) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def gpu_ir(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
-    return compile_ir(tmp_path_factory.mktemp("ir"), dist.gpu_pipeline, state_pvc="interlock-state", image="reg/team:1")
+    return compile_ir(tmp_path_factory.mktemp("ir"), dist.gpu_pipeline, state_pvc="interlock-state", image="reg/team:1",
+                      cloud="gke")
 
 
 def test_trainjob_is_valid_against_the_trainer_crd(gpu_ir: Any) -> None:

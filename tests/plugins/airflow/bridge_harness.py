@@ -23,7 +23,7 @@ def airflow_env(home: Path, endpoint: str, db: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "FLYTE"))}
     host, port = endpoint.rsplit(":", 1)
     conn = {
-        "conn_type": "flyte",
+        "conn_type": "interlock_flyte",
         "host": host,
         "port": int(port),
         "extra": {"insecure": True, "project": "ml", "domain": "development"},
@@ -37,6 +37,9 @@ def airflow_env(home: Path, endpoint: str, db: Path) -> dict[str, str]:
         AIRFLOW__CORE__DAGS_FOLDER=str(DAGS),
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{db}",
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        # A deployment that defers by default: operators and sensors without deferrable=...
+        # follow it (il_modes.py says deferrable=False where it tests waiting in the worker).
+        AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE="True",
         AIRFLOW__CORE__FERNET_KEY=FERNET_KEY,
         AIRFLOW__CORE__UNIT_TEST_MODE="False",
         AIRFLOW__LOGGING__BASE_LOG_FOLDER=str(home / "logs"),

@@ -253,6 +253,9 @@ def test_insecure_endpoint_with_port_and_ui_prefixed_extras():
     platform = config_from_connection(conn).platform
     assert platform.endpoint == "127.0.0.1:30080" and platform.insecure is True
     assert platform.client_id is None
+    renamed = _conn(host="grpc://h", extra={"extra__interlock_flyte__domain": "staging",
+                                            "extra__flyte__domain": "production", "extra__flyte__project": "ml"})
+    assert connection_extra(renamed) == {"domain": "staging", "project": "ml"}  # the current type's form wins
 
 
 def test_connection_errors_name_the_fix():
@@ -310,9 +313,25 @@ def test_provider_info_matches_airflows_schema():
     schema = json.loads(_airflow_file("provider_info.schema.json").read_text())
     jsonschema.validate(info, schema)
     (conn_type,) = info["connection-types"]
-    assert conn_type["connection-type"] == "flyte"
+    assert conn_type["connection-type"] == "interlock_flyte"  # not flyteorg provider's "flyte"
     assert conn_type["hook-class-name"] == "interlock.plugins.airflow.hook.FlyteHook"
     assert info["package-name"] == "interlock"
     for section in ("operators", "sensors", "hooks", "triggers"):
         for module in info[section][0]["python-modules"]:
             assert importlib.util.find_spec(module) is not None, module
+
+
+@pytest.mark.parametrize("setting, expected", [(None, False), ("True", True), ("False", False)])
+def test_deferrable_defaults_to_airflows_operators_setting(monkeypatch, setting, expected):
+    """As Airflow's own providers: `[operators] default_deferrable`, unless the DAG says."""
+    from interlock.plugins.airflow.operators import FlyteLaunchPlanOperator
+    from interlock.plugins.airflow.sensors import FlyteExecutionSensor
+
+    if setting is None:
+        monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", setting)
+    launch = FlyteLaunchPlanOperator(task_id="launch", launch_plan="lp")
+    watch = FlyteExecutionSensor(task_id="watch", execution_name="e1")
+    assert launch.deferrable is expected and watch.deferrable is expected
+    assert FlyteLaunchPlanOperator(task_id="pinned", launch_plan="lp", deferrable=not expected).deferrable is (not expected)

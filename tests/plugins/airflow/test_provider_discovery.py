@@ -20,14 +20,14 @@ import json
 from airflow.providers_manager import ProvidersManager
 pm = ProvidersManager()
 info = pm.providers["interlock"]
-hook = pm.hooks["flyte"]
+hook = pm.hooks["interlock_flyte"]
 print(json.dumps({
     "package": info.data["package-name"],
     "hook": [hook.hook_class_name, hook.connection_id_attribute_name, hook.hook_name],
     "links": [c for c in pm.extra_links_class_names if c.startswith("interlock.")],
     "triggers": sorted(t.trigger_class_name for t in pm.trigger if t.package_name == "interlock"),
-    "widgets": sorted(k for k in pm.connection_form_widgets if k.startswith("extra__flyte__")),
-    "behaviour": pm.field_behaviours.get("flyte"),
+    "widgets": sorted(k for k in pm.connection_form_widgets if k.startswith("extra__interlock_flyte__")),
+    "behaviour": pm.field_behaviours.get("interlock_flyte"),
 }))
 """
 
@@ -47,10 +47,10 @@ def test_providers_manager_discovers_the_flyte_connection_type(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found["package"] == "interlock"
-    assert found["hook"] == ["interlock.plugins.airflow.hook.FlyteHook", "flyte_conn_id", "Flyte"]
+    assert found["hook"] == ["interlock.plugins.airflow.hook.FlyteHook", "flyte_conn_id", "Flyte (interlock)"]
     assert found["links"] == ["interlock.plugins.airflow.operators.FlyteExecutionLink"]
     assert found["triggers"] == ["interlock.plugins.airflow.triggers"]
-    assert {"extra__flyte__insecure", "extra__flyte__project", "extra__flyte__domain"} <= set(
+    assert {"extra__interlock_flyte__insecure", "extra__interlock_flyte__project", "extra__interlock_flyte__domain"} <= set(
         found["widgets"]
     )
     assert found["behaviour"]["hidden_fields"] == ["schema"]
