@@ -268,3 +268,104 @@ def validate_subs(spec: PipelineSpec) -> None:
                     f"sub-pipeline call {s.name!r}: output {out_name!r} reads unknown node {b.node!r}",
                     pipeline=spec.name,
                 )
+
+
+# -- a call's interface, as a backend's nested construct sees it ----------------------------------
+def _whole(b: Binding) -> Binding:
+    return Binding.of_output(b.node or "", b.port or "") if b.kind is BindingKind.OUTPUT else b
+
+
+def call_inputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
+    """What a call's nodes and blocks read from outside it, named: the nested construct's inputs.
+
+    A value the caller passed as one of the sub-pipeline's parameters keeps that parameter's
+    name; anything else read from outside (a parameter of an enclosing pipeline reaching a
+    nested call, a branch value) gets a name derived from where it comes from. Outputs are
+    whole (a dataclass field is followed inside, where it is read).
+    """
+    from .conditions import condition_of
+
+    c = call(spec, name)
+    inside = set(c.nodes)
+    found: list[Binding] = []
+
+    def consider(x: Binding) -> None:
+        if x.kind is BindingKind.PARAM or (x.kind is BindingKind.OUTPUT and x.node not in inside):
+            w = _whole(x)
+            if w not in found:
+                found.append(w)
+        elif x.kind is BindingKind.ONE_OF and not set(x.nodes()) <= inside:
+            if set(x.nodes()) & inside:
+                for o in x.options:
+                    consider(o)
+            elif x not in found:
+                found.append(x)
+        elif x.kind is BindingKind.LIST:
+            for item in x.items:
+                consider(item)
+
+    for n in spec.nodes:
+        if n.name in inside:
+            for _, x in n.inputs:
+                consider(x)
+    for g in spec.gates:
+        if g.id in c.gates:
+            for x in condition_of(g).bindings():
+                consider(x)
+    return _named(found, [(k, _whole(b)) for k, b in c.inputs], "in")
+
+
+def call_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
+    """What the rest of the pipeline reads from inside a call, named: the nested construct's outputs."""
+    from .conditions import condition_of
+
+    c = call(spec, name)
+    inside = set(c.nodes)
+    found: list[Binding] = []
+
+    def consider(x: Binding) -> None:
+        if x.kind is BindingKind.OUTPUT and x.node in inside:
+            w = _whole(x)
+            if w not in found:
+                found.append(w)
+        elif x.kind is BindingKind.ONE_OF and set(x.nodes()) <= inside:
+            if x not in found:
+                found.append(x)
+        elif x.kind in (BindingKind.ONE_OF, BindingKind.LIST):
+            for o in (*x.options, *x.items):
+                consider(o)
+
+    for n in spec.nodes:
+        if n.name not in inside:
+            for _, x in n.inputs:
+                consider(x)
+    for g in spec.gates:
+        if g.id not in c.gates:
+            for x in condition_of(g).bindings():
+                consider(x)
+    for _, x in spec.outputs:
+        consider(x)
+    return _named(found, [(k, _whole(b)) for k, b in c.outputs], "out")
+
+
+def _named(found: list[Binding], declared: list[tuple[str, Binding]], prefix: str) -> list[tuple[str, Binding]]:
+    import re
+
+    taken: set[str] = set()
+    out: list[tuple[str, Binding]] = []
+    for b in found:
+        own = [k for k, d in declared if d == b and k not in taken]
+        if own:
+            key = own[0]
+        elif b.kind is BindingKind.PARAM:
+            key = f"{prefix}_{b.param}"
+        elif b.kind is BindingKind.OUTPUT:
+            key = f"{prefix}_{b.node}_{b.port}"
+        else:
+            key = f"{prefix}_value_{len(out)}"
+        key = re.sub(r"\W", "_", key)
+        while key in taken:
+            key += "_"
+        taken.add(key)
+        out.append((key, b))
+    return out
