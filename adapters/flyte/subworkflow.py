@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.spec import Binding, BindingKind, PipelineSpec
-from interlock.core.subpipeline import scope_chain
+from interlock.core.subpipeline import call_inputs, call_outputs, scope_chain
 
 if TYPE_CHECKING:
     from .workflow import _Builder
@@ -57,70 +57,63 @@ def gate_scopes(spec: PipelineSpec, gate: str, scopes: Scopes) -> list[str]:
     return scopes.gates[gate]
 
 
-def workflow_name(spec: PipelineSpec, key: str) -> str:
-    """``<pipeline>.<gate id>`` for a block, ``<pipeline>.<call>`` for a sub-pipeline call."""
-    return f"{spec.name}.{key[len(PREFIX):] if is_sub(key) else key}"
-
-
-def sub_returns(b: _Builder, key: str) -> list[Binding]:
-    """What the rest of the pipeline reads from inside the call: the sub-workflow's outputs."""
-    spec = b.spec
-    inside = set(b.nodes_in(key))
-    found: dict[str, Binding] = {}
-
-    def consider(x: Binding) -> None:
-        if x.kind is BindingKind.OUTPUT and x.node in inside:
-            whole = Binding.of_output(x.node or "", x.port or "")
-            found[_wkey(whole)] = whole
-        elif x.kind is BindingKind.ONE_OF and set(x.nodes()) <= inside:
-            found[_wkey(x)] = x
-        elif x.kind is BindingKind.LIST:
-            for item in x.items:
-                consider(item)
-        elif x.kind is BindingKind.ONE_OF:
-            for o in x.options:
-                consider(o)
-
-    from interlock.core.conditions import condition_of
-
-    for n in spec.nodes:
-        if n.name not in inside:
-            for _, x in n.inputs:
-                consider(x)
-    for g in spec.gates:
-        if key not in gate_scopes(spec, g.id, b._scopes):
-            for x in condition_of(g).bindings():
-                consider(x)
-    for _, x in spec.outputs:
-        consider(x)
-    if spec.finally_ is not None:
-        for _, x in spec.finally_.inputs:
-            consider(x)
-    return [found[k] for k in sorted(found)]
-
-
 def _wkey(x: Binding) -> str:
     from .workflow import _key as key
 
     return key(x)
 
 
+def make(b: _Builder, key: str) -> Any:
+    """The sub-workflow of a sub-pipeline call: inputs and outputs named by the sub-pipeline's own
+    parameters and outputs where they match (core/subpipeline.py call_inputs/call_outputs)."""
+    from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
+
+    from .tasks import py_ident
+    from .types import outputs_type, python_type
+    from .workflow import _defaults, _fail_immediately, _function, _Port, _type_of
+
+    spec, name = b.spec, key[len(PREFIX):]
+    ins = call_inputs(spec, name)
+    outs = call_outputs(spec, name)
+    types = {k: python_type(_type_of(spec, x)) for k, x in ins}
+    ret = outputs_type(tuple(_Port(k, _type_of(spec, x)) for k, x in outs), py_ident(f"{spec.name}_{name}_outputs"))
+
+    def body(**kwargs: Any) -> Any:
+        values: dict[str, Any] = {"__outputs__": {}}
+        for k, x in ins:
+            if x.kind is BindingKind.OUTPUT:
+                values["__outputs__"].setdefault(x.node or "", {})[x.port or ""] = kwargs[k]
+            else:
+                values[_wkey(x)] = kwargs[k]
+        b.emit_scope(key, values)
+        results = [b.value_of(x, values, values["__outputs__"]) for _, x in outs]
+        if not results:
+            return None
+        return results[0] if len(outs) == 1 and outs[0][0] == "o0" else ret(*results)
+
+    fn = _function(py_ident(f"{spec.name}_{name}"), types, {}, ret, body)
+    wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
+                                default_metadata=_defaults())
+    wf._name = f"{spec.name}.{name}"  # <pipeline>.<call>
+    return wf
+
+
 def emit_sub(b: _Builder, key: str, values: dict[str, Any]) -> None:
     """Call the sub-workflow of a sub-pipeline call and publish its outputs to the caller's scope."""
     from flytekit.core.promise import Promise
 
+    spec, name = b.spec, key[len(PREFIX):]
     outputs = values.setdefault("__outputs__", {})
     sub = b.subworkflow(key)
-    kwargs = {k: b.value_of(x, values, outputs) for k, x in b.external_bindings(key).items()}
-    result = sub(**kwargs)
-    _name_workflow_node(key[len(PREFIX):])
-    returns = sub_returns(b, key)
-    for i, r in enumerate(returns):
-        v = result if len(returns) == 1 and isinstance(result, Promise) else getattr(result, f"v{i}")
-        if r.kind is BindingKind.OUTPUT:
-            outputs.setdefault(r.node or "", {})[r.port or ""] = v
+    result = sub(**{k: b.value_of(x, values, outputs) for k, x in call_inputs(spec, name)})
+    _name_workflow_node(name)
+    outs = call_outputs(spec, name)
+    for k, x in outs:
+        v = result if len(outs) == 1 and isinstance(result, Promise) else getattr(result, k)
+        if x.kind is BindingKind.OUTPUT:
+            outputs.setdefault(x.node or "", {})[x.port or ""] = v
         else:
-            values[_wkey(r)] = v
+            values[_wkey(x)] = v
 
 
 def _name_workflow_node(call: str) -> None:

@@ -295,12 +295,13 @@ class _Builder:
             values[_key(b)] = section if len(chain_vals) == 1 else getattr(section, f"v{k}")
 
     def subworkflow(self, gate_id: str) -> PythonFunctionWorkflow:
+        if gate_id not in self.subworkflows and subworkflow.is_sub(gate_id):  # a sub-pipeline call
+            self.subworkflows[gate_id] = subworkflow.make(self, gate_id)
         if gate_id not in self.subworkflows:
             ext = self.external_bindings(gate_id)
             types = {k: python_type(_type_of(self.spec, b)) for k, b in ext.items()}
 
-            returns = (subworkflow.sub_returns(self, gate_id) if subworkflow.is_sub(gate_id)
-                       else self.branch_returns(gate_id))
+            returns = self.branch_returns(gate_id)
             ret = outputs_type(tuple(_Port(f"v{i}", _type_of(self.spec, b)) for i, b in enumerate(returns)),
                                py_ident(f"{self.spec.name}_{gate_id}_values"))
 
@@ -316,7 +317,7 @@ class _Builder:
             fn = _function(f"{self.spec.name}_{gate_id}", types, {}, ret, body)
             wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
                                         default_metadata=_defaults())
-            wf._name = subworkflow.workflow_name(self.spec, gate_id)
+            wf._name = f"{self.spec.name}.{gate_id}"
             self.subworkflows[gate_id] = wf
         return self.subworkflows[gate_id]
 
