@@ -58,8 +58,9 @@ class SubCall:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": self.name, "pipeline": self.pipeline, "ref": self.ref,
-            "inputs": {k: b.to_json() for k, b in self.inputs},
-            "outputs": {k: b.to_json() for k, b in self.outputs},
+            # pairs, not objects: the order is the interface's (a spec is dumped with sorted keys)
+            "inputs": [[k, b.to_json()] for k, b in self.inputs],
+            "outputs": [[k, b.to_json()] for k, b in self.outputs],
             "nodes": list(self.nodes), "gates": list(self.gates),
         }
         if self.parent:
@@ -72,8 +73,8 @@ class SubCall:
     def from_json(cls, d: dict[str, Any]) -> SubCall:
         return cls(
             d["name"], d["pipeline"], d.get("ref"), d.get("parent"), d.get("gate"),
-            tuple((k, Binding.from_json(b)) for k, b in d.get("inputs", {}).items()),
-            tuple((k, Binding.from_json(b)) for k, b in d.get("outputs", {}).items()),
+            tuple((k, Binding.from_json(b)) for k, b in d.get("inputs", ())),
+            tuple((k, Binding.from_json(b)) for k, b in d.get("outputs", ())),
             tuple(d.get("nodes", ())), tuple(d.get("gates", ())),
         )
 

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import interlock as il
 from interlock.core.branches import branch_value, otherwise
+from interlock.core.finally_ import RunStatus, finally_
 
 
 @il.step
@@ -125,3 +126,20 @@ def fails_inside(text: str = "boom"):
     """A failing step inside a sub-pipeline fails the run; what follows does not run."""
     x = failing(text=text)
     return label(x=x, prefix="never")
+
+
+@il.step
+def notify(status: RunStatus) -> str:
+    return status.status
+
+
+@il.pipeline(name="sub-with-finally")
+def with_finally(text: str) -> int:
+    finally_(notify)
+    return measure(text=text)
+
+
+@il.pipeline(name="conf-sub-finally")
+def finally_inside(text: str = "a"):
+    """A finally inside a sub-pipeline: refused at build time (no backend renders a scoped finally)."""
+    return with_finally(text=text)
