@@ -96,6 +96,13 @@ def check_node_name(name: str, *, pipeline: str | None = None) -> str:
     return check_step_name(name, what="node", pipeline=pipeline)
 
 
+def _bare(exc: PipelineDefinitionError) -> str:
+    """An error's message without its "pipeline ..., step ..., port ...: " prefix (re-raised with a wider one)."""
+    where = ", ".join(f"{k} {v!r}" for k, v in (("pipeline", exc.pipeline), ("step", exc.step), ("port", exc.port)) if v)
+    msg = exc.message
+    return msg[len(where) + 2:] if where and msg.startswith(where + ": ") else msg
+
+
 def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], call_name: str | None) -> Any:
     """Record ``sub``'s body into ``builder`` as one call; return its outputs like a step's."""
     from .build import Promise
@@ -134,7 +141,7 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
                 b = builder._bind(kwargs[p.name], name, p.name, p.type)
             except PipelineDefinitionError as exc:
                 raise PipelineDefinitionError(
-                    f"{where}: {exc.message}", pipeline=builder.name, step=name, port=p.name, hint=exc.hint,
+                    f"{where}: {_bare(exc)}", pipeline=builder.name, step=name, port=p.name, hint=exc.hint,
                 ) from exc
         inputs.append((p.name, b))
         args[p.name] = Promise(builder, b, p.type)
@@ -147,10 +154,10 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     try:
         returned = sub.fn(**args)
     except PipelineDefinitionError as exc:
-        if exc.message.startswith("in sub-pipeline"):
+        if _bare(exc).startswith("in sub-pipeline"):
             raise  # a deeper call already said where
         raise PipelineDefinitionError(
-            f"in {where}: {exc.message}", pipeline=builder.name, step=exc.step, port=exc.port, hint=exc.hint,
+            f"in {where}: {_bare(exc)}", pipeline=builder.name, step=exc.step, port=exc.port, hint=exc.hint,
         ) from exc
     finally:
         builder._sub_stack.pop()
@@ -167,7 +174,7 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     try:
         outs, types_ = sub._outputs(builder, returned)
     except PipelineDefinitionError as exc:
-        raise PipelineDefinitionError(f"in {where}: {exc.message}", pipeline=builder.name, hint=exc.hint) from exc
+        raise PipelineDefinitionError(f"in {where}: {_bare(exc)}", pipeline=builder.name, hint=exc.hint) from exc
     builder.subs.append(SubCall(
         name=name, pipeline=sub.name, ref=sub.ref, parent=parent, gate=gate, inputs=tuple(inputs),
         outputs=tuple(outs), nodes=nodes, gates=tuple(g.id for g in builder.gates[before_gates:]),

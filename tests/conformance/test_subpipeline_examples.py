@@ -36,3 +36,23 @@ def test_flyte_subworkflows_sample(tmp_path: Path) -> None:
     assert outputs["o0"] == ("int", 5) and outputs["o3"] == ("str", "world")
     assert set(steps) == {"my-subwf.t1", "my-subwf.t1-2", "parent-wf.t1", "parent-wf.my-subwf.t1",
                           "parent-wf.my-subwf.t1-2"}
+
+
+def test_the_guide_example_runs_as_shown(tmp_path: Path) -> None:
+    """docs/control-flow.md, "Sub-pipelines": the code block runs and prints what it says."""
+    import contextlib
+    import io
+    import runpy
+
+    guide = Path(__file__).parents[2] / "docs" / "control-flow.md"
+    text = guide.read_text()
+    start = text.index("```python", text.index("## Sub-pipelines")) + len("```python\n")
+    code = text[start:text.index("```", start)]
+    path = tmp_path / "guide_subpipelines.py"
+    path.write_text(code)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(str(path), run_name="__main__")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "{'o0': 'long:11', 'o1': 'long:2'}"
+    assert "'describe.measure'" in lines[1] and "'describe-b.long'" in lines[1]

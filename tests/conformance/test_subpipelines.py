@@ -205,6 +205,7 @@ def test_a_mistyped_argument_names_outer_inner_and_port() -> None:
     msg = str(e.value)
     assert "pipeline 'bad-arg'" in msg and "sub-pipeline 'sub-prep'" in msg and "port 'text'" in msg
     assert "type mismatch" in msg and e.value.port == "text"
+    assert msg.count("pipeline 'bad-arg'") == 1  # said once, not repeated from the inner error
 
 
 def test_a_bad_wire_inside_the_sub_pipeline_names_outer_inner_step_and_port() -> None:
