@@ -346,6 +346,10 @@ class Builder:
         legacy = (isinstance(condition, Promise) and condition.binding.kind is BindingKind.OUTPUT
                   and condition.type.kind is TypeKind.BOOL and not condition.type.optional)
         cond = Cond.ref(condition.binding) if legacy else as_cond(condition, self.name)
+        if self._sub_stack:  # a sub-pipeline's parameter may be bound to a constant by its caller
+            from .subpipeline import refuse_constant_condition
+
+            refuse_constant_condition(self, cond)
         for b in cond.bindings():
             src_gate = self._node_gate.get(b.node or "") if b.kind is BindingKind.OUTPUT else None
             if src_gate is not None and src_gate not in self._gate_stack:

@@ -195,6 +195,30 @@ def _promises(builder: Builder, returned: Any, outs: list[tuple[str, Binding]], 
     return Outputs(promises, [k for k, _ in outs])
 
 
+def refuse_constant_condition(builder: Builder, cond: Any) -> None:
+    """A condition term with no run-time operand: a sub-pipeline parameter the caller bound to a
+    constant (or left at its default), compared with a constant. No backend renders a condition
+    known while the pipeline is built (KFP refuses ``dsl.If(True)``; Flyte compares promises)."""
+    from .conditions import COMPARISONS, Op
+
+    def terms(c: Any) -> list[Any]:
+        if c.op is Op.REF or c.op in COMPARISONS:
+            return [c]
+        return [t for x in c.terms for t in terms(x)]
+
+    for t in terms(cond):
+        if all(b.kind is BindingKind.CONST for b in t.operands):
+            values = ", ".join(repr(b.value) for b in t.operands)
+            raise PipelineDefinitionError(
+                f"il.when({t.describe()}) in sub-pipeline call {builder._sub_stack[-1]!r} compares only values known "
+                f"while the pipeline is built ({values}): a parameter of the sub-pipeline that this call binds to a "
+                "constant (or leaves at its default) has no run-time value to test",
+                pipeline=builder.name, step=builder._sub_stack[-1],
+                hint="pass that parameter from a parameter or a step output of the calling pipeline "
+                "(e.g. limit=limit), or choose the steps with a Python `if` on the constant",
+            )
+
+
 # -- reading sub-pipeline calls from a spec -------------------------------------------------------
 Scope = tuple[str, str]  # ("gate", id) or ("sub", call name)
 

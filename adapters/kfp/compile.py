@@ -232,6 +232,13 @@ def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components
     return b.value
 
 
+def from_call(tasks: dict[str, Any], node: str | None) -> bool:
+    """Is the node's output read through a sub-pipeline call's output (not named "Output")?"""
+    from .subpipeline import _Outputs
+
+    return isinstance(tasks.get(node or ""), _Outputs)
+
+
 def one_of_memo(b: Binding) -> str:
     """Where a branch value's dsl.OneOf is kept among the tasks (one per value)."""
     return "\0one-of:" + ",".join(f"{o.node}.{o.port}" for o in b.options)
@@ -323,7 +330,8 @@ def _operation(
     components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
 ) -> Any:
     def operand(b: Binding) -> Any:
-        if b.kind is BindingKind.OUTPUT and (b.field or (opts.local_conditions and components[b.node or ""].outputs[b.port or ""] != SINGLE)):
+        if b.kind is BindingKind.OUTPUT and (b.field or (opts.local_conditions and (
+                components[b.node or ""].outputs[b.port or ""] != SINGLE or from_call(tasks, b.node)))):
             kind = (binding_type(spec, b) or TypeSpec("str")).kind
             if kind is TypeKind.BOOL:
                 return _condition(spec, Gate(gate.id, b), tasks, components, selectors, opts)
@@ -383,7 +391,7 @@ def _condition(
     if b.field:
         # KFP conditions read a whole output; a tiny component picks the dataclass field.
         pick = select_bool(value=channel, path=list(b.field))
-    elif opts.local_conditions and name != SINGLE:
+    elif opts.local_conditions and (name != SINGLE or from_call(tasks, b.node)):
         # kfp.local resolves conditions only on outputs named "Output".
         pick = as_bool(value=channel)
     else:

@@ -4,6 +4,7 @@ map inside one, a sub-pipeline inside a branch, and a failing step inside one.""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import interlock as il
@@ -143,3 +144,49 @@ def with_finally(text: str) -> int:
 def finally_inside(text: str = "a"):
     """A finally inside a sub-pipeline: refused at build time (no backend renders a scoped finally)."""
     return with_finally(text=text)
+
+
+@dataclass
+class Report:
+    score: int
+    name: str
+
+
+@il.step
+def report(x: int) -> Report:
+    return Report(score=x * 3, name=f"r{x}")
+
+
+@il.step
+def ordered(msg: str) -> str:
+    return msg
+
+
+@il.step
+def record(text: str) -> None:
+    print(text)
+
+
+@il.pipeline(name="sub-edges")
+def edges(text: str, limit: int = 3):
+    """Returns a dataclass output and a plain one; a block on one of its parameters."""
+    n = measure(text=text)
+    with il.when(limit > 2):
+        ordered.named("gated")(msg=text)
+    return report(x=n), n
+
+
+@il.pipeline(name="sub-silent")
+def silent(text: str):
+    record(text=text)
+
+
+@il.pipeline(name="conf-sub-edges")
+def edge_cases(text: str = "abcd", limit: int = 3):
+    """A field of a sub-pipeline's dataclass output read outside it, a sub-pipeline with no
+    outputs, a gate outside on a sub-pipeline's output, a dataclass output as a pipeline output."""
+    r, n = edges(text=text, limit=limit)
+    silent(text=text)
+    with il.when(n > 3):
+        label.named("from-field")(x=n, prefix=r.name)
+    return scale(x=n, factor=2), r

@@ -168,6 +168,28 @@ def test_a_failing_step_inside_a_sub_pipeline_fails_the_run(tmp_path: Path) -> N
     assert steps == {"sub-fails.measure": "succeeded", "sub-fails.explode": "failed", "label": "not-run"}
 
 
+@pytest.mark.parametrize(("text", "ran"), [("abcd", "succeeded"), ("ab", "skipped")])
+def test_fields_gates_and_outputs_across_the_call_boundary(tmp_path: Path, text: str, ran: str) -> None:
+    """A field of the call's dataclass output read outside it, a block outside on its output (on
+    kfp-local, where conditions resolve only on outputs named "Output", this one ran as not-run
+    before it went through a selector), a call with no outputs, a dataclass pipeline output."""
+    status, outputs, steps = _agree(sp.edge_cases, tmp_path, text=text)
+    assert status == "succeeded"
+    assert outputs == {"o0": ("int", 2 * len(text)), "o1": ("Report", sp.Report(3 * len(text), f"r{len(text)}"))}
+    assert steps["from-field"] == ran and steps["sub-silent.record"] == steps["sub-edges.gated"] == "succeeded"
+
+
+def test_a_block_on_a_parameter_the_call_binds_to_a_constant_is_refused() -> None:
+    @il.pipeline(name="const-limit")
+    def p(text: str = "abcd"):
+        r, n = sp.edges(text=text)  # limit left at its default: known while building
+        return n
+
+    with pytest.raises(il.PipelineDefinitionError, match="compares only values known while the pipeline is built") as e:
+        il.spec(p)
+    assert "limit=limit" in (e.value.hint or "") and e.value.step == "sub-edges"
+
+
 def test_receipt_and_status_name_the_inner_steps_by_call(tmp_path: Path) -> None:
     import json
 
