@@ -190,3 +190,15 @@ def edge_cases(text: str = "abcd", limit: int = 3):
     with il.when(n > 3):
         label.named("from-field")(x=n, prefix=r.name)
     return scale(x=n, factor=2), r
+
+
+@il.pipeline(name="sub-sizes")
+def sizes(text: str) -> list[int]:
+    return il.map(measure, over=split(text=text))
+
+
+@il.pipeline(name="conf-sub-map-out")
+def map_out(text: str = "a bb ccc"):
+    """A map's output (a list) returned by a sub-pipeline and read outside it."""
+    got = sizes(text=text)
+    return total(xs=got), got

@@ -142,6 +142,17 @@ def test_a_map_inside_a_sub_pipeline(tmp_path: Path) -> None:
     assert loops, inner  # dsl.ParallelFor inside the nested DAG
 
 
+def test_a_map_output_returned_by_a_sub_pipeline(tmp_path: Path) -> None:
+    status, outputs, _ = _agree(sp.map_out, tmp_path)
+    assert status == "succeeded" and outputs == {"o0": ("int", 6), "o1": ("list", [1, 2, 3])}
+    _, pb = _kfp(sp.map_out, tmp_path)  # the nested DAG's output is the loop's dsl.Collected
+    out = pb.components["comp-sub-sizes"].dag.outputs.parameters["o0"]
+    assert out.value_from_parameter.producer_subtask.startswith("for-loop")
+    wf = _flyte(sp.map_out, tmp_path)
+    sub = {s.id.name: s for s in wf.sub_workflows}["conf-sub-map-out.sub-sizes"]
+    assert [o.var for o in sub.outputs] == ["o0"]
+
+
 @pytest.mark.parametrize("go", [True, False])
 def test_a_sub_pipeline_inside_a_branch(tmp_path: Path, go: bool) -> None:
     status, outputs, steps = _agree(sp.in_branch, tmp_path, go=go)
