@@ -307,3 +307,14 @@ def test_a_finally_inside_a_sub_pipeline_is_refused_clearly() -> None:
 def test_a_pipeline_called_outside_a_pipeline_body_is_still_refused() -> None:
     with pytest.raises(il.PipelineDefinitionError, match="not called directly"):
         sp.prep(text="x")
+
+
+def test_interlock_graph_shows_the_calls() -> None:
+    from interlock.core import render
+
+    spec = il.spec(sp.nested)
+    assert "[sub-middle: sub-pipeline sub-middle(text<-pipeline parameter 'text')" in render.text(spec)
+    m = render.mermaid(spec).splitlines()
+    outer = m.index('  subgraph sub-middle["sub-middle: sub-middle"]')
+    inner = m.index('    subgraph sub-middle_sub-prep["sub-middle.sub-prep: sub-prep"]')
+    assert outer < inner and '      n0["sub-middle.sub-prep.measure"]' in m
