@@ -107,6 +107,12 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     """Record ``sub``'s body into ``builder`` as one call; return its outputs like a step's."""
     from .build import Promise
 
+    active = builder.__dict__.setdefault("_sub_fns", [])  # the sub-pipeline bodies being recorded
+    if sub.fn in active or sub.name == builder.name:
+        raise PipelineDefinitionError(
+            f"sub-pipeline {sub.name!r} calls itself (directly or through another sub-pipeline)",
+            pipeline=builder.name, hint="a pipeline's graph is fixed when it is built: recursion has no end",
+        )
     prefix = builder.sub_prefix()
     name = prefix + call_name if call_name else builder._fresh_name(prefix + sub.name)
     taken = {n.name for n in builder.nodes} | {s.name for s in builder.subs}
@@ -151,6 +157,7 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     gate = builder._gate_stack[-1] if builder._gate_stack else None
     parent = builder._sub_stack[-1] if builder._sub_stack else None
     builder._sub_stack.append(name)
+    active.append(sub.fn)
     try:
         returned = sub.fn(**args)
     except PipelineDefinitionError as exc:
@@ -161,6 +168,7 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
         ) from exc
     finally:
         builder._sub_stack.pop()
+        active.pop()
     if builder.finally_node is not finally_before:
         raise PipelineDefinitionError(
             f"in {where}: il.finally_ inside a sub-pipeline is not supported: its scope would be the "

@@ -318,3 +318,16 @@ def test_interlock_graph_shows_the_calls() -> None:
     outer = m.index('  subgraph sub-middle["sub-middle: sub-middle"]')
     inner = m.index('    subgraph sub-middle_sub-prep["sub-middle.sub-prep: sub-prep"]')
     assert outer < inner and '      n0["sub-middle.sub-prep.measure"]' in m
+
+
+def test_a_pipeline_that_calls_itself_is_refused() -> None:
+    @il.pipeline(name="loops")
+    def loops(text: str = "a"):
+        return again(text=text)
+
+    @il.pipeline(name="again")
+    def again(text: str) -> int:
+        return loops(text=text)
+
+    with pytest.raises(il.PipelineDefinitionError, match="calls itself"):
+        il.spec(loops)
