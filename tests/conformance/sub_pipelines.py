@@ -202,3 +202,19 @@ def map_out(text: str = "a bb ccc"):
     """A map's output (a list) returned by a sub-pipeline and read outside it."""
     got = sizes(text=text)
     return total(xs=got), got
+
+
+@il.step(cache=il.Cache())
+def slow_measure(text: str) -> int:
+    return len(text)
+
+
+@il.pipeline(name="sub-cached")
+def cached_inner(text: str) -> int:
+    return scale(x=slow_measure(text=text), factor=2)
+
+
+@il.pipeline(name="conf-sub-cached")
+def cached(text: str = "abc"):
+    """A cached step inside a sub-pipeline: the second run hits it on every backend."""
+    return cached_inner(text=text)

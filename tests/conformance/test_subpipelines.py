@@ -331,3 +331,11 @@ def test_a_pipeline_that_calls_itself_is_refused() -> None:
 
     with pytest.raises(il.PipelineDefinitionError, match="calls itself"):
         il.spec(loops)
+
+
+def test_steps_inside_a_sub_pipeline_cache_across_runs_on_every_backend(tmp_path: Path) -> None:
+    for backend in BACKENDS:
+        runs = [il.run(sp.cached, backend=backend, workdir=tmp_path / backend) for _ in range(2)]
+        assert [r.outputs for r in runs] == [{"o0": 6}, {"o0": 6}], backend
+        assert [str(r.steps["sub-cached.slow_measure"].status) for r in runs] == ["succeeded", "cached"], backend
+        assert str(runs[1].steps["sub-cached.scale"].status) == "succeeded", backend  # no cache policy
