@@ -36,6 +36,7 @@ FEATURES = (
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
     "checkpoint", "gates", "condition.expression", "condition.or", "branch.chain", "branch.value",
     "finally",  # il.finally_ (core/finally_.py)
+    "subpipeline", "subpipeline.cache",  # an @il.pipeline called in another (core/subpipeline.py)
     "secrets", "labels", "queue", "distributed", "schedule", "run",
     "map", "map.tolerate", "fan_in",
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
@@ -260,6 +261,8 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
                 mark("branch.value", b.describe())
     if spec.finally_ is not None:
         mark("finally", spec.finally_.name)
+    for c in spec.subs:
+        mark("subpipeline", c.name)
     if spec.schedule:
         mark("schedule", spec.name)
     return used

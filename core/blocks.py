@@ -25,17 +25,21 @@ def gate_reads(spec: PipelineSpec, gate_id: str) -> set[str]:
 def structured_order(spec: PipelineSpec) -> list[Node]:
     """``spec.nodes`` reordered so that each block is contiguous (stable, dependency-safe)."""
     index = {n.name: i for i, n in enumerate(spec.nodes)}
-    chains = {n.name: [g.id for g in spec.gate_chain(n.gate)] for n in spec.nodes}
+    # A sub-pipeline call is a scope too ("sub:<call>"): kept together, as KFP emits it as one task.
+    chains = {n.name: scope_keys(spec, n) for n in spec.nodes}
+    calls = [SUB + c.name for c in spec.subs]
     gate_first: dict[str, int] = {}
     for n in spec.nodes:
         for g in chains[n.name]:
             gate_first.setdefault(g, index[n.name])
     nested = {g.id: {c.id for c in spec.gates if g.id in _ancestors(spec, c.id)} for g in spec.gates}
+    for c in spec.subs:
+        nested[SUB + c.name] = set(c.gates)
 
     # An il.when/il.elif_/il.otherwise chain stays together too (KFP's dsl.Elif must follow
     # its dsl.If directly): its blocks form one unit, named by the chain's first block.
-    heads = {g.id: head_of(spec, g.id) for g in spec.gates}
-    members = {h: [g.id for g in chain_of(spec, h)] for h in set(heads.values())}
+    heads = {g.id: head_of(spec, g.id) for g in spec.gates} | {c: c for c in calls}
+    members = {h: [g.id for g in chain_of(spec, h)] if h not in calls else [h] for h in set(heads.values())}
     for h, ms in members.items():
         gate_first[h] = min((gate_first[m] for m in ms if m in gate_first), default=gate_first.get(h, 0))
 
@@ -58,7 +62,7 @@ def structured_order(spec: PipelineSpec) -> list[Node]:
                 ups |= spec.node(m).upstream()
             if u[0] == "g":  # a block also waits for its condition and those of blocks inside it
                 for m in members[u[1]]:
-                    for g in {m} | nested[m]:
+                    for g in ({m} if m not in calls else set()) | nested[m]:
                         ups |= gate_reads(spec, g)
             deps[u] = {member_unit[x] for x in ups if x in member_unit and member_unit[x] != u}
         rank = {u: gate_first[u[1]] if u[0] == "g" else index[u[1]] for u in units}
@@ -95,3 +99,15 @@ def structured_order(spec: PipelineSpec) -> list[Node]:
 
 def _ancestors(spec: PipelineSpec, gate_id: str) -> list[str]:
     return [g.id for g in spec.gate_chain(gate_id)][:-1]
+
+
+SUB = "sub:"  # a sub-pipeline call's scope key; a gate's is its id
+
+
+def scope_keys(spec: PipelineSpec, node: Node) -> list[str]:
+    """The blocks and sub-pipeline calls around a node, outermost first, as scope keys."""
+    if not spec.subs:
+        return [g.id for g in spec.gate_chain(node.gate)]
+    from .subpipeline import scope_chain
+
+    return [ident if kind == "gate" else SUB + ident for kind, ident in scope_chain(spec, node)]

@@ -193,6 +193,12 @@ class Builder:
         self._node_gate: dict[str, str | None] = {}
         self.last_block: tuple[str, int, int] | None = None  # (gate id, node count, gate count) at its end
         self.finally_node: Node | None = None  # il.finally_ (core/finally_.py)
+        self.subs: list[Any] = []  # sub-pipeline calls (core/subpipeline.py SubCall)
+        self._sub_stack: list[str] = []  # the calls being recorded, outermost first
+
+    def sub_prefix(self) -> str:
+        """What a node name gets in front inside a sub-pipeline call ("prep." in call "prep")."""
+        return f"{self._sub_stack[-1]}." if self._sub_stack else ""
 
     # -- recording ---------------------------------------------------------------------
     def add_node(self, step: Step, kwargs: dict[str, Any], node_name: str | None, map_spec: Any = None) -> Any:
@@ -204,8 +210,9 @@ class Builder:
                 hint="give one of them @il.step(name=...)",
             )
         self.steps[spec.name] = step
-        name = node_name or self._fresh_name(spec.name)
-        if any(n.name == name for n in self.nodes):
+        prefix = self.sub_prefix()
+        name = prefix + node_name if node_name else self._fresh_name(prefix + spec.name)
+        if any(n.name == name for n in self.nodes) or any(s.name == name for s in self.subs):
             raise PipelineDefinitionError(
                 "duplicate node name", pipeline=self.name, step=name,
                 hint=f"use {spec.name}.named('another-name')(...) for the second call",
@@ -240,7 +247,7 @@ class Builder:
         return self._promises_for(node, spec)
 
     def _fresh_name(self, base: str) -> str:
-        taken = {n.name for n in self.nodes}
+        taken = {n.name for n in self.nodes} | {s.name for s in self.subs}
         if base not in taken:
             return base
         i = 2
@@ -339,6 +346,10 @@ class Builder:
         legacy = (isinstance(condition, Promise) and condition.binding.kind is BindingKind.OUTPUT
                   and condition.type.kind is TypeKind.BOOL and not condition.type.optional)
         cond = Cond.ref(condition.binding) if legacy else as_cond(condition, self.name)
+        if self._sub_stack:  # a sub-pipeline's parameter may be bound to a constant by its caller
+            from .subpipeline import refuse_constant_condition
+
+            refuse_constant_condition(self, cond)
         for b in cond.bindings():
             src_gate = self._node_gate.get(b.node or "") if b.kind is BindingKind.OUTPUT else None
             if src_gate is not None and src_gate not in self._gate_stack:

@@ -98,8 +98,11 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
         raise PipelineDefinitionError("duplicate step definitions", pipeline=name)
     for s in spec.steps:
         check_step_name(s.name, pipeline=name)
-    for n in spec.nodes:  # a second call's node ("train-2") may outgrow the limit
-        check_step_name(n.name, what="node", pipeline=name)
+    from .subpipeline import check_node_name, validate_subs
+
+    for n in spec.nodes:  # a second call's node ("train-2") may outgrow the limit; "sub.node" is qualified
+        check_node_name(n.name, pipeline=name)
+    validate_subs(spec)
     node_names = {n.name for n in spec.nodes}
     gate_ids = {g.id for g in spec.gates}
     for n in spec.nodes:

@@ -137,6 +137,7 @@ class Pipeline:
             schedule=self.schedule,
             doc=inspect.getdoc(self.fn) or "",
             finally_=builder.finally_node,
+            subs=tuple(builder.subs),
         )
         return validate(spec)
 
@@ -167,7 +168,27 @@ class Pipeline:
             types_.append((out_name, value.type))
         return outs, types_
 
+    def named(self, call_name: str) -> Pipeline:
+        """The same pipeline, called as a sub-pipeline under another name (to call it twice)."""
+        from .names import check_step_name
+
+        other = object.__new__(Pipeline)
+        other.__dict__.update(self.__dict__)
+        other._call_name = check_step_name(call_name, what="sub-pipeline call")
+        return other
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from .build import current_builder
+
+        builder = current_builder()
+        if builder is not None:  # a sub-pipeline: recorded into the calling pipeline (core/subpipeline.py)
+            from .subpipeline import call_subpipeline
+
+            if args:
+                raise PipelineDefinitionError(
+                    "pass sub-pipeline parameters by keyword", pipeline=builder.name, step=self.name,
+                )
+            return call_subpipeline(self, builder, kwargs, getattr(self, "_call_name", None))
         raise PipelineDefinitionError(
             "a pipeline is not called directly",
             pipeline=self.name,

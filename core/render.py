@@ -33,6 +33,10 @@ def text(spec: PipelineSpec) -> str:
             conds = " and ".join(_gate_label(g) for g in spec.gate_chain(node.gate))
             gate = f"  when {conds}"
         lines.append(f"  {_label(spec, node.name)}({ins}) -> {outs}{gate}")
+    for c in spec.subs:  # sub-pipeline calls: their nodes are listed above as <call>.<node>
+        ins = ", ".join(f"{k}<-{b.describe()}" for k, b in c.inputs)
+        outs = ", ".join(f"{k} = {b.describe()}" for k, b in c.outputs) or "-"
+        lines.append(f"  [{c.name}: sub-pipeline {c.pipeline}({ins}) -> {outs}]")
     for name, b in spec.outputs:
         lines.append(f"  => {name} = {b.describe()}")
     return "\n".join(lines)
@@ -49,8 +53,13 @@ def _gate_label(g: Any) -> str:
 def mermaid(spec: PipelineSpec) -> str:
     lines = ["flowchart TD"]
     ids = {n.name: f"n{i}" for i, n in enumerate(spec.nodes)}
+    placed: set[str] = set()
+    for c in sorted(spec.subs, key=lambda c: c.name):  # a subgraph per sub-pipeline call, innermost last
+        if c.parent is None:
+            _subgraph(spec, c.name, ids, lines, placed, "  ")
     for n in spec.nodes:
-        lines.append(f'  {ids[n.name]}["{_label(spec, n.name)}"]')
+        if n.name not in placed:
+            lines.append(f'  {ids[n.name]}["{_label(spec, n.name)}"]')
     for n in spec.nodes:
         for up in sorted(n.upstream()):
             lines.append(f"  {ids[up]} --> {ids[n.name]}")
@@ -60,6 +69,20 @@ def mermaid(spec: PipelineSpec) -> str:
                     field = ".".join((b.port or "", *b.field))
                     lines.append(f"  {ids[b.node]} -. {field} .-> {ids[n.name]}")
     return "\n".join(lines)
+
+
+def _subgraph(spec: PipelineSpec, call: str, ids: dict[str, str], lines: list[str], placed: set[str],
+              indent: str) -> None:
+    c = next(s for s in spec.subs if s.name == call)
+    lines.append(f'{indent}subgraph {call.replace(".", "_")}["{call}: {c.pipeline}"]')
+    for inner in spec.subs:
+        if inner.parent == call:
+            _subgraph(spec, inner.name, ids, lines, placed, indent + "  ")
+    for n in spec.nodes:
+        if n.name in c.nodes and n.name not in placed:
+            placed.add(n.name)
+            lines.append(f'{indent}  {ids[n.name]}["{_label(spec, n.name)}"]')
+    lines.append(f"{indent}end")
 
 
 def dot(spec: PipelineSpec) -> str:

@@ -275,6 +275,14 @@ class Gate:
         return cls(d["id"], Binding.from_json(d["condition"]), d.get("parent"), expr, d.get("follows"), own)
 
 
+def _subs_from_json(items: Any) -> tuple[Any, ...]:
+    if not items:
+        return ()
+    from .subpipeline import SubCall  # builds on this module
+
+    return tuple(SubCall.from_json(s) for s in items)
+
+
 def _reads(gate: Gate) -> list[Binding]:
     from .conditions import condition_of
 
@@ -347,6 +355,9 @@ class PipelineSpec:
     version: int = SPEC_VERSION
     # il.finally_: runs after the body whatever its outcome (core/finally_.py); not in nodes.
     finally_: Node | None = None
+    # Sub-pipeline calls (core/subpipeline.py SubCall): their nodes are in ``nodes`` under
+    # qualified names ("prep.load"); a call is kept for adapters to render it natively.
+    subs: tuple[Any, ...] = ()
 
     # -- lookups ---------------------------------------------------------------------------
     # Indexed once per spec (it is frozen): adapters look steps and nodes up inside per-node
@@ -432,6 +443,7 @@ class PipelineSpec:
             "labels": dict(self.labels),
             "schedule": self.schedule,
             **({"finally": self.finally_.to_json()} if self.finally_ else {}),
+            **({"subs": [s.to_json() for s in self.subs]} if self.subs else {}),
         }
 
     def dumps(self, **kw: Any) -> str:
@@ -454,6 +466,7 @@ class PipelineSpec:
             schedule=d.get("schedule"),
             doc=d.get("doc", ""),
             finally_=Node.from_json(d["finally"]) if d.get("finally") else None,
+            subs=_subs_from_json(d.get("subs", ())),
         )
 
     @classmethod

@@ -43,6 +43,10 @@ CLUSTER_FEATURES = {
     "fan_in": "native (a list of promises bound as a collection; a map's output is a list)",
     "finally": "unsupported (not yet rendered): refused at build time; the native form is a failure node "
     "(on_failure, every workflow input plus err) for a failed body and a last node for a succeeded one",
+    "subpipeline": "native (a sub-workflow per call, <pipeline>.<call>, called as a workflow node; its inputs "
+    "and outputs are the sub-pipeline's parameters and outputs; branches, maps and calls nest inside it)",
+    "subpipeline.cache": "unsupported as a unit (Flyte caches tasks, not workflow nodes): the inner steps cache "
+    "one by one",
     "secrets": "native (secret requests, injected as environment variables)",
     "labels": "native (pod template labels/annotations; pipeline labels on the launch plan)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's pod template "

@@ -27,7 +27,7 @@ from interlock.core.fanout import list_of
 from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, PipelineSpec
 
-from . import fanout
+from . import fanout, subworkflow
 from .tasks import TaskOptions, build_noop, build_task, py_ident
 from .types import outputs_type, python_type, to_flyte
 
@@ -60,6 +60,7 @@ class _Builder:
             if n.map is not None:  # il.map: an array node over the per-item task
                 self.tasks[n.name] = fanout.map_task(spec, n.name, self.tasks[n.name])
         self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
+        self._scopes = subworkflow.Scopes.of(spec)
         self.noop = build_noop(spec.name, options) if spec.gates else None
         for _, b in spec.outputs:
             if b.kind is BindingKind.OUTPUT and spec.node(b.node or "").gate:
@@ -80,9 +81,14 @@ class _Builder:
                 )
 
     # -- scopes ------------------------------------------------------------------------
-    def _unit(self, node_gate: str | None, scope: str | None) -> str | None:
-        """Which member of ``scope`` a node with ``node_gate`` belongs to (a node or a gate id)."""
-        chain = [g.id for g in self.spec.gate_chain(node_gate)]
+    # A scope is an il.when block (its gate id) or a sub-pipeline call ("sub:<call>", subworkflow.py).
+    def chain(self, node: str) -> list[str]:
+        """The scopes around a node, outermost first."""
+        return subworkflow.node_scopes(self.spec, node, self._scopes)
+
+    def _unit(self, node: str, scope: str | None) -> str | None:
+        """Which member of ``scope`` a node belongs to (the node itself: "", or a scope)."""
+        chain = self.chain(node)
         if scope is None:
             return chain[0] if chain else ""
         if scope not in chain:
@@ -91,7 +97,7 @@ class _Builder:
         return chain[i + 1] if i + 1 < len(chain) else ""
 
     def nodes_in(self, gate: str) -> list[str]:
-        return [n.name for n in self.spec.nodes if gate in [g.id for g in self.spec.gate_chain(n.gate)]]
+        return [n.name for n in self.spec.nodes if gate in self.chain(n.name)]
 
     def external_bindings(self, gate: str) -> dict[str, Binding]:
         """What a gate's block reads from outside it: its sub-workflow inputs."""
@@ -105,7 +111,7 @@ class _Builder:
                     elif b.kind is BindingKind.ONE_OF and not set(b.nodes()) & inside:  # a chain's value from outside
                         found[_key(b)] = b
         for g in self.spec.gates:
-            if g.parent and gate in [c.id for c in self.spec.gate_chain(g.parent)]:
+            if gate in subworkflow.gate_scopes(self.spec, g.id, self._scopes)[:-1]:
                 for c in condition_of(g).bindings():
                     if c.node not in inside:
                         found[_key(c)] = c
@@ -120,6 +126,8 @@ class _Builder:
             kind, name = nodes_or_gate
             if kind == "node":
                 self.emit_node(name, values, handles)
+            elif kind == "sub":
+                subworkflow.emit_sub(self, name, values)
             elif len(chain_of(self.spec, name)) > 1:  # il.when/il.elif_/il.otherwise
                 self.emit_chain(name, values)
             else:
@@ -131,17 +139,19 @@ class _Builder:
         member_of: dict[str, tuple[str, str]] = {}
         seen: set[tuple[str, str]] = set()
         for n in ordered:
-            member = self._unit(self.spec.node(n).gate, gate)
+            member = self._unit(n, gate)
             if member is None:
                 continue
-            unit = ("node", n) if member == "" else ("gate", head_of(self.spec, member))  # a chain is one unit
+            unit = (("node", n) if member == "" else ("sub", member) if subworkflow.is_sub(member)
+                    else ("gate", head_of(self.spec, member)))  # a chain is one unit
             member_of[n] = unit
             if unit not in seen:
                 seen.add(unit)
                 units.append(unit)
         deps: dict[tuple[str, str], set[tuple[str, str]]] = {u: set() for u in units}
         for u in units:
-            members = [g.id for g in chain_of(self.spec, u[1])] if u[0] == "gate" else []
+            members = ([g.id for g in chain_of(self.spec, u[1])] if u[0] == "gate"
+                       else [u[1]] if u[0] == "sub" else [])
             names = [u[1]] if u[0] == "node" else [n for m in members for n in self.nodes_in(m)]
             ups: set[str] = set()
             for n in names:
@@ -172,7 +182,7 @@ class _Builder:
         return done
 
     def nodes_gates(self, gate: str) -> set[str]:
-        return {g.id for g in self.spec.gates if gate in [c.id for c in self.spec.gate_chain(g.id)]}
+        return {g.id for g in self.spec.gates if gate in subworkflow.gate_scopes(self.spec, g.id, self._scopes)}
 
     def value_of(self, b: Binding, values: dict[str, Any], node_outputs: dict[str, Any]) -> Any:
         key = _key(b)
@@ -286,6 +296,8 @@ class _Builder:
             values[_key(b)] = section if len(chain_vals) == 1 else getattr(section, f"v{k}")
 
     def subworkflow(self, gate_id: str) -> PythonFunctionWorkflow:
+        if gate_id not in self.subworkflows and subworkflow.is_sub(gate_id):  # a sub-pipeline call
+            self.subworkflows[gate_id] = subworkflow.make(self, gate_id)
         if gate_id not in self.subworkflows:
             ext = self.external_bindings(gate_id)
             types = {k: python_type(_type_of(self.spec, b)) for k, b in ext.items()}

@@ -47,6 +47,10 @@ _FEATURES = {
     "finally": "native (dsl.ExitHandler around the body, the finally step as its exit task with "
     "dsl.PipelineTaskFinalStatus; with state_pvc it also writes the receipt; pipeline outputs are then not "
     "declared in the IR, as KFP refuses outputs from inside an ExitHandler)",
+    "subpipeline": "native (a pipeline-as-component per call: a nested DAG comp-<call> whose inputs and outputs "
+    "are the sub-pipeline's parameters and outputs; branches, ParallelFor and calls nest inside it)",
+    "subpipeline.cache": "unsupported as a unit (KFP caches container executions, not DAG tasks): the inner "
+    "steps cache one by one",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class as kfp-kubernetes pod labels; "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.core.blocks import structured_order
+from interlock.core.blocks import SUB, scope_keys, structured_order
 from interlock.core.branches import own_condition
 from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.errors import PipelineDefinitionError
@@ -75,11 +75,15 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     # il.finally_'s block).
     outputs = [] if opts.state_pvc or spec.finally_ else exported_outputs(spec)
     ReturnType = _return_type(spec, outputs)
+    calls: dict[str, Any] = {}
+    if spec.subs:  # each sub-pipeline call as a pipeline component, innermost first (subpipeline.py)
+        from .subpipeline import build_calls
+
+        calls = build_calls(spec, components, selectors, opts, task_names)
 
     def body(*args: Any) -> Any:
         values = dict(zip(order, args, strict=True))
         tasks: dict[str, Any] = {}
-        open_gates: list[tuple[str, list[Any]]] = []
         handler = None
         if spec.finally_ is not None:
             # il.finally_: its step is the exit task (with state_pvc it also writes the receipt).
@@ -96,39 +100,7 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
 
             handler = dsl.ExitHandler(make_receipt_task(spec, values, opts), name="interlock-run")
             handler.__enter__()
-        # Each il.when block as one contiguous group: KFP opens one dsl.If per contiguous run.
-        for node in structured_order(spec):
-            chain = [g for g in spec.gate_chain(node.gate)]
-            keep = 0
-            while keep < min(len(chain), len(open_gates)) and open_gates[keep][0] == chain[keep].id:
-                keep += 1
-            while len(open_gates) > keep:
-                for cm in reversed(open_gates.pop()[1]):
-                    cm.__exit__(None, None, None)
-            for gate in chain[keep:]:
-                scopes = []
-                if in_chain(spec, gate):  # il.when/il.elif_/il.otherwise: native If/Elif/Else
-                    cm = _chain_scope(spec, gate, values, tasks, components, selectors, opts)
-                    cm.__enter__()
-                    scopes.append(cm)
-                # A conjunction is one nested dsl.If per term: KFP joins nested conditions with &&.
-                for i, op in enumerate([] if scopes else _conditions(spec, gate, values, tasks, components, selectors, opts)):
-                    cm = dsl.If(op, name=gate.id if i == 0 else f"{gate.id}-{i + 1}")
-                    cm.__enter__()
-                    scopes.append(cm)
-                open_gates.append((gate.id, scopes))
-            if node.map is not None:  # il.map: ParallelFor over the list, readers get Collected
-                items = _value(node.bindings[node.map.item], values, tasks, components)
-                loop, item, _ = fanout.open_loop(spec, node.name, items, opts.image or DEFAULT_IMAGE)
-                task = _task(spec, node.name, {**values, fanout.ENUMERATE: item}, tasks, components, opts)
-                loop.__exit__(None, None, None)
-                tasks[node.name] = fanout.Collected(task)
-            else:
-                tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
-            task_names[tasks[node.name].name] = node.name
-        while open_gates:
-            for cm in reversed(open_gates.pop()[1]):
-                cm.__exit__(None, None, None)
+        emit_nodes(spec, structured_order(spec), values, tasks, components, selectors, opts, task_names, calls=calls)
         if handler is not None:
             handler.__exit__(None, None, None)
         if outputs:
@@ -148,6 +120,66 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     except Exception as exc:  # kfp's InconsistentTypeException, TypeError, ValueError...
         raise PipelineDefinitionError(f"kfp refused the pipeline: {exc}", pipeline=spec.name) from exc
     return BuiltPipeline(pipeline, components, task_names, selectors)
+
+
+def emit_nodes(
+    spec: PipelineSpec, nodes: list[Any], values: dict[str, Any], tasks: dict[str, Any],
+    components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
+    task_names: dict[str, str], depth: int = 0, calls: dict[str, Any] | None = None,
+) -> None:
+    """Create the tasks of ``nodes`` (in structured order) in the current pipeline body.
+
+    ``depth``: how many scopes around the nodes are already open (inside a sub-pipeline's
+    component). A sub-pipeline call is one task of a nested pipeline component (subpipeline.py).
+    """
+    from kfp import dsl
+
+    from .subpipeline import emit_call
+
+    open_gates: list[tuple[str, list[Any]]] = []
+    called: set[str] = set()
+    # Each il.when block as one contiguous group: KFP opens one dsl.If per contiguous run.
+    for node in nodes:
+        scopes = scope_keys(spec, node)[depth:]
+        first_call = next((i for i, k in enumerate(scopes) if k.startswith(SUB)), len(scopes))
+        chain = [spec.gate(k) for k in scopes[:first_call]]
+        call = scopes[first_call][len(SUB):] if first_call < len(scopes) else None
+        if call is not None and call in called:
+            continue  # emitted with the call's first node
+        keep = 0
+        while keep < min(len(chain), len(open_gates)) and open_gates[keep][0] == chain[keep].id:
+            keep += 1
+        while len(open_gates) > keep:
+            for cm in reversed(open_gates.pop()[1]):
+                cm.__exit__(None, None, None)
+        for gate in chain[keep:]:
+            opened = []
+            if in_chain(spec, gate):  # il.when/il.elif_/il.otherwise: native If/Elif/Else
+                cm = _chain_scope(spec, gate, values, tasks, components, selectors, opts)
+                cm.__enter__()
+                opened.append(cm)
+            # A conjunction is one nested dsl.If per term: KFP joins nested conditions with &&.
+            for i, op in enumerate([] if opened else _conditions(spec, gate, values, tasks, components, selectors, opts)):
+                cm = dsl.If(op, name=gate.id if i == 0 else f"{gate.id}-{i + 1}")
+                cm.__enter__()
+                opened.append(cm)
+            open_gates.append((gate.id, opened))
+        if call is not None:  # a sub-pipeline: one task of its own pipeline component
+            called.add(call)
+            emit_call(spec, call, (calls or {})[call], values, tasks, components)
+            continue
+        if node.map is not None:  # il.map: ParallelFor over the list, readers get Collected
+            items = _value(node.bindings[node.map.item], values, tasks, components)
+            loop, item, _ = fanout.open_loop(spec, node.name, items, opts.image or DEFAULT_IMAGE)
+            task = _task(spec, node.name, {**values, fanout.ENUMERATE: item}, tasks, components, opts)
+            loop.__exit__(None, None, None)
+            tasks[node.name] = fanout.Collected(task)
+        else:
+            tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
+        task_names[tasks[node.name].name] = node.name
+    while open_gates:
+        for cm in reversed(open_gates.pop()[1]):
+            cm.__exit__(None, None, None)
 
 
 def exported_outputs(spec: PipelineSpec) -> list[tuple[str, Binding]]:
@@ -188,7 +220,7 @@ def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components
     if b.kind is BindingKind.ONE_OF:  # il.branch_value: one dsl.OneOf however often it is read
         from kfp import dsl
 
-        memo = "\0one-of:" + ",".join(f"{o.node}.{o.port}" for o in b.options)
+        memo = one_of_memo(b)
         if memo not in tasks:
             tasks[memo] = dsl.OneOf(*(_value(o, values, tasks, components) for o in b.options))
         return tasks[memo]
@@ -198,6 +230,18 @@ def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components
             hint="produce the parts with il.map (its output is a list: dsl.Collected), or collect them in a step",
         )
     return b.value
+
+
+def from_call(tasks: dict[str, Any], node: str | None) -> bool:
+    """Is the node's output read through a sub-pipeline call's output (not named "Output")?"""
+    from .subpipeline import _Outputs
+
+    return isinstance(tasks.get(node or ""), _Outputs)
+
+
+def one_of_memo(b: Binding) -> str:
+    """Where a branch value's dsl.OneOf is kept among the tasks (one per value)."""
+    return "\0one-of:" + ",".join(f"{o.node}.{o.port}" for o in b.options)
 
 
 def _task(
@@ -230,7 +274,9 @@ def _task(
     except Exception as exc:
         raise PipelineDefinitionError(f"kfp refused the task: {exc}", pipeline=spec.name, step=node_name) from exc
     for upstream in node.after:
-        task.after(tasks[upstream])
+        before = getattr(tasks[upstream], "task", tasks[upstream])  # a sub-pipeline's output: its call task
+        if before is not None:  # None: a node outside this sub-pipeline's component, ordered by its call
+            task.after(before)
     if step.distributed is not None:  # the task launches the job; the ranks get the step's resources
         from .distributed import apply_launcher_settings
 
@@ -284,7 +330,8 @@ def _operation(
     components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
 ) -> Any:
     def operand(b: Binding) -> Any:
-        if b.kind is BindingKind.OUTPUT and (b.field or (opts.local_conditions and components[b.node or ""].outputs[b.port or ""] != SINGLE)):
+        if b.kind is BindingKind.OUTPUT and (b.field or (opts.local_conditions and (
+                components[b.node or ""].outputs[b.port or ""] != SINGLE or from_call(tasks, b.node)))):
             kind = (binding_type(spec, b) or TypeSpec("str")).kind
             if kind is TypeKind.BOOL:
                 return _condition(spec, Gate(gate.id, b), tasks, components, selectors, opts)
@@ -344,7 +391,7 @@ def _condition(
     if b.field:
         # KFP conditions read a whole output; a tiny component picks the dataclass field.
         pick = select_bool(value=channel, path=list(b.field))
-    elif opts.local_conditions and name != SINGLE:
+    elif opts.local_conditions and (name != SINGLE or from_call(tasks, b.node)):
         # kfp.local resolves conditions only on outputs named "Output".
         pick = as_bool(value=channel)
     else:

@@ -71,6 +71,8 @@ class LocalBackend:
                 "map.tolerate": "native (shim: failed items are None, their indices in RunResult.maps)",
                 "fan_in": NATIVE,
                 "finally": "native (runs last, with the body's il.RunStatus)",
+                "subpipeline": "native (the inner steps run as steps named <call>.<step>)",
+                "subpipeline.cache": "unsupported as a unit: the inner steps cache one by one",
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "queue": "emulated: recorded in the receipt (no Kueue locally)",

@@ -1,0 +1,127 @@
+"""Sub-pipeline calls as Flyte sub-workflows.
+
+A call of an ``@il.pipeline`` inside another (core/subpipeline.py) is one scope of the
+workflow builder, like an ``il.when`` block: its nodes (and blocks) are emitted into a
+``PythonFunctionWorkflow`` of their own, which the enclosing workflow calls as a workflow
+node, so the serialized parent holds a workflow node whose ``sub_workflow_ref`` names it and
+``get_serializable`` registers it among the sub-workflows. Its inputs are what the call's body
+reads from outside it (the caller's parameters and upstream outputs, as bound at the call);
+its outputs are what the rest of the pipeline reads from inside it. Flyte caches tasks, not
+workflow nodes: the inner steps cache one by one.
+
+Scope keys: an il.when block is its gate id (as before); a call is ``sub:<call name>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from interlock.core.spec import Binding, BindingKind, PipelineSpec
+from interlock.core.subpipeline import call_inputs, call_outputs, scope_chain
+
+if TYPE_CHECKING:
+    from .workflow import _Builder
+
+PREFIX = "sub:"
+
+
+def is_sub(key: str | None) -> bool:
+    return bool(key) and str(key).startswith(PREFIX)
+
+
+def _key(scope: tuple[str, str]) -> str:
+    return scope[1] if scope[0] == "gate" else PREFIX + scope[1]
+
+
+@dataclass
+class Scopes:
+    """Scope chains (outermost first) of every node and every gate, computed once."""
+
+    nodes: dict[str, list[str]]
+    gates: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, spec: PipelineSpec) -> Scopes:
+        nodes = {n.name: [_key(s) for s in scope_chain(spec, n)] for n in spec.nodes}
+        gates = {g.id: [_key(s) for s in scope_chain(spec, scope=("gate", g.id))] for g in spec.gates}
+        return cls(nodes, gates)
+
+
+def node_scopes(spec: PipelineSpec, node: str, scopes: Scopes) -> list[str]:
+    return scopes.nodes[node]
+
+
+def gate_scopes(spec: PipelineSpec, gate: str, scopes: Scopes) -> list[str]:
+    """The scopes around a gate's block, the block itself last."""
+    return scopes.gates[gate]
+
+
+def _wkey(x: Binding) -> str:
+    from .workflow import _key as key
+
+    return key(x)
+
+
+def make(b: _Builder, key: str) -> Any:
+    """The sub-workflow of a sub-pipeline call: inputs and outputs named by the sub-pipeline's own
+    parameters and outputs where they match (core/subpipeline.py call_inputs/call_outputs)."""
+    from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
+
+    from .tasks import py_ident
+    from .types import outputs_type, python_type
+    from .workflow import _defaults, _fail_immediately, _function, _Port, _type_of
+
+    spec, name = b.spec, key[len(PREFIX):]
+    ins = call_inputs(spec, name)
+    outs = call_outputs(spec, name)
+    types = {k: python_type(_type_of(spec, x)) for k, x in ins}
+    ret = outputs_type(tuple(_Port(k, _type_of(spec, x)) for k, x in outs), py_ident(f"{spec.name}_{name}_outputs"))
+
+    def body(**kwargs: Any) -> Any:
+        values: dict[str, Any] = {"__outputs__": {}}
+        for k, x in ins:
+            if x.kind is BindingKind.OUTPUT:
+                values["__outputs__"].setdefault(x.node or "", {})[x.port or ""] = kwargs[k]
+            else:
+                values[_wkey(x)] = kwargs[k]
+        b.emit_scope(key, values)
+        results = [b.value_of(x, values, values["__outputs__"]) for _, x in outs]
+        if not results:
+            return None
+        return results[0] if len(outs) == 1 and outs[0][0] == "o0" else ret(*results)
+
+    fn = _function(py_ident(f"{spec.name}_{name}"), types, {}, ret, body)
+    wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
+                                default_metadata=_defaults())
+    wf._name = f"{spec.name}.{name}"  # <pipeline>.<call>
+    return wf
+
+
+def emit_sub(b: _Builder, key: str, values: dict[str, Any]) -> None:
+    """Call the sub-workflow of a sub-pipeline call and publish its outputs to the caller's scope."""
+    from flytekit.core.promise import Promise
+
+    spec, name = b.spec, key[len(PREFIX):]
+    outputs = values.setdefault("__outputs__", {})
+    sub = b.subworkflow(key)
+    result = sub(**{k: b.value_of(x, values, outputs) for k, x in call_inputs(spec, name)})
+    _name_workflow_node(name)
+    outs = call_outputs(spec, name)
+    for k, x in outs:
+        v = result if len(outs) == 1 and isinstance(result, Promise) else getattr(result, k)
+        if x.kind is BindingKind.OUTPUT:
+            outputs.setdefault(x.node or "", {})[x.port or ""] = v
+        else:
+            values[_wkey(x)] = v
+
+
+def _name_workflow_node(call: str) -> None:
+    """Give the workflow node the call's name (flytekit would call it n<k>)."""
+    from flytekit.core.context_manager import FlyteContextManager
+    from flytekit.core.utils import _dnsify
+    from flytekit.core.workflow import WorkflowBase
+
+    state = FlyteContextManager.current_context().compilation_state
+    if state is not None and state.nodes and isinstance(getattr(state.nodes[-1], "flyte_entity", None), WorkflowBase):
+        state.nodes[-1]._id = _dnsify(call)

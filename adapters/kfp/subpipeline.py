@@ -1,0 +1,137 @@
+"""Sub-pipeline calls as KFP pipelines-as-components (a nested DAG in the IR).
+
+A call of an ``@il.pipeline`` inside another (core/subpipeline.py) becomes a ``@dsl.pipeline``
+of its own, built like the top level (its nodes, blocks, maps and nested calls), and called
+inside the caller's body, which kfp compiles to a task whose component is a DAG
+(``comp-<call>`` with a ``dag`` of the inner tasks). Its inputs are the sub-pipeline's
+parameters as the caller bound them (plus anything else its body reads from outside); its
+outputs are what the rest of the pipeline reads from it, named by the sub-pipeline's own
+outputs where they match. KFP caches container executions, not DAG tasks: the inner steps
+cache one by one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from typing import Any
+
+from interlock.core.errors import PipelineDefinitionError
+from interlock.core.graph import binding_type
+from interlock.core.spec import Binding, BindingKind, PipelineSpec
+from interlock.core.subpipeline import call, call_inputs, call_outputs
+
+from .types import kfp_type
+
+_PY = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
+
+
+class _Outputs:
+    """Stands for a node outside the component whose outputs are channels: the component's
+    inputs (inside), or the call task's outputs (in the caller). ``task``: what ``after=`` waits for."""
+
+    def __init__(self, task: Any, name: str):
+        self.task = task
+        self.name = name
+        self.outputs: dict[str, Any] = {}
+
+
+def _annotation(spec: PipelineSpec, b: Binding, *, output: bool) -> Any:
+    from kfp import dsl
+
+    t = binding_type(spec, b)
+    if t is None:
+        raise PipelineDefinitionError(f"cannot type {b.describe()}", pipeline=spec.name)
+    kt = kfp_type(t)
+    if kt.is_artifact:
+        cls = getattr(dsl, kt.artifact or "Artifact")
+        return cls if output else dsl.Input[cls]
+    return _PY[kt.parameter or "str"]
+
+
+def build_calls(spec: PipelineSpec, components: dict[str, Any], selectors: dict[str, str], opts: Any,
+                task_names: dict[str, str]) -> dict[str, Any]:
+    """Every call's pipeline component, innermost first: kfp refuses to define a pipeline while
+    another is being built, so the components exist before the caller's body runs."""
+    from interlock.core.blocks import structured_order
+    from interlock.core.subpipeline import scope_chain
+
+    order = structured_order(spec)
+    built: dict[str, Any] = {}
+    depth = {c.name: len(scope_chain(spec, scope=("sub", c.name))) for c in spec.subs}
+    for c in sorted(spec.subs, key=lambda c: -depth[c.name]):
+        inside = set(c.nodes)
+        nodes = [n for n in order if n.name in inside]
+        built[c.name] = _component(spec, c.name, nodes, components, selectors, opts, task_names, depth[c.name], built)
+    return built
+
+
+def _component(
+    spec: PipelineSpec, name: str, nodes: list[Any], components: dict[str, Any], selectors: dict[str, str],
+    opts: Any, task_names: dict[str, str], depth: int, calls: dict[str, Any],
+) -> Any:
+    from kfp import dsl
+
+    from .compile import _value, emit_nodes, one_of_memo
+
+    c = call(spec, name)
+    ins = call_inputs(spec, name)
+    outs = call_outputs(spec, name)
+    ret = typing.NamedTuple(  # type: ignore[misc]
+        "Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs]) if outs else None
+
+    def body(*args: Any) -> Any:
+        inner_values: dict[str, Any] = {}
+        inner_tasks: dict[str, Any] = {}
+        for (_, b), channel in zip(ins, args, strict=True):
+            if b.kind is BindingKind.PARAM:
+                inner_values[b.param or ""] = channel
+            elif b.kind is BindingKind.OUTPUT:
+                holder = inner_tasks.setdefault(b.node or "", _Outputs(None, b.node or ""))
+                holder.outputs[components[b.node or ""].outputs[b.port or ""]] = channel
+            else:  # a branch value from outside
+                inner_tasks[one_of_memo(b)] = channel
+        emit_nodes(spec, nodes, inner_values, inner_tasks, components, selectors, opts, task_names, depth, calls)
+        if not outs:
+            return None
+        return ret(*(_value(b, inner_values, inner_tasks, components) for _, b in outs))  # type: ignore[misc]
+
+    params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_annotation(spec, b, output=False))
+              for k, b in ins]
+    body.__signature__ = inspect.Signature(params, return_annotation=ret or inspect.Signature.empty)  # type: ignore[attr-defined]
+    body.__name__ = name.replace("-", "_").replace(".", "_")
+    body.__doc__ = f"interlock sub-pipeline {c.pipeline!r}, called as {name!r}"
+    try:
+        return dsl.pipeline(name=name.replace(".", "-"), description=body.__doc__)(body)
+    except PipelineDefinitionError:
+        raise
+    except Exception as exc:
+        raise PipelineDefinitionError(f"kfp refused sub-pipeline {c.pipeline!r} (called as {name!r}): {exc}",
+                                      pipeline=spec.name, step=name) from exc
+
+
+def emit_call(spec: PipelineSpec, name: str, component: Any, values: dict[str, Any], tasks: dict[str, Any],
+              components: dict[str, Any]) -> None:
+    """Call a sub-pipeline's component in the current body; its outputs stand for the inner nodes'."""
+    from .compile import _value, one_of_memo
+
+    c = call(spec, name)
+    try:
+        task = component(**{k: _value(b, values, tasks, components) for k, b in call_inputs(spec, name)})
+    except PipelineDefinitionError:
+        raise
+    except Exception as exc:
+        raise PipelineDefinitionError(f"kfp refused sub-pipeline {c.pipeline!r} (called as {name!r}): {exc}",
+                                      pipeline=spec.name, step=name) from exc
+    task.set_display_name(name)
+    for k, b in call_outputs(spec, name):
+        channel = task.outputs[k]
+        if b.kind is BindingKind.OUTPUT:
+            holder = tasks.get(b.node or "")
+            if not isinstance(holder, _Outputs):
+                holder = tasks[b.node or ""] = _Outputs(task, b.node or "")
+            holder.outputs[components[b.node or ""].outputs[b.port or ""]] = channel
+        else:
+            tasks[one_of_memo(b)] = channel
+    for n in c.nodes:  # after= on an inner node from outside waits for the whole call
+        tasks.setdefault(n, _Outputs(task, n))

@@ -1,0 +1,411 @@
+"""Sub-pipelines: an ``@il.pipeline`` called inside another pipeline's body.
+
+    @il.pipeline(name="prep")
+    def prep(path: str, rows: int = 10) -> ...:
+        raw = load(path=path)
+        return clean(raw=raw, rows=rows)
+
+    @il.pipeline(name="train")
+    def train(path: str = "s3://...") -> ...:
+        data = prep(path=path)                 # typed like a step call
+        other = prep.named("prep-b")(path="x")  # the same sub-pipeline again, another call name
+        return fit(data=data)
+
+The call is typed like a step: its parameters are its inputs (unknown, missing and
+mistyped arguments are refused, naming the outer pipeline, the sub-pipeline and the port),
+and what its body returns are its outputs. Its body is recorded into the outer pipeline's
+graph, each node under a qualified name ``<call>.<node>`` (``prep.load``; nested two deep
+``outer.inner.step``), so every backend runs, caches, retries and reports the inner steps as
+steps, and statuses and receipts name them unambiguously. The call itself is kept as a
+:class:`SubCall` in ``PipelineSpec.subs``: adapters render it natively (a Flyte
+sub-workflow, a KFP pipeline-as-component: a nested DAG).
+
+The names in the qualified form obey the node-name rule segment by segment (``core/names``):
+a dot separates them, as Flyte and KFP separate a sub-workflow or nested DAG from its nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import PipelineDefinitionError
+from .names import check_step_name
+from .spec import Binding, BindingKind, PipelineSpec
+
+if TYPE_CHECKING:
+    from .build import Builder
+    from .pipeline import Pipeline
+    from .spec import Node
+
+SEP = "."  # between a sub-pipeline call's name and its nodes: "prep.load"
+
+
+@dataclass(frozen=True)
+class SubCall:
+    """One call of a sub-pipeline in a pipeline body: a nested scope of the graph."""
+
+    name: str  # the call's name; its nodes are "<name>.<node>" (nested calls: "a.b")
+    pipeline: str  # the sub-pipeline's own name
+    ref: str | None = None  # "module:attr" of the sub-pipeline, for the record
+    parent: str | None = None  # the enclosing call, for a sub-pipeline nested in another
+    gate: str | None = None  # the il.when block the call is written in (innermost)
+    inputs: tuple[tuple[str, Binding], ...] = ()  # its parameters, as the caller bound them
+    outputs: tuple[tuple[str, Binding], ...] = ()  # what its body returns, by output name
+    nodes: tuple[str, ...] = ()  # every node recorded inside it, nested calls' included
+    gates: tuple[str, ...] = ()  # every il.when block opened inside it
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name, "pipeline": self.pipeline, "ref": self.ref,
+            # pairs, not objects: the order is the interface's (a spec is dumped with sorted keys)
+            "inputs": [[k, b.to_json()] for k, b in self.inputs],
+            "outputs": [[k, b.to_json()] for k, b in self.outputs],
+            "nodes": list(self.nodes), "gates": list(self.gates),
+        }
+        if self.parent:
+            out["parent"] = self.parent
+        if self.gate:
+            out["gate"] = self.gate
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SubCall:
+        return cls(
+            d["name"], d["pipeline"], d.get("ref"), d.get("parent"), d.get("gate"),
+            tuple((k, Binding.from_json(b)) for k, b in d.get("inputs", ())),
+            tuple((k, Binding.from_json(b)) for k, b in d.get("outputs", ())),
+            tuple(d.get("nodes", ())), tuple(d.get("gates", ())),
+        )
+
+
+def check_node_name(name: str, *, pipeline: str | None = None) -> str:
+    """A node name: a plain name, or a qualified ``call.node`` whose every segment is one."""
+    from .names import MAX_NAME, RULE
+
+    if isinstance(name, str) and SEP in name:
+        for seg in name.split(SEP):
+            check_step_name(seg, what="node", pipeline=pipeline)
+        if len(name) > MAX_NAME:
+            raise PipelineDefinitionError(
+                f"invalid node name {name!r}: {len(name)} characters (at most {MAX_NAME})",
+                pipeline=pipeline, step=name,
+                hint=f"shorten the sub-pipeline call's name (pipeline.named('...')) or the step's; names are {RULE}",
+            )
+        return name
+    return check_step_name(name, what="node", pipeline=pipeline)
+
+
+def _bare(exc: PipelineDefinitionError) -> str:
+    """An error's message without its "pipeline ..., step ..., port ...: " prefix (re-raised with a wider one)."""
+    where = ", ".join(f"{k} {v!r}" for k, v in (("pipeline", exc.pipeline), ("step", exc.step), ("port", exc.port)) if v)
+    msg = exc.message
+    return msg[len(where) + 2:] if where and msg.startswith(where + ": ") else msg
+
+
+def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], call_name: str | None) -> Any:
+    """Record ``sub``'s body into ``builder`` as one call; return its outputs like a step's."""
+    from .build import Promise
+
+    active = builder.__dict__.setdefault("_sub_fns", [])  # the sub-pipeline bodies being recorded
+    if sub.fn in active or sub.name == builder.name:
+        raise PipelineDefinitionError(
+            f"sub-pipeline {sub.name!r} calls itself (directly or through another sub-pipeline)",
+            pipeline=builder.name, hint="a pipeline's graph is fixed when it is built: recursion has no end",
+        )
+    prefix = builder.sub_prefix()
+    name = prefix + call_name if call_name else builder._fresh_name(prefix + sub.name)
+    taken = {n.name for n in builder.nodes} | {s.name for s in builder.subs}
+    if name in taken:
+        raise PipelineDefinitionError(
+            "duplicate node name", pipeline=builder.name, step=name,
+            hint=f"call it as {sub.fn.__name__}.named('another-name')(...) the second time",
+        )
+    if any(n.name.startswith(name + SEP) for n in builder.nodes):
+        raise PipelineDefinitionError("a sub-pipeline call's name is already used", pipeline=builder.name, step=name)
+    where = f"sub-pipeline {sub.name!r} (called as {name!r})"
+    params = sub._params()
+    known = {p.name for p in params}
+    unknown = [k for k in kwargs if k not in known]
+    if unknown:
+        raise PipelineDefinitionError(
+            f"{where}: unknown argument(s) {unknown}; its parameters are {sorted(known)}",
+            pipeline=builder.name, step=name, port=unknown[0],
+        )
+    inputs: list[tuple[str, Binding]] = []
+    args: dict[str, Any] = {}
+    for p in params:
+        if p.name not in kwargs:
+            if not p.has_default:
+                raise PipelineDefinitionError(
+                    f"{where}: missing required parameter of type {p.type.describe()}",
+                    pipeline=builder.name, step=name, port=p.name,
+                )
+            b = Binding.of_const(p.default)
+        else:
+            try:
+                b = builder._bind(kwargs[p.name], name, p.name, p.type)
+            except PipelineDefinitionError as exc:
+                raise PipelineDefinitionError(
+                    f"{where}: {_bare(exc)}", pipeline=builder.name, step=name, port=p.name, hint=exc.hint,
+                ) from exc
+        inputs.append((p.name, b))
+        args[p.name] = Promise(builder, b, p.type)
+
+    before_nodes, before_gates = len(builder.nodes), len(builder.gates)
+    finally_before = builder.finally_node
+    gate = builder._gate_stack[-1] if builder._gate_stack else None
+    parent = builder._sub_stack[-1] if builder._sub_stack else None
+    builder._sub_stack.append(name)
+    active.append(sub.fn)
+    try:
+        returned = sub.fn(**args)
+    except PipelineDefinitionError as exc:
+        if _bare(exc).startswith("in sub-pipeline"):
+            raise  # a deeper call already said where
+        raise PipelineDefinitionError(
+            f"in {where}: {_bare(exc)}", pipeline=builder.name, step=exc.step, port=exc.port, hint=exc.hint,
+        ) from exc
+    finally:
+        builder._sub_stack.pop()
+        active.pop()
+    if builder.finally_node is not finally_before:
+        raise PipelineDefinitionError(
+            f"in {where}: il.finally_ inside a sub-pipeline is not supported: its scope would be the "
+            "sub-pipeline's body, which no backend renders yet",
+            pipeline=builder.name, step=builder.finally_node.name if builder.finally_node else None,
+            hint="call il.finally_ in the outermost pipeline (it sees every step, the sub-pipeline's included)",
+        )
+    nodes = tuple(n.name for n in builder.nodes[before_nodes:])
+    if not nodes:
+        raise PipelineDefinitionError(f"{where} records no steps", pipeline=builder.name, step=name)
+    try:
+        outs, types_ = sub._outputs(builder, returned)
+    except PipelineDefinitionError as exc:
+        raise PipelineDefinitionError(f"in {where}: {_bare(exc)}", pipeline=builder.name, hint=exc.hint) from exc
+    builder.subs.append(SubCall(
+        name=name, pipeline=sub.name, ref=sub.ref, parent=parent, gate=gate, inputs=tuple(inputs),
+        outputs=tuple(outs), nodes=nodes, gates=tuple(g.id for g in builder.gates[before_gates:]),
+    ))
+    # Nothing may attach to a block of the sub-pipeline from outside it (il.elif_ after the call).
+    builder.last_block = None
+    return _promises(builder, returned, outs, types_)
+
+
+def _promises(builder: Builder, returned: Any, outs: list[tuple[str, Binding]], types_: list[tuple[str, Any]]) -> Any:
+    from .build import NodeHandle, Outputs, Promise
+
+    if not outs:
+        return returned if isinstance(returned, NodeHandle) else None
+    promises = [Promise(builder, b, t) for (_, b), (_, t) in zip(outs, types_, strict=True)]
+    if len(outs) == 1 and outs[0][0] == "o0":
+        return promises[0]
+    return Outputs(promises, [k for k, _ in outs])
+
+
+def refuse_constant_condition(builder: Builder, cond: Any) -> None:
+    """A condition term with no run-time operand: a sub-pipeline parameter the caller bound to a
+    constant (or left at its default), compared with a constant. No backend renders a condition
+    known while the pipeline is built (KFP refuses ``dsl.If(True)``; Flyte compares promises)."""
+    from .conditions import COMPARISONS, Op
+
+    def terms(c: Any) -> list[Any]:
+        if c.op is Op.REF or c.op in COMPARISONS:
+            return [c]
+        return [t for x in c.terms for t in terms(x)]
+
+    for t in terms(cond):
+        if all(b.kind is BindingKind.CONST for b in t.operands):
+            values = ", ".join(repr(b.value) for b in t.operands)
+            raise PipelineDefinitionError(
+                f"il.when({t.describe()}) in sub-pipeline call {builder._sub_stack[-1]!r} compares only values known "
+                f"while the pipeline is built ({values}): a parameter of the sub-pipeline that this call binds to a "
+                "constant (or leaves at its default) has no run-time value to test",
+                pipeline=builder.name, step=builder._sub_stack[-1],
+                hint="pass that parameter from a parameter or a step output of the calling pipeline "
+                "(e.g. limit=limit), or choose the steps with a Python `if` on the constant",
+            )
+
+
+# -- reading sub-pipeline calls from a spec -------------------------------------------------------
+Scope = tuple[str, str]  # ("gate", id) or ("sub", call name)
+
+
+def sub_of_node(spec: PipelineSpec, node: str) -> str | None:
+    """The innermost sub-pipeline call holding ``node``."""
+    best: str | None = None
+    for s in spec.subs:
+        if node in s.nodes and (best is None or len(s.name) > len(best)):
+            best = s.name
+    return best
+
+
+def sub_of_gate(spec: PipelineSpec, gate: str) -> str | None:
+    best: str | None = None
+    for s in spec.subs:
+        if gate in s.gates and (best is None or len(s.name) > len(best)):
+            best = s.name
+    return best
+
+
+def call(spec: PipelineSpec, name: str) -> SubCall:
+    return next(s for s in spec.subs if s.name == name)
+
+
+def _inner_of(spec: PipelineSpec, gate: str | None, sub: str | None) -> Scope | None:
+    """Of the innermost block and the innermost call around something, the one further in."""
+    if gate is None:
+        return ("sub", sub) if sub is not None else None
+    if sub is None or gate in call(spec, sub).gates:
+        return ("gate", gate)
+    return ("sub", sub)
+
+
+def enclosing(spec: PipelineSpec, scope: Scope) -> Scope | None:
+    """The scope directly around a block or a call (None: the pipeline's top level)."""
+    kind, ident = scope
+    if kind == "gate":
+        return _inner_of(spec, spec.gate(ident).parent, sub_of_gate(spec, ident))
+    c = call(spec, ident)
+    return _inner_of(spec, c.gate, c.parent)
+
+
+def scope_of(spec: PipelineSpec, node: Node) -> Scope | None:
+    """The innermost scope (block or call) holding ``node``."""
+    return _inner_of(spec, node.gate, sub_of_node(spec, node.name))
+
+
+def scope_chain(spec: PipelineSpec, node: Node | None = None, *, scope: Scope | None = None) -> list[Scope]:
+    """The scopes (il.when blocks and sub-pipeline calls) around a node, or around and including
+    ``scope``, outermost first."""
+    cur = scope_of(spec, node) if node is not None else scope
+    out: list[Scope] = []
+    while cur is not None:
+        out.append(cur)
+        cur = enclosing(spec, cur)
+    return out[::-1]
+
+
+def validate_subs(spec: PipelineSpec) -> None:
+    """Whole-spec checks of the sub-pipeline calls (a spec edited or read from JSON)."""
+    names = {n.name for n in spec.nodes}
+    calls = {s.name for s in spec.subs}
+    gates = {g.id for g in spec.gates}
+    for s in spec.subs:
+        if s.parent is not None and s.parent not in calls:
+            raise PipelineDefinitionError(f"sub-pipeline call {s.name!r} is nested in unknown call {s.parent!r}",
+                                          pipeline=spec.name)
+        missing = [n for n in s.nodes if n not in names]
+        if missing:
+            raise PipelineDefinitionError(f"sub-pipeline call {s.name!r} holds unknown node {missing[0]!r}",
+                                          pipeline=spec.name)
+        if s.gate is not None and s.gate not in gates:
+            raise PipelineDefinitionError(f"sub-pipeline call {s.name!r} sits in unknown gate {s.gate!r}",
+                                          pipeline=spec.name)
+        for out_name, b in s.outputs:
+            if b.kind is BindingKind.OUTPUT and b.node not in names:
+                raise PipelineDefinitionError(
+                    f"sub-pipeline call {s.name!r}: output {out_name!r} reads unknown node {b.node!r}",
+                    pipeline=spec.name,
+                )
+
+
+# -- a call's interface, as a backend's nested construct sees it ----------------------------------
+def _whole(b: Binding) -> Binding:
+    return Binding.of_output(b.node or "", b.port or "") if b.kind is BindingKind.OUTPUT else b
+
+
+def call_inputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
+    """What a call's nodes and blocks read from outside it, named: the nested construct's inputs.
+
+    A value the caller passed as one of the sub-pipeline's parameters keeps that parameter's
+    name; anything else read from outside (a parameter of an enclosing pipeline reaching a
+    nested call, a branch value) gets a name derived from where it comes from. Outputs are
+    whole (a dataclass field is followed inside, where it is read).
+    """
+    from .conditions import condition_of
+
+    c = call(spec, name)
+    inside = set(c.nodes)
+    found: list[Binding] = []
+
+    def consider(x: Binding) -> None:
+        if x.kind is BindingKind.PARAM or (x.kind is BindingKind.OUTPUT and x.node not in inside):
+            w = _whole(x)
+            if w not in found:
+                found.append(w)
+        elif x.kind is BindingKind.ONE_OF and not set(x.nodes()) <= inside:
+            if set(x.nodes()) & inside:
+                for o in x.options:
+                    consider(o)
+            elif x not in found:
+                found.append(x)
+        elif x.kind is BindingKind.LIST:
+            for item in x.items:
+                consider(item)
+
+    for n in spec.nodes:
+        if n.name in inside:
+            for _, x in n.inputs:
+                consider(x)
+    for g in spec.gates:
+        if g.id in c.gates:
+            for x in condition_of(g).bindings():
+                consider(x)
+    return _named(found, [(k, _whole(b)) for k, b in c.inputs], "in")
+
+
+def call_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
+    """What the rest of the pipeline reads from inside a call, named: the nested construct's outputs."""
+    from .conditions import condition_of
+
+    c = call(spec, name)
+    inside = set(c.nodes)
+    found: list[Binding] = []
+
+    def consider(x: Binding) -> None:
+        if x.kind is BindingKind.OUTPUT and x.node in inside:
+            w = _whole(x)
+            if w not in found:
+                found.append(w)
+        elif x.kind is BindingKind.ONE_OF and set(x.nodes()) <= inside:
+            if x not in found:
+                found.append(x)
+        elif x.kind in (BindingKind.ONE_OF, BindingKind.LIST):
+            for o in (*x.options, *x.items):
+                consider(o)
+
+    for n in spec.nodes:
+        if n.name not in inside:
+            for _, x in n.inputs:
+                consider(x)
+    for g in spec.gates:
+        if g.id not in c.gates:
+            for x in condition_of(g).bindings():
+                consider(x)
+    for _, x in spec.outputs:
+        consider(x)
+    return _named(found, [(k, _whole(b)) for k, b in c.outputs], "out")
+
+
+def _named(found: list[Binding], declared: list[tuple[str, Binding]], prefix: str) -> list[tuple[str, Binding]]:
+    import re
+
+    taken: set[str] = set()
+    out: list[tuple[str, Binding]] = []
+    for b in found:
+        own = [k for k, d in declared if d == b and k not in taken]
+        if own:
+            key = own[0]
+        elif b.kind is BindingKind.PARAM:
+            key = f"{prefix}_{b.param}"
+        elif b.kind is BindingKind.OUTPUT:
+            key = f"{prefix}_{b.node}_{b.port}"
+        else:
+            key = f"{prefix}_value_{len(out)}"
+        key = re.sub(r"\W", "_", key)
+        while key in taken:
+            key += "_"
+        taken.add(key)
+        out.append((key, b))
+    return out
