@@ -84,7 +84,7 @@ def test_the_same_sub_pipeline_twice_compiles_to_two_sub_workflow_nodes_and_two_
     assert root["prep-b"]["componentRef"]["name"] == "comp-prep-b"
     assert _dag_tasks(pb, "comp-prep-b") == {
         "prep-b-measure": "comp-prep-b-measure", "prep-b-scale": "comp-prep-b-scale", "prep-b-label": "comp-prep-b-label"}
-    assert list(pb.components["comp-prep-b"].output_definitions.parameters) == ["size", "tag"]
+    assert sorted(pb.components["comp-prep-b"].output_definitions.parameters) == ["size", "tag"]  # a protobuf map: no order
     # "both" reads each call's output through the nested DAG's output
     both = root["both"]["inputs"]["parameters"]
     assert both["x"]["taskOutputParameter"] == {"producerTask": "sub-prep", "outputParameterKey": "size"}
