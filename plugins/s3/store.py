@@ -28,6 +28,7 @@ import builtins
 import contextlib
 import email.utils
 import functools
+import io
 import json
 import logging
 import os
@@ -57,7 +58,7 @@ from interlock.core.errors import CheckpointError
 from .errors import S3StoreError, error_code, is_boto_error, is_missing, wrap
 from .layout import CLAIM, MANIFEST, KeyLayout, normalise_prefix
 from .spool import Spool
-from .streams import Body, HashingReader, check_regular_file, open_source
+from .streams import Body, HashingReader, InMemory, check_regular_file, open_source
 from .uri import display_endpoint, endpoint_from_env, parse_s3_uri
 
 __all__ = ["S3CheckpointStore"]
@@ -487,13 +488,21 @@ class S3CheckpointStore:
         try:
             with create_transfer_manager(self.client, self._transfer_config()) as manager:
                 for start in range(0, len(names), _UPLOAD_WINDOW):
-                    window: list[tuple[str, str, HashingReader, Any]] = []
+                    window: list[tuple[str, str, HashingReader | InMemory, Any]] = []
                     for name in names[start : start + _UPLOAD_WINDOW]:
-                        stream = open_source(key, name, files[name])
-                        opened.append(stream)
-                        reader = HashingReader(stream)
+                        source = files[name]
                         object_key = layout.data(cid, name)
-                        future = manager.upload(reader, self.bucket, object_key)
+                        if isinstance(source, bytes | bytearray | memoryview):
+                            # A snapshot (free for bytes) cannot change under us: uploaded as
+                            # upload_fileobj would (seekable), hashed beside it on a worker.
+                            data = bytes(source)
+                            reader: HashingReader | InMemory = InMemory(data)
+                            future = manager.upload(io.BytesIO(data), self.bucket, object_key)
+                        else:
+                            stream = open_source(key, name, source)
+                            opened.append(stream)
+                            reader = HashingReader(stream)  # a file: hash exactly what is sent
+                            future = manager.upload(reader, self.bucket, object_key)
                         window.append((name, object_key, reader, future))
                     for name, object_key, reader, future in window:
                         self._finish_upload(key, name, object_key, future)
