@@ -11,11 +11,13 @@ and neighbours hit both alike):
 - local load: ``Checkpointer.load()`` (verified) vs ``open(f).read()`` of a file of the
   same size; both files were just written, so both reads come from the page cache. Peak
   memory of the load (tracemalloc) is in the note.
-- local stream load: ``with ck.open_read() as f`` read in 8 MiB chunks vs the same chunked
-  read of a plain file (only when the streaming API is present).
+- local stream save / load: ``with ck.open_write() as f`` written in 8 MiB chunks vs the
+  same writes + fsync of a plain file; ``with ck.open_read() as f`` read in 8 MiB chunks
+  vs the same reads of a plain file (only when the streaming API is present).
 - s3 save / s3 load: ``S3CheckpointStore`` against a moto server (its own process) vs
   boto3's ``upload_fileobj`` / ``get_object()["Body"].read()`` with boto3's default
-  ``TransferConfig``, same bytes, same server.
+  ``TransferConfig``, same bytes, same server; s3 stream load: ``open_read(seekable=False)``
+  vs ``get_object()["Body"].iter_chunks()``, both in 8 MiB chunks.
 
 sha256 is what a verified load pays on top of a read: the "sha256 alone" row shows its
 cost on this CPU (``hashlib.sha256`` over the same bytes in memory).
@@ -111,6 +113,39 @@ def local_rows(mib: int, repeat: int, work: Path) -> list[dict]:
     rows = []
     s_ours, s_native = paired(ours_save, native_save, repeat)
     rows.append(row("local save", mib, s_ours, s_native, "Checkpointer.save(bytes), keep=2 vs write+fsync"))
+
+    if hasattr(ck, "open_write"):
+        view = memoryview(data)
+
+        def write_chunks(f: io.RawIOBase) -> None:
+            for at in range(0, len(view), CHUNK):
+                f.write(view[at : at + CHUNK])
+
+        def ours_stream_save() -> float:
+            def go() -> None:
+                with ck.open_write("state.pt", step=next(step)) as f:
+                    write_chunks(f)
+
+            t = timed(go)
+            ck.flush()
+            return t
+
+        def native_stream_save() -> float:
+            path = work / f"plain-{next(n)}.bin"
+
+            def go() -> None:
+                with open(path, "wb") as f:
+                    write_chunks(f)
+                    f.flush()
+                    os.fsync(f.fileno())
+
+            t = timed(go)
+            path.unlink()
+            return t
+
+        w_ours, w_native = paired(ours_stream_save, native_stream_save, repeat)
+        rows.append(row("local stream save", mib, w_ours, w_native,
+                        "ck.open_write() written in 8 MiB chunks vs the same writes + fsync"))
 
     plain = work / "plain-read.bin"
     plain_write(plain, data)
@@ -233,6 +268,22 @@ def s3_rows(mib: int, repeat: int, endpoint: str) -> list[dict]:
 
     l_ours, l_native = paired(ours_load, native_load, repeat)
     rows.append(row("s3 load", mib, l_ours, l_native, "Checkpointer.load() vs get_object().read()"))
+    if hasattr(ck, "open_read"):
+        def ours_stream() -> float:
+            t0 = time.perf_counter()
+            with ck.open_read(seekable=False) as f:
+                assert chunked_read(f) == mib * MiB
+            return time.perf_counter() - t0
+
+        def native_stream() -> float:
+            t0 = time.perf_counter()
+            body = client.get_object(Bucket=bucket, Key="plain/read.bin")["Body"]
+            assert sum(len(c) for c in body.iter_chunks(CHUNK)) == mib * MiB
+            return time.perf_counter() - t0
+
+        st_ours, st_native = paired(ours_stream, native_stream, repeat)
+        rows.append(row("s3 stream load", mib, st_ours, st_native,
+                        "ck.open_read(seekable=False) in 8 MiB chunks vs get_object Body.iter_chunks"))
     return rows
 
 
