@@ -146,6 +146,8 @@ def local_rows(mib: int, repeat: int, work: Path) -> list[dict]:
         w_ours, w_native = paired(ours_stream_save, native_stream_save, repeat)
         rows.append(row("local stream save", mib, w_ours, w_native,
                         "ck.open_write() written in 8 MiB chunks vs the same writes + fsync"))
+        ck.save(data, step=next(step))  # the loads below read a bytes checkpoint
+        ck.flush()
 
     plain = work / "plain-read.bin"
     plain_write(plain, data)

@@ -1030,8 +1030,8 @@ class _BackgroundPrune:
             if self._running:
                 return
             self._running = True
-        with _PENDING_LOCK:
-            _PENDING.add(self)
+            with _PENDING_LOCK:
+                _PENDING.add(self)
         threading.Thread(target=self._run, name=f"interlock-prune-{self._key}", daemon=False).start()
 
     def _run(self) -> None:
@@ -1039,15 +1039,15 @@ class _BackgroundPrune:
             with self._cond:
                 if not self._wanted:
                     self._running = False
+                    with _PENDING_LOCK:
+                        _PENDING.discard(self)
                     self._cond.notify_all()
-                    break
+                    return
                 self._wanted = False
             try:
                 self._store.prune(self._key, self._keep)
             except Exception as exc:  # noqa: BLE001 - logged: the commit stands either way
                 log.warning("checkpoints of key %r committed, but pruning failed: %s", self._key, exc)
-        with _PENDING_LOCK:
-            _PENDING.discard(self)
 
     def wait(self) -> None:
         with self._cond:
