@@ -19,8 +19,13 @@ id present, committed or not; validate names with ``validate_key``/``validate_fi
 upload the files; then write ``encode_manifest(info)`` as one object, last. ``list`` and
 ``load_latest`` read manifests with ``decode_manifest`` (which checks the manifest's own
 checksum and its key and id), skip ids that have no manifest, and return a
-``LoadedCheckpoint(info, opener)`` after ``verify()``; ``load_latest`` is
-``newest_that_verifies`` over the store's listing. Run tests/checkpoints/contract.py.
+``LoadedCheckpoint(info, opener, verified=True)`` after ``verify()`` (with
+``verify=False``: after checking each file's presence and size only, ``verified=False``);
+``load_latest`` is ``newest_that_verifies`` over the store's listing. Run
+tests/checkpoints/contract.py.
+
+Speed: every read hashes what it reads once (``checkpoint_io``), so ``Checkpointer.load``
+asks for ``verify=False`` and lets the reads check: one pass over the data, one buffer.
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ log = logging.getLogger("interlock.checkpoint")
 MANIFEST_FORMAT = "interlock.checkpoint"
 MANIFEST_VERSION = 1
 CHECKPOINT_ID_WIDTH = 12  # zero-padded so that ids sort as strings and as numbers alike
-CHUNK = 1 << 20
+CHUNK = 1 << 20  # kept for stores written against it; reads and writes use checkpoint_io.IO_CHUNK
 
 # A file's content: bytes in memory, or a path to a regular file that is streamed (never a
 # plain ``str``: it is ambiguous between content and path).
