@@ -19,20 +19,28 @@ id present, committed or not; validate names with ``validate_key``/``validate_fi
 upload the files; then write ``encode_manifest(info)`` as one object, last. ``list`` and
 ``load_latest`` read manifests with ``decode_manifest`` (which checks the manifest's own
 checksum and its key and id), skip ids that have no manifest, and return a
-``LoadedCheckpoint(info, opener)`` after ``verify()``; ``load_latest`` is
-``newest_that_verifies`` over the store's listing. Run tests/checkpoints/contract.py.
+``LoadedCheckpoint(info, opener, verified=True)`` after ``verify()`` (with
+``verify=False``: after checking each file's presence and size only, ``verified=False``);
+``load_latest`` is ``newest_that_verifies`` over the store's listing. Run
+tests/checkpoints/contract.py.
+
+Speed: every read hashes what it reads once (``checkpoint_io``), so ``Checkpointer.load``
+asks for ``verify=False`` and lets the reads check: one pass over the data, one buffer.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import errno
 import hashlib
+import inspect
 import json
 import logging
 import os
 import re
 import shutil
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -48,6 +56,7 @@ __all__ = [
     "MANIFEST_VERSION",
     "CheckpointInfo",
     "CheckpointStore",
+    "CheckpointWriter",
     "Checkpointer",
     "FileEntry",
     "FileSource",
@@ -64,6 +73,7 @@ __all__ = [
     "validate_file_name",
     "validate_file_names",
     "validate_key",
+    "wait_for_prunes",
 ]
 
 log = logging.getLogger("interlock.checkpoint")
@@ -71,7 +81,7 @@ log = logging.getLogger("interlock.checkpoint")
 MANIFEST_FORMAT = "interlock.checkpoint"
 MANIFEST_VERSION = 1
 CHECKPOINT_ID_WIDTH = 12  # zero-padded so that ids sort as strings and as numbers alike
-CHUNK = 1 << 20
+CHUNK = 1 << 20  # kept for stores written against it; reads and writes use checkpoint_io.IO_CHUNK
 
 # A file's content: bytes in memory, or a path to a regular file that is streamed (never a
 # plain ``str``: it is ambiguous between content and path).
@@ -330,19 +340,30 @@ def mismatch_error(info: CheckpointInfo, name: str, detail: str) -> CheckpointEr
 
 
 class LoadedCheckpoint:
-    """A committed checkpoint whose files were verified when it was loaded.
+    """A committed checkpoint whose files are checked against the manifest as they are read.
 
-    Reads verify again (sha256 and size, while streaming), so the bytes handed out are
-    always the bytes the manifest committed. ``opener(name)`` opens a file for reading;
-    stores supply it and it must return a binary file object usable in ``with`` (wrap a
-    boto3 ``StreamingBody`` in ``contextlib.closing``).
+    Every read hashes what it reads (once) and refuses a mismatch before the data is handed
+    out: ``read_bytes`` returns only verified bytes, ``copy_to`` removes what it wrote and
+    raises, and ``open(name)`` raises on the read that would return the file's final bytes.
+    ``verified`` says whether every file was already checked when the checkpoint was
+    loaded (``load_latest(key)``, the default); ``load_latest(key, verify=False)`` checks
+    the manifest and each file's presence and size only, and leaves the contents to the
+    read that hands them out: one pass over the data instead of two.
+
+    ``opener(name)`` opens a file for reading; stores supply it and it must return a binary
+    file object usable in ``with`` (wrap a boto3 ``StreamingBody`` in ``contextlib.closing``).
     """
 
     def __init__(
-        self, info: CheckpointInfo, opener: Callable[[str], AbstractContextManager[BinaryIO]]
+        self,
+        info: CheckpointInfo,
+        opener: Callable[[str], AbstractContextManager[BinaryIO]],
+        *,
+        verified: bool = False,
     ) -> None:
         self.info = info
         self._opener = opener
+        self.verified = verified
 
     def __repr__(self) -> str:
         return (
@@ -353,31 +374,64 @@ class LoadedCheckpoint:
     def names(self) -> list[str]:
         return sorted(self.info.files)
 
-    def _chunks(self, name: str) -> Iterator[bytes]:
+    def _entry(self, name: str) -> FileEntry:
         entry = self.info.files.get(name)
         if entry is None:
             raise CheckpointError(
                 f"checkpoint {self.info.id} of key {self.info.key!r} has no file {name!r}"
             )
-        h, size = hashlib.sha256(), 0
+        return entry
+
+    def _cannot_read(self, name: str, exc: OSError) -> CheckpointError:
+        return CheckpointError(
+            f"checkpoint {self.info.id} of key {self.info.key!r}: cannot read file {name!r}: {exc}"
+        )
+
+    def open(self, name: str, *, seekable: bool = False) -> BinaryIO:
+        """File ``name`` opened for reading, checked as it streams (a ``VerifyingReader``).
+
+        The read that would return the file's final bytes raises ``CheckpointError``
+        instead when the file does not match its manifest; so does any read at or past the
+        end. Seekable when the store's file is (local stores). ``seekable=True`` (what
+        ``torch.load`` needs) makes a stream that is not (an object store) seekable by
+        first copying it to an anonymous local temporary file, verified on the way: then
+        nothing is handed out before the whole file verified.
+        """
+        from .checkpoint_io import IO_CHUNK, VerifyingReader
+
+        entry = self._entry(name)
         try:
-            with self._opener(name) as f:
-                while chunk := f.read(CHUNK):
-                    h.update(chunk)
-                    size += len(chunk)
-                    if size > entry.size:
-                        raise mismatch_error(self.info, name, f"longer than {entry.size} bytes")
-                    yield chunk
+            opened = self._opener(name)
+            raw = opened.__enter__()
         except OSError as exc:
-            raise CheckpointError(
-                f"checkpoint {self.info.id} of key {self.info.key!r}: cannot read file {name!r}: {exc}"
-            ) from exc
-        if size != entry.size:
-            raise mismatch_error(self.info, name, f"size expected {entry.size}, got {size}")
-        if h.hexdigest() != entry.sha256:
-            raise mismatch_error(
-                self.info, name, f"sha256 expected {entry.sha256}, got {h.hexdigest()}"
-            )
+            raise self._cannot_read(name, exc) from exc
+        reader = VerifyingReader(
+            raw, self.info, name, entry, on_close=lambda: opened.__exit__(None, None, None)
+        )
+        if not seekable or reader.seekable():
+            return reader  # type: ignore[return-value]
+        import tempfile
+
+        spool = tempfile.TemporaryFile(prefix="interlock-ckpt-")  # noqa: SIM115 - returned
+        try:
+            with reader:
+                while chunk := reader.read(IO_CHUNK):
+                    spool.write(chunk)
+            spool.flush()
+            spool.seek(0)
+        except BaseException:
+            spool.close()
+            raise
+        return spool  # type: ignore[return-value]
+
+    def _chunks(self, name: str) -> Iterator[bytes]:
+        """The bytes of ``name`` in chunks; raises before yielding the final one if it
+        does not match the manifest."""
+        from .checkpoint_io import IO_CHUNK
+
+        with self.open(name) as f:
+            while chunk := f.read(IO_CHUNK):
+                yield chunk
 
     def verify(self) -> None:
         """Read every file and check it against the manifest; raise CheckpointError if not."""
@@ -386,10 +440,30 @@ class LoadedCheckpoint:
                 pass
 
     def read_bytes(self, name: str) -> bytes:
-        return b"".join(self._chunks(name))
+        """The content of ``name``, verified. One read into one buffer: the peak memory is
+        the file's size (a local file is read with one allocation, sized from the file)."""
+        entry = self._entry(name)
+        try:
+            with self._opener(name) as f:
+                data = f.read()
+        except OSError as exc:
+            raise self._cannot_read(name, exc) from exc
+        if len(data) > entry.size:
+            raise mismatch_error(self.info, name, f"longer than {entry.size} bytes")
+        if len(data) != entry.size:
+            raise mismatch_error(self.info, name, f"size expected {entry.size}, got {len(data)}")
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != entry.sha256:
+            raise mismatch_error(self.info, name, f"sha256 expected {entry.sha256}, got {digest}")
+        return data
 
     def copy_to(self, dest: str | os.PathLike) -> Path:
-        """Write every file under ``dest`` (created if missing); returns ``dest``."""
+        """Write every file under ``dest`` (created if missing); returns ``dest``.
+
+        One pass per file: read, written and hashed at once. A file that does not match its
+        manifest is removed again before CheckpointError is raised (``Checkpointer.load``
+        restores into a staging directory, so that nothing of a bad checkpoint remains).
+        """
         dest = Path(dest)
         for name in self.names:
             target = path_inside(dest, name)
@@ -415,6 +489,10 @@ class CheckpointStore(Protocol):
       committed info. Ids increase strictly per key.
     - ``load_latest``: the newest committed checkpoint, verified against its manifest, or
       None. A corrupt newest checkpoint raises CheckpointError unless ``fallback=True``.
+      ``verify=False``: check the manifest and each file's presence and size only; the
+      contents are checked by the reads of the returned ``LoadedCheckpoint`` (one pass
+      over the data instead of two). ``fallback`` then only skips bad manifests and
+      missing or mis-sized files.
     - ``list``: committed checkpoints (valid manifest), oldest first; files not re-hashed.
     - ``prune``: delete all but the newest ``keep``; returns the removed ones, oldest first.
     """
@@ -428,7 +506,9 @@ class CheckpointStore(Protocol):
         metadata: Mapping[str, Any] | None = None,
     ) -> CheckpointInfo: ...
 
-    def load_latest(self, key: str, *, fallback: bool = False) -> LoadedCheckpoint | None: ...
+    def load_latest(
+        self, key: str, *, fallback: bool = False, verify: bool = True
+    ) -> LoadedCheckpoint | None: ...
 
     def list(self, key: str) -> list[CheckpointInfo]: ...
 
@@ -544,6 +624,16 @@ class Checkpointer:
     to a directory (saved file by file) or a file. The kind is recorded in the manifest and
     ``load()`` returns the same kind: bytes, the JSON value, or a ``Path`` where the
     directory (or file) was restored. A plain ``str`` is refused: wrap paths in ``Path``.
+
+    For states larger than memory, stream them: ``open_write(name)`` gives a file to write
+    (``torch.save(state, f)``), committed when the ``with`` block ends; ``open_read(name)``
+    gives the file back, checked against its manifest as it is read (``torch.load(f)``).
+
+    Pruning (``keep``) runs on a worker thread after each commit, outside the save: the
+    save returns once its checkpoint is committed. ``flush()`` waits for it; the next save,
+    the end of the step (the runtime) and the end of the process wait for it too. A prune
+    only ever deletes checkpoints older than the newest ``keep``, so a prune killed at any
+    moment never touches the checkpoint just committed, and the next one finishes its work.
     """
 
     def __init__(
@@ -560,9 +650,21 @@ class Checkpointer:
         self.key = validate_key(key)
         self.keep = keep
         self.fallback = fallback
+        self._pruner = _BackgroundPrune(store, self.key, keep) if keep is not None else None
 
     def __repr__(self) -> str:
         return f"Checkpointer(key={self.key!r}, keep={self.keep!r}, store={self.store!r})"
+
+    # --- saving ---
+
+    def _user_metadata(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+        meta = dict(metadata or {})
+        reserved = [k for k in meta if k.startswith(_RESERVED_META)]
+        if reserved:
+            raise CheckpointError(
+                f"checkpoint metadata keys starting with 'interlock.' are reserved: {reserved}"
+            )
+        return meta
 
     def save(
         self,
@@ -571,12 +673,7 @@ class Checkpointer:
         step: int | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> CheckpointInfo:
-        meta = dict(metadata or {})
-        reserved = [k for k in meta if k.startswith(_RESERVED_META)]
-        if reserved:
-            raise CheckpointError(
-                f"checkpoint metadata keys starting with 'interlock.' are reserved: {reserved}"
-            )
+        meta = self._user_metadata(metadata)
         files: dict[str, FileSource]
         if isinstance(state, bytes | bytearray | memoryview):
             files, meta[KIND_KEY] = {_BYTES_NAME: state}, "bytes"
@@ -611,25 +708,97 @@ class Checkpointer:
                 ),
             )
         info = self.store.save(self.key, files, step=step, metadata=meta)
-        if self.keep is not None:
-            try:
-                self.store.prune(self.key, self.keep)
-            except (OSError, CheckpointError) as exc:
-                # The new checkpoint is committed; an old one left behind costs space only.
-                log.warning(
-                    "checkpoint %s of key %r saved, but pruning failed: %s", info.id, self.key, exc
-                )
+        self.committed(info)
         return info
+
+    def committed(self, info: CheckpointInfo) -> None:
+        """Called once a save (or a streamed write) has committed ``info``: starts the prune."""
+        if self._pruner is not None:
+            self._pruner.request()
+
+    def flush(self) -> None:
+        """Wait until the pruning started by earlier saves is done."""
+        if self._pruner is not None:
+            self._pruner.wait()
+
+    def writer(
+        self, *, step: int | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> CheckpointWriter:
+        """A checkpoint of several files written as streams; committed at the end of ``with``.
+
+        ::
+
+            with ctx.checkpoint.writer(step=epoch) as w:
+                with w.open("model.pt") as f:
+                    torch.save(model.state_dict(), f)
+                with w.open("optim.pt") as f:
+                    torch.save(optimizer.state_dict(), f)
+            # committed here; load() restores it as a directory, open_read("model.pt") reads one
+        """
+        meta = self._user_metadata(metadata)
+        meta[KIND_KEY], meta[EMPTY_DIRS_KEY] = "directory", []
+        return CheckpointWriter(self, step, meta)
+
+    @contextlib.contextmanager
+    def open_write(
+        self,
+        name: str = "state.pt",
+        *,
+        step: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Iterator[BinaryIO]:
+        """One file of a new checkpoint, opened for writing; committed when ``with`` ends.
+
+        ::
+
+            with ctx.checkpoint.open_write("state.pt", step=epoch) as f:
+                torch.save({"model": model.state_dict(), "epoch": epoch}, f)
+
+        Written and hashed as it streams (a local store writes it in place, fsyncs it, and
+        commits the manifest after the block): never held in memory whole. An exception in
+        the block abandons the checkpoint. ``load()`` restores it as a file (a ``Path``).
+        """
+        validate_file_name(name)
+        if "/" in name:
+            raise CheckpointError(f"open_write takes a plain file name, got {name!r}; use writer() for a tree")
+        meta = self._user_metadata(metadata)
+        meta[KIND_KEY], meta[FILE_NAME_KEY] = "file", name
+        with CheckpointWriter(self, step, meta) as w, w.open(name) as f:
+            yield f
+
+    # --- loading ---
+
+    def _latest(self) -> LoadedCheckpoint | None:
+        """The newest checkpoint, to be checked as it is read (one pass over the data)."""
+        if _takes_verify(self.store):
+            return self.store.load_latest(self.key, fallback=self.fallback, verify=False)
+        return self.store.load_latest(self.key, fallback=self.fallback)
+
+    def _read(self, use: Callable[[LoadedCheckpoint], _C]) -> _C | None:
+        loaded = self._latest()
+        if loaded is None:
+            return None
+        try:
+            return use(loaded)
+        except CheckpointError:
+            if loaded.verified:
+                raise
+        # It did not verify as it was read (or was pruned meanwhile): the verifying scan
+        # decides, as load_latest always does: refuse, rescan, or (fallback) an older one.
+        loaded = self.store.load_latest(self.key, fallback=self.fallback)
+        return None if loaded is None else use(loaded)
 
     def load(self, dest: str | os.PathLike | None = None) -> Any:
         """The latest committed state, or None. Raises CheckpointError on corruption.
 
-        For a directory (or file) checkpoint, ``dest`` is the directory to restore into
-        (created if missing, must be empty); by default a fresh temporary directory.
+        Each file is read and hashed once, and nothing is returned or left in ``dest``
+        unless it matches the manifest. For a directory (or file) checkpoint, ``dest`` is
+        the directory to restore into (created if missing, must be empty); by default a
+        fresh temporary directory.
         """
-        loaded = self.store.load_latest(self.key, fallback=self.fallback)
-        if loaded is None:
-            return None
+        return self._read(lambda loaded: self._value(loaded, dest))
+
+    def _value(self, loaded: LoadedCheckpoint, dest: str | os.PathLike | None) -> Any:
         kind = loaded.info.metadata.get(KIND_KEY)
         if kind == "bytes":
             return loaded.read_bytes(_BYTES_NAME)
@@ -642,28 +811,94 @@ class Checkpointer:
                 ) from exc
         if kind in ("directory", "file"):
             if kind == "file":
-                # The name comes from the manifest: one of its files, one segment, or refused.
-                file_name = loaded.info.metadata.get(FILE_NAME_KEY)
-                if not isinstance(file_name, str) or "/" in file_name or file_name not in loaded.names:
-                    raise CheckpointError(
-                        f"checkpoint {loaded.info.id} of key {self.key!r}: file name {file_name!r} "
-                        "is not one of its files",
-                        hint="the manifest was not written by Checkpointer.save (forged or damaged)",
-                    )
-                validate_file_name(file_name)
+                self._file_name(loaded)
             target = self._restore_dir(dest)
-            loaded.copy_to(target)
+            self._restore(loaded, target)
             if kind == "file":
                 return path_inside(target, loaded.info.metadata[FILE_NAME_KEY])
-            for d in loaded.info.metadata.get(EMPTY_DIRS_KEY, []):
-                path_inside(target, d).mkdir(
-                    parents=True, exist_ok=True
-                )
             return target
         raise CheckpointError(
             f"checkpoint {loaded.info.id} of key {self.key!r} has unknown kind {kind!r}",
             hint="it was not written by Checkpointer.save; read it with store.load_latest()",
         )
+
+    def _file_name(self, loaded: LoadedCheckpoint) -> str:
+        # The name comes from the manifest: one of its files, one segment, or refused.
+        file_name = loaded.info.metadata.get(FILE_NAME_KEY)
+        if not isinstance(file_name, str) or "/" in file_name or file_name not in loaded.names:
+            raise CheckpointError(
+                f"checkpoint {loaded.info.id} of key {self.key!r}: file name {file_name!r} "
+                "is not one of its files",
+                hint="the manifest was not written by Checkpointer.save (forged or damaged)",
+            )
+        return validate_file_name(file_name)
+
+    def _restore(self, loaded: LoadedCheckpoint, target: Path) -> None:
+        """Every file (and empty directory) into ``target``, all verified, or nothing.
+
+        Restored into a staging directory inside ``target`` first, then moved into place:
+        a file that fails its check leaves nothing behind.
+        """
+        staging = target / f".interlock-restore-{os.urandom(6).hex()}"
+        try:
+            staging.mkdir()
+            loaded.copy_to(staging)
+            for d in loaded.info.metadata.get(EMPTY_DIRS_KEY, []):
+                path_inside(staging, d).mkdir(parents=True, exist_ok=True)
+            for entry in os.listdir(staging):
+                os.rename(staging / entry, target / entry)
+            staging.rmdir()
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+    def _single_name(self, loaded: LoadedCheckpoint) -> str:
+        kind = loaded.info.metadata.get(KIND_KEY)
+        if kind == "file":
+            return self._file_name(loaded)
+        if kind in ("bytes", "json"):
+            return _BYTES_NAME if kind == "bytes" else _JSON_NAME
+        if len(loaded.names) == 1:
+            return loaded.names[0]
+        raise CheckpointError(
+            f"checkpoint {loaded.info.id} of key {self.key!r} has {len(loaded.names)} files; "
+            f"say which to open: {loaded.names[:5]}"
+        )
+
+    @contextlib.contextmanager
+    def open_read(self, name: str | None = None, *, seekable: bool = True) -> Iterator[BinaryIO]:
+        """A file of the latest checkpoint, opened for reading and checked as it is read.
+
+        ::
+
+            if ctx.checkpoint.latest is not None:
+                with ctx.checkpoint.open_read("state.pt") as f:
+                    state = torch.load(f)
+
+        ``name`` may be left out when the checkpoint has one file (``open_write``,
+        ``save(bytes)``). The file is read once and hashed on the way; the read that would
+        return its final bytes raises ``CheckpointError`` instead if it does not match the
+        manifest (so ``torch.load`` fails rather than finishing on corrupt data). Seeking
+        works (``torch.load`` needs it): from an object store, ``seekable=True`` copies the
+        file to an anonymous local temporary file first, verified before the first byte is
+        handed out; ``seekable=False`` streams it front to back instead. With
+        ``fallback=True`` the whole checkpoint is verified before it is opened. Raises
+        CheckpointError when there is no checkpoint.
+        """
+        if self.fallback:
+            loaded = self.store.load_latest(self.key, fallback=True)
+        else:
+            loaded = self._latest()
+        if loaded is None:
+            raise CheckpointError(
+                f"no committed checkpoint of key {self.key!r} to open",
+                hint="check ctx.checkpoint.latest first (None on a fresh start)",
+            )
+        f = loaded.open(name if name is not None else self._single_name(loaded), seekable=seekable)
+        try:
+            yield f
+        finally:
+            f.close()
 
     @staticmethod
     def _restore_dir(dest: str | os.PathLike | None) -> Path:
@@ -686,6 +921,155 @@ class Checkpointer:
     def latest_step(self) -> int | None:
         latest = self.latest
         return latest.step if latest else None
+
+
+class CheckpointWriter:
+    """The files of one new checkpoint, written as streams and committed together.
+
+    ``open(name)`` gives a binary file to write (hashed as written). The checkpoint is
+    committed when the ``with`` block ends without an exception (or by ``commit()``), and
+    abandoned otherwise: readers never see it until then. Stores with a ``begin`` method
+    (the local store) write in place; others get the files spooled to a local temporary
+    directory and uploaded by ``store.save`` at the commit.
+    """
+
+    def __init__(self, owner: Checkpointer, step: int | None, metadata: dict[str, Any]) -> None:
+        self._owner = owner
+        begin = getattr(owner.store, "begin", None)
+        if begin is not None:
+            self._session: Any = begin(owner.key, step=step, metadata=metadata)
+        else:
+            self._session = _SpooledSession(owner.store, owner.key, step, metadata)
+        self.info: CheckpointInfo | None = None
+
+    def open(self, name: str) -> BinaryIO:
+        result: BinaryIO = self._session.open(name)
+        return result
+
+    def commit(self) -> CheckpointInfo:
+        info: CheckpointInfo = self._session.commit()
+        self.info = info
+        self._owner.committed(info)
+        return info
+
+    def abort(self) -> None:
+        self._session.abort()
+
+    def __enter__(self) -> CheckpointWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class _SpooledSession:
+    """Streamed writes for a store without ``begin``: files in a local temporary directory,
+    saved with ``store.save`` at the commit."""
+
+    def __init__(self, store: CheckpointStore, key: str, step: int | None, metadata: dict[str, Any]) -> None:
+        import tempfile
+
+        check_metadata(metadata, key)
+        self._store, self._key, self._step, self._meta = store, key, step, metadata
+        self._dir = Path(tempfile.mkdtemp(prefix="interlock-ckpt-write-"))
+        self._files: dict[str, FileSource] = {}
+
+    def open(self, name: str) -> BinaryIO:
+        validate_file_names([*self._files, name])
+        if name in self._files:
+            raise CheckpointError(f"checkpoint file {name!r} was already written")
+        path = path_inside(self._dir, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._files[name] = path
+        return open(path, "xb")  # noqa: SIM115 - the caller closes it
+
+    def commit(self) -> CheckpointInfo:
+        try:
+            return self._store.save(self._key, self._files, step=self._step, metadata=self._meta)
+        finally:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def abort(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _takes_verify(store: CheckpointStore) -> bool:
+    """Whether ``store.load_latest`` has the ``verify`` keyword (stores written before it
+    was added do not; they verify on load, and reads verify again)."""
+    kind = type(store)
+    known = _VERIFY_KW.get(kind)
+    if known is None:
+        try:
+            known = "verify" in inspect.signature(store.load_latest).parameters
+        except (TypeError, ValueError):
+            known = False
+        _VERIFY_KW[kind] = known
+    return known
+
+
+_VERIFY_KW: dict[type, bool] = {}
+
+
+class _BackgroundPrune:
+    """Prunes one key on a worker thread after each commit: off the save's critical path.
+
+    One worker per key at a time; a commit while it runs asks for one more round (prune
+    is idempotent: keep the newest ``keep``). The thread is not a daemon, so the process
+    finishes the prune before it exits; ``wait_for_prunes()`` (the runtime calls it when a
+    step ends) and ``wait()`` wait for it. A failed prune is logged (an old checkpoint left
+    behind costs space only) and the next commit tries again.
+    """
+
+    def __init__(self, store: CheckpointStore, key: str, keep: int) -> None:
+        self._store, self._key, self._keep = store, key, keep
+        self._cond = threading.Condition()
+        self._wanted = False
+        self._running = False
+
+    def request(self) -> None:
+        with self._cond:
+            self._wanted = True
+            if self._running:
+                return
+            self._running = True
+            with _PENDING_LOCK:
+                _PENDING.add(self)
+        threading.Thread(target=self._run, name=f"interlock-prune-{self._key}", daemon=False).start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._wanted:
+                    self._running = False
+                    with _PENDING_LOCK:
+                        _PENDING.discard(self)
+                    self._cond.notify_all()
+                    return
+                self._wanted = False
+            try:
+                self._store.prune(self._key, self._keep)
+            except Exception as exc:  # noqa: BLE001 - logged: the commit stands either way
+                log.warning("checkpoints of key %r committed, but pruning failed: %s", self._key, exc)
+
+    def wait(self) -> None:
+        with self._cond:
+            while self._running:
+                self._cond.wait()
+
+
+_PENDING: set[_BackgroundPrune] = set()
+_PENDING_LOCK = threading.Lock()
+
+
+def wait_for_prunes() -> None:
+    """Wait for every checkpoint prune still running in this process."""
+    with _PENDING_LOCK:
+        pending = list(_PENDING)
+    for pruner in pending:
+        pruner.wait()
 
 
 def remove_tree(path: Path) -> None:

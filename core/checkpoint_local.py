@@ -27,7 +27,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import errno
-import hashlib
 import os
 import secrets
 import stat
@@ -38,7 +37,6 @@ from typing import Any, BinaryIO
 from urllib.parse import quote
 
 from .checkpoint import (
-    CHUNK,
     CheckpointInfo,
     FileEntry,
     FileSource,
@@ -52,9 +50,12 @@ from .checkpoint import (
     newest_that_verifies,
     open_inside,
     parse_checkpoint_id,
+    path_inside,
     remove_tree,
+    validate_file_names,
     validate_key,
 )
+from .checkpoint_io import IO_CHUNK, HashingWriter, OverlappedHash
 from .errors import CheckpointError, SerializationError
 
 try:
@@ -79,8 +80,9 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _write_durable(dest: Path, source: FileSource, durable: bool) -> FileEntry:
-    """Write ``source`` to the new file ``dest``, hashing as it goes, and fsync it."""
-    h, size = hashlib.sha256(), 0
+    """Write ``source`` to the new file ``dest`` and fsync it; sha256 computed on a worker
+    thread meanwhile (it overlaps the write and the fsync instead of adding to them)."""
+    hasher = OverlappedHash()
     if not isinstance(source, bytes | bytearray | memoryview):
         # Checked before opening: opening a FIFO would block.
         if not stat.S_ISREG(os.stat(source).st_mode):
@@ -89,19 +91,17 @@ def _write_durable(dest: Path, source: FileSource, durable: bool) -> FileEntry:
         if isinstance(source, bytes | bytearray | memoryview):
             view = memoryview(source)
             view = (view if view.c_contiguous else memoryview(view.tobytes())).cast("B")
+            hasher.update(view)  # the whole buffer, hashed while it is written and synced
             out.write(view)
-            h.update(view)
-            size = view.nbytes
         else:
             with open(source, "rb") as src:
-                while chunk := src.read(CHUNK):
+                while chunk := src.read(IO_CHUNK):
+                    hasher.update(chunk)  # this chunk is hashed while it is written
                     out.write(chunk)
-                    h.update(chunk)
-                    size += len(chunk)
         out.flush()
         if durable:
             os.fsync(out.fileno())
-    return FileEntry(sha256=h.hexdigest(), size=size)
+    return FileEntry(sha256=hasher.hexdigest(), size=hasher.size)
 
 
 _RESCANS = 100
@@ -228,95 +228,91 @@ class LocalCheckpointStore:
         step: int | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> CheckpointInfo:
-        kdir = self.key_dir(key)
         meta = check_save_args(key, files, step, metadata)  # before writing gigabytes, not after
+        with self._save_errors(key):
+            session = self._begin(key, step, meta)
+            try:
+                for name in sorted(files):
+                    session.add(name, files[name])
+            except BaseException:
+                session.abort()
+                raise
+            return session.commit()
+
+    def begin(
+        self, key: str, *, step: int | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> LocalCheckpointSession:
+        """A checkpoint written file by file (``session.open(name)`` gives a file to write,
+        e.g. for ``torch.save``), committed by ``session.commit()``. Holds the key's lock
+        until the commit or ``abort()``; ``Checkpointer.open_write``/``writer`` use it."""
+        meta = check_save_args(key, {}, step, metadata)
+        with self._save_errors(key):
+            return self._begin(key, step, meta)
+
+    @contextlib.contextmanager
+    def _save_errors(self, key: str) -> Iterator[None]:
         try:
-            created = not kdir.exists()
-            kdir.mkdir(parents=True, exist_ok=True)
-            if created:
-                self._fsync_dir(kdir.parent)
-            with self._locked(kdir):
-                self._clean_leftovers(kdir)
-                return self._save_locked(key, kdir, files, step, meta)
+            yield
         except OSError as exc:
-            err = CheckpointError(f"cannot save a checkpoint of key {key!r} in {kdir}: {exc}")
+            err = CheckpointError(f"cannot save a checkpoint of key {key!r} in {self.key_dir(key)}: {exc}")
             err.retryable = exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)
             raise err from exc
 
-    def _save_locked(
-        self,
-        key: str,
-        kdir: Path,
-        files: Mapping[str, FileSource],
-        step: int | None,
-        metadata: dict[str, Any],
-    ) -> CheckpointInfo:
-        tmp = kdir / f"{TMP_PREFIX}{secrets.token_hex(8)}"
-        tmp.mkdir()
-        try:
-            data = tmp / DATA_DIR
-            data.mkdir()
-            entries: dict[str, FileEntry] = {}
-            dirs = {data}
-            for name in sorted(files):
-                dest = data.joinpath(*name.split("/"))
-                if dest.parent not in dirs:
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    dirs.update([dest.parent, *dest.parent.parents])
-                entries[name] = _write_durable(dest, files[name], self.durable)
-            for d in sorted(p for p in dirs if p.is_relative_to(data)):
-                self._fsync_dir(d)
-            # The id is chosen under the lock, above every id-named directory present
-            # (even uncommitted ones), so the rename below never meets an existing name.
-            existing = self._candidates(kdir)
-            seq = existing[-1][0] + 1 if existing else 1
-            info = CheckpointInfo(
-                key=key,
-                id=format_checkpoint_id(seq),
-                step=step,
-                created_at=time.time(),
-                files=entries,
-                metadata=metadata,
-            )
-            manifest = encode_manifest(info)
-            with open(tmp / MANIFEST_NAME, "xb") as out:
-                out.write(manifest)
-                out.flush()
-                if self.durable:
-                    os.fsync(out.fileno())
-            self._fsync_dir(tmp)
-            os.rename(tmp, kdir / info.id)  # the commit point
-        except BaseException:
-            remove_tree(tmp)
-            raise
-        self._fsync_dir(kdir)
-        return info
+    def _begin(self, key: str, step: int | None, meta: dict[str, Any]) -> LocalCheckpointSession:
+        kdir = self.key_dir(key)
+        created = not kdir.exists()
+        kdir.mkdir(parents=True, exist_ok=True)
+        if created:
+            self._fsync_dir(kdir.parent)
+        return LocalCheckpointSession(self, key, kdir, step, meta)
 
-    def load_latest(self, key: str, *, fallback: bool = False) -> LoadedCheckpoint | None:
+    def load_latest(
+        self, key: str, *, fallback: bool = False, verify: bool = True
+    ) -> LoadedCheckpoint | None:
         kdir = self.key_dir(key)
         # A prune renames a checkpoint away whole: a candidate whose directory is gone
         # vanished (a newer one was committed first), and the shared scan lists again.
         return newest_that_verifies(
             key,
             lambda: [cdir for _seq, cdir in self._candidates(kdir)],
-            lambda cdir: self._load_verified(key, cdir),
+            lambda cdir: self._load_verified(key, cdir, verify),
             lambda cdir: not cdir.exists(),
             fallback=fallback,
             rescans=_RESCANS,
             churn=lambda: _churn_error(key),
         )
 
-    def _load_verified(self, key: str, cdir: Path) -> LoadedCheckpoint | None:
-        """Checkpoint ``cdir`` verified; None without a manifest (not committed)."""
+    def _load_verified(self, key: str, cdir: Path, verify: bool = True) -> LoadedCheckpoint | None:
+        """Checkpoint ``cdir`` verified (``verify=False``: its files present, regular and of
+        the right size; contents checked as they are read); None without a manifest."""
         try:
             info = self._read_info(key, cdir)
             if info is None:
                 return None
-            loaded = LoadedCheckpoint(info, self._opener(cdir, info))
-            loaded.verify()
+            loaded = LoadedCheckpoint(info, self._opener(cdir, info), verified=verify)
+            if verify:
+                loaded.verify()
+            else:
+                self._check_sizes(cdir, info)
             return loaded
         except OSError as exc:
             raise CheckpointError(f"checkpoint {cdir.name} of key {key!r}: cannot read: {exc}") from exc
+
+    def _check_sizes(self, cdir: Path, info: CheckpointInfo) -> None:
+        data = cdir / DATA_DIR
+        if data.is_symlink():
+            raise CheckpointError(f"checkpoint {cdir.name}: {data} is a symlink; refusing to follow it")
+        for name, entry in info.files.items():
+            try:
+                st = os.lstat(path_inside(data, name))
+            except FileNotFoundError as exc:
+                raise mismatch_error(info, name, "file is missing") from exc
+            if not stat.S_ISREG(st.st_mode):
+                raise mismatch_error(info, name, "not a regular file (a symlink?); refusing to follow it")
+            if st.st_size > entry.size:
+                raise mismatch_error(info, name, f"longer than {entry.size} bytes")
+            if st.st_size != entry.size:
+                raise mismatch_error(info, name, f"size expected {entry.size}, got {st.st_size}")
 
     def _opener(self, cdir: Path, info: CheckpointInfo):
         data = cdir / DATA_DIR
@@ -357,6 +353,7 @@ class LocalCheckpointStore:
         kdir = self.key_dir(key)
         if not kdir.exists():
             return []
+        graves: list[Path] = []
         with self._locked(kdir):
             self._clean_leftovers(kdir)
             committed = self.list(key)
@@ -369,6 +366,126 @@ class LocalCheckpointStore:
                 if cdir.name in doomed_ids or (kept_from is not None and seq < kept_from):
                     grave = kdir / f"{TMP_PREFIX}pruned-{cdir.name}-{secrets.token_hex(4)}"
                     os.rename(cdir, grave)  # uncommit atomically, then delete
-                    remove_tree(grave)
+                    graves.append(grave)
             self._fsync_dir(kdir)
+        # Deleted outside the lock: a save of this key need not wait for the unlinking. A
+        # killed prune leaves the renamed debris, which the next save or prune removes.
+        for grave in graves:
+            remove_tree(grave)
         return doomed
+
+
+class LocalCheckpointSession:
+    """One save in progress: files written into a temp directory under the key's lock,
+    committed by renaming it to its id (see ``LocalCheckpointStore.begin``)."""
+
+    def __init__(
+        self, store: LocalCheckpointStore, key: str, kdir: Path, step: int | None, metadata: dict[str, Any]
+    ) -> None:
+        self._store, self._key, self._kdir = store, key, kdir
+        self._step, self._metadata = step, metadata
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(store._locked(kdir))
+        self._tmp: Path | None = None
+        try:
+            store._clean_leftovers(kdir)
+            tmp = kdir / f"{TMP_PREFIX}{secrets.token_hex(8)}"
+            tmp.mkdir()
+            self._tmp = tmp
+            self._data = tmp / DATA_DIR
+            self._data.mkdir()
+        except BaseException:
+            self.abort()
+            raise
+        self._entries: dict[str, FileEntry] = {}
+        self._dirs = {self._data}
+        self._writing: dict[str, HashingWriter] = {}
+        self._failed: list[str] = []
+        self.done = False
+
+    def _dest(self, name: str) -> Path:
+        if self.done:
+            raise CheckpointError(f"checkpoint of key {self._key!r} is already committed or abandoned")
+        if name in self._entries or name in self._writing:
+            raise CheckpointError(f"checkpoint file {name!r} was already written")
+        validate_file_names([*self._entries, *self._writing, name])
+        dest = path_inside(self._data, name)
+        if dest.parent not in self._dirs:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            self._dirs.update([dest.parent, *dest.parent.parents])
+        return dest
+
+    def add(self, name: str, source: FileSource) -> FileEntry:
+        """Write a whole file from bytes or a path."""
+        entry = _write_durable(self._dest(name), source, self._store.durable)
+        self._entries[name] = entry
+        return entry
+
+    def open(self, name: str) -> BinaryIO:
+        """A new file of this checkpoint, opened for writing (hashed as written, fsynced on
+        close). Close it before the commit."""
+        dest = self._dest(name)
+        writer = HashingWriter(open(dest, "xb"), self._store.durable, lambda w: self._closed(name, w))  # noqa: SIM115
+        self._writing[name] = writer
+        return writer  # type: ignore[return-value]
+
+    def _closed(self, name: str, writer: HashingWriter) -> None:
+        self._writing.pop(name, None)
+        if writer.failed:
+            self._failed.append(name)
+        else:
+            self._entries[name] = FileEntry(sha256=writer.sha256(), size=writer.size)
+
+    def commit(self) -> CheckpointInfo:
+        if self.done or self._tmp is None:
+            raise CheckpointError(f"checkpoint of key {self._key!r} is already committed or abandoned")
+        try:
+            if self._writing or self._failed:
+                raise CheckpointError(
+                    f"cannot commit the checkpoint of key {self._key!r}: file(s) "
+                    f"{sorted(self._writing) or self._failed} "
+                    + ("still open" if self._writing else "failed while being written")
+                )
+            store, kdir, tmp = self._store, self._kdir, self._tmp
+            for d in sorted(p for p in self._dirs if p.is_relative_to(self._data)):
+                store._fsync_dir(d)
+            # The id is chosen under the lock, above every id-named directory present
+            # (even uncommitted ones), so the rename below never meets an existing name.
+            existing = store._candidates(kdir)
+            seq = existing[-1][0] + 1 if existing else 1
+            info = CheckpointInfo(
+                key=self._key,
+                id=format_checkpoint_id(seq),
+                step=self._step,
+                created_at=time.time(),
+                files=dict(self._entries),
+                metadata=self._metadata,
+            )
+            manifest = encode_manifest(info)
+            with open(tmp / MANIFEST_NAME, "xb") as out:
+                out.write(manifest)
+                out.flush()
+                if store.durable:
+                    os.fsync(out.fileno())
+            store._fsync_dir(tmp)
+            os.rename(tmp, kdir / info.id)  # the commit point
+            self._tmp = None
+            store._fsync_dir(kdir)
+        except BaseException:
+            self.abort()
+            raise
+        self.done = True
+        self._stack.close()  # releases the lock
+        return info
+
+    def abort(self) -> None:
+        """Abandon this checkpoint: nothing of it is ever loaded."""
+        self.done = True
+        for writer in list(self._writing.values()):
+            with contextlib.suppress(Exception):
+                writer.failed = True
+                writer.close()
+        if self._tmp is not None:
+            remove_tree(self._tmp)
+            self._tmp = None
+        self._stack.close()

@@ -11,6 +11,7 @@ failure's traceback. flytekit's and kfp's local executions do none of this thems
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri
+from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri, wait_for_prunes
 from .context import StepContext
 from .devices import DEVICE_FACT, detected_device
 from .errors import StepFailed, StepStopped
@@ -114,15 +115,14 @@ class _RuntimeCheckpointer(Checkpointer):
         super().__init__(*args, **kw)
         self.ctx = ctx
 
-    def save(self, state: Any, **kw: Any) -> CheckpointInfo:
-        info = super().save(state, **kw)
+    def committed(self, info: CheckpointInfo) -> None:  # after save() and streamed writes alike
+        super().committed(info)
         self.ctx.mark_checkpointed()
         if self.ctx.facts.get("_preemption_requested"):
             raise Preempted(f"preempted: SIGTERM received; checkpoint {info.id} committed before yielding")
         stop = self.ctx.facts.get("_stop_requested")
         if stop:
             raise StopRequested(stop, checkpoint=info.id)
-        return info
 
 
 class StopRequested(BaseException):
@@ -271,6 +271,20 @@ def _watchdog(ctx: StepContext, timeout_s: float | None) -> Iterator[None]:
 
 
 # -- the shim ------------------------------------------------------------------------------
+def _waits_for_prunes(fn: Callable[..., StepResult]) -> Callable[..., StepResult]:
+    """A step ends once the checkpoint prunes its saves started (off their path) are done."""
+
+    @functools.wraps(fn)
+    def run_then_wait(*args: Any, **kwargs: Any) -> StepResult:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            wait_for_prunes()
+
+    return run_then_wait
+
+
+@_waits_for_prunes
 def execute_step(
     run: RunContext,
     step: StepSpec,

@@ -28,6 +28,7 @@ import builtins
 import contextlib
 import email.utils
 import functools
+import io
 import json
 import logging
 import os
@@ -57,7 +58,7 @@ from interlock.core.errors import CheckpointError
 from .errors import S3StoreError, error_code, is_boto_error, is_missing, wrap
 from .layout import CLAIM, MANIFEST, KeyLayout, normalise_prefix
 from .spool import Spool
-from .streams import Body, HashingReader, check_regular_file, open_source
+from .streams import Body, HashingReader, InMemory, check_regular_file, open_source
 from .uri import display_endpoint, endpoint_from_env, parse_s3_uri
 
 __all__ = ["S3CheckpointStore"]
@@ -87,6 +88,7 @@ class _Entry:
     manifest_etag: str | None = None
     claim: bool = False
     newest: float = 0.0  # LastModified of its newest object, seconds since the epoch
+    sizes: dict[str, int] = field(default_factory=dict)  # object key -> size, as listed
 
 
 class S3CheckpointStore:
@@ -253,6 +255,7 @@ class S3CheckpointStore:
                 continue  # not written by this store
             entry = entries.setdefault(seq, _Entry(cid))
             entry.keys.append(obj["Key"])
+            entry.sizes[obj["Key"]] = obj.get("Size", -1)
             if rest == MANIFEST:
                 entry.manifest, entry.manifest_etag = True, obj.get("ETag")
             entry.claim = entry.claim or rest == CLAIM
@@ -485,13 +488,21 @@ class S3CheckpointStore:
         try:
             with create_transfer_manager(self.client, self._transfer_config()) as manager:
                 for start in range(0, len(names), _UPLOAD_WINDOW):
-                    window: list[tuple[str, str, HashingReader, Any]] = []
+                    window: list[tuple[str, str, HashingReader | InMemory, Any]] = []
                     for name in names[start : start + _UPLOAD_WINDOW]:
-                        stream = open_source(key, name, files[name])
-                        opened.append(stream)
-                        reader = HashingReader(stream)
+                        source = files[name]
                         object_key = layout.data(cid, name)
-                        future = manager.upload(reader, self.bucket, object_key)
+                        if isinstance(source, bytes | bytearray | memoryview):
+                            # A snapshot (free for bytes) cannot change under us: uploaded as
+                            # upload_fileobj would (seekable), hashed beside it on a worker.
+                            data = bytes(source)
+                            reader: HashingReader | InMemory = InMemory(data)
+                            future = manager.upload(io.BytesIO(data), self.bucket, object_key)
+                        else:
+                            stream = open_source(key, name, source)
+                            opened.append(stream)
+                            reader = HashingReader(stream)  # a file: hash exactly what is sent
+                            future = manager.upload(reader, self.bucket, object_key)
                         window.append((name, object_key, reader, future))
                     for name, object_key, reader, future in window:
                         self._finish_upload(key, name, object_key, future)
@@ -519,7 +530,9 @@ class S3CheckpointStore:
 
     # --- load and list ---
 
-    def load_latest(self, key: str, *, fallback: bool = False) -> LoadedCheckpoint | None:
+    def load_latest(
+        self, key: str, *, fallback: bool = False, verify: bool = True
+    ) -> LoadedCheckpoint | None:
         layout = self._layout(key)
         # A prune deletes the manifest first: a candidate whose manifest is gone vanished (a
         # newer one was committed first), and the shared scan lists again. Ids without a
@@ -527,7 +540,7 @@ class S3CheckpointStore:
         return newest_that_verifies(
             key,
             lambda: [e for e in self._scan(layout)[0].values() if e.manifest],
-            lambda entry: self._load_verified(layout, entry),
+            lambda entry: self._load_verified(layout, entry, verify),
             lambda entry: self._get(layout.manifest(entry.id)) is None,
             fallback=fallback,
             rescans=_RESCANS,
@@ -535,14 +548,28 @@ class S3CheckpointStore:
             service_errors=(S3StoreError,),  # the service failed: no evidence of corruption
         )
 
-    def _load_verified(self, layout: KeyLayout, entry: _Entry) -> LoadedCheckpoint | None:
-        """Checkpoint ``entry`` verified; None when its manifest is gone since the listing."""
+    def _load_verified(
+        self, layout: KeyLayout, entry: _Entry, verify: bool = True
+    ) -> LoadedCheckpoint | None:
+        """Checkpoint ``entry`` verified; None when its manifest is gone since the listing.
+        ``verify=False``: every file listed with its size; contents checked as read, each
+        file downloaded once by the read that uses it (no spool needed)."""
         data = self._manifest_bytes(layout, entry)
         if data is None:
             return None
         info = decode_manifest(data, key=layout.key, checkpoint_id=entry.id)
+        if not verify:
+            for name, file_entry in info.files.items():
+                size = entry.sizes.get(layout.data(entry.id, name))
+                if size is None:
+                    raise mismatch_error(info, name, "file is missing")
+                if size > file_entry.size:
+                    raise mismatch_error(info, name, f"longer than {file_entry.size} bytes")
+                if size != file_entry.size:
+                    raise mismatch_error(info, name, f"size expected {file_entry.size}, got {size}")
+            return LoadedCheckpoint(info, self._opener(layout, info, None), verified=False)
         spool = Spool(self.spool_dir) if self.spool else None
-        loaded = LoadedCheckpoint(info, self._opener(layout, info, spool))
+        loaded = LoadedCheckpoint(info, self._opener(layout, info, spool), verified=True)
         if spool is not None:
             weakref.finalize(loaded, spool.cleanup)
         try:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from interlock.core.checkpoint import FileSource
+from interlock.core.checkpoint_io import OverlappedHash
 from interlock.core.errors import CheckpointError, SerializationError
 
 from .errors import S3StoreError, is_boto_error
@@ -48,6 +49,17 @@ class HashingReader:
         self.sha.update(data)
         self.size += len(data)
         return data
+
+
+class InMemory:
+    """What a HashingReader reports (``sha``, ``size``) for bytes uploaded as they are:
+    hashed on a worker thread while s3transfer sends them. A bytes object is immutable, so
+    its digest is what was sent."""
+
+    def __init__(self, data: bytes) -> None:
+        self.size = len(data)
+        self.sha = OverlappedHash()
+        self.sha.update(data)
 
 
 class Body:

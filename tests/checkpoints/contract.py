@@ -283,6 +283,7 @@ class CheckpointStoreContract:
         ck = Checkpointer(store, KEY, keep=2)
         for step in range(1, 5):
             ck.save({"step": step}, step=step)
+        ck.flush()  # the prune runs after the commit, off the save's path: wait for it
         assert [i.step for i in store.list(KEY)] == [3, 4]
         assert ck.load() == {"step": 4}
         with pytest.raises(CheckpointError):
@@ -478,3 +479,135 @@ class CheckpointStoreContract:
             Checkpointer(store, KEY).load(out)
         assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "escaped-dir").exists()
         assert not Path("/tmp/escaped-dir").exists()
+
+    # --- one pass over the data, streamed reads and writes (issue 12) ----------------
+
+    def test_a_lazy_load_checks_contents_as_they_are_read(self, store: CheckpointStore, tmp_path: Path) -> None:
+        big = payload(3, 3 * (1 << 20) + 5)
+        info = store.save(KEY, {"w.bin": big, "s": b"small"}, step=1)
+        loaded = store.load_latest(KEY, verify=False)  # type: ignore[call-arg]
+        assert loaded is not None and loaded.info == info and loaded.verified is False
+        assert loaded.read_bytes("w.bin") == big
+        self.flip_byte(store, info, "w.bin", len(big) - 1)  # the very last byte
+        loaded = store.load_latest(KEY, verify=False)  # type: ignore[call-arg]
+        assert loaded is not None  # present and of the right size: found out by the read
+        with pytest.raises(CheckpointError, match="w.bin.*sha256 expected"):
+            loaded.read_bytes("w.bin")
+        with pytest.raises(CheckpointError, match="w.bin"):
+            loaded.copy_to(tmp_path / "out")
+        assert not (tmp_path / "out" / "w.bin").exists()  # nothing of it is left behind
+        # The default still verifies everything before returning.
+        with pytest.raises(CheckpointError, match="w.bin"):
+            store.load_latest(KEY)
+
+    def test_a_streamed_read_raises_before_the_final_chunk(self, store: CheckpointStore) -> None:
+        size = 20 * (1 << 20) + 3  # several 8 MiB chunks
+        content = payload(4, size)
+        info = store.save(KEY, {"state.bin": content}, step=1, metadata={"interlock.kind": "bytes"})
+        with Checkpointer(store, KEY).open_read(seekable=False) as f:
+            assert b"".join(iter(lambda: f.read(1 << 20), b"")) == content
+        self.flip_byte(store, info, "state.bin", 10)  # early: read and handed out long before the end
+        handed: list[bytes] = []
+        with pytest.raises(CheckpointError, match="state.bin.*sha256"), \
+                Checkpointer(store, KEY).open_read(seekable=False) as f:
+            while chunk := f.read(1 << 20):
+                handed.append(chunk)
+        assert sum(map(len, handed)) < size, "the final chunk must never be handed out"
+        # Seekable (what torch.load needs): reading at the end verifies the whole file first.
+        with pytest.raises(CheckpointError, match="state.bin"), Checkpointer(store, KEY).open_read() as f:
+            f.seek(-4, os.SEEK_END)
+            f.read()
+        with pytest.raises(CheckpointError, match="state.bin"):
+            Checkpointer(store, KEY).load()
+
+    def test_open_write_and_open_read_round_trip(self, store: CheckpointStore, tmp_path: Path) -> None:
+        ck = Checkpointer(store, KEY, keep=2)
+        parts = [payload(i, 1 << 20) for i in range(5)] + [b"tail"]
+        with ck.open_write("model.pt", step=3, metadata={"epoch": 3}) as f:
+            for part in parts:
+                f.write(part)
+            f.write(memoryview(bytearray(b"mv")))  # any buffer; the caller may reuse it
+        whole = b"".join(parts) + b"mv"
+        info = ck.latest
+        assert info is not None and info.step == 3 and info.metadata["epoch"] == 3
+        assert info.files["model.pt"].sha256 == sha(whole)
+        with ck.open_read() as f:  # the one file, seekable
+            assert f.read(10) == whole[:10]
+            f.seek(-7, os.SEEK_END)
+            assert f.read() == whole[-7:]
+            f.seek(0)
+            assert f.read() == whole
+        with ck.open_read("model.pt", seekable=False) as f:
+            assert f.read() == whole
+        restored = ck.load(tmp_path / "out")  # a file checkpoint: restored as a file
+        assert restored == tmp_path / "out" / "model.pt" and restored.read_bytes() == whole
+        with pytest.raises(CheckpointError, match="no file 'other'"), ck.open_read("other"):
+            pass
+
+    def test_a_writer_commits_several_files_or_nothing(self, store: CheckpointStore, tmp_path: Path) -> None:
+        ck = Checkpointer(store, KEY)
+        with pytest.raises(CheckpointError, match="no committed checkpoint"), ck.open_read():
+            pass
+        with pytest.raises(RuntimeError, match="boom"), ck.writer(step=1) as w:
+            with w.open("a.pt") as f:
+                f.write(payload(1, 5000))
+            raise RuntimeError("boom")
+        assert store.list(KEY) == [] and ck.load() is None  # abandoned: never committed
+        with ck.writer(step=2) as w:
+            with w.open("model/a.pt") as f:
+                f.write(payload(1, 5000))
+            with w.open("optim.pt") as f:
+                f.write(payload(2, 70))
+            with pytest.raises(CheckpointError, match="already written"):
+                w.open("optim.pt")
+        assert w.info is not None and w.info.step == 2
+        out = ck.load(tmp_path / "restored")
+        assert (out / "model" / "a.pt").read_bytes() == payload(1, 5000)
+        assert (out / "optim.pt").read_bytes() == payload(2, 70)
+        with ck.open_read("optim.pt") as f:
+            assert f.read() == payload(2, 70)
+        with pytest.raises(CheckpointError, match="has 2 files"), ck.open_read():
+            pass
+
+    def test_torch_save_and_load_through_the_streams(self, store: CheckpointStore) -> None:
+        torch = pytest.importorskip("torch")
+        ck = Checkpointer(store, KEY)
+        state = {"w": torch.arange(300_000, dtype=torch.float32), "epoch": 7}
+        with ck.open_write("state.pt", step=7) as f:
+            torch.save(state, f)
+        with ck.open_read() as f:
+            got = torch.load(f, weights_only=True)
+        assert got["epoch"] == 7 and torch.equal(got["w"], state["w"])
+
+    # --- pruning off the save's critical path ----------------------------------------
+
+    def test_prune_runs_after_the_commit_off_the_save(self, store: CheckpointStore, caplog) -> None:
+        gate = threading.Event()
+        entered = threading.Event()
+        calls: list[int] = []
+
+        class SlowPrune:  # the store, with a prune that waits to be let through
+            def __getattr__(self, name: str) -> Any:
+                return getattr(store, name)
+
+            def prune(self, key: str, keep: int) -> list[CheckpointInfo]:
+                calls.append(keep)
+                entered.set()
+                assert gate.wait(30)
+                if len(calls) == 1:
+                    raise CheckpointError("prune failed once")  # logged; the next one retries
+                return store.prune(key, keep)
+
+        ck = Checkpointer(SlowPrune(), KEY, keep=1)  # type: ignore[arg-type]
+        first = ck.save(b"1", step=1)
+        assert entered.wait(30)
+        # The save returned while its prune is held: both committed, the newest loads.
+        second = ck.save(b"2", step=2)
+        assert [i.id for i in store.list(KEY)] == [first.id, second.id]
+        assert ck.load() == b"2"
+        gate.set()
+        ck.flush()
+        assert "pruning failed: prune failed once" in caplog.text
+        assert [i.id for i in store.list(KEY)] == [second.id]
+        assert len(calls) == 2  # the commit during the running prune asked for one more round
+        assert ck.load() == b"2"

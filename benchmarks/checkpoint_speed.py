@@ -1,0 +1,323 @@
+"""Checkpoint save and load speed beside the plain I/O of the same bytes (issue 12, item 3).
+
+    python benchmarks/checkpoint_speed.py [--sizes 64,256] [--repeat 3] [--no-s3] [--json PATH]
+
+Sizes are MiB of one state (``bytes``, as ``torch.save`` into a ``BytesIO`` gives). Each
+figure is the median of ``--repeat`` paired runs (interlock and native alternate, so drift
+and neighbours hit both alike):
+
+- local save: ``Checkpointer(LocalCheckpointStore, keep=2).save(state)`` (older checkpoints
+  present, so pruning happens) vs writing the same bytes to a new file + fsync.
+- local load: ``Checkpointer.load()`` (verified) vs ``open(f).read()`` of a file of the
+  same size; both files were just written, so both reads come from the page cache. Peak
+  memory of the load (tracemalloc) is in the note.
+- local stream save / load: ``with ck.open_write() as f`` written in 8 MiB chunks vs the
+  same writes + fsync of a plain file; ``with ck.open_read() as f`` read in 8 MiB chunks
+  vs the same reads of a plain file (only when the streaming API is present).
+- s3 save / s3 load: ``S3CheckpointStore`` against a moto server (its own process) vs
+  boto3's ``upload_fileobj`` / ``get_object()["Body"].read()`` with boto3's default
+  ``TransferConfig``, same bytes, same server; s3 stream load: ``open_read(seekable=False)``
+  vs ``get_object()["Body"].iter_chunks()``, both in 8 MiB chunks.
+
+sha256 is what a verified load pays on top of a read: the "sha256 alone" row shows its
+cost on this CPU (``hashlib.sha256`` over the same bytes in memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from interlock.core.checkpoint import Checkpointer
+from interlock.core.checkpoint_local import LocalCheckpointStore
+
+MiB = 1 << 20
+CHUNK = 8 * MiB
+
+
+def row(figure: str, size: int, ours: float, native: float | None, note: str = "") -> dict:
+    ratio = ours / native if native else None
+    return {"figure": figure, "size": size, "interlock_s": ours, "native_s": native,
+            "ratio": ratio, "note": note}
+
+
+def paired(ours: Callable[[], float], native: Callable[[], float], repeat: int) -> tuple[float, float]:
+    a, b = [], []
+    for _ in range(repeat):
+        a.append(ours())
+        b.append(native())
+    return statistics.median(a), statistics.median(b)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def plain_write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def plain_read(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def chunked_read(f: io.BufferedIOBase) -> int:
+    n = 0
+    while chunk := f.read(CHUNK):
+        n += len(chunk)
+    return n
+
+
+def local_rows(mib: int, repeat: int, work: Path) -> list[dict]:
+    data = os.urandom(mib * MiB)
+    store = LocalCheckpointStore(work / "store")
+    ck = Checkpointer(store, f"bench/local-{mib}/train", keep=2)
+    for _ in range(2):  # two older checkpoints: every timed save also has one to prune
+        ck.save(data, step=0)
+    step = iter(range(1, 1000))
+    n = iter(range(1000))
+
+    def ours_save() -> float:
+        t = timed(lambda: ck.save(data, step=next(step)))
+        wait = getattr(ck, "flush", None)
+        if wait:  # the prune runs after the commit, outside the save; let it end before timing more
+            wait()
+        return t
+
+    def native_save() -> float:
+        path = work / f"plain-{next(n)}.bin"
+        t = timed(lambda: plain_write(path, data))
+        path.unlink()
+        return t
+
+    rows = []
+    s_ours, s_native = paired(ours_save, native_save, repeat)
+    rows.append(row("local save", mib, s_ours, s_native, "Checkpointer.save(bytes), keep=2 vs write+fsync"))
+
+    if hasattr(ck, "open_write"):
+        view = memoryview(data)
+
+        def write_chunks(f: io.RawIOBase) -> None:
+            for at in range(0, len(view), CHUNK):
+                f.write(view[at : at + CHUNK])
+
+        def ours_stream_save() -> float:
+            def go() -> None:
+                with ck.open_write("state.pt", step=next(step)) as f:
+                    write_chunks(f)
+
+            t = timed(go)
+            ck.flush()
+            return t
+
+        def native_stream_save() -> float:
+            path = work / f"plain-{next(n)}.bin"
+
+            def go() -> None:
+                with open(path, "wb") as f:
+                    write_chunks(f)
+                    f.flush()
+                    os.fsync(f.fileno())
+
+            t = timed(go)
+            path.unlink()
+            return t
+
+        w_ours, w_native = paired(ours_stream_save, native_stream_save, repeat)
+        rows.append(row("local stream save", mib, w_ours, w_native,
+                        "ck.open_write() written in 8 MiB chunks vs the same writes + fsync"))
+        ck.save(data, step=next(step))  # the loads below read a bytes checkpoint
+        ck.flush()
+
+    plain = work / "plain-read.bin"
+    plain_write(plain, data)
+    data = b""  # free the state before the loads
+
+    def ours_load() -> float:
+        t0 = time.perf_counter()
+        got = ck.load()
+        t = time.perf_counter() - t0
+        assert len(got) == mib * MiB
+        return t
+
+    def native_load() -> float:
+        t0 = time.perf_counter()
+        got = plain_read(plain)
+        t = time.perf_counter() - t0
+        assert len(got) == mib * MiB
+        return t
+
+    l_ours, l_native = paired(ours_load, native_load, repeat)
+    tracemalloc.start()
+    ck.load()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    rows.append(row("local load", mib, l_ours, l_native,
+                    f"Checkpointer.load() vs open().read(); peak traced memory {peak / MiB:.0f} MiB "
+                    f"for a {mib} MiB state"))
+
+    if hasattr(ck, "open_read"):
+        def ours_stream() -> float:
+            with ck.open_read() as f:
+                t = timed(lambda: chunked_read(f))
+            return t
+
+        def native_stream() -> float:
+            with open(plain, "rb") as f:
+                return timed(lambda: chunked_read(f))
+
+        st_ours, st_native = paired(ours_stream, native_stream, repeat)
+        rows.append(row("local stream load", mib, st_ours, st_native,
+                        "ck.open_read() read in 8 MiB chunks vs the same reads of a plain file"))
+
+    buf = plain_read(plain)
+    h = statistics.median(timed(lambda: hashlib.sha256(buf).hexdigest()) for _ in range(repeat))
+    rows.append(row("sha256 alone", mib, h, l_native, "hashlib.sha256 of the bytes in memory vs plain read"))
+    plain.unlink()
+    return rows
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = shutil.which("moto_server") or str(Path(sys.executable).with_name("moto_server"))
+    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def s3_rows(mib: int, repeat: int, endpoint: str) -> list[dict]:
+    import boto3
+    from boto3.s3.transfer import TransferConfig
+
+    from interlock.plugins.s3 import S3CheckpointStore
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    bucket = f"bench-{mib}"
+    client.create_bucket(Bucket=bucket)
+    config = TransferConfig()  # what a user gets by default
+    data = os.urandom(mib * MiB)
+    store = S3CheckpointStore(bucket, "ckpts", endpoint_url=endpoint)
+    ck = Checkpointer(store, f"bench/s3-{mib}/train", keep=2)
+    ck.save(data, step=0)
+    step = iter(range(1, 1000))
+    n = iter(range(1000))
+
+    def ours_save() -> float:
+        t = timed(lambda: ck.save(data, step=next(step)))
+        wait = getattr(ck, "flush", None)
+        if wait:
+            wait()
+        return t
+
+    def native_save() -> float:
+        key = f"plain/{next(n)}.bin"
+        return timed(lambda: client.upload_fileobj(io.BytesIO(data), bucket, key, Config=config))
+
+    rows = []
+    s_ours, s_native = paired(ours_save, native_save, repeat)
+    rows.append(row("s3 save", mib, s_ours, s_native, "Checkpointer.save(bytes), keep=2 vs upload_fileobj"))
+    client.upload_fileobj(io.BytesIO(data), bucket, "plain/read.bin", Config=config)
+    data = b""  # free the state before the loads
+
+    def ours_load() -> float:
+        t0 = time.perf_counter()
+        got = ck.load()
+        t = time.perf_counter() - t0
+        assert len(got) == mib * MiB
+        return t
+
+    def native_load() -> float:
+        t0 = time.perf_counter()
+        got = client.get_object(Bucket=bucket, Key="plain/read.bin")["Body"].read()
+        t = time.perf_counter() - t0
+        assert len(got) == mib * MiB
+        return t
+
+    l_ours, l_native = paired(ours_load, native_load, repeat)
+    rows.append(row("s3 load", mib, l_ours, l_native, "Checkpointer.load() vs get_object().read()"))
+    if hasattr(ck, "open_read"):
+        def ours_stream() -> float:
+            t0 = time.perf_counter()
+            with ck.open_read(seekable=False) as f:
+                assert chunked_read(f) == mib * MiB
+            return time.perf_counter() - t0
+
+        def native_stream() -> float:
+            t0 = time.perf_counter()
+            body = client.get_object(Bucket=bucket, Key="plain/read.bin")["Body"]
+            assert sum(len(c) for c in body.iter_chunks(CHUNK)) == mib * MiB
+            return time.perf_counter() - t0
+
+        st_ours, st_native = paired(ours_stream, native_stream, repeat)
+        rows.append(row("s3 stream load", mib, st_ours, st_native,
+                        "ck.open_read(seekable=False) in 8 MiB chunks vs get_object Body.iter_chunks"))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="64,256", help="MiB per state, comma-separated (1024 optional)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-s3", action="store_true", help="skip the S3 (moto) figures")
+    ap.add_argument("--json", type=Path, help="write the rows as JSON here")
+    ap.add_argument("--workdir", type=Path, help="where local files go (default: a temp dir)")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    print("command: python benchmarks/checkpoint_speed.py " + " ".join(sys.argv[1:]))
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(dir=args.workdir, prefix="ckpt-bench-") as tmp:
+        for mib in sizes:
+            work = Path(tmp) / f"{mib}"
+            work.mkdir()
+            rows += local_rows(mib, args.repeat, work)
+            shutil.rmtree(work)
+    if not args.no_s3:
+        with moto_server() as endpoint:
+            for mib in sizes:
+                rows += s3_rows(mib, args.repeat, endpoint)
+    print(f"{'figure':<18} {'MiB':>5} {'interlock s':>12} {'native s':>10} {'ratio':>7}  note")
+    for r in rows:
+        native = f"{r['native_s']:.3f}" if r["native_s"] is not None else "-"
+        ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else "-"
+        print(f"{r['figure']:<18} {r['size']:>5} {r['interlock_s']:>12.3f} {native:>10} {ratio:>7}  {r['note']}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

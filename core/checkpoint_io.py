@@ -1,0 +1,323 @@
+"""Checkpoint I/O at disk speed: hashing that overlaps reads and writes, and streams that
+check a file against its manifest while they move it.
+
+- :class:`OverlappedHash`: sha256 of a sequence of chunks on a worker thread, so that the
+  caller reads or writes the next chunk (or fsyncs) while the previous one is hashed.
+  ``hashlib`` releases the GIL on large buffers, so the two really run at once.
+- :class:`VerifyingReader`: a file of a committed checkpoint, opened for reading. Every
+  byte handed out is hashed on the way (once), and the read that would return the file's
+  final bytes checks size and sha256 first: on a mismatch it raises
+  :class:`CheckpointError` instead of returning them. So a consumer that reads to the end
+  (``torch.load``, ``shutil.copyfileobj``) never finishes on corrupt data.
+- :class:`HashingWriter`: a new checkpoint file opened for writing; hashes what is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from .errors import CheckpointError
+
+if TYPE_CHECKING:
+    from .checkpoint import CheckpointInfo, FileEntry
+
+__all__ = ["IO_CHUNK", "HashingWriter", "OverlappedHash", "VerifyingReader"]
+
+IO_CHUNK = 8 << 20  # large enough that a thread hand-off per chunk costs nothing
+_SMALL = 256 << 10  # below this, hashing in place is cheaper than handing it over
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _hash_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="interlock-hash")
+    return _pool
+
+
+class OverlappedHash:
+    """sha256 of chunks, hashed on a worker thread while the caller moves the next one.
+
+    A chunk passed to ``update`` must not change until the next ``update`` or
+    ``hexdigest`` (pass ``bytes``, or a buffer the caller leaves alone until then).
+    """
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+        self._pending: Future[None] | None = None
+        self.size = 0
+
+    def update(self, chunk: bytes | bytearray | memoryview) -> None:
+        self.wait()
+        n = memoryview(chunk).nbytes
+        self.size += n
+        if n < _SMALL:
+            self._h.update(chunk)
+        else:
+            self._pending = _hash_pool().submit(self._h.update, chunk)
+
+    def update_now(self, chunk: bytes | bytearray | memoryview) -> None:
+        """Hash ``chunk`` before returning (the caller may reuse the buffer at once)."""
+        self.wait()
+        self.size += memoryview(chunk).nbytes
+        self._h.update(chunk)
+
+    def wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def hexdigest(self) -> str:
+        self.wait()
+        return self._h.hexdigest()
+
+
+def mismatch(info: CheckpointInfo, name: str, detail: str) -> CheckpointError:
+    from .checkpoint import mismatch_error
+
+    return mismatch_error(info, name, detail)
+
+
+class VerifyingReader(io.RawIOBase):
+    """A checkpoint file opened for reading; raises before handing out its final bytes if
+    they do not match the manifest.
+
+    Sequential reads hash each byte once, as it is handed out. When the underlying file is
+    seekable (a local store, a spooled copy), so is this reader: a read past what has been
+    hashed so far first hashes the gap, and a read that reaches the end of the file
+    verifies the whole file before it returns. ``torch.load`` reads a zip's directory at
+    the end first, so its first read verifies the whole file; later re-reads of verified
+    bytes come from the same open file and are not hashed again (interlock never rewrites
+    a committed checkpoint).
+    """
+
+    def __init__(
+        self,
+        raw: Any,
+        info: CheckpointInfo,
+        name: str,
+        entry: FileEntry,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self._raw = raw
+        self._info = info
+        self.name_in_checkpoint = name
+        self._entry = entry
+        self._on_close = on_close
+        self._h = OverlappedHash()
+        self._pos = 0  # the consumer's position
+        self._raw_pos = 0  # the underlying file's position
+        self._hashed = 0  # bytes [0, _hashed) are in the hash
+        self.verified = False
+        seekable = getattr(raw, "seekable", None)
+        self._seekable = bool(seekable and seekable())
+
+    @property
+    def size(self) -> int:
+        return self._entry.size
+
+    # --- io.RawIOBase ---
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return self._seekable
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_SET:
+            target = offset
+        elif whence == os.SEEK_CUR:
+            target = self._pos + offset
+        elif whence == os.SEEK_END:
+            target = self.size + offset
+        else:
+            raise ValueError(f"invalid whence {whence}")
+        if target < 0:
+            raise ValueError(f"negative seek position {target}")
+        if target != self._pos and not self._seekable:
+            raise io.UnsupportedOperation(
+                "this checkpoint stream reads front to back only (it comes from an object "
+                "store); open it with LoadedCheckpoint.open(name, seekable=True) to seek"
+            )
+        self._pos = target
+        return target
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(view.nbytes)
+        view[: len(data)] = data
+        return len(data)
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def read(self, size: int | None = -1) -> bytes:
+        self._check_open()
+        end = self.size if size is None or size < 0 else min(self._pos + size, self.size)
+        if self._pos >= self.size:
+            if not self.verified:
+                self._extend(self.size)
+            return b""
+        if self.verified or end <= self._hashed:
+            return self._serve(end)
+        if self._pos == self._hashed:  # front to back: read once, hash what is handed out
+            data = self._raw_read(self._pos, end - self._pos)
+            if len(data) < end - self._pos:
+                raise self._short(self._pos + len(data))
+            self._h.update(data)
+            self._hashed = self._pos = end
+            if end == self.size:
+                self._finish()  # raises before the final bytes are returned
+            return data
+        self._extend(end)  # seeked past what is hashed: hash the gap (and the range) first
+        return self._serve(end)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._h.wait()
+            except Exception:  # noqa: BLE001 - closing; a failed hash only matters to a reader
+                pass
+            try:
+                close = getattr(self._raw, "close", None)
+                if close:
+                    close()
+            finally:
+                if self._on_close is not None:
+                    self._on_close()
+                super().close()
+
+    # --- internals ---
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on a closed checkpoint file")
+
+    def _raw_read(self, pos: int, n: int) -> bytes:
+        """Up to ``n`` bytes at ``pos`` (fewer only at the end of the file)."""
+        if pos != self._raw_pos:
+            if not self._seekable:
+                raise io.UnsupportedOperation("this checkpoint stream reads front to back only")
+            self._raw.seek(pos)
+            self._raw_pos = pos
+        parts, want = [], n
+        try:
+            while want > 0:
+                chunk = self._raw.read(want)
+                if not chunk:
+                    break
+                parts.append(chunk)
+                want -= len(chunk)
+        except OSError as exc:
+            raise CheckpointError(
+                f"checkpoint {self._info.id} of key {self._info.key!r}: cannot read file "
+                f"{self.name_in_checkpoint!r}: {exc}"
+            ) from exc
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        self._raw_pos += len(data)
+        return data
+
+    def _serve(self, end: int) -> bytes:
+        data = self._raw_read(self._pos, end - self._pos)
+        self._pos += len(data)
+        return data
+
+    def _extend(self, upto: int) -> None:
+        """Hash bytes [_hashed, upto) from the underlying file; verify at the end."""
+        while self._hashed < upto:
+            chunk = self._raw_read(self._hashed, min(IO_CHUNK, upto - self._hashed))
+            if not chunk:
+                raise self._short(self._hashed)
+            self._h.update(chunk)
+            self._hashed += len(chunk)
+        if self._hashed == self.size and not self.verified:
+            self._finish()
+
+    def _short(self, got: int) -> CheckpointError:
+        return mismatch(self._info, self.name_in_checkpoint, f"size expected {self.size}, got {got}")
+
+    def _finish(self) -> None:
+        extra = self._raw_read(self.size, 1)
+        if extra:
+            raise mismatch(self._info, self.name_in_checkpoint, f"longer than {self.size} bytes")
+        digest = self._h.hexdigest()
+        if digest != self._entry.sha256:
+            raise mismatch(
+                self._info,
+                self.name_in_checkpoint,
+                f"sha256 expected {self._entry.sha256}, got {digest}",
+            )
+        self.verified = True
+
+
+class HashingWriter(io.RawIOBase):
+    """A new checkpoint file opened for writing: hashes and counts what is written, and
+    fsyncs on ``close`` (when ``durable``). ``torch.save(state, f)`` writes to it as to a
+    file; it does not seek (the hash follows the bytes in order)."""
+
+    def __init__(self, out: BinaryIO, durable: bool, on_close: Callable[[HashingWriter], None]) -> None:
+        super().__init__()
+        self._out = out
+        self._durable = durable
+        self._on_close = on_close
+        self._h = OverlappedHash()
+        self.failed = False
+
+    @property
+    def size(self) -> int:
+        return self._h.size
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._h.size
+
+    def write(self, data: Any) -> int:
+        if self.closed:
+            raise ValueError("write to a closed checkpoint file")
+        view = memoryview(data).cast("B")
+        if isinstance(data, bytes):
+            self._h.update(data)  # immutable: hashed on the worker while it is written
+        else:
+            self._h.update_now(view)  # the caller may reuse its buffer once we return
+        try:
+            self._out.write(view)
+        except BaseException:
+            self.failed = True
+            raise
+        return view.nbytes
+
+    def sha256(self) -> str:
+        return self._h.hexdigest()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._h.wait()
+            self._out.flush()
+            if self._durable and not self.failed:
+                os.fsync(self._out.fileno())
+        except BaseException:
+            self.failed = True
+            raise
+        finally:
+            self._out.close()
+            super().close()
+            self._on_close(self)
