@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -204,6 +205,23 @@ def _local_path(source: Any) -> Path | None:
     return Path(text)
 
 
+# MLflow's own chatter on first use ("Creating initial MLflow database tables...", alembic's
+# "Running upgrade" lines, one per migration): noise in a run's output. Warnings still show.
+_CHATTY_LOGGERS = (
+    "mlflow.store.db.utils", "mlflow.store.model_registry.abstract_store", "alembic",
+    "alembic.runtime.migration", "mlflow.pyfunc", "mlflow.models.model", "mlflow.models.signature",
+)
+
+
+def quiet_mlflow(level: int = logging.WARNING) -> None:
+    """Keep MLflow's INFO lines about creating and migrating a store out of the output
+    (``INTERLOCK_VERBOSE=1`` keeps them)."""
+    if os.environ.get("INTERLOCK_VERBOSE") in ("1", "true"):
+        return
+    for name in _CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+
+
 class MlflowRegistry:
     """Tracking runs and a model registry with aliases, on one MLflow store.
 
@@ -240,6 +258,7 @@ class MlflowRegistry:
     def client(self) -> Any:
         """The underlying ``mlflow.MlflowClient`` (created on first use)."""
         if self._client is None:
+            quiet_mlflow()
             from mlflow import MlflowClient
 
             what = f"opening the MLflow store {self.store.tracking_uri}"
@@ -423,6 +442,63 @@ class MlflowRegistry:
                 description=description,
             )
             return str(mv.version)
+
+    def register_pyfunc(
+        self,
+        model_name: str,
+        python_model: Any,
+        *,
+        input_example: Any,
+        run_id: str | None = None,
+        artifacts: Mapping[str, Any] | None = None,
+        code_paths: list[str | os.PathLike[str]] | None = None,
+        pip_requirements: list[str] | None = None,
+        packages: tuple[str, ...] = (),
+        signature: Any = None,
+        artifact_path: str = "model",
+        **register_kw: Any,
+    ) -> str:
+        """Register an MLflow ``pyfunc`` model (an ``MLmodel`` file, a signature, an input
+        example) so that ``mlflow.pyfunc.load_model("models:/NAME@champion")`` loads it and
+        serving tools can use it; return the new version (see ``register`` for the rest).
+
+        ``python_model``: the path of a file that calls ``mlflow.models.set_model(...)``
+        (MLflow's "models from code": nothing pickled), or an ``mlflow.pyfunc.PythonModel``, whose ``load_context`` reads
+        ``context.artifacts`` (``artifacts``: name -> a local file or directory, or an
+        ``il.Model``). ``input_example``: a few input rows; the signature is inferred from
+        it and the model's prediction on it unless ``signature`` is given. ``code_paths``:
+        the folders the model's class is imported from when it is loaded (a package of
+        your pipeline). ``pip_requirements``: default mlflow, numpy, pandas and
+        ``packages`` (e.g. ``("torch",)``) at the versions installed here (MLflow's own
+        inference would start a subprocess per model).
+        """
+        import tempfile
+        from importlib.metadata import PackageNotFoundError, version
+
+        import mlflow.pyfunc
+
+        if pip_requirements is None:
+            pip_requirements = []
+            for dist in ("mlflow", "numpy", "pandas", *packages):
+                try:  # without a local label (torch's "+cpu" is not on PyPI)
+                    pip_requirements.append(f"{dist}=={version(dist).split('+')[0]}")
+                except PackageNotFoundError:
+                    continue
+        files = {k: str(_local_path(v) or v) for k, v in (artifacts or {}).items()}
+        with tempfile.TemporaryDirectory(prefix="interlock-pyfunc-") as tmp:
+            path = Path(tmp) / artifact_path
+            with wrapped(f"building the MLflow model of {model_name!r}", error=RegistryError):
+                quiet_mlflow()
+                mlflow.pyfunc.save_model(
+                    str(path),
+                    python_model=str(python_model) if isinstance(python_model, os.PathLike) else python_model,
+                    artifacts=files or None,
+                    code_paths=[str(p) for p in code_paths] if code_paths else None,
+                    input_example=input_example,
+                    signature=signature,
+                    pip_requirements=pip_requirements,
+                )
+            return self.register(model_name, path, run_id=run_id, artifact_path=artifact_path, **register_kw)
 
     def aliases(self, model_name: str) -> dict[str, str]:
         """``{alias: version}`` of ``model_name``; ``{}`` when the model is not registered."""
