@@ -45,14 +45,26 @@ def load_model_files(path: str | Path) -> tuple[Any, dict[str, Any]]:
     return fraud_model.load_model_dir(path)
 
 
+# What loading the model imports: only these modules travel with it (not the pipelines).
+MODEL_MODULES = ("__init__.py", "fraud_data.py", "fraud_model.py", "fraud_pyfunc.py")
+
+
 def register_model(reg: Any, model_name: str, model_dir: Path, **register_kw: Any) -> str:
     """Register ``model_dir`` (written by ``fraud_model.save_model_dir``) as a pyfunc version."""
-    return reg.register_pyfunc(
-        model_name,
-        MODEL_CODE,
-        artifacts={ARTIFACT: model_dir},
-        input_example=fraud_model.load_input_example(model_dir),
-        code_paths=[PACKAGE_DIR],
-        packages=("torch",),
-        **register_kw,
-    )
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="fraud-code-") as tmp:
+        package = Path(tmp) / PACKAGE_DIR.name
+        package.mkdir()
+        for name in MODEL_MODULES:
+            shutil.copy2(PACKAGE_DIR / name, package / name)
+        return str(reg.register_pyfunc(
+            model_name,
+            MODEL_CODE,
+            artifacts={ARTIFACT: model_dir},
+            input_example=fraud_model.load_input_example(model_dir),
+            code_paths=[package],
+            packages=("torch",),
+            **register_kw,
+        ))

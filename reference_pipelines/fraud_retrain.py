@@ -220,6 +220,7 @@ def register(
     # The pipeline run's own MLflow run (found by its interlock.run_id tag, created when the
     # pipeline is not tracked): the model is logged there, as an MLflow pyfunc model.
     run_id = run_for_step(ctx, reg, EXPERIMENT)
+    reg.log_metrics(run_id, dict(metrics))  # the registered model's test metrics (auc, precision_at_100)
     version = register_model(
         reg, MODEL_NAME, model.path, run_id=run_id, receipt=receipt, gpu=model.metadata.get("gpu") or {},
         tags={"auc": f"{metrics['auc']:.6f}", "device": model.metadata.get("device", ""),

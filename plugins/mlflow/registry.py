@@ -30,8 +30,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from interlock.core.status import FailureKind
 
+from . import template
 from .lock import DEFAULT_TIMEOUT_S, StoreLock
-from .store import MlflowError, RegistryError, Store, resolve_store, wrapped
+from .store import MlflowError, RegistryError, Store, _sqlite_path, resolve_store, wrapped
 from .tags import filter_secrets, is_secret, receipt_tags, redact
 
 CHAMPION = "champion"
@@ -191,6 +192,11 @@ def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _sqlite_file(uri: str) -> Path | None:
+    path = _sqlite_path(uri)
+    return path.resolve() if path is not None else None
+
+
 def _local_path(source: Any) -> Path | None:
     """The local directory/file behind ``source`` (an ``il.Model``, a path), or None for a URI."""
     if hasattr(source, "path"):  # il.Model / il.Dataset
@@ -263,6 +269,10 @@ class MlflowRegistry:
 
             what = f"opening the MLflow store {self.store.tracking_uri}"
             with self._init_locks(what), wrapped(what):
+                # A new SQLite store starts as a copy of an empty one at MLflow's schema head
+                # (template.py): no migrations. The first one on a machine becomes that copy.
+                fresh = [db for db in self._sqlite_files() if not template.seed(db, self.store.artifact_root)]
+                fresh = [db for db in fresh if not db.exists()]
                 client = MlflowClient(
                     tracking_uri=self.store.tracking_uri, registry_uri=self.store.registry_uri
                 )
@@ -272,8 +282,14 @@ class MlflowRegistry:
                     # done: the store objects are cached per process.
                     client.search_experiments(max_results=1)
                     client.search_registered_models(max_results=1)
+                for db in fresh:
+                    template.save(db)
                 self._client = client
         return self._client
+
+    def _sqlite_files(self) -> list[Path]:
+        paths = {_sqlite_file(self.store.tracking_uri), _sqlite_file(self.store.registry_uri)}
+        return sorted(p for p in paths if p is not None)
 
     @contextmanager
     def _init_locks(self, what: str) -> Iterator[None]:
@@ -358,6 +374,19 @@ class MlflowRegistry:
             with wrapped(f"closing run {run_id}"):
                 self.client.set_terminated(run_id, status)
         return run_id
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int = 0) -> None:
+        """Log ``metrics`` (finite numbers; others are skipped) on run ``run_id`` at ``step``."""
+        import math
+
+        from mlflow.entities import Metric
+
+        now = int(_dt.datetime.now(_dt.UTC).timestamp() * 1000)
+        batch = [Metric(k, float(v), now, step) for k, v in metrics.items()
+                 if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)]
+        with wrapped(f"logging metrics on run {run_id}"):
+            for i in range(0, len(batch), 1000):
+                self.client.log_batch(run_id, metrics=batch[i : i + 1000])
 
     def run_metrics(self, run_id: str) -> dict[str, float]:
         """The latest value of each metric of a run (e.g. the champion's, for a gate)."""

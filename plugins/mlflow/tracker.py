@@ -203,7 +203,8 @@ class MlflowTracker:
         }
         tags = {k: _short(v) for k, v in tags.items() if v is not None}
         experiment = self.experiment_for(run)
-        mlflow_run = pipeline_run(reg, experiment, run.run_id, pipeline=run.spec.name, tags=tags, start_time=run.started)
+        reg.client  # noqa: B018 - open the store first: the MLflow run starts when the steps can
+        mlflow_run = pipeline_run(reg, experiment, run.run_id, pipeline=run.spec.name, tags=tags, start_time=time.time())
         client = reg.client
         with wrapped(f"logging the parameters of MLflow run {mlflow_run}"):
             current = client.get_run(mlflow_run)
