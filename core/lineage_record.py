@@ -1,9 +1,14 @@
-"""Record a run's lineage on every backend that runs here, through the lineage seam.
+"""Lineage for every backend that runs here, through the lineage seam.
 
-kfp-local records its runs itself, with the artifact URIs kfp assigned (adapters/kfp/
-lineage.py), and says so with a marker in the run's state (``mark_recorded``). For any
-other backend ``il.run`` builds the run record here, from the spec (which output feeds
-which input), the receipt (states, attempts, snapshots, git) and where the artifacts are:
+kfp-local records its runs itself, at the end of each run, with the artifact URIs kfp
+assigned (adapters/kfp/lineage.py), and says so with a marker in the run's state
+(``mark_recorded``). For any other backend ``il.run`` builds the run record, from the spec
+(which output feeds which input), the receipt (states, attempts, snapshots, git) and where
+the artifacts are, and keeps it in the run's state (``STATE/lineage.json``, pending);
+``interlock lineage`` records every pending run of its work directory before it answers
+(``flush_pending``). So a run costs no ML Metadata worker (about 1.5 s a run), every run is
+in the store whenever anyone asks, and runs from before ML Metadata was set up are recorded
+once it is. Where artifacts are:
 
 - ``local``: each output is a file or directory under ``RUN_DIR/values/NODE/PORT``, kept
   after the run: its ``file://`` URI is recorded (a cache hit: the producing run's file, so
@@ -14,8 +19,7 @@ which input), the receipt (states, attempts, snapshots, git) and where the artif
   snapshot, which steps, which model) is the same; the URI names no file.
 
 Only artifact ports (DataFrame, Dataset, Model, Metrics, lists of artifacts) are recorded,
-as KFP would: plain values are parameters, not artifacts. Lineage never fails a run: when
-no provider is installed or set up, one log line says why.
+as KFP would: plain values are parameters, not artifacts. Lineage never fails a run.
 """
 
 from __future__ import annotations
@@ -29,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from .codecs import METRICS_FILE, TypeKind
 from .errors import LineageUnavailable
-from .runstate import run_dir_under
+from .runstate import run_dir_under, state_dir_of
 from .spec import BindingKind, PipelineSpec
 
 if TYPE_CHECKING:
     from .backends import RunResult
+    from .lineage import LineageProvider
 
-__all__ = ["MARKER", "RUN_SCHEME", "mark_recorded", "record_lineage_after", "run_record"]
+__all__ = ["MARKER", "RUN_SCHEME", "flush_pending", "mark_recorded", "pending", "record_lineage_after", "run_record"]
 
 log = logging.getLogger("interlock.lineage")
 
@@ -163,28 +168,58 @@ def _metrics_properties(uri: str, kind: TypeKind) -> dict[str, Any]:
 
 def record_lineage_after(
     spec: PipelineSpec, result: RunResult, workdir: Path, state_dir: Path, *, since: float
-) -> str | None:
-    """Record ``result``'s lineage with the installed provider unless the backend already did
-    (its marker is newer than ``since``); returns where, or None (logged, never raised)."""
+) -> Path | None:
+    """Keep ``result``'s run record in its state (``STATE/lineage.json``, pending) unless the
+    backend recorded the run itself (its marker is newer than ``since``); returns the file,
+    or None. Cheap (no provider, no worker): ``flush_pending`` records it. Never raises."""
     if _recorded_since(state_dir, result.run_id, since) or result.receipt_path is None:
-        return None
-    from .lineage import lineage_provider
-
-    try:
-        provider = lineage_provider()
-    except LineageUnavailable as exc:  # none installed: lineage is optional
-        log.info("lineage not recorded: %s", exc.message)
         return None
     try:
         receipt = json.loads(Path(result.receipt_path).read_text())
-        run = run_record(spec, receipt, uris_for(Path(workdir), receipt))
-        where = provider.record_run(run, workdir=Path(workdir))
-    except LineageUnavailable as exc:
-        log.info("lineage not recorded (%s not configured): %s", provider.title, exc.message)
-        return None
+        record = run_record(spec, receipt, uris_for(Path(workdir), receipt))
+        path = Path(state_dir) / MARKER
+        path.write_text(json.dumps({"run_id": result.run_id, "where": None, "by": "interlock", "at": time.time(),
+                                    "pending": True, "run": record}, default=str))
     except Exception as exc:  # lineage must never fail a training run
-        log.warning("lineage not recorded: %s", exc)
+        log.warning("lineage not kept for run %s: %s", result.run_id, exc)
         return None
-    mark_recorded(state_dir, result.run_id, where, by="interlock")
-    log.info("lineage recorded in %s", where)
-    return where
+    return path
+
+
+def pending(workdir: Path) -> list[Path]:
+    """The runs of ``workdir`` whose lineage is kept but not recorded yet (oldest first)."""
+    runs = Path(workdir) / "runs"
+    found = []
+    for run_dir in runs.iterdir() if runs.is_dir() else ():
+        marker = state_dir_of(run_dir) / MARKER
+        try:
+            if json.loads(marker.read_text()).get("pending"):
+                found.append(marker)
+        except (OSError, ValueError):
+            continue
+    return sorted(found, key=lambda p: p.stat().st_mtime)
+
+
+def flush_pending(provider: LineageProvider, workdir: Path) -> list[str]:
+    """Record every pending run of ``workdir`` with ``provider``; returns their run ids.
+
+    ``interlock lineage`` calls it before it answers, so a run is in the store whenever
+    anyone asks, and a run from before ML Metadata was set up is recorded once it is.
+    Recording a run twice (two queries at once) is harmless: the provider keys steps by
+    run and step. Stops quietly when the provider is not set up."""
+    done = []
+    for marker in pending(workdir):
+        try:
+            mark = json.loads(marker.read_text())
+            where = provider.record_run(mark["run"], workdir=Path(workdir))
+        except LineageUnavailable:
+            break  # not set up: the query that follows says so
+        except Exception as exc:  # one bad record never hides the others
+            log.warning("lineage of %s not recorded: %s", marker.parent.parent.name, exc)
+            continue
+        mark.update(pending=False, where=where, recorded_at=time.time())
+        tmp = marker.with_suffix(".tmp")
+        tmp.write_text(json.dumps(mark, default=str))
+        tmp.replace(marker)
+        done.append(str(mark["run_id"]))
+    return done

@@ -116,10 +116,11 @@ class LineageStore:
             if not create and not path.is_file():
                 raise LineageNotFound(
                     f"no lineage store at {path}: nothing has been recorded there yet",
-                    hint="runs on local, flyte-local and kfp-local record their lineage here once "
-                    "ml-metadata is set up (`interlock lineage --setup`); a run started before that, "
-                    "or with another --workdir or $INTERLOCK_MLMD_SQLITE, recorded nothing here: "
-                    "run it again (cached steps make that quick)",
+                    hint="no run of this work directory has been recorded: runs on local and "
+                    "flyte-local are recorded when `interlock lineage` is asked (check --workdir), "
+                    "kfp-local runs as they end, once ml-metadata is set up (`interlock lineage "
+                    "--setup`): a kfp-local run started before that recorded nothing, run it again "
+                    "(cached steps make that quick)",
                 )
             path.parent.mkdir(parents=True, exist_ok=True)
             self.address = str(path)

@@ -178,10 +178,15 @@ def test_interlock_lineage_after_a_run_shows_snapshot_to_model(backend, tmp_path
     work = tmp_path / "work"
     result = il.run(tracked_demo, backend=backend, workdir=work, run_id="lin-1", store=str(tmp_path / "mlflow"))
     assert result.succeeded
-    assert json.loads((Path(result.receipt_path).parent / "lineage.json").read_text())["by"] == "interlock"
+    marker = Path(result.receipt_path).parent / "lineage.json"
+    kept = json.loads(marker.read_text())
+    assert kept["by"] == "interlock" and kept["pending"] is True  # no MLMD worker during the run
+    assert not (work / "lineage" / "mlmd.sqlite").exists()
     capsys.readouterr()
     assert main(["lineage", "lin-1", "--workdir", str(work)]) == 0
     text = capsys.readouterr().out
+    recorded = json.loads(marker.read_text())
+    assert recorded["pending"] is False and recorded["where"] == str(work / "lineage" / "mlmd.sqlite")
     assert f"backend {backend}" in text
     lines = text.splitlines()
     # model <- train <- dataset <- ingest (snapshot 2026-11-01)
@@ -219,6 +224,21 @@ def test_a_cache_hit_is_recorded_with_the_artifact_of_the_run_that_produced_it(t
     assert train["state"] == "FAILED" and train["outputs"] == [] and train["failure_kind"] == "FATAL"
 
 
+@needs_mlmd
+def test_runs_kept_before_ml_metadata_was_set_up_are_recorded_by_the_next_query(tmp_path, capsys, monkeypatch):
+    from interlock.core.cli import main
+
+    work = tmp_path / "work"
+    python = _mlmd_python()
+    monkeypatch.setenv("INTERLOCK_MLMD_PYTHON", str(tmp_path / "no-such-python"))
+    il.run(tracked_demo, backend="local", workdir=work, run_id="early", store=str(tmp_path / "mlflow"))
+    assert main(["lineage", "early", "--workdir", str(work)]) != 0  # not set up: says how
+    assert "MLMD_UNAVAILABLE" in capsys.readouterr().err
+    monkeypatch.setenv("INTERLOCK_MLMD_PYTHON", python)
+    assert main(["lineage", "early", "--workdir", str(work)]) == 0
+    assert "<- ingest [COMPLETE]  run early" in capsys.readouterr().out
+
+
 def test_lineage_of_a_workdir_with_nothing_recorded_says_what_to_do(tmp_path, capsys):
     if _mlmd_python() is None:
         pytest.skip("no ml-metadata interpreter")
@@ -227,4 +247,4 @@ def test_lineage_of_a_workdir_with_nothing_recorded_says_what_to_do(tmp_path, ca
     assert main(["lineage", "r-none", "--workdir", str(tmp_path / "empty")]) != 0
     err = capsys.readouterr().err
     assert "nothing has been recorded there yet" in err
-    assert "interlock lineage --setup" in err and "local, flyte-local and kfp-local" in err
+    assert "interlock lineage --setup" in err and "check --workdir" in err
