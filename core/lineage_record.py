@@ -6,13 +6,13 @@ assigned (adapters/kfp/lineage.py), and says so with a marker in the run's state
 (which output feeds which input), the receipt (states, attempts, snapshots, git) and where
 the artifacts are, and keeps it in the run's state (``STATE/lineage.json``, pending);
 ``interlock lineage`` records every pending run of its work directory before it answers
-(``flush_pending``). So a run costs no ML Metadata worker (about 1.5 s a run), every run is
-in the store whenever anyone asks, and runs from before ML Metadata was set up are recorded
-once it is. Where artifacts are:
+(``flush_pending``). So a run starts no provider worker (the metadata store's costs about
+1.5 s a run), every run is in the store whenever anyone asks, and runs from before the
+provider was set up are recorded once it is. Where artifacts are:
 
 - ``local``: each output is a file or directory under ``RUN_DIR/values/NODE/PORT``, kept
   after the run: its ``file://`` URI is recorded (a cache hit: the producing run's file, so
-  both runs share one artifact, as MLMD de-duplicates artifacts by URI).
+  both runs share one artifact: providers de-duplicate artifacts by URI).
 - ``flyte-local`` (and any backend that keeps no per-run artifact files): flytekit's local
   outputs live in temporary directories that are gone after the run, so each artifact is
   recorded under a run-scoped id, ``interlock-run://RUN_ID/NODE/PORT``. The chain (which
@@ -204,7 +204,7 @@ def flush_pending(provider: LineageProvider, workdir: Path) -> list[str]:
     """Record every pending run of ``workdir`` with ``provider``; returns their run ids.
 
     ``interlock lineage`` calls it before it answers, so a run is in the store whenever
-    anyone asks, and a run from before ML Metadata was set up is recorded once it is.
+    anyone asks, and a run from before the provider was set up is recorded once it is.
     Recording a run twice (two queries at once) is harmless: the provider keys steps by
     run and step. Stops quietly when the provider is not set up."""
     done = []

@@ -1,7 +1,7 @@
 """The tracking seam: experiment trackers (MLflow...) that see every run of a pipeline.
 
-A tracker is attached to a pipeline by name (``attach``; the MLflow plugin's
-``interlock.plugins.mlflow.track(pipeline, ...)`` does it) and ``il.run`` tells it when a
+A tracker is attached to a pipeline by name (``attach``; a tracking plugin's own
+``track(pipeline, ...)`` does it, docs/mlflow.md) and ``il.run`` tells it when a
 run starts and how it ended, in the process that started the run, whatever the backend:
 steps that run in other processes (kfp-local) need no hook of their own, because what
 they log lands in the run's state (``ctx.log_metric`` -> ``metrics/<node>.jsonl``, the
