@@ -6,7 +6,7 @@
 ``il.run`` (and ``interlock run``) then tells the tracker when each run of the pipeline
 starts and ends, in the process that started it (core's tracker seam, core/trackers.py):
 
-- at the start, the MLflow run: name ``PIPELINE-RUN_ID``, MLflow's standard tags
+- at the start (in a thread, so that importing MLflow overlaps the first steps), the MLflow run: name ``PIPELINE-RUN_ID``, MLflow's standard tags
   (``mlflow.source.name``/``type``, ``mlflow.source.git.commit``, ``mlflow.user``), the
   pipeline's parameters (nested ones flattened with dots, secrets left out) and the tags
   ``interlock.run_id``/``pipeline``/``backend``. Its id is written to the run's state
@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -173,6 +174,7 @@ class MlflowTracker:
         self.store = store
         self.store_param = store_param
         self._registry = registry
+        self._threads: dict[str, threading.Thread] = {}
 
     # -- where ---------------------------------------------------------------------------
     def registry_for(self, run: TrackedRun) -> MlflowRegistry:
@@ -188,6 +190,20 @@ class MlflowTracker:
 
     # -- the seam --------------------------------------------------------------------------
     def run_started(self, run: TrackedRun) -> None:
+        """Open the store and the MLflow run in a thread: importing MLflow (seconds) overlaps
+        the first steps instead of delaying them. ``run_finished`` waits for it."""
+        thread = threading.Thread(target=self._start, args=(run,), name=f"interlock-mlflow-{run.run_id}", daemon=True)
+        self._threads[run.run_id] = thread
+        thread.start()
+
+    def _start(self, run: TrackedRun) -> None:
+        try:
+            self.open_run(run)
+        except Exception as exc:  # a tracker never fails a training run
+            log.warning("tracker mlflow could not record the run's start: %s", exc)
+
+    def open_run(self, run: TrackedRun) -> str:
+        """Create (or, for a resumed run, reopen) the MLflow run of ``run``; returns its id."""
         from interlock.core.receipt import code_files, git_info
 
         reg = self.registry_for(run)
@@ -203,8 +219,7 @@ class MlflowTracker:
         }
         tags = {k: _short(v) for k, v in tags.items() if v is not None}
         experiment = self.experiment_for(run)
-        reg.client  # noqa: B018 - open the store first: the MLflow run starts when the steps can
-        mlflow_run = pipeline_run(reg, experiment, run.run_id, pipeline=run.spec.name, tags=tags, start_time=time.time())
+        mlflow_run = pipeline_run(reg, experiment, run.run_id, pipeline=run.spec.name, tags=tags, start_time=run.started)
         client = reg.client
         with wrapped(f"logging the parameters of MLflow run {mlflow_run}"):
             current = client.get_run(mlflow_run)
@@ -222,12 +237,16 @@ class MlflowTracker:
         self._write_note(run, {**self._read_note(run), "mlflow_run_id": mlflow_run, "experiment": experiment,
                                "tracking_uri": reg.tracking_uri})
         log.info("MLflow run %s (experiment %s, %s)", mlflow_run, experiment, reg.tracking_uri)
+        return mlflow_run
 
     def run_finished(self, run: TrackedRun, result: RunResult | None, error: BaseException | None) -> None:
         from mlflow.entities import RunTag
 
         from interlock.core.metrics import read_points
 
+        thread = self._threads.pop(run.run_id, None)
+        if thread is not None:
+            thread.join()
         note = self._read_note(run)
         mlflow_run = note.get("mlflow_run_id")
         if not mlflow_run:
