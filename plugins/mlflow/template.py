@@ -1,7 +1,7 @@
 """A fresh SQLite store, created once per MLflow version instead of once per store.
 
 MLflow builds a new SQLite store by running every one of its schema migrations (about 60
-alembic steps): 4-8 s on a laptop, more on a busy machine, paid by the first run in every
+alembic steps): seconds (14 s on a busy 2-core machine), paid by the first run in every
 new work directory and by every test that uses a temporary store. The result is the same
 file each time. So the first store this machine creates is copied, empty, to
 ``$INTERLOCK_HOME/mlflow/empty-store-mlflow-<version>.db`` (default
