@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,14 @@ from .backends import (
     run_options_for,
 )
 from .errors import PipelineDefinitionError, RunFailed, RunIdError
+from .lineage_record import record_lineage_after
 from .pipeline import Pipeline
 from .pipeline import spec as spec_of
 from .receipt import PriceTable
 from .resume import record_params, with_recorded_params
 from .runstate import EnvName, RunState, lock_run, run_dir_under, state_dir_of
 from .spec import PipelineSpec
+from .trackers import TrackedRun, tracked
 
 
 def run(
@@ -108,15 +111,19 @@ def run(
         backend_options=backend_options,
         checkpoint_store=checkpoint_store_for(state, checkpoint_store),
     )
-    with lock_run(run_options.run_dir, run_options.run_id), scratch.scope() as keep:
+    resuming = state.state_dir.is_dir()
+    tracked_run = TrackedRun(spec, run_id, backend, workdir, state.state_dir, resolved, time.time(), resuming)
+    with lock_run(run_options.run_dir, run_options.run_id), scratch.scope() as keep, tracked(tracked_run) as tracking:
         # scratch: Model.new() dirs, checkpoint restores are gone after the run (outputs kept)
-        if state.state_dir.is_dir():  # a reused id is a resume: same run, same checkpoint keys
+        if resuming:  # a reused id is a resume: same run, same checkpoint keys
             resumed = state.resume()
             cleared = ", ".join(f"{c['node']} ({c['kind']})" for c in resumed["cleared"])
             run_options.emit("", "resuming", f"run {run_options.run_id}" + (f"; cleared stop markers: {cleared}" if cleared else ""))
         record_params(spec, state, resolved)
         record_checkpoint_store(state, run_options.checkpoint_store)
         result = impl.run(spec, resolved, run_options)
+        record_lineage_after(spec, result, workdir, state.state_dir, since=tracked_run.started)
+        tracking.finished(result)  # trackers (MLflow) see the run once its lineage is recorded
         keep.extend(Path(v.path) for v in result.outputs.values() if hasattr(v, "path"))
     if raise_on_failure and not result.succeeded:
         err = result.error or RunFailed(f"backend {backend!r} reported a failed run", pipeline=spec.name)

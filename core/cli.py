@@ -349,6 +349,9 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     # its own options are known); core only resolves the work directory.
     provider: LineageProvider = args.lineage_provider
     args.workdir = Path(args.workdir) if args.workdir else default_workdir()
+    from .lineage_record import flush_pending
+
+    flush_pending(provider, args.workdir)  # runs il.run kept for recording (core/lineage_record.py)
     print(provider.run_cli(args))
     return 0
 

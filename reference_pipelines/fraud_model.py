@@ -28,6 +28,8 @@ MODEL_FORMAT = 1  # bump when the model directory's layout changes; loaders refu
 WEIGHTS_FILE = "weights.npz"
 CONFIG_FILE = "config.json"
 PREPROCESSING_FILE = "preprocessing.json"
+EXAMPLE_FILE = "input_example.json"  # a few raw input rows: the registered model's input example
+INPUT_COLUMNS = (*NUMERIC_LOG, "hour", *BINARY, *CATEGORICAL)  # what the model scores (raw rows)
 
 
 @dataclass
@@ -298,8 +300,11 @@ def evaluate_model(model: Any, pre: dict[str, Any], frame: Any) -> dict[str, flo
 
 
 # -- the model directory --------------------------------------------------------------------
-def save_model_dir(model: Any, pre: dict[str, Any], params: TrainParams, dest: Path, **extra: Any) -> None:
-    """weights.npz + config.json + preprocessing.json: everything needed to score, no pickle."""
+def save_model_dir(
+    model: Any, pre: dict[str, Any], params: TrainParams, dest: Path, *, example: Any = None, **extra: Any
+) -> None:
+    """weights.npz + config.json + preprocessing.json: everything needed to score, no pickle;
+    ``example`` (raw rows) is kept as input_example.json for the registry."""
     import numpy as np
 
     dest.mkdir(parents=True, exist_ok=True)
@@ -310,6 +315,18 @@ def save_model_dir(model: Any, pre: dict[str, Any], params: TrainParams, dest: P
     }
     (dest / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
     (dest / PREPROCESSING_FILE).write_text(json.dumps(pre, indent=2, sort_keys=True))
+    if example is not None:
+        (dest / EXAMPLE_FILE).write_text(example[list(INPUT_COLUMNS)].head(5).to_json(orient="records"))
+
+
+def load_input_example(path: Path) -> Any:
+    """The raw rows saved with a model (a pandas DataFrame in ``INPUT_COLUMNS`` order)."""
+    import pandas as pd
+
+    rows = json.loads((Path(path) / EXAMPLE_FILE).read_text())
+    frame = pd.DataFrame.from_records(rows, columns=list(INPUT_COLUMNS))
+    # Numbers as doubles in the signature: an integer column could not hold a missing value.
+    return frame.astype({c: "float64" for c in frame.columns if frame[c].dtype.kind in "iu"})
 
 
 def load_model_dir(path: Path) -> tuple[Any, dict[str, Any]]:

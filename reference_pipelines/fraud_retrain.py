@@ -14,8 +14,14 @@ ingest -> validate -> transform -> train -> evaluate -> champion_gate -> [regist
   Seeds fixed, a checkpoint per epoch, a retry resumes from the latest one.
 - evaluate: the challenger and the registry's ``champion`` on the same held-out split.
 - champion_gate: promote only by the margin fixed in advance (a parameter).
-- register (only when the gate says so): MLflow run, model version, ``champion`` alias,
-  moved only if it still points at the champion that evaluate compared against.
+- register (only when the gate says so): an MLflow pyfunc model logged in the run's MLflow
+  run, a model version, the ``champion`` alias, moved only if it still points at the
+  champion that evaluate compared against.
+
+Every run, promoted, not promoted or failed, is one MLflow run in experiment
+``fraud-retrain`` (``track`` at the bottom: parameters, per-epoch ``loss``/``valid_auc``,
+one nested run per step, the receipt); ``mlflow ui --backend-store-uri
+sqlite:///.interlock/mlflow/mlflow.db`` shows them.
 
 ``registry``: an MLflow tracking URI or a directory for a SQLite store. Empty means
 ``$MLFLOW_TRACKING_URI`` when set, else ``.interlock/mlflow`` under the directory the run
@@ -24,6 +30,7 @@ starts in (resolved to an absolute path inside the steps that use it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -33,6 +40,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import pandas as pd
 
 import interlock as il
+from interlock.plugins.mlflow.tracker import track
 
 from . import fraud_data, fraud_model, fraud_schema
 from .fraud_model import TrainParams
@@ -65,17 +73,9 @@ class Summary(NamedTuple):
 
 def open_registry(registry: str) -> MlflowRegistry:
     """The MLflow store a run uses: ``registry`` (URI or directory), else the environment's, else ./.interlock/mlflow."""
-    from interlock.plugins.mlflow import MlflowRegistry
+    from interlock.plugins.mlflow import registry_at
 
-    if "://" in registry or registry.startswith("sqlite:"):
-        return MlflowRegistry(tracking_uri=registry)
-    if not registry and os.environ.get("MLFLOW_TRACKING_URI"):
-        return MlflowRegistry()
-    base = Path(registry) if registry else DEFAULT_REGISTRY_DIR
-    base = base.resolve()
-    base.mkdir(parents=True, exist_ok=True)
-    # An explicit directory wins over $MLFLOW_TRACKING_URI: pass it as a URI.
-    return MlflowRegistry(tracking_uri=f"sqlite:///{base / 'mlflow.db'}")
+    return registry_at(registry, default_dir=DEFAULT_REGISTRY_DIR)
 
 
 @il.step(cache=il.Cache(), resources=il.Resources(cpu="1", memory="1Gi"))
@@ -137,6 +137,7 @@ def train(splits: il.Dataset, params: TrainParams, ctx: il.StepContext) -> il.Mo
         params,
         checkpoint=ctx.checkpoint,
         micro_batch=ctx.batch_size(params.batch_size),
+        on_epoch_end=lambda epoch, rec: [ctx.log_metric(k, rec[k], step=epoch) for k in ("loss", "valid_auc")],
     )
     device = fraud_model.pick_device()
     ctx.record(device=device, precision="fp32", epochs=len(history))
@@ -147,7 +148,7 @@ def train(splits: il.Dataset, params: TrainParams, ctx: il.StepContext) -> il.Mo
         "device": device,
         "gpu": gpu_tags(precision="fp32"),  # GPU facts only when trained on one
     })
-    fraud_model.save_model_dir(model, pre, params, out.path, history=history, device=device)
+    fraud_model.save_model_dir(model, pre, params, out.path, example=valid_df, history=history, device=device)
     return out
 
 
@@ -168,9 +169,11 @@ def evaluate(splits: il.Dataset, model: il.Model, registry: str, ctx: il.StepCon
     version = reg.champion(MODEL_NAME)
     if version is None:
         return Evaluation(challenger, il.Metrics(), "none")
+    from .fraud_pyfunc import load_model_files
+
     with tempfile.TemporaryDirectory(prefix="fraud-champion-") as tmp:
         path = reg.download(MODEL_NAME, version, tmp)
-        champion = il.Metrics(fraud_model.evaluate_model(*fraud_model.load_model_dir(path), test))
+        champion = il.Metrics(fraud_model.evaluate_model(*load_model_files(path), test))
     return Evaluation(challenger, champion, version)
 
 
@@ -206,21 +209,23 @@ def register(
         "image": os.environ.get("INTERLOCK_IMAGE") or "local-process",
         "gate": reason,
     }
+    from interlock.plugins.mlflow import run_for_step
+
+    from .fraud_pyfunc import register_model
+
     reg = open_registry(registry)
     # Refuse before logging anything when the champion already moved; promote re-checks
     # atomically (under the store's lock on SQLite).
     reg.check_champion(MODEL_NAME, champion_version)
-    run_id = reg.log_run(
-        EXPERIMENT,
-        params={"train": params, "margin": margin, "snapshot": snapshot},
-        metrics={**metrics, "valid_auc": float(model.metadata.get("valid_auc", float("nan")))},
-        receipt=receipt,
-        run_name=f"{ctx.pipeline}-{ctx.run_id}",
-    )
-    version = reg.register(
-        MODEL_NAME, model, run_id=run_id, receipt=receipt, gpu=model.metadata.get("gpu") or {},
+    # The pipeline run's own MLflow run (found by its interlock.run_id tag, created when the
+    # pipeline is not tracked): the model is logged there, as an MLflow pyfunc model.
+    run_id = run_for_step(ctx, reg, EXPERIMENT)
+    reg.log_metrics(run_id, dict(metrics))  # the registered model's test metrics (auc, precision_at_100)
+    version = register_model(
+        reg, MODEL_NAME, model.path, run_id=run_id, receipt=receipt, gpu=model.metadata.get("gpu") or {},
         tags={"auc": f"{metrics['auc']:.6f}", "device": model.metadata.get("device", ""),
-              "interlock.compared_with": champion_version},
+              "interlock.compared_with": champion_version, "interlock.margin": margin,
+              "interlock.train_params": json.dumps(dataclasses.asdict(params), sort_keys=True)},
         expected_champion=champion_version,
     )
     previous = reg.promote(MODEL_NAME, version, expected_champion=champion_version)
@@ -249,3 +254,7 @@ def fraud_retrain(
             margin=margin, reason=decision.reason, champion_version=scores.champion_version,
         )
     return Summary(decision.promote, decision.reason, scores.challenger, scores.champion, scores.champion_version)
+
+
+# One MLflow run per pipeline run, in the store the ``registry`` parameter names.
+track(fraud_retrain, experiment=EXPERIMENT, store_param="registry")

@@ -16,6 +16,7 @@ from typing import Any
 
 from interlock.core.errors import LineageUnavailable
 from interlock.core.lineage import lineage_provider
+from interlock.core.lineage_record import mark_recorded
 from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
 
@@ -97,6 +98,13 @@ def record_lineage(
     enabled: bool = True,
 ) -> str | None:
     """Record the run; returns where, or None when skipped (logged, never raised)."""
+    # This adapter handles kfp-local's lineage (kfp's own artifact URIs): il.run then does not.
+    try:
+        receipt = json.loads(Path(receipt_path).read_text())
+    except (OSError, ValueError) as exc:  # lineage must never fail a training run
+        log.warning("lineage not recorded: cannot read the receipt: %s", exc)
+        return None
+    mark_recorded(Path(receipt_path).parent, receipt["run_id"], None, by="kfp-local")
     if not enabled:
         return None
     try:
@@ -105,7 +113,7 @@ def record_lineage(
         log.info("lineage not recorded: %s", exc.message)
         return None
     try:
-        run = run_description(spec, json.loads(Path(receipt_path).read_text()), records)
+        run = run_description(spec, receipt, records)
         where = provider.record_run(run, workdir=Path(workdir))
     except LineageUnavailable as exc:
         log.info("lineage not recorded (%s not configured): %s", provider.title, exc.message)

@@ -2,10 +2,14 @@
 
 Importing this package does not import ``mlflow``; that happens on first use.
 
+    track(fraud_retrain, experiment="fraud-retrain", store_param="registry")  # one MLflow run per run
+
     reg = MlflowRegistry(tracking_dir="/data/mlflow")      # sqlite:///data/mlflow/mlflow.db
     run_id = reg.log_run("fraud-retrain", params=..., metrics=..., receipt=receipt)
     current = reg.champion("fraud-detector")                # None before the first promotion
     v = reg.register("fraud-detector", model_dir, run_id=run_id, receipt=receipt, gpu=gpu_tags())
+    v = reg.register_pyfunc("fraud-detector", MyPyfunc(), artifacts={"model": model_dir},
+                            input_example=rows, run_id=run_for_step(ctx, reg, "fraud-retrain"))
     reg.promote("fraud-detector", v, expected_champion=current)  # returns the replaced champion
 
 ``expected_champion`` makes the promotion compare-and-set: it raises ``ChampionMoved``
@@ -33,6 +37,7 @@ from .registry import (
 )
 from .store import MlflowError, RegistryError, resolve_store
 from .tags import describe_device, filter_secrets, gpu_tags, is_secret, receipt_tags, redact
+from .tracker import MlflowTracker, find_run, pipeline_run, registry_at, run_for_step, track
 
 _Dir = str | os.PathLike[str] | None
 
@@ -122,19 +127,25 @@ __all__ = [
     "ChampionMoved",
     "MlflowError",
     "MlflowRegistry",
+    "MlflowTracker",
     "ModelRegistry",
     "ModelVersionInfo",
     "RegistryError",
     "champion",
     "describe_device",
     "filter_secrets",
+    "find_run",
     "gpu_tags",
     "is_secret",
     "log_run",
+    "pipeline_run",
     "promote",
     "receipt_tags",
     "redact",
     "register",
+    "registry_at",
     "resolve_store",
+    "run_for_step",
     "set_challenger",
+    "track",
 ]

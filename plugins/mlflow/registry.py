@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -29,8 +30,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from interlock.core.status import FailureKind
 
+from . import template
 from .lock import DEFAULT_TIMEOUT_S, StoreLock
-from .store import MlflowError, RegistryError, Store, resolve_store, wrapped
+from .store import MlflowError, RegistryError, Store, _sqlite_path, resolve_store, wrapped
 from .tags import filter_secrets, is_secret, receipt_tags, redact
 
 CHAMPION = "champion"
@@ -190,6 +192,11 @@ def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _sqlite_file(uri: str) -> Path | None:
+    path = _sqlite_path(uri)
+    return path.resolve() if path is not None else None
+
+
 def _local_path(source: Any) -> Path | None:
     """The local directory/file behind ``source`` (an ``il.Model``, a path), or None for a URI."""
     if hasattr(source, "path"):  # il.Model / il.Dataset
@@ -202,6 +209,23 @@ def _local_path(source: Any) -> Path | None:
     if "://" in text or text.startswith(("runs:/", "models:/")):
         return None
     return Path(text)
+
+
+# MLflow's own chatter on first use ("Creating initial MLflow database tables...", alembic's
+# "Running upgrade" lines, one per migration): noise in a run's output. Warnings still show.
+_CHATTY_LOGGERS = (
+    "mlflow.store.db.utils", "mlflow.store.model_registry.abstract_store", "alembic",
+    "alembic.runtime.migration", "mlflow.pyfunc", "mlflow.models.model", "mlflow.models.signature",
+)
+
+
+def quiet_mlflow(level: int = logging.WARNING) -> None:
+    """Keep MLflow's INFO lines about creating and migrating a store out of the output
+    (``INTERLOCK_VERBOSE=1`` keeps them)."""
+    if os.environ.get("INTERLOCK_VERBOSE") in ("1", "true"):
+        return
+    for name in _CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
 
 
 class MlflowRegistry:
@@ -240,10 +264,15 @@ class MlflowRegistry:
     def client(self) -> Any:
         """The underlying ``mlflow.MlflowClient`` (created on first use)."""
         if self._client is None:
+            quiet_mlflow()
             from mlflow import MlflowClient
 
             what = f"opening the MLflow store {self.store.tracking_uri}"
             with self._init_locks(what), wrapped(what):
+                # A new SQLite store starts as a copy of an empty one at MLflow's schema head
+                # (template.py): no migrations. The first one on a machine becomes that copy.
+                fresh = [db for db in self._sqlite_files() if not template.seed(db, self.store.artifact_root)]
+                fresh = [db for db in fresh if not db.exists()]
                 client = MlflowClient(
                     tracking_uri=self.store.tracking_uri, registry_uri=self.store.registry_uri
                 )
@@ -253,8 +282,14 @@ class MlflowRegistry:
                     # done: the store objects are cached per process.
                     client.search_experiments(max_results=1)
                     client.search_registered_models(max_results=1)
+                for db in fresh:
+                    template.save(db)
                 self._client = client
         return self._client
+
+    def _sqlite_files(self) -> list[Path]:
+        paths = {_sqlite_file(self.store.tracking_uri), _sqlite_file(self.store.registry_uri)}
+        return sorted(p for p in paths if p is not None)
 
     @contextmanager
     def _init_locks(self, what: str) -> Iterator[None]:
@@ -340,6 +375,19 @@ class MlflowRegistry:
                 self.client.set_terminated(run_id, status)
         return run_id
 
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int = 0) -> None:
+        """Log ``metrics`` (finite numbers; others are skipped) on run ``run_id`` at ``step``."""
+        import math
+
+        from mlflow.entities import Metric
+
+        now = int(_dt.datetime.now(_dt.UTC).timestamp() * 1000)
+        batch = [Metric(k, float(v), now, step) for k, v in metrics.items()
+                 if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)]
+        with wrapped(f"logging metrics on run {run_id}"):
+            for i in range(0, len(batch), 1000):
+                self.client.log_batch(run_id, metrics=batch[i : i + 1000])
+
     def run_metrics(self, run_id: str) -> dict[str, float]:
         """The latest value of each metric of a run (e.g. the champion's, for a gate)."""
         with wrapped(f"reading the metrics of run {run_id}"):
@@ -423,6 +471,63 @@ class MlflowRegistry:
                 description=description,
             )
             return str(mv.version)
+
+    def register_pyfunc(
+        self,
+        model_name: str,
+        python_model: Any,
+        *,
+        input_example: Any,
+        run_id: str | None = None,
+        artifacts: Mapping[str, Any] | None = None,
+        code_paths: list[str | os.PathLike[str]] | None = None,
+        pip_requirements: list[str] | None = None,
+        packages: tuple[str, ...] = (),
+        signature: Any = None,
+        artifact_path: str = "model",
+        **register_kw: Any,
+    ) -> str:
+        """Register an MLflow ``pyfunc`` model (an ``MLmodel`` file, a signature, an input
+        example) so that ``mlflow.pyfunc.load_model("models:/NAME@champion")`` loads it and
+        serving tools can use it; return the new version (see ``register`` for the rest).
+
+        ``python_model``: the path of a file that calls ``mlflow.models.set_model(...)``
+        (MLflow's "models from code": nothing pickled), or an ``mlflow.pyfunc.PythonModel``, whose ``load_context`` reads
+        ``context.artifacts`` (``artifacts``: name -> a local file or directory, or an
+        ``il.Model``). ``input_example``: a few input rows; the signature is inferred from
+        it and the model's prediction on it unless ``signature`` is given. ``code_paths``:
+        the folders the model's class is imported from when it is loaded (a package of
+        your pipeline). ``pip_requirements``: default mlflow, numpy, pandas and
+        ``packages`` (e.g. ``("torch",)``) at the versions installed here (MLflow's own
+        inference would start a subprocess per model).
+        """
+        import tempfile
+        from importlib.metadata import PackageNotFoundError, version
+
+        import mlflow.pyfunc
+
+        if pip_requirements is None:
+            pip_requirements = []
+            for dist in ("mlflow", "numpy", "pandas", *packages):
+                try:  # without a local label (torch's "+cpu" is not on PyPI)
+                    pip_requirements.append(f"{dist}=={version(dist).split('+')[0]}")
+                except PackageNotFoundError:
+                    continue
+        files = {k: str(_local_path(v) or v) for k, v in (artifacts or {}).items()}
+        with tempfile.TemporaryDirectory(prefix="interlock-pyfunc-") as tmp:
+            path = Path(tmp) / artifact_path
+            with wrapped(f"building the MLflow model of {model_name!r}", error=RegistryError):
+                quiet_mlflow()
+                mlflow.pyfunc.save_model(
+                    str(path),
+                    python_model=str(python_model) if isinstance(python_model, os.PathLike) else python_model,
+                    artifacts=files or None,
+                    code_paths=[str(p) for p in code_paths] if code_paths else None,
+                    input_example=input_example,
+                    signature=signature,
+                    pip_requirements=pip_requirements,
+                )
+            return self.register(model_name, path, run_id=run_id, artifact_path=artifact_path, **register_kw)
 
     def aliases(self, model_name: str) -> dict[str, str]:
         """``{alias: version}`` of ``model_name``; ``{}`` when the model is not registered."""

@@ -87,8 +87,8 @@ def _snapshot(receipt: Mapping[str, Any]) -> str:
         v = receipt.get(key)
         if isinstance(v, Mapping):
             return _named(v)
-        if isinstance(v, list | tuple):
-            return _join(v)
+        if isinstance(v, list | tuple):  # ids, or the receipt's [{"id": ..., "node": ...}]
+            return _join(s.get("id") if isinstance(s, Mapping) else s for s in v)
         if v not in (None, ""):
             return str(v)
     found: list[Any] = []

@@ -115,7 +115,12 @@ class LineageStore:
             path = Path(sqlite_path).expanduser().resolve()
             if not create and not path.is_file():
                 raise LineageNotFound(
-                    f"no lineage store at {path}: nothing has been recorded there yet"
+                    f"no lineage store at {path}: nothing has been recorded there yet",
+                    hint="no run of this work directory has been recorded: runs on local and "
+                    "flyte-local are recorded when `interlock lineage` is asked (check --workdir), "
+                    "kfp-local runs as they end, once ml-metadata is set up (`interlock lineage "
+                    "--setup`): a kfp-local run started before that recorded nothing, run it again "
+                    "(cached steps make that quick)",
                 )
             path.parent.mkdir(parents=True, exist_ok=True)
             self.address = str(path)

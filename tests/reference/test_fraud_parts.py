@@ -326,9 +326,12 @@ def test_train_step_resumes_through_the_runtime_shim_after_a_transient_failure(t
     def flaky_fit(*args, **kwargs):
         attempt: list[int] = []
         epochs_seen.append(attempt)
+        step_hook = kwargs.pop("on_epoch_end", None)  # the step's own (ctx.log_metric per epoch)
 
         def hook(epoch, record):
             attempt.append(epoch)
+            if step_hook is not None:
+                step_hook(epoch, record)
             if len(epochs_seen) == 1 and epoch == 2:
                 raise ConnectionResetError("connection reset by peer (simulated, after epoch 2)")
 
@@ -341,6 +344,11 @@ def test_train_step_resumes_through_the_runtime_shim_after_a_transient_failure(t
     assert [a.status for a in result.attempts] == ["failed", "succeeded"]
     assert result.attempts[0].failure["kind"] == "TRANSIENT"
     assert epochs_seen == [[1, 2], [3, 4]]  # the retry trained only what was missing
+    # The per-epoch curve (ctx.log_metric) has every epoch once, attempt 2 only the resumed ones.
+    from interlock.core.metrics import read_points
+
+    curve = [(p.step, p.attempt) for p in read_points(tmp_path / "state", "train") if p.name == "valid_auc"]
+    assert curve == [(1, 1), (2, 1), (3, 2), (4, 2)]
     resumed, _ = fraud_model.load_model_dir(result.outputs["o0"].path)
 
     splits = _read(transformed)

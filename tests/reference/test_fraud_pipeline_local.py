@@ -136,14 +136,23 @@ def test_model_version_carries_receipt_tags_and_a_pickle_free_model(history, tmp
     assert info.tags["precision"] == "fp32"
     assert float(info.tags["auc"]) == pytest.approx(history.runs["rerun"]["challenger"]["auc"], abs=1e-6)
     run = reg.client.get_run(info.run_id)
+    # The version belongs to the pipeline run's own MLflow run: its parameters are the
+    # pipeline's (`params` is the TrainParams parameter, flattened with dots).
+    assert run.data.tags["interlock.run_id"] == receipt["run_id"]
     assert run.data.params["margin"] == "0.01"
-    assert run.data.params["train.epochs"] == str(TrainParams().epochs)
+    assert run.data.params["params.epochs"] == str(TrainParams().epochs)
+    assert run.data.params["snapshot"] == "2026-11-01"
     assert set(run.data.metrics) >= {"auc", "precision_at_100", "valid_auc"}
     model_dir = reg.download(MODEL_NAME, "2", tmp_path / "dl")
-    assert sorted(p.name for p in model_dir.iterdir() if not p.name.startswith(".")) == [
-        "config.json", "preprocessing.json", "weights.npz",
+    # An MLflow model (MLmodel, signature, input example) whose code is a file, not a pickle,
+    # and whose weights are the train step's plain directory.
+    assert (model_dir / "MLmodel").is_file() and (model_dir / "input_example.json").is_file()
+    assert not [p for p in model_dir.rglob("*") if p.suffix in (".pkl", ".pickle", ".pt")]
+    [weights] = model_dir.rglob("weights.npz")
+    assert sorted(p.name for p in weights.parent.iterdir() if not p.name.startswith(".")) == [
+        "config.json", "input_example.json", "preprocessing.json", "weights.npz",
     ]
-    with np.load(model_dir / "weights.npz", allow_pickle=False) as arrays:
+    with np.load(weights, allow_pickle=False) as arrays:
         assert arrays.files
 
 
@@ -227,3 +236,73 @@ def test_corrupted_snapshot_stops_at_validation_with_the_report(history, mode, e
 def test_corrupted_snapshots_register_nothing_and_leave_the_champion(history):
     assert history.registry().aliases(MODEL_NAME) == {"champion": "2", "previous-champion": "1"}
     assert len(history.versions()) == 2
+
+
+# -- MLflow as its users see it -------------------------------------------------------------------
+def _mlflow_runs(h: History) -> dict[str, Any]:
+    """interlock run id -> the pipeline run's MLflow run."""
+    reg = h.registry()
+    exp = reg.client.get_experiment_by_name("fraud-retrain")
+    runs = reg.client.search_runs([exp.experiment_id], filter_string="tags.`interlock.kind` = 'pipeline'")
+    return {r.data.tags["interlock.run_id"]: r for r in runs}
+
+
+def test_every_run_is_one_mlflow_run_promoted_or_not_failed_or_not(history):
+    runs = _mlflow_runs(history)
+    main = _main_receipt(history)
+    ours = {**{name: r.run_id for name, r in history.runs.items()}, "main": main["run_id"]}
+    assert set(runs) == set(ours.values())  # seven pipeline runs, seven MLflow runs
+    for name, run_id in ours.items():
+        expected = "FAILED" if name.startswith("corrupt") else "FINISHED"
+        assert runs[run_id].info.status == expected, name
+    assert runs[ours["weak_again"]].data.tags["interlock.output.promoted"] == "false"
+    assert runs[ours["rerun"]].data.tags["interlock.output.promoted"] == "false"  # a tie
+    failed = runs[ours["corrupt-range"]]
+    assert failed.data.tags["interlock.status"] == "failed"
+    assert "ValidationFailed" in failed.data.tags["interlock.error"] or "validate" in failed.data.tags["interlock.error"]
+
+
+def test_mlflow_run_has_standard_tags_params_curves_steps_and_receipt(history):
+    reg = history.registry()
+    main = _main_receipt(history)
+    run = _mlflow_runs(history)[main["run_id"]]
+    tags = run.data.tags
+    assert tags["mlflow.source.git.commit"] == GIT_SHA
+    assert tags["mlflow.source.name"].endswith("fraud_retrain.py")
+    assert tags["mlflow.runName"] == f"fraud-retrain-{main['run_id']}"
+    assert tags["interlock.backend"] == "local"
+    # The MLflow run spans the pipeline run, not the register step.
+    assert int(main["started"] * 1000) - 10_000 <= run.info.start_time <= int(main["started"] * 1000)
+    assert run.info.end_time == int(main["ended"] * 1000)
+    epochs = TrainParams().epochs
+    curve = reg.client.get_metric_history(run.info.run_id, "valid_auc")
+    assert [m.step for m in curve] == list(range(1, epochs + 1))
+    assert len({m.value for m in curve}) > 1  # a curve, not one point
+    assert "challenger.auc" in run.data.metrics
+    children = reg.client.search_runs(
+        [run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{run.info.run_id}'"
+    )
+    by_node = {c.data.tags["interlock.node"]: c for c in children}
+    assert set(by_node) == {"ingest", "validate", "transform", "train", "evaluate", "champion_gate", "register"}
+    assert by_node["ingest"].data.tags["interlock.cached"] == "true"  # run 1 computed this snapshot's data
+    assert [m.step for m in reg.client.get_metric_history(by_node["train"].info.run_id, "loss")] == list(range(1, epochs + 1))
+    assert "receipt.json" in [a.path for a in reg.client.list_artifacts(run.info.run_id)]
+
+
+def test_champion_loads_with_mlflow_pyfunc_anywhere_and_predicts(history, tmp_path):
+    # A fresh interpreter outside the repository: the model carries its own code.
+    code = (
+        "import json, mlflow\n"
+        f"mlflow.set_tracking_uri({history.registry_uri!r})\n"
+        f"m = mlflow.pyfunc.load_model('models:/{MODEL_NAME}@champion')\n"
+        "p = m.predict(m.input_example)\n"
+        "print(json.dumps({'inputs': m.metadata.signature.inputs.input_names(), 'p': [float(x) for x in p]}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MLFLOW_TRACKING_URI")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    from reference_pipelines.fraud_model import INPUT_COLUMNS
+
+    assert out["inputs"] == list(INPUT_COLUMNS)
+    assert len(out["p"]) == 5 and all(0.0 <= x <= 1.0 for x in out["p"])

@@ -11,6 +11,7 @@ from interlock.core.context import StepContext
 from interlock.core.failures import classify
 from interlock.core.status import FailureKind
 from interlock.plugins.mlflow import ChampionMoved
+from reference_pipelines import fraud_data, fraud_model
 from reference_pipelines.fraud_model import TrainParams
 from reference_pipelines.fraud_retrain import EXPERIMENT, MODEL_NAME, open_registry, register
 
@@ -22,9 +23,19 @@ def registry(tmp_path, monkeypatch) -> str:
     return str(tmp_path / "mlflow")
 
 
-def _register(registry: str, champion_version: str, auc: float) -> str:
+def _model_dir(auc: float) -> il.Model:
+    """A real (untrained) model directory: the register step logs it as an MLflow pyfunc model,
+    whose signature MLflow infers by scoring the saved input example."""
+    frame = fraud_data.generate("2026-11-01", rows=400)
+    pre = fraud_model.fit_preprocessing(frame)
     model = il.Model.new({"valid_auc": auc, "device": "cpu"})
-    (model.path / "weights.npz").write_bytes(b"not a real model")
+    net = fraud_model.build_model(len(pre["features"]), TrainParams().hidden)
+    fraud_model.save_model_dir(net, pre, TrainParams(), model.path, example=frame)
+    return model
+
+
+def _register(registry: str, champion_version: str, auc: float) -> str:
+    model = _model_dir(auc)
     ctx = StepContext(pipeline="fraud-retrain", run_id=f"r-{auc}", node="register", backend="local")
     return register.fn(
         model=model, metrics=il.Metrics({"auc": auc}), snapshot="2026-11-01", registry=registry,
