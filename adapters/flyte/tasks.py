@@ -170,21 +170,8 @@ def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: b
     """The Python function flytekit runs for ``node``: a typed signature around the shim."""
 
     def body(**kwargs: Any) -> Any:
-        run = run_context(pipeline)
-        inputs = {p.name: from_flyte(kwargs[p.name], p.type) for p in step.inputs if p.name in kwargs}
-        def write(outputs: dict[str, Any]) -> Any:
-            # Inside the shim: an output that cannot be converted fails the attempt like any failure.
-            return outputs_to_flyte(step.outputs, outputs, ret_type, _scratch())
-
-        name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
-        try:
-            with distributed.process_group(step.distributed):
-                result = execute_step(run, step, name, inputs, write=write)
-        except StepFailed as err:
-            if err.backend_should_retry:
-                raise FlyteRecoverableException(str(err)) from err
-            raise
-        return result.written
+        # One line: flytekit tokenizes a task function's source when it builds the task.
+        return _run_body(pipeline, node, step, ret_type, mapped, kwargs)
 
     params = [
         inspect.Parameter(
@@ -199,6 +186,26 @@ def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: b
     body.__module__ = __name__
     body.__doc__ = step.doc or None
     return body
+
+
+def _run_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool, kwargs: dict[str, Any]) -> Any:
+    """What a task's body does: Flyte values in, the shim, Flyte values out."""
+    run = run_context(pipeline)
+    inputs = {p.name: from_flyte(kwargs[p.name], p.type) for p in step.inputs if p.name in kwargs}
+
+    def write(outputs: dict[str, Any]) -> Any:
+        # Inside the shim: an output that cannot be converted fails the attempt like any failure.
+        return outputs_to_flyte(step.outputs, outputs, ret_type, _scratch())
+
+    name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
+    try:
+        with distributed.process_group(step.distributed):
+            result = execute_step(run, step, name, inputs, write=write)
+    except StepFailed as err:
+        if err.backend_should_retry:
+            raise FlyteRecoverableException(str(err)) from err
+        raise
+    return result.written
 
 
 def _default(p: Any) -> Any:
