@@ -183,8 +183,11 @@ def assemble_receipt(
     snapshots: list[dict[str, Any]] = []
     total_gpu_s = 0.0
     total_cost = 0.0
+    resources: dict[str, dict[str, Any]] = {}  # per step: many nodes may run one step
     for node in nodes:
         step = spec.step_of(node)
+        if step.name not in resources:
+            resources[step.name] = step.resources.to_json()
         frag = fragments.get(node.name)
         is_cached = statuses.get(node.name) == Status.CACHED
         attempts = [a.to_dict() for a in frag.attempts] if frag and not is_cached else []
@@ -194,7 +197,7 @@ def assemble_receipt(
             device = _ranks_device(state, node.name, step.distributed.world_size, device)
         gpus = billed_gpus(step.gpus, device)  # what ran: a CPU-only run bills no GPU
         gpu_s = busy * gpus
-        cost = prices.estimate(step.resources.to_json(), busy, gpus=gpus, interruptible=step.interruptible)
+        cost = prices.estimate(resources[step.name], busy, gpus=gpus, interruptible=step.interruptible)
         total_gpu_s += gpu_s
         total_cost += cost
         for snap in frag.snapshots if frag else []:
@@ -212,7 +215,7 @@ def assemble_receipt(
             "attempts": redactor(attempts),
             "failure_kinds": [a["failure"]["kind"] for a in attempts if a.get("failure")],
             "duration_s": round(busy, 6),
-            "resources": step.resources.to_json(),
+            "resources": dict(resources[step.name]),
             "interruptible": step.interruptible,
             "distributed": step.distributed.to_json() if step.distributed else None,
             "gpus": {"requested": step.gpus, "billed": gpus, "device": device},
