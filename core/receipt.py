@@ -124,8 +124,8 @@ def git_info(start: str | Path | None = None, files: list[Path] | tuple[Path, ..
         return {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
     cwd = Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
     try:
-        top = Path(_git(cwd, "rev-parse", "--show-toplevel")).resolve()
-        sha = _git(cwd, "rev-parse", "HEAD")
+        top_line, sha = _git(cwd, "rev-parse", "--show-toplevel", "HEAD").splitlines()  # one process, not two
+        top = Path(top_line).resolve()
         dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=no"))
         ours = [str(f) for f in files if f.is_relative_to(top)]
         if ours and not dirty:
