@@ -105,3 +105,16 @@ def test_without_the_slice_the_task_loads_the_pipeline_as_before(state: Path) ->
     spec = il.spec(typed.typed)
     out = in_task_process(TYPED_REF, "total", spec.step_of("total").fingerprint, {"counts": {"a": 1}}, None)
     assert out["returned"] == 1 and out["traced"] is True
+
+
+def test_a_retry_of_a_stopped_node_exits_before_importing_the_pipeline(state: Path, tmp_path: Path) -> None:
+    from interlock.core.failures import Failure, FailureKind
+    from interlock.core.runstate import StopMarker
+
+    spec = il.spec(failing.fatal)
+    RunState(state, "r-node-task").write_marker("doomed", Failure(
+        FailureKind.FATAL, "stopped by SIGTERM", rule="stopped", message="SIGTERM"), StopMarker.STOPPED)
+    out = in_task_process(FATAL_REF, "doomed", spec.step("doomed").fingerprint, {"marker_dir": str(tmp_path / "c")},
+                          NodeTask.of(spec, "doomed").dumps())
+    assert "SIGTERM" in out["error"] and out["imported"] == []
+    assert not (tmp_path / "c").exists()  # the step never ran
