@@ -44,7 +44,7 @@ REFUSED = textwrap.dedent("""
     from interlock.core.errors import StepFailed
     ref, node, fp, task = json.loads(sys.argv[1])
     try:
-        run_node(ref, node, fp, {}, task)
+        run_node(ref, node, fp, {}, *([task] if task else []))
     except StepFailed as exc:
         assert "already failed FATAL" in str(exc), exc
     print(json.dumps({"imported": "reference_pipelines.fraud_retrain" in sys.modules}))
@@ -67,7 +67,6 @@ def refused_retry_env(work: Path) -> tuple[dict[str, str], list[Any]]:
     """A state dir where the fraud pipeline's `train` failed FATAL, and the task's arguments."""
     sys.path.insert(0, str(ROOT))
     import interlock as il
-    from interlock.adapters.kfp.node_task import NodeTask
     from interlock.core.failures import Failure, FailureKind
     from interlock.core.runstate import RunEnv, RunState, StopMarker
     from reference_pipelines.fraud_retrain import fraud_retrain
@@ -79,7 +78,13 @@ def refused_retry_env(work: Path) -> tuple[dict[str, str], list[Any]]:
     env = {**os.environ, **RunEnv(run_id="bench-refused", state_dir=state, backend="kfp").to_env(),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env, [spec.ref, "train", spec.step("train").fingerprint, NodeTask.of(spec, "train").dumps()]
+    try:
+        from interlock.adapters.kfp.node_task import NodeTask
+    except ImportError:  # an interlock from before components carried their node slice
+        task = None
+    else:
+        task = NodeTask.of(spec, "train").dumps()
+    return env, [spec.ref, "train", spec.step("train").fingerprint, task]
 
 
 def main() -> None:
@@ -101,8 +106,8 @@ def main() -> None:
             rows.append({"figure": figure, "size": 1, "interlock_s": took, "native_s": floor, "ratio": took / floor,
                          "note": "native: python -c pass"})
         env, task_args = refused_retry_env(work)
-        for figure, task in (("refused retry (fraud train)", task_args[3]),
-                             ("refused retry, spec re-traced (old path)", None)):
+        cases = [("refused retry (fraud train)", task_args[3])] if task_args[3] else []
+        for figure, task in [*cases, ("refused retry, spec re-traced (old path)", None)]:
             took, out = timed([sys.executable, "-c", REFUSED, json.dumps([*task_args[:3], task])], args.repeat,
                               env=env, cwd=work)
             imported = json.loads(out.strip().splitlines()[-1])["imported"]
