@@ -175,6 +175,19 @@ def main() -> None:
                                      f"{mine / n * 1e3:.1f} ms vs {theirs / n * 1e3:.1f} ms"})
                 print(f"{figure:<30} {n:>5} {mine:>12.3f} {theirs:>10.3f} {ratio:>6.2f} {mine / n * 1e3:>11.1f} "
                       f"{theirs / n * 1e3:>8.1f}", flush=True)
+    # Per step without what a run costs once (receipt, git, the backend's set-up): the slope
+    # between the smallest and the largest size.
+    for figure in dict.fromkeys(r["figure"] for r in rows):
+        mine = sorted((r["size"], r["interlock_s"], r["native_s"]) for r in rows if r["figure"] == figure)
+        if len(mine) < 2:
+            continue
+        (n1, a1, b1), (n2, a2, b2) = mine[0], mine[-1]
+        il_step, nat_step = (a2 - a1) / (n2 - n1), (b2 - b1) / (n2 - n1)
+        ratio = il_step / nat_step if nat_step > 0 else None
+        rows.append({"figure": f"{figure}, per step (slope)", "size": n2, "interlock_s": il_step, "native_s": nat_step,
+                     "ratio": ratio, "note": f"(T({n2}) - T({n1})) / {n2 - n1}: seconds per added step"})
+        shown = f"{ratio:>6.2f}" if ratio is not None else f"{'-':>6}"
+        print(f"{figure + ', per step':<30} {n2:>5} {il_step * 1e3:>10.2f}ms {nat_step * 1e3:>8.2f}ms {shown}")
     print(f"command: {command}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
