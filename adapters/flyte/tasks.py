@@ -29,7 +29,7 @@ from flytekit.exceptions.user import FlyteRecoverableException
 
 from interlock.core.errors import PipelineDefinitionError, StepFailed
 from interlock.core.failures import FailureKind
-from interlock.core.runstate import RunContext, RunEnv
+from interlock.core.runstate import EnvName, RunContext, RunEnv
 from interlock.core.runtime import execute_step
 from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.values import revive
@@ -74,8 +74,14 @@ def local_run(local: LocalRun) -> Iterator[LocalRun]:
         _LOCAL_RUNS.pop(local.run.run_id, None)
 
 
+_RUN_ID_VARS = (EnvName.RUN_ID, EnvName.ORCHESTRATOR_RUN_ID)
+
+
 def _local_run() -> LocalRun | None:
-    run_id = RunEnv.read().run_id
+    if not _LOCAL_RUNS:  # a pod, a worker process: no flyte-local run in this process
+        return None
+    # Once or twice per task: read only the run id's variables, as RunEnv reads them.
+    run_id = RunEnv.read({k: os.environ[k] for k in _RUN_ID_VARS if k in os.environ}).run_id
     return _LOCAL_RUNS.get(run_id) if run_id else None
 
 
