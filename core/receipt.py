@@ -126,8 +126,8 @@ def git_info(start: str | Path | None = None, files: list[Path] | tuple[Path, ..
         return {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
     cwd = Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
     try:
-        top = Path(_git(cwd, "rev-parse", "--show-toplevel")).resolve()
-        sha = _git(cwd, "rev-parse", "HEAD")
+        top_line, sha = _git(cwd, "rev-parse", "--show-toplevel", "HEAD").splitlines()  # one process, not two
+        top = Path(top_line).resolve()
         dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=no"))
         ours = [str(f) for f in files if f.is_relative_to(top)]
         if ours and not dirty:
@@ -185,8 +185,11 @@ def assemble_receipt(
     snapshots: list[dict[str, Any]] = []
     total_gpu_s = 0.0
     total_cost = 0.0
+    resources: dict[str, dict[str, Any]] = {}  # per step: many nodes may run one step
     for node in nodes:
         step = spec.step_of(node)
+        if step.name not in resources:
+            resources[step.name] = step.resources.to_json()
         frag = fragments.get(node.name)
         is_cached = statuses.get(node.name) == Status.CACHED
         attempts = [a.to_dict() for a in frag.attempts] if frag and not is_cached else []
@@ -196,7 +199,7 @@ def assemble_receipt(
             device = _ranks_device(state, node.name, step.distributed.world_size, device)
         gpus = billed_gpus(step.gpus, device)  # what ran: a CPU-only run bills no GPU
         gpu_s = busy * gpus
-        cost = prices.estimate(step.resources.to_json(), busy, gpus=gpus, interruptible=step.interruptible,
+        cost = prices.estimate(resources[step.name], busy, gpus=gpus, interruptible=step.interruptible,
                                nodes=step.nodes)
         total_gpu_s += gpu_s
         total_cost += cost
@@ -215,7 +218,7 @@ def assemble_receipt(
             "attempts": redactor(attempts),
             "failure_kinds": [a["failure"]["kind"] for a in attempts if a.get("failure")],
             "duration_s": round(busy, 6),
-            "resources": step.resources.to_json(),
+            "resources": dict(resources[step.name]),
             "interruptible": step.interruptible,
             "distributed": step.distributed.to_json() if step.distributed else None,
             "gpus": {"requested": step.gpus, "billed": gpus, "device": device},

@@ -289,13 +289,15 @@ def execute_step(
     run: RunContext,
     step: StepSpec,
     node: str,
-    inputs: dict[str, Any],
+    inputs: dict[str, Any] | Callable[[], dict[str, Any]],
     fn: Callable[..., Any] | None = None,
     write: Callable[[dict[str, Any]], Any] | None = None,
 ) -> StepResult:
     """Run ``node`` through the shim. ``write`` hands the checked outputs to the backend
     (artifacts, parameters): it runs inside the attempt, so a value that cannot be written
-    fails the attempt and is classified, retried or stopped like any failure."""
+    fails the attempt and is classified, retried or stopped like any failure. ``inputs`` may
+    be a function that reads them: called after the stop-marker check, so a refused retry
+    reads (and imports) nothing."""
     state = run.state
     durable = DurableState(run.state_store, run.pipeline, run.run_id) if run.state_store else None
     if durable is not None:
@@ -307,6 +309,8 @@ def execute_step(
     if prior is not None:
         refused = prior.refusal()
         raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
+    if callable(inputs):
+        inputs = inputs()
     fn = fn or resolve_function(step)
     classifier = run.classifier or default_classifier
     # Inputs under credential names (a password parameter passed through) are masked in

@@ -120,9 +120,11 @@ def train(data: pd.DataFrame, params: DdpParams, ctx: il.StepContext) -> il.Mode
     import torch.distributed as dist
     from torch import nn
 
+    from interlock.plugins.pytorch.determinism import deterministic_algorithms
+
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(params.seed)
-    torch.use_deterministic_algorithms(True)
+    deterministic_algorithms(True)  # torch.use_deterministic_algorithms, without importing inductor
     cuda = torch.cuda.is_available() and dist.get_backend() == "nccl"
     device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
     rows = data[data["split"] == "train"]

@@ -143,17 +143,21 @@ def deterministic(seed: int) -> Iterator[None]:
     import numpy as np
     import torch
 
+    from interlock.plugins.pytorch.determinism import deterministic_algorithms
+
     threads = torch.get_num_threads()
     was_deterministic = torch.are_deterministic_algorithms_enabled()
+    was_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    # Not torch.use_deterministic_algorithms: it imports torch's compiler (inductor, ~2 s).
+    deterministic_algorithms(True, warn_only=True)
     torch.set_num_threads(1)
     try:
         yield
     finally:
         torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(was_deterministic)
+        deterministic_algorithms(was_deterministic, warn_only=was_warn_only)
 
 
 def _state_arrays(model: Any, optimizer: Any) -> dict[str, Any]:

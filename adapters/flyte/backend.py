@@ -8,12 +8,19 @@ Entry points (pyproject, group ``interlock.backends``)::
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from interlock.core.backends import BackendOptions, Capabilities, RunOptions, RunResult
 from interlock.core.spec import PipelineSpec
+
+# Capabilities are data: this module imports core only, so `interlock backends` lists them
+# without loading flytekit (~1 s). Without flytekit installed the entry point still fails to
+# load, as before, and the CLI names the extra to install.
+if importlib.util.find_spec("flytekit") is None:
+    raise ImportError("No module named 'flytekit'", name="flytekit")
 
 # What a cluster does with each feature; "emulated" says how, in words.
 CLUSTER_FEATURES = {

@@ -9,7 +9,9 @@ work directory for the run, never at ``~/.flyte``.
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,9 +27,34 @@ from interlock.core.status import Status
 from . import fanout
 from .tasks import LocalRun, TaskOptions, local_run
 from .types import from_flyte, to_flyte
-from .workflow import build_entities, gate_values
+from .workflow import Entities, build_entities, gate_values
 
 BACKEND = "flyte-local"
+
+# The flytekit entities of the last few specs run in this process, built once as a flytekit
+# user's module-level @workflow is: a rerun of the same pipeline skips building a task per
+# step and flytekit's compile of the workflow. Keyed by the spec object (held here, so its
+# id is not reused) and the task options; specs are frozen, and a step's function is
+# imported by reference when its task runs, so nothing a run depends on is stale.
+_BUILT: OrderedDict[tuple[int, frozenset[Any], bool, bool], tuple[PipelineSpec, Entities]] = OrderedDict()
+_BUILT_MAX = 8
+_BUILT_LOCK = threading.Lock()
+
+
+def entities_for(spec: PipelineSpec, options: TaskOptions) -> Entities:
+    """``build_entities(spec, options)``, reused while the same spec object runs again."""
+    key = (id(spec), options.in_process, options.spawn, options.cache)
+    with _BUILT_LOCK:
+        held = _BUILT.get(key)
+        if held is not None and held[0] is spec:
+            _BUILT.move_to_end(key)
+            return held[1]
+    entities = build_entities(spec, options)
+    with _BUILT_LOCK:
+        _BUILT[key] = (spec, entities)
+        while len(_BUILT) > _BUILT_MAX:
+            _BUILT.popitem(last=False)
+    return entities
 
 
 @contextmanager
@@ -120,7 +147,7 @@ class FlyteLocalRunner:
         state_dir = state_dir_of(options.run_dir)
         run = RunContext(spec.name, options.run_id, BACKEND, state_dir, retry_in_process=ALL_KINDS,
                          sleeper=options.sleeper, checkpoint_root=options.checkpoint_store)
-        entities = build_entities(spec, TaskOptions(in_process=ALL_KINDS, spawn=self.spawn, cache=options.cache))
+        entities = entities_for(spec, TaskOptions(in_process=ALL_KINDS, spawn=self.spawn, cache=options.cache))
         inputs = {p.name: to_flyte(params[p.name], p.type, options.run_dir) for p in spec.params if p.name in params}
         error: BaseException | None = None
         returned: Any = None

@@ -29,7 +29,7 @@ from flytekit.exceptions.user import FlyteRecoverableException
 
 from interlock.core.errors import PipelineDefinitionError, StepFailed
 from interlock.core.failures import FailureKind
-from interlock.core.runstate import RunContext, RunEnv
+from interlock.core.runstate import EnvName, RunContext, RunEnv
 from interlock.core.runtime import execute_step
 from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.values import revive
@@ -74,8 +74,14 @@ def local_run(local: LocalRun) -> Iterator[LocalRun]:
         _LOCAL_RUNS.pop(local.run.run_id, None)
 
 
+_RUN_ID_VARS = (EnvName.RUN_ID, EnvName.ORCHESTRATOR_RUN_ID)
+
+
 def _local_run() -> LocalRun | None:
-    run_id = RunEnv.read().run_id
+    if not _LOCAL_RUNS:  # a pod, a worker process: no flyte-local run in this process
+        return None
+    # Once or twice per task: read only the run id's variables, as RunEnv reads them.
+    run_id = RunEnv.read({k: os.environ[k] for k in _RUN_ID_VARS if k in os.environ}).run_id
     return _LOCAL_RUNS.get(run_id) if run_id else None
 
 
@@ -170,21 +176,8 @@ def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: b
     """The Python function flytekit runs for ``node``: a typed signature around the shim."""
 
     def body(**kwargs: Any) -> Any:
-        run = run_context(pipeline)
-        inputs = {p.name: from_flyte(kwargs[p.name], p.type) for p in step.inputs if p.name in kwargs}
-        def write(outputs: dict[str, Any]) -> Any:
-            # Inside the shim: an output that cannot be converted fails the attempt like any failure.
-            return outputs_to_flyte(step.outputs, outputs, ret_type, _scratch())
-
-        name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
-        try:
-            with distributed.process_group(step.distributed):
-                result = execute_step(run, step, name, inputs, write=write)
-        except StepFailed as err:
-            if err.backend_should_retry:
-                raise FlyteRecoverableException(str(err)) from err
-            raise
-        return result.written
+        # One line: flytekit tokenizes a task function's source when it builds the task.
+        return _run_body(pipeline, node, step, ret_type, mapped, kwargs)
 
     params = [
         inspect.Parameter(
@@ -199,6 +192,26 @@ def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: b
     body.__module__ = __name__
     body.__doc__ = step.doc or None
     return body
+
+
+def _run_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool, kwargs: dict[str, Any]) -> Any:
+    """What a task's body does: Flyte values in, the shim, Flyte values out."""
+    run = run_context(pipeline)
+    inputs = {p.name: from_flyte(kwargs[p.name], p.type) for p in step.inputs if p.name in kwargs}
+
+    def write(outputs: dict[str, Any]) -> Any:
+        # Inside the shim: an output that cannot be converted fails the attempt like any failure.
+        return outputs_to_flyte(step.outputs, outputs, ret_type, _scratch())
+
+    name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
+    try:
+        with distributed.process_group(step.distributed):
+            result = execute_step(run, step, name, inputs, write=write)
+    except StepFailed as err:
+        if err.backend_should_retry:
+            raise FlyteRecoverableException(str(err)) from err
+        raise
+    return result.written
 
 
 def _default(p: Any) -> Any:

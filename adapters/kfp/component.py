@@ -28,6 +28,7 @@ from interlock.core.types import TypeKind, TypeSpec
 
 from .fanout import ITEM_TYPE
 from .names import function_names, io_names, single_return
+from .node_task import NodeTask
 from .types import kfp_type
 
 DEFAULT_IMAGE = "interlock-python:latest"  # "python" in the name: kfp-local warns otherwise
@@ -142,10 +143,13 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
             f"    from interlock.adapters.kfp.launcher import launch_node\n"
             f"    return launch_node({spec.ref!r}, {node!r}, {step.fingerprint!r}, {{{args}}}, {launcher!r})\n"
         )
+    # The node's slice of the compiled spec travels with it: the task neither imports the
+    # pipeline module nor traces it again (node_task.py).
+    task = NodeTask.of(spec, node).dumps()
     return (
         f"def {function_name}({params}){ret}:\n"
         f"    from interlock.adapters.kfp.entry import run_node\n"
-        f"    return run_node({spec.ref!r}, {node!r}, {step.fingerprint!r}, {{{args}}})\n"
+        f"    return run_node({spec.ref!r}, {node!r}, {step.fingerprint!r}, {{{args}}}, {task!r})\n"
     )
 
 

@@ -22,14 +22,18 @@ from interlock.core.runtime import execute_step
 from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.values import from_jsonable
 
-from .component import declared_inputs
 from .fanout import unpack_item
 from .names import io_names, single_return
+from .node_task import NodeTask
 from .types import read_artifact, to_parameter, to_value, write_artifact
 
 log = logging.getLogger("interlock.kfp")
 
 def run_context(spec: PipelineSpec) -> RunContext:
+    return run_context_for(spec.name)
+
+
+def run_context_for(pipeline: str) -> RunContext:
     """The run inside a KFP task, from the environment contract.
 
     The run id must be stable across KFP retries of a task (FATAL marker, checkpoint key):
@@ -45,33 +49,39 @@ def run_context(spec: PipelineSpec) -> RunContext:
     overrides: dict[str, Any] = {}
     if seen.state_dir is None and seen.state_root is None:
         overrides["state_dir"] = state_dir_under(Path(".interlock"), run_id)
-    return RunContext.from_env(pipeline=spec.name, run_id=run_id, backend=seen.backend or "kfp", **overrides)
+    return RunContext.from_env(pipeline=pipeline, run_id=run_id, backend=seen.backend or "kfp", **overrides)
 
 
 # -- the entry point -----------------------------------------------------------------------
-def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any]) -> Any:
-    """Execute one node through the shim. Called by the generated component function."""
-    spec = load_spec(pipeline_ref)
-    step = spec.step_of(node)
+def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any], task: str | None = None) -> Any:
+    """Execute one node through the shim. Called by the generated component function.
+
+    ``task``: the node's slice of the compiled spec (node_task.py). With it nothing of the
+    pipeline is imported or traced: the step's module is imported when its function is
+    called, so a retry the shim refuses (a stop marker) never imports it. Without it (a
+    component compiled by an older interlock, a test) the pipeline is loaded from
+    ``pipeline_ref`` as before.
+    """
+    t = NodeTask.loads(task) if task is not None else NodeTask.of(load_spec(pipeline_ref), node)
+    step = t.step
     if step.fingerprint != fingerprint:
-        raise StepFailed(
-            node, FailureKind.FATAL,
-            f"the code of step {step.name!r} in this image differs from the compiled pipeline "
-            f"(fingerprint {step.fingerprint[:12]} != {fingerprint[:12]})",
-            hint="rebuild the image from the same commit, then recompile", pipeline=spec.name,
-        )
+        _differs(t, fingerprint, step.fingerprint)
     name = node
-    m = spec.node(node).map
-    if m is not None:  # il.map: this iteration runs one enumerated item (fanout.py)
-        kname = io_names(step)[0][m.item]
+    if t.map_item is not None:  # il.map: this iteration runs one enumerated item (fanout.py)
+        kname = io_names(step)[0][t.map_item]
         name, item = unpack_item(node, args[kname])
         args = {**args, kname: item}
-    inputs = node_inputs(spec, step, node, args)
-    run = run_context(spec)
+    run = run_context_for(t.pipeline)
+
+    def prepare() -> dict[str, Any]:
+        # After the shim's stop-marker check: the step's code as this image has it, then the inputs.
+        _check_code(t, fingerprint)
+        return node_inputs_of(t, args)
+
     try:
         # Outputs are written inside the shim: one that cannot be serialized fails the attempt,
         # is classified and stops KFP's retries like any other failure.
-        result = execute_step(run, step, name, inputs, write=lambda outputs: write_outputs(step, outputs, args))
+        result = execute_step(run, step, name, prepare, write=lambda outputs: write_outputs(step, outputs, args))
     except StepFailed as exc:
         if not _task_process():
             raise  # called in-process (tests, a custom launcher): the caller reports it
@@ -87,6 +97,28 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
                 print(recorded.rstrip(), file=sys.stderr, flush=True)
         raise SystemExit(exc.exit_code if isinstance(exc, StepStopped) else 1) from None
     return result.written
+
+
+def _differs(t: NodeTask, compiled: str, found: str) -> None:
+    raise StepFailed(
+        t.node, FailureKind.FATAL,
+        f"the code of step {t.step.name!r} in this image differs from the compiled pipeline "
+        f"(fingerprint {found[:12]} != {compiled[:12]})",
+        hint="rebuild the image from the same commit, then recompile", pipeline=t.pipeline,
+    )
+
+
+def _check_code(t: NodeTask, compiled: str) -> None:
+    """The step this image holds is the one compiled (its code fingerprint), else FATAL."""
+    from interlock.core.runtime import resolve_function
+
+    resolve_function(t.step)  # imports the step's module; FATAL naming the ref if it cannot
+    from interlock.core.loader import import_ref
+
+    declared = getattr(import_ref(t.step.ref), "spec", None)  # the il.step as this image decorates it
+    found = getattr(declared, "fingerprint", None)
+    if found is not None and found != compiled:
+        _differs(t, compiled, found)
 
 
 def write_outputs(step: StepSpec, outputs: dict[str, Any], args: dict[str, Any]) -> Any:
@@ -113,17 +145,19 @@ def _task_process() -> bool:
 
 
 def node_inputs(spec: PipelineSpec, step: StepSpec, node: str, args: dict[str, Any]) -> dict[str, Any]:
-    bindings = spec.node(node).bindings
+    return node_inputs_of(NodeTask.of(spec, node), args)
+
+
+def node_inputs_of(t: NodeTask, args: dict[str, Any]) -> dict[str, Any]:
+    step, bindings, declared = t.step, t.bindings, t.declared
     names_in, _ = io_names(step)
-    declared = declared_inputs(spec, node)
     inputs: dict[str, Any] = {}
     for port in step.inputs:
         raw = args.get(names_in[port.name])
         if port.name not in declared or (raw is None and port.name not in bindings):
             inputs[port.name] = from_jsonable(port.default, port.type) if port.has_default else None
             continue
-        m = spec.node(node).map
-        if m is not None and port.name == m.item:
+        if port.name == t.map_item:
             inputs[port.name] = from_jsonable(raw, port.type)
             continue
         inputs[port.name] = to_value(raw, bindings.get(port.name), port.type, declared[port.name])

@@ -107,7 +107,7 @@ def make_finally_task(spec: PipelineSpec, values: dict[str, Any], opts: KfpOptio
 
 
 def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: str, node: str, fingerprint: str,
-                args: dict[str, Any]) -> Any:
+                args: dict[str, Any], task: str | None = None) -> Any:
     """In the exit task: the body's RunStatus from the run state, then the step through the shim
     (and, with a state volume, the receipt)."""
     from interlock.core.codecs import to_jsonable
@@ -124,7 +124,7 @@ def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: st
     print(f"interlock: finally step {node!r} sees the run {status.status}", flush=True)
     args = {**args, status_arg: to_jsonable(status, type_of(RunStatus))}
     try:
-        return run_node(pipeline_ref, node, fingerprint, args)
+        return run_node(pipeline_ref, node, fingerprint, args, task)
     finally:
         if params is not None:
             from .receipt_task import finish_run

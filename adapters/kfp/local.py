@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,7 @@ from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
 from interlock.core.values import to_jsonable
 
-from .compile import build_pipeline
+from .compile import BuiltPipeline, build_pipeline
 from .entry import to_value
 from .fanout import collected_output, kfp_local_globals_kept, stopped
 from .finally_task import with_finally
@@ -291,6 +292,31 @@ def _kfp_params(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# The compiled kfp pipelines of the last few specs run in this process: a rerun of the same
+# pipeline object reuses its components and pipeline (as a kfp user's module-level
+# @dsl.pipeline is compiled once), instead of generating and compiling them again. Keyed by
+# the spec object (held here, so its id is not reused) and the compile options.
+_BUILT: OrderedDict[tuple[int, KfpOptions], tuple[PipelineSpec, BuiltPipeline]] = OrderedDict()
+_BUILT_MAX = 8
+
+
+def built_for(spec: PipelineSpec, opts: KfpOptions) -> BuiltPipeline:
+    """``build_pipeline(spec, opts)``, reused while the same spec object runs again."""
+    try:
+        key = (id(spec), opts)
+        held = _BUILT.get(key)
+    except TypeError:  # options holding something unhashable: build every time
+        return build_pipeline(spec, opts)
+    if held is not None and held[0] is spec:
+        _BUILT.move_to_end(key)
+        return held[1]
+    built = build_pipeline(spec, opts)
+    _BUILT[key] = (spec, built)
+    while len(_BUILT) > _BUILT_MAX:
+        _BUILT.popitem(last=False)
+    return built
+
+
 @dataclass
 class KfpLocalRun:
     """One kfp-local run: directories and what came out."""
@@ -321,7 +347,7 @@ class KfpLocalRun:
 
         spec, options = self.spec, self.options
         started = time.time()
-        built = build_pipeline(spec, self.kfp_options)
+        built = built_for(spec, self.kfp_options)  # under _RUN_LOCK: one run at a time
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.pipeline_root.mkdir(parents=True, exist_ok=True)
         workspace = options.run_dir / "kfp-workspace"

@@ -1,0 +1,68 @@
+"""What one KFP task needs to run its node, compiled into the component (JSON, no pickle).
+
+A task used to import the whole pipeline module and trace the pipeline again to find its
+step (``load_spec``): every task of a run paid for the pipeline's imports (pandas, a
+training library) and tracing, even a one-line gate or a retry that the shim refuses at
+once. The compiled component now carries this node's slice of the spec::
+
+    {"v": 1, "pipeline": "fraud-retrain", "node": "train", "step": {...StepSpec...},
+     "bindings": {"features": {...}}, "declared": {"features": {...TypeSpec...}}, "map_item": null}
+
+so the task runs exactly what was compiled, and imports only the step's own module, when it
+calls the function (a refused retry never does). Its size is one step's, whatever the
+pipeline's: the compiled YAML stays linear in the number of nodes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from interlock.core.spec import Binding, PipelineSpec, StepSpec
+from interlock.core.types import TypeSpec
+
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class NodeTask:
+    pipeline: str  # the pipeline's name (run state, messages)
+    node: str
+    step: StepSpec
+    bindings: dict[str, Binding]  # port -> what feeds it (for following a dataclass field)
+    declared: dict[str, TypeSpec]  # port -> the type KFP sees (component.declared_inputs)
+    map_item: str | None = None  # il.map: the port that receives one enumerated item
+
+    @classmethod
+    def of(cls, spec: PipelineSpec, node: str) -> NodeTask:
+        from .component import declared_inputs
+
+        n = spec.node(node)
+        return cls(
+            pipeline=spec.name, node=node, step=spec.step_of(n), bindings=n.bindings,
+            declared=declared_inputs(spec, node), map_item=n.map.item if n.map is not None else None,
+        )
+
+    def dumps(self) -> str:
+        return json.dumps({
+            "v": VERSION,
+            "pipeline": self.pipeline,
+            "node": self.node,
+            "step": self.step.to_json(),
+            "bindings": {k: b.to_json() for k, b in sorted(self.bindings.items())},
+            "declared": {k: t.to_json() for k, t in self.declared.items()},
+            "map_item": self.map_item,
+        }, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, text: str) -> NodeTask:
+        d: dict[str, Any] = json.loads(text)
+        if d.get("v") != VERSION:
+            raise ValueError(f"node task format {d.get('v')!r}; this interlock reads {VERSION}: recompile the pipeline")
+        return cls(
+            pipeline=d["pipeline"], node=d["node"], step=StepSpec.from_json(d["step"]),
+            bindings={k: Binding.from_json(b) for k, b in d["bindings"].items()},
+            declared={k: TypeSpec.from_json(t) for k, t in d["declared"].items()},
+            map_item=d.get("map_item"),
+        )

@@ -1,0 +1,197 @@
+"""Per-step overhead of the local backends beside the native tools running the same shape.
+
+    python benchmarks/backend_overhead.py [--sizes 10,50,100] [--kfp-sizes 5,10] [--repeat 1] [--json PATH]
+
+The shape is a chain of N trivial steps (``x + 1``), one task per step:
+- flyte-local: ``il.run(..., backend="flyte-local")`` vs a hand-written flytekit ``@task``
+  called N times in a ``@workflow``, cached with ``Cache(version=...)``, local execution;
+- kfp-local: ``il.run(..., backend="kfp-local")`` vs a hand-written ``@dsl.component``
+  called N times in a ``@dsl.pipeline`` on ``kfp.local.SubprocessRunner(use_venv=False)``
+  with caching on.
+Each side runs in a fresh interpreter with its imports done before the clock starts; the
+first run starts from an empty cache, the rerun repeats it in the same process (all cache
+hits). The figure is the whole run's seconds at size N; the table also prints per step.
+"""
+
+# No `from __future__ import annotations`: kfp reads the component's annotations as types.
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import interlock as il
+
+HERE = Path(__file__).resolve().parent
+SIZE_ENV = "INTERLOCK_BENCH_N"  # the kfp-local task processes rebuild the same chain from it
+
+
+@il.step(cache=il.Cache())
+def inc(x: int) -> int:
+    return x + 1
+
+
+def make_pipeline(n: int) -> Any:
+    def body(x: int = 0):  # noqa: ANN202 - a pipeline body returns step outputs
+        for i in range(n):
+            x = inc.named(f"s{i}")(x=x)
+        return x
+
+    body.__module__ = __name__
+    body.__name__ = body.__qualname__ = "bench"
+    return il.pipeline(name=f"overhead-{n}")(body)
+
+
+if __name__ != "__main__" and os.environ.get(SIZE_ENV):
+    bench = make_pipeline(int(os.environ[SIZE_ENV]))
+
+
+
+def flytekit_module(n: int) -> str:
+    """A hand-written flytekit module: N cached tasks chained in a workflow."""
+    lines = ["from flytekit import Cache, task, workflow\n"]
+    for i in range(n):
+        lines.append(f"@task(cache=Cache(version='1'))\ndef s{i}(x: int) -> int:\n    return x + 1\n")
+    body = "".join(f"    x = s{i}(x=x)\n" for i in range(n))
+    lines.append(f"@workflow\ndef chain(x: int = 0) -> int:\n{body}    return x\n")
+    return "\n".join(lines)
+
+
+def worker(side: str, n: int, work: str) -> list[float]:
+    """Two runs of one side (first, then cached) in this interpreter; seconds each."""
+    os.environ["HOME"] = work  # flytekit and kfp keep nothing of this run outside it
+    times: list[float] = []
+    if side in ("flyte-local", "kfp-local"):
+        if side == "flyte-local":
+            import interlock.adapters.flyte.local  # noqa: F401  (imports outside the clock)
+        else:
+            import kfp.local  # noqa: F401  (kfp's own import, ~2 s, as the native side has it done)
+
+            import interlock.adapters.kfp.local  # noqa: F401
+        for _ in range(2):
+            t0 = time.perf_counter()
+            r = il.run(bench, backend=side, workdir=work)
+            times.append(time.perf_counter() - t0)
+            assert r.outputs["o0"] == n, r.outputs
+    elif side == "flytekit":
+        import importlib
+
+        import flytekit.core.local_cache as lc
+
+        lc.CACHE_LOCATION = os.path.join(work, "flyte-cache")
+        # One hand-written task per step, as interlock compiles one task per node; defining
+        # them (and flytekit's compile of the workflow) is inside the first run's clock, as
+        # building interlock's tasks is.
+        Path(work, "fk_chain.py").write_text(flytekit_module(n))
+        sys.path.insert(0, work)
+        t0 = time.perf_counter()
+        wf = importlib.import_module("fk_chain").chain
+        out = wf(x=0)
+        times.append(time.perf_counter() - t0)
+        assert out == n, out
+        t0 = time.perf_counter()
+        out = wf(x=0)
+        times.append(time.perf_counter() - t0)
+        assert out == n, out
+    elif side == "kfp.local":
+        from kfp import dsl, local
+
+        local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=os.path.join(work, "root"),
+                   enable_caching=True, cache_root=os.path.join(work, "kfp-cache"))
+        # Defining the component and the pipeline (kfp compiles it then) is inside the first
+        # run's clock, as interlock's compile is.
+        t0 = time.perf_counter()
+
+        @dsl.component(base_image="python:3.11", install_kfp_package=False)
+        def kinc(x: int) -> int:
+            return x + 1
+
+        @dsl.pipeline(name="overhead")
+        def kchain(x: int = 0) -> int:
+            t = kinc(x=x)
+            for _ in range(n - 1):
+                t = kinc(x=t.output)
+            return t.output
+
+        for _ in range(2):
+            out = kchain(x=0).output
+            times.append(time.perf_counter() - t0)
+            assert out == n, out
+            t0 = time.perf_counter()
+    return times
+
+
+WORKER = "import json, sys, backend_overhead as b; print(json.dumps(b.worker(sys.argv[1], int(sys.argv[2]), sys.argv[3])))"
+
+
+def measure(side: str, n: int) -> tuple[float, float]:
+    """(first run, cached rerun) seconds, one fresh interpreter."""
+    with tempfile.TemporaryDirectory(prefix="il-overhead-") as work:
+        # Bytecode caches as an installed package has them (a task process would otherwise
+        # compile interlock's sources on every start, when PYTHONDONTWRITEBYTECODE is set).
+        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env = {**base, SIZE_ENV: str(n), "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+        proc = subprocess.run([sys.executable, "-c", WORKER, side, str(n), work], env=env, cwd=work,
+                              capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{side} N={n} failed:\n{proc.stderr[-3000:]}")
+        first, rerun = json.loads(proc.stdout.strip().splitlines()[-1])
+        return first, rerun
+
+
+def best(side: str, n: int, repeat: int) -> tuple[float, float]:
+    runs = [measure(side, n) for _ in range(repeat)]
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10,50,100", help="chain lengths for flyte-local (comma-separated)")
+    ap.add_argument("--kfp-sizes", default="5,10", help="chain lengths for kfp-local (every task is a process)")
+    ap.add_argument("--backends", default="flyte-local,kfp-local")
+    ap.add_argument("--repeat", type=int, default=1, help="fresh interpreters per side and size (median)")
+    ap.add_argument("--json", default=None, metavar="PATH")
+    args = ap.parse_args()
+    command = "python benchmarks/backend_overhead.py " + " ".join(sys.argv[1:])
+    natives = {"flyte-local": "flytekit", "kfp-local": "kfp.local"}
+    sizes = {"flyte-local": args.sizes, "kfp-local": args.kfp_sizes}
+    rows: list[dict[str, Any]] = []
+    print(f"{'figure':<30} {'N':>5} {'interlock s':>12} {'native s':>10} {'ratio':>6} {'ms/step il':>11} {'native':>8}")
+    for backend in args.backends.split(","):
+        for n in [int(s) for s in sizes[backend].split(",") if s]:
+            il_first, il_rerun = best(backend, n, args.repeat)
+            nat_first, nat_rerun = best(natives[backend], n, args.repeat)
+            for what, mine, theirs in (("first run", il_first, nat_first), ("cached rerun", il_rerun, nat_rerun)):
+                figure = f"{backend} {what}"
+                ratio = mine / theirs if theirs else None
+                rows.append({"figure": figure, "size": n, "interlock_s": mine, "native_s": theirs, "ratio": ratio,
+                             "note": f"chain of {n} trivial steps; native: {natives[backend]}, same shape, per step "
+                                     f"{mine / n * 1e3:.1f} ms vs {theirs / n * 1e3:.1f} ms"})
+                print(f"{figure:<30} {n:>5} {mine:>12.3f} {theirs:>10.3f} {ratio:>6.2f} {mine / n * 1e3:>11.1f} "
+                      f"{theirs / n * 1e3:>8.1f}", flush=True)
+    # Per step without what a run costs once (receipt, git, the backend's set-up): the slope
+    # between the smallest and the largest size.
+    for figure in dict.fromkeys(r["figure"] for r in rows):
+        mine = sorted((r["size"], r["interlock_s"], r["native_s"]) for r in rows if r["figure"] == figure)
+        if len(mine) < 2:
+            continue
+        (n1, a1, b1), (n2, a2, b2) = mine[0], mine[-1]
+        il_step, nat_step = (a2 - a1) / (n2 - n1), (b2 - b1) / (n2 - n1)
+        ratio = il_step / nat_step if nat_step > 0 else None
+        rows.append({"figure": f"{figure}, per step (slope)", "size": n2, "interlock_s": il_step, "native_s": nat_step,
+                     "ratio": ratio, "note": f"(T({n2}) - T({n1})) / {n2 - n1}: seconds per added step"})
+        shown = f"{ratio:>6.2f}" if ratio is not None else f"{'-':>6}"
+        print(f"{figure + ', per step':<30} {n2:>5} {il_step * 1e3:>10.2f}ms {nat_step * 1e3:>8.2f}ms {shown}")
+    print(f"command: {command}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
