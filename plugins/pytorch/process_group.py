@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,6 +41,13 @@ def process_group(t: Torchrun | None) -> Iterator[None]:
     import torch.distributed as dist
 
     owned = not dist.is_initialized()
+    if owned and type(multiprocessing.current_process()).__name__ == "ForkProcess":
+        # A forked rank (torch elastic's start_method="fork", for CPU tests) inherits the
+        # parent's OpenMP state without its threads: its first parallel kernel would wait for
+        # them forever. One thread per rank needs no pool (ranks are the parallelism anyway).
+        import torch
+
+        torch.set_num_threads(1)
     if owned:
         backend = collective_backend(t)
         if t.timeout_s is not None:
