@@ -33,7 +33,7 @@ from .spec import BindingKind, PipelineSpec
 from .status import Status
 
 if TYPE_CHECKING:
-    from .runstate import RunOutcome
+    from .runstate import RunOutcome, RunState, Seen
     from .spec import Node
     from .step import Step
 
@@ -78,6 +78,25 @@ def run_status(outcome: RunOutcome) -> RunStatus:
 def finally_inputs(spec: PipelineSpec, node: Node, inputs: dict[str, Any], status: RunStatus) -> dict[str, Any]:
     """The finally step's inputs with the status filled in."""
     return {**inputs, status_port(spec, node): status}
+
+
+def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen: dict[str, Seen]) -> RunOutcome:
+    """The run's outcome with the finally step's own (from what the backend saw of it): the run
+    fails too if the finally step failed."""
+    from dataclasses import replace
+
+    from .runstate import settle
+
+    node = spec.finally_
+    if node is None:
+        return outcome
+    alone = replace(spec, nodes=(node,), gates=(), outputs=(), output_types=(), finally_=None)
+    own = settle(alone, state, {k: v for k, v in seen.items() if k == node.name})
+    steps = {**outcome.steps, **own.steps}
+    if own.error is None:
+        return replace(outcome, steps=steps)
+    status = Status.FAILED if outcome.status is Status.SUCCEEDED else outcome.status
+    return replace(outcome, status=status, steps=steps, error=outcome.error or own.error)
 
 
 def finally_(step: Step, **kwargs: Any) -> None:

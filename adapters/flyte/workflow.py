@@ -40,6 +40,7 @@ class Entities:
     workflow: PythonFunctionWorkflow
     subworkflows: dict[str, PythonFunctionWorkflow]  # gate id -> sub-workflow
     noop: Any | None
+    finally_task: Any | None = None  # il.finally_: the failure node and the success path's last node
 
 
 def _key(b: Binding) -> str:
@@ -60,6 +61,11 @@ class _Builder:
                 self.tasks[n.name] = fanout.map_task(spec, n.name, self.tasks[n.name])
         self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
         self.noop = build_noop(spec.name, options) if spec.gates else None
+        self.finally_task = None
+        if spec.finally_ is not None:
+            from .finally_node import build_finally_task
+
+            self.finally_task = build_finally_task(spec, options)
         for _, b in spec.outputs:
             if b.kind is BindingKind.OUTPUT and spec.node(b.node or "").gate:
                 raise PipelineDefinitionError(
@@ -322,6 +328,10 @@ class _Builder:
             values = dict(kwargs)
             values["__outputs__"] = {}
             self.emit_scope(None, values)
+            if self.finally_task is not None:
+                from .finally_node import call_last
+
+                call_last(spec, self.finally_task, values)
             outs = [self.value_of(b, values, values["__outputs__"]) for _, b in spec.outputs]
             if not outs:
                 return None
@@ -329,7 +339,7 @@ class _Builder:
 
         fn = _function(py_ident(spec.name), types, defaults, ret, body)
         wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                    default_metadata=_defaults())
+                                    default_metadata=_defaults(), on_failure=self.finally_task)
         wf._name = spec.name
         return wf
 
@@ -488,4 +498,4 @@ def _function(name: str, types: dict[str, Any], defaults: dict[str, Any], ret: A
 def build_entities(spec: PipelineSpec, options: TaskOptions | None = None) -> Entities:
     b = _Builder(spec, options or TaskOptions())
     wf = b.workflow()
-    return Entities(spec, b.tasks, wf, b.subworkflows, b.noop)
+    return Entities(spec, b.tasks, wf, b.subworkflows, b.noop, b.finally_task)

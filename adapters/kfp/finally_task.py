@@ -12,13 +12,11 @@ the finally step sees the same failed steps and error message everywhere.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from interlock.core.finally_ import RunStatus, run_status, status_port
-from interlock.core.runstate import RunOutcome, Seen, settle
+from interlock.core.finally_ import RunStatus, run_status, status_port, with_finally
+from interlock.core.runstate import settle
 from interlock.core.spec import BindingKind, PipelineSpec
-from interlock.core.status import Status
 from interlock.core.types import TypeKind
 
 from .component import NodeComponent, _function_from_source, component_source, declared_inputs
@@ -130,20 +128,6 @@ def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: st
             from .receipt_task import finish_run
 
             finish_run(pipeline_ref, params, state)
-
-
-def with_finally(spec: PipelineSpec, state: Any, outcome: RunOutcome, seen: dict[str, Seen]) -> RunOutcome:
-    """The run's outcome with the finally step's own: the run fails too if it failed."""
-    node = spec.finally_
-    if node is None:
-        return outcome
-    alone = replace(spec, nodes=(node,), gates=(), outputs=(), output_types=(), finally_=None)
-    own = settle(alone, state, {k: v for k, v in seen.items() if k == node.name})
-    steps = {**outcome.steps, **own.steps}
-    if own.error is None:
-        return replace(outcome, steps=steps)
-    status = Status.FAILED if outcome.status is Status.SUCCEEDED else outcome.status
-    return replace(outcome, status=status, steps=steps, error=outcome.error or own.error)
 
 
 __all__ = ["RunStatus", "make_finally_task", "run_finally", "with_finally"]
