@@ -297,6 +297,8 @@ LOSSY = (
     "gate on a dataclass field: KFP conditions read whole outputs; a small selector component extracts the field",
     "pipeline outputs that are a dataclass field are not declared in the IR (KFP cannot select a field); "
     "kfp-local still returns them",
+    "il.map(tolerate=...): an item's task reports success with a failed envelope, so KFP neither retries it "
+    "(the shim retries every kind in-process) nor may cache it: the items of a tolerant map are never cached",
     "schedule: not part of the IR; create a recurring run with kfp.Client().create_recurring_run(cron_expression=...)",
     "run state (stop markers, receipt fragments) must outlive a pod: compile with pipeline_root=s3://... or "
     "state_store=URI (mirrored there), or state_pvc=NAME; a step with KFP retries and none of these is refused. "
