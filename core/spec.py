@@ -199,7 +199,8 @@ class Binding:
             dotted = "".join(f".{f}" for f in self.field)
             return f"output {self.node}.{self.port}{dotted}"
         if self.kind is BindingKind.ONE_OF:
-            return "branch value of " + " / ".join(f"{o.node}.{o.port}" for o in self.options)
+            return "branch value of " + " / ".join(
+                f"({o.describe()})" if o.kind is BindingKind.ONE_OF else f"{o.node}.{o.port}" for o in self.options)
         if self.kind is BindingKind.LIST:
             return f"list [{', '.join(b.describe() for b in self.items)}]"
         return f"constant {self.value!r}"

@@ -19,7 +19,7 @@ from flytekit import conditional
 from flytekit.core.promise import Promise, VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
-from interlock.core.branches import chain_of, head_of, own_condition
+from interlock.core.branches import chain_of, head_of, own_condition, spec_option_gate
 from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.fanout import list_of
@@ -46,8 +46,8 @@ class Entities:
 def _key(b: Binding) -> str:
     if b.kind is BindingKind.PARAM:
         return b.param or ""  # workflow inputs keep the pipeline's parameter names
-    if b.kind is BindingKind.ONE_OF:
-        return py_ident("__".join(["oneof", *(f"{o.node}__{o.port}" for o in b.options)]))
+    if b.kind is BindingKind.ONE_OF:  # an option may be a nested chain's value
+        return py_ident("__".join(["oneof", *(_key(o) for o in b.options)]))
     return py_ident("__".join([b.node or "", b.port or "", *b.field]))
 
 
@@ -242,8 +242,13 @@ class _Builder:
         members = [g.id for g in chain_of(self.spec, head)]
         found: list[Binding] = []
         candidates = [b for n in self.spec.nodes for _, b in n.inputs] + [b for _, b in self.spec.outputs]
-        for b in candidates:
-            if b.kind is BindingKind.ONE_OF and b not in found and self.spec.node(b.options[0].node or "").gate == members[0]:
+        candidates += [i for b in list(candidates) for i in b.items]
+        while candidates:
+            b = candidates.pop(0)
+            if b.kind is not BindingKind.ONE_OF:
+                continue
+            candidates += list(b.options)  # a nested chain's value, as an option of an outer one
+            if b not in found and spec_option_gate(self.spec, b.options[0]) == members[0]:
                 found.append(b)
         return found
 

@@ -26,7 +26,7 @@ from interlock.core.graph import binding_type
 from interlock.core.spec import BindingKind, PipelineSpec, StepSpec
 from interlock.core.types import TypeKind, TypeSpec
 
-from .fanout import ITEM_TYPE
+from .fanout import ITEM_TYPE, tolerant
 from .names import function_names, io_names, single_return
 from .types import kfp_type
 
@@ -61,7 +61,7 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     if n.map is not None and port == n.map.item:
         return ITEM_TYPE  # one enumerated item per iteration (fanout.py)
     b = n.bindings.get(port)
-    if b is not None and b.kind is BindingKind.ONE_OF:  # il.branch_value: every option has one type
+    while b is not None and b.kind is BindingKind.ONE_OF:  # il.branch_value: every option has one type
         b = b.options[0]
     src: TypeSpec | None = None
     if b is not None and b.kind is BindingKind.OUTPUT:
@@ -131,7 +131,9 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
         else:
             returned.append(f"({names_out[p.name]!r}, {kt.parameter})")
     params = ", ".join([*required, *artifact_outs, *optional])
-    if single_return(step):
+    if tolerant(spec, node):  # il.map(tolerate=...): each item returns an envelope (fanout.py)
+        ret = " -> str"
+    elif single_return(step):
         ret = f" -> {kfp_type(step.outputs[0].type).parameter}"
     else:
         ret = f" -> NamedTuple('Outputs', [{', '.join(returned)}])" if returned else ""
