@@ -36,6 +36,7 @@ FEATURES = (
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
     "checkpoint", "gates", "condition.expression", "condition.or", "branch.chain", "branch.value",
     "finally",  # il.finally_ (core/finally_.py)
+    "finally.block",  # with il.finally_(step): ... around one block
     "secrets", "labels", "queue", "distributed", "schedule", "run",
     "map", "map.tolerate", "fan_in",
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
@@ -222,7 +223,7 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
     def mark(feature: str, where: str) -> None:
         used.setdefault(feature, []).append(where)
 
-    for node in (*spec.nodes, *((spec.finally_,) if spec.finally_ else ())):
+    for node in (*spec.nodes, *spec.finally_nodes()):
         s = spec.step_of(node)
         r = s.resources
         checks = {
@@ -257,6 +258,8 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
                 mark("branch.value", b.describe())
     if spec.finally_ is not None:
         mark("finally", spec.finally_.name)
+    for block in spec.finally_blocks:
+        mark("finally.block", block.node.name)
     if spec.schedule:
         mark("schedule", spec.name)
     return used

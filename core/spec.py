@@ -327,6 +327,22 @@ class Node:
 
 
 @dataclass(frozen=True)
+class FinallyBlock:
+    """``with il.finally_(step): ...``: ``node`` runs after the block of ``members`` (node names,
+    in pipeline order) whatever its outcome, with the block's status (core/finally_.py)."""
+
+    node: Node
+    members: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node.to_json(), "members": list(self.members)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FinallyBlock:
+        return cls(Node.from_json(d["node"]), tuple(d["members"]))
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     name: str
     ref: str | None  # "module:attr" of the pipeline object, for containers to rebuild it
@@ -342,6 +358,12 @@ class PipelineSpec:
     version: int = SPEC_VERSION
     # il.finally_: runs after the body whatever its outcome (core/finally_.py); not in nodes.
     finally_: Node | None = None
+    # il.finally_ around a block (``with il.finally_(step): ...``); their nodes are not in nodes either.
+    finally_blocks: tuple[FinallyBlock, ...] = ()
+
+    def finally_nodes(self) -> tuple[Node, ...]:
+        """Every il.finally_ step: the whole pipeline's, then each block's."""
+        return (*((self.finally_,) if self.finally_ else ()), *(b.node for b in self.finally_blocks))
 
     # -- lookups ---------------------------------------------------------------------------
     # Indexed once per spec (it is frozen): adapters look steps and nodes up inside per-node
@@ -357,7 +379,7 @@ class PipelineSpec:
     @cached_property
     def _nodes_by_name(self) -> dict[str, Node]:
         index: dict[str, Node] = {}
-        for n in (*self.nodes, *((self.finally_,) if self.finally_ else ())):
+        for n in (*self.nodes, *self.finally_nodes()):
             index.setdefault(n.name, n)
         return index
 
@@ -427,6 +449,7 @@ class PipelineSpec:
             "labels": dict(self.labels),
             "schedule": self.schedule,
             **({"finally": self.finally_.to_json()} if self.finally_ else {}),
+            **({"finally_blocks": [b.to_json() for b in self.finally_blocks]} if self.finally_blocks else {}),
         }
 
     def dumps(self, **kw: Any) -> str:
@@ -449,6 +472,7 @@ class PipelineSpec:
             schedule=d.get("schedule"),
             doc=d.get("doc", ""),
             finally_=Node.from_json(d["finally"]) if d.get("finally") else None,
+            finally_blocks=tuple(FinallyBlock.from_json(b) for b in d.get("finally_blocks", ())),
         )
 
     @classmethod

@@ -44,6 +44,8 @@ CLUSTER_FEATURES = {
     "finally": "native (the workflow's failure node, on_failure, for a failed body, and the same task as the "
     "last node, downstream of every other, for a succeeded one; il.RunStatus from the run state, so share "
     "INTERLOCK_STATE_DIR on a cluster: without it the step still sees 'failed' and Flyte's error message)",
+    "finally.block": "native (the block is a sub-workflow whose failure node, on_failure, is the finally step's "
+    "task, and whose last node is the same task; a failed block still fails the workflow, as a KFP ExitHandler)",
     "secrets": "native (secret requests, injected as environment variables)",
     "labels": "native (pod template labels/annotations; pipeline labels on the launch plan)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's pod template "

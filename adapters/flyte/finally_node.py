@@ -30,10 +30,10 @@ from flytekit.types.error import FlyteError
 
 from interlock.core.bindings import node_inputs
 from interlock.core.errors import PipelineDefinitionError, StepFailed
-from interlock.core.finally_ import finally_inputs, run_status
+from interlock.core.finally_ import block_of, block_spec, finally_inputs, run_status
 from interlock.core.runstate import settle
 from interlock.core.runtime import execute_step
-from interlock.core.spec import PipelineSpec
+from interlock.core.spec import Node, PipelineSpec
 from interlock.core.values import revive
 
 from . import policies
@@ -43,32 +43,34 @@ from .types import from_flyte, python_type
 ERR = "err"  # the failure node's error input: flytekit and propeller fill it by this name
 
 
-def node_id(spec: PipelineSpec) -> str:
-    """The success-path node's id in the workflow (its failure shows in ``err.failed_node_id``)."""
-    assert spec.finally_ is not None
-    return _dnsify(spec.finally_.name)
+def node_id(node: Node) -> str:
+    """The success-path node's id in its workflow (its failure shows in ``err.failed_node_id``)."""
+    return _dnsify(node.name)
 
 
-def _already_ran(spec: PipelineSpec, err: FlyteError | None) -> bool:
-    node = spec.finally_.name if spec.finally_ else ""
+def _already_ran(node: Node, err: FlyteError | None) -> bool:
     local = _local_run()
     if local is not None:
-        return node in local.raised or node in local.returned
-    return err is not None and err.failed_node_id == node_id(spec)
+        return node.name in local.raised or node.name in local.returned
+    return err is not None and err.failed_node_id == node_id(node)
 
 
-def finally_body(spec: PipelineSpec) -> Any:
-    node = spec.finally_
+def finally_body(spec: PipelineSpec, node: Node | None = None, types: dict[str, Any] | None = None) -> Any:
+    """The task function: the whole pipeline's finally step (inputs: the workflow's), or a
+    block's (``node``; inputs: its sub-workflow's, ``types``)."""
+    node = node or spec.finally_
     assert node is not None
     step = spec.step_of(node)
+    block = block_of(spec, node.name)
+    scope = block_spec(spec, block) if block is not None else spec
 
     def body(**kwargs: Any) -> None:
         err = kwargs.pop(ERR, None)
-        if _already_ran(spec, err):
+        if _already_ran(node, err):
             return None  # the finally step itself failed on the success path: never twice
         run = run_context(spec.name)
         failed = None if err is None else f"Flyte reported the run failed: {err.message}"
-        status = run_status(settle(spec, run.state, None, failed=failed))
+        status = run_status(settle(scope, run.state, None, failed=failed))
         params = {p.name: from_flyte(kwargs[p.name], p.type) for p in spec.params if p.name in kwargs}
         inputs = finally_inputs(spec, node, node_inputs(spec, node.name, params, {}), status)
         try:
@@ -83,7 +85,7 @@ def finally_body(spec: PipelineSpec) -> Any:
         inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=python_type(p.type),
                           **({"default": revive(p.default, p.type)} if p.has_default else {}))
         for p in spec.params
-    ]
+    ] if types is None else [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=t) for k, t in types.items()]
     ps.append(inspect.Parameter(ERR, inspect.Parameter.KEYWORD_ONLY, annotation=FlyteError | None, default=None))
     body.__signature__ = inspect.Signature(ps, return_annotation=None)  # type: ignore[attr-defined]
     body.__annotations__ = {p.name: p.annotation for p in ps} | {"return": None}
@@ -93,15 +95,17 @@ def finally_body(spec: PipelineSpec) -> Any:
     return body
 
 
-def build_finally_task(spec: PipelineSpec, options: TaskOptions | None = None) -> PythonFunctionTask:
-    """The finally step's task: the failure node, and the last node of a succeeded body."""
+def build_finally_task(spec: PipelineSpec, options: TaskOptions | None = None, node: Node | None = None,
+                       types: dict[str, Any] | None = None) -> PythonFunctionTask:
+    """The finally step's task: the failure node, and the last node of a succeeded body (the
+    workflow's, or with ``node`` and ``types`` a block's sub-workflow's)."""
     from interlock.core.runstate import RunEnv
 
     from .resolver import resolver
 
-    node = spec.finally_
+    node = node or spec.finally_
     assert node is not None
-    if spec.param(ERR) is not None:
+    if spec.param(ERR) is not None or ERR in (types or {}):
         raise PipelineDefinitionError(
             f"a pipeline parameter named {ERR!r} collides with the input Flyte's failure node receives its error in",
             pipeline=spec.name, step=node.name, hint=f"rename the parameter {ERR!r}",
@@ -120,25 +124,25 @@ def build_finally_task(spec: PipelineSpec, options: TaskOptions | None = None) -
     task.interlock_pipeline_ref = spec.ref
     task.interlock_step = step.name
     try:
-        PythonFunctionTask.__init__(task, task_config=None, task_function=finally_body(spec), task_resolver=resolver,
-                                    **kwargs)
+        PythonFunctionTask.__init__(task, task_config=None, task_function=finally_body(spec, node, types),
+                                    task_resolver=resolver, **kwargs)
     except (TypeError, ValueError, AssertionError) as exc:
         raise PipelineDefinitionError(f"flytekit rejected the finally task: {exc}", pipeline=spec.name,
                                       step=node.name) from exc
     return task
 
 
-def call_last(spec: PipelineSpec, task: PythonFunctionTask, values: dict[str, Any]) -> None:
-    """Inside the workflow body, after every other node: the success path's finally node."""
+def call_last(node: Node, task: PythonFunctionTask, kwargs: dict[str, Any]) -> None:
+    """Inside a workflow body, after every other node: the success path's finally node."""
     from flytekit.core.context_manager import FlyteContextManager
 
     state = FlyteContextManager.current_context().compilation_state
     before = list(state.nodes) if state is not None else []
-    result = task(**{p.name: values[p.name] for p in spec.params})
+    result = task(**kwargs)
     if state is None or not state.nodes or state.nodes[-1] in before:
         return  # local execution: the body runs in order, so this already ran last
     last = state.nodes[-1]
-    last._id = node_id(spec)
+    last._id = node_id(node)
     for n in before:  # downstream of every node: it runs once the whole body is done
         n.runs_before(last)
     del result

@@ -99,7 +99,7 @@ def observed(spec: PipelineSpec, local: LocalRun, since: float = 0.0) -> dict[st
         return frag is not None and frag.ended >= since
 
     seen: dict[str, Seen] = {}
-    for node in (*spec.nodes, *((spec.finally_,) if spec.finally_ else ())):  # il.finally_'s step too
+    for node in (*spec.nodes, *spec.finally_nodes()):  # il.finally_'s steps too
         name = node.name
         if name in local.raised:
             exc = local.raised[name]
@@ -164,8 +164,9 @@ class FlyteLocalRunner:
 
 
 def _finally_failed(spec: PipelineSpec, local: LocalRun) -> bool:
-    """The run failed only because its il.finally_ step did (the body's nodes all passed)."""
-    return spec.finally_ is not None and spec.finally_.name in local.raised and not (set(local.raised) - {spec.finally_.name})
+    """The run failed only because an il.finally_ step did (the body's nodes all passed)."""
+    names = {n.name for n in spec.finally_nodes()}
+    return bool(set(local.raised) & names) and not (set(local.raised) - names)
 
 
 def _typed(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:

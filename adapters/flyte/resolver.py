@@ -63,6 +63,10 @@ class InterlockTaskResolver(TaskResolverMixin):
             from .finally_node import build_finally_task
 
             return build_finally_task(spec)
+        if any(b.node.name == node for b in spec.finally_blocks):  # a block's: typed by its sub-workflow
+            from .workflow import build_entities
+
+            return build_entities(spec).tasks[node]
         if spec.step_of(node).name != args.get("step", spec.step_of(node).name):
             raise PipelineDefinitionError(
                 f"node {node!r} runs step {spec.step_of(node).name!r} in this image, "

@@ -73,6 +73,15 @@ class _Builder:
                     "with a no-op else branch has no value to return there",
                     pipeline=spec.name, hint="return it from a step outside the block",
                 )
+        # il.finally_ around a block: the block is a sub-workflow (finally_blocks.py).
+        from .finally_blocks import with_block_gates
+
+        self.spec, self.blocks = with_block_gates(spec)
+        # Built here, outside any workflow compilation (a task made while a workflow compiles takes
+        # that workflow as its resolver), with the very types its sub-workflow declares.
+        self.block_types = {gid: {k: python_type(_type_of(self.spec, b)) for k, b in self.external_bindings(gid).items()}
+                            for gid in self.blocks}
+        self.block_tasks: dict[str, Any] = {gid: self.block_task(gid, t) for gid, t in self.block_types.items()}
         for g in spec.gates:
             for c in condition_of(g).bindings():
                 if not c.field:
@@ -114,6 +123,10 @@ class _Builder:
                 for c in condition_of(g).bindings():
                     if c.node not in inside:
                         found[_key(c)] = c
+        if gate in self.blocks:  # what the block's finally step reads: parameters
+            for _, b in self.blocks[gate].node.inputs:
+                if b.kind is BindingKind.PARAM:
+                    found[_key(b)] = b
         return dict(sorted(found.items()))
 
     # -- emitting --------------------------------------------------------------------------
@@ -219,6 +232,11 @@ class _Builder:
             values["__outputs__"][name] = {p: getattr(result, p) for p in ports}
 
     def emit_gate(self, gate_id: str, values: dict[str, Any]) -> None:
+        if gate_id in self.blocks:  # il.finally_ around a block: no condition, its sub-workflow
+            from .finally_blocks import emit_block
+
+            emit_block(self, gate_id, values)
+            return
         g = self.spec.gate(gate_id)
         outputs = values.setdefault("__outputs__", {})
         cond = condition_of(g)
@@ -298,9 +316,13 @@ class _Builder:
     def subworkflow(self, gate_id: str) -> PythonFunctionWorkflow:
         if gate_id not in self.subworkflows:
             ext = self.external_bindings(gate_id)
-            types = {k: python_type(_type_of(self.spec, b)) for k, b in ext.items()}
+            types = self.block_types.get(gate_id) or {k: python_type(_type_of(self.spec, b)) for k, b in ext.items()}
 
             returns = self.branch_returns(gate_id)
+            if gate_id in self.blocks:  # what is read after the block: its sub-workflow's outputs
+                from .finally_blocks import block_returns
+
+                returns = block_returns(self, gate_id)
             ret = outputs_type(tuple(_Port(f"v{i}", _type_of(self.spec, b)) for i, b in enumerate(returns)),
                                py_ident(f"{self.spec.name}_{gate_id}_values"))
 
@@ -308,6 +330,10 @@ class _Builder:
                 values = dict(kwargs)
                 values["__outputs__"] = {}
                 self.emit_scope(gate_id, values)
+                if gate_id in self.blocks:  # the success path's last node: the block's finally step
+                    from .finally_node import call_last
+
+                    call_last(self.blocks[gate_id].node, self.block_task(gate_id, types), kwargs)
                 if not returns:
                     return None
                 outs = [self.value_of(b, values, values["__outputs__"]) for b in returns]
@@ -315,10 +341,19 @@ class _Builder:
 
             fn = _function(f"{self.spec.name}_{gate_id}", types, {}, ret, body)
             wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                        default_metadata=_defaults())
+                                        default_metadata=_defaults(),
+                                        on_failure=self.block_task(gate_id, types) if gate_id in self.blocks else None)
             wf._name = f"{self.spec.name}.{gate_id}"
             self.subworkflows[gate_id] = wf
         return self.subworkflows[gate_id]
+
+    def block_task(self, gate_id: str, types: dict[str, Any]) -> Any:
+        """The finally task of an il.finally_ block: its sub-workflow's failure node and last node."""
+        if gate_id not in getattr(self, "block_tasks", {}):
+            from .finally_node import build_finally_task
+
+            return build_finally_task(self.spec, self.options, self.blocks[gate_id].node, types)
+        return self.block_tasks[gate_id]
 
     def workflow(self) -> PythonFunctionWorkflow:
         spec = self.spec
@@ -336,7 +371,7 @@ class _Builder:
             if self.finally_task is not None:
                 from .finally_node import call_last
 
-                call_last(spec, self.finally_task, values)
+                call_last(spec.finally_, self.finally_task, {p.name: values[p.name] for p in spec.params})
             outs = [self.value_of(b, values, values["__outputs__"]) for _, b in spec.outputs]
             if not outs:
                 return None
@@ -503,4 +538,5 @@ def _function(name: str, types: dict[str, Any], defaults: dict[str, Any], ret: A
 def build_entities(spec: PipelineSpec, options: TaskOptions | None = None) -> Entities:
     b = _Builder(spec, options or TaskOptions())
     wf = b.workflow()
-    return Entities(spec, b.tasks, wf, b.subworkflows, b.noop, b.finally_task)
+    tasks = {**b.tasks, **{blk.node.name: b.block_tasks[g] for g, blk in b.blocks.items() if g in b.block_tasks}}
+    return Entities(spec, tasks, wf, b.subworkflows, b.noop, b.finally_task)

@@ -50,6 +50,9 @@ _FEATURES = {
     "finally": "native (dsl.ExitHandler around the body, the finally step as its exit task with "
     "dsl.PipelineTaskFinalStatus; with state_pvc it also writes the receipt; pipeline outputs are then not "
     "declared in the IR, as KFP refuses outputs from inside an ExitHandler)",
+    "finally.block": "native (a dsl.ExitHandler around the block's tasks, the finally step its exit task with "
+    "dsl.PipelineTaskFinalStatus of the group; KFP allows exit handlers at the outermost scope only, so not "
+    "together with a whole-pipeline finally or state_pvc's receipt handler)",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class as kfp-kubernetes pod labels; "

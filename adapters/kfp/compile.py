@@ -74,6 +74,10 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     # KFP refuses pipeline outputs produced inside an ExitHandler (the receipt task's or
     # il.finally_'s block).
     outputs = [] if opts.state_pvc or spec.finally_ else exported_outputs(spec)
+    if spec.finally_blocks:  # nor from inside an il.finally_ block's ExitHandler
+        from .finally_task import outside_blocks
+
+        outputs = outside_blocks(spec, outputs)
     ReturnType = _return_type(spec, outputs)
 
     def body(*args: Any) -> Any:
@@ -97,7 +101,17 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
             handler = dsl.ExitHandler(make_receipt_task(spec, values, opts), name="interlock-run")
             handler.__enter__()
         # Each il.when block as one contiguous group: KFP opens one dsl.If per contiguous run.
-        for node in structured_order(spec):
+        ordered = structured_order(spec)
+        from .finally_task import BlockHandlers
+
+        blocks = BlockHandlers(spec, ordered, values, opts, components, task_names)  # il.finally_ around blocks
+
+        def close_scopes() -> None:
+            while open_gates:
+                _close(spec, open_gates.pop(), values, tasks, components, opts)
+
+        for node in blocks.order:  # the structured order, each il.finally_ block whole
+            blocks.before(node.name, close_scopes)
             chain = [g for g in spec.gate_chain(node.gate)]
             keep = 0
             while keep < min(len(chain), len(open_gates)) and open_gates[keep][0] == chain[keep].id:
@@ -125,6 +139,7 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
             else:
                 task = tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
             task_names[task.name] = node.name
+            blocks.after(node.name, close_scopes)
         while open_gates:
             _close(spec, open_gates.pop(), values, tasks, components, opts)
         if handler is not None:

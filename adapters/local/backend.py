@@ -71,6 +71,7 @@ class LocalBackend:
                 "map.tolerate": "native (shim: failed items are None, their indices in RunResult.maps)",
                 "fan_in": NATIVE,
                 "finally": "native (runs last, with the body's il.RunStatus)",
+                "finally.block": "native (after the body, for each block the run reached, with the block's status)",
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "queue": "emulated: recorded in the receipt (no Kueue locally)",
