@@ -45,6 +45,21 @@ class NodeComponent:
     outputs: dict[str, str]  # port -> KFP output name
 
 
+# dsl.Collected of per-item outputs that travel as JSON text (an Optional, a dict): a KFP list of
+# strings, each decoded on the reader's side (types.to_value).
+COLLECTED_TEXT = TypeSpec(TypeKind.LIST, args=(TypeSpec(TypeKind.STR),))
+
+
+def collected_text(spec: PipelineSpec, node: str, src: TypeSpec) -> bool:
+    from interlock.core.fanout import element_of
+
+    from .types import json_text
+
+    n = spec.node(node)
+    elem = element_of(src)
+    return n.map is not None and not n.map.tolerant and elem is not None and json_text(elem)
+
+
 def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> TypeSpec:
     """The type KFP sees for an input: the port's own, or its producer's where they differ.
 
@@ -69,6 +84,8 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
         assert src is not None
         if b.field:
             return src
+        if collected_text(spec, b.node or "", src):
+            return COLLECTED_TEXT
     elif b is not None and b.kind is BindingKind.PARAM:
         param = spec.param(b.param or "")
         src = param.type if param else None

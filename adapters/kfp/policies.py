@@ -291,9 +291,9 @@ LOSSY = (
     "ephemeral_storage: no KFP setting; ignored",
     "Optional values: KFP has no null parameter; Optional parameters, inputs and outputs travel as JSON "
     "text in a KFP string (\"null\" for None), and an unbound input defaulting to None is not declared",
-    "untyped list/dict values (and anything holding one) travel as JSON text in a KFP string, not a LIST/STRUCT "
-    "parameter: a protobuf Struct makes every number a double and sorts keys; typed dict[str, T] stays a STRUCT "
-    "(ints revived by the declared type; key order is KFP's, not the step's)",
+    "dicts (typed dict[str, T] too), untyped lists and anything holding one or holding a None travel as JSON text "
+    "in a KFP string, not a LIST/STRUCT parameter (a protobuf Struct makes every number a double and sorts keys): "
+    "a pipeline parameter of such a type is entered as JSON text in the KFP UI",
     "gate on a dataclass field: KFP conditions read whole outputs; a small selector component extracts the field",
     "pipeline outputs that are a dataclass field are not declared in the IR (KFP cannot select a field); "
     "kfp-local still returns them",

@@ -131,7 +131,16 @@ def to_value(raw: Any, binding: Binding | None, t: TypeSpec, declared: TypeSpec 
         return read_artifact(raw, t)
     if hasattr(raw, "path") and hasattr(raw, "uri"):
         return follow(read_artifact(raw, (declared or t) if fields else t), fields)
+    if _collected_text(t, declared) and isinstance(raw, list):  # dsl.Collected of JSON-text items
+        raw = [json.loads(x) if isinstance(x, str) else x for x in raw]
+        return from_jsonable(raw, t)
     return from_jsonable(follow(decode(raw, declared or t), fields), t)
+
+
+def _collected_text(t: TypeSpec, declared: TypeSpec | None) -> bool:
+    """A list whose items travel as JSON text, declared to KFP as a list of strings."""
+    return (declared is not None and declared.kind is TypeKind.LIST and declared.args == (TypeSpec(TypeKind.STR),)
+            and t.kind is TypeKind.LIST and bool(t.args) and json_text(t.args[0]))
 
 
 # -- artifacts -------------------------------------------------------------------------------

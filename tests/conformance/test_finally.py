@@ -16,7 +16,7 @@ import yaml
 import interlock as il
 from conformance import finally_pipelines as fp
 from interlock.core.backends import available_backends
-from interlock.core.errors import CapabilityError, PipelineDefinitionError
+from interlock.core.errors import PipelineDefinitionError
 from interlock.core.finally_ import RunStatus, finally_
 
 BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
