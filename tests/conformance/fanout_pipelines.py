@@ -116,6 +116,21 @@ def echo_texts(parts: list[str]) -> list[str]:
     return list(parts)
 
 
+@il.step
+def odd_none(x: int) -> int | None:
+    return None if x % 2 else x
+
+
+@il.step
+def echo_ints(parts: list[int | None]) -> list[int | None]:
+    return list(parts)
+
+
+@il.pipeline(name="fan-optional-items")
+def optional_items(xs: list[int] = [1, 2, 3, 4]):  # noqa: B006 - recorded, never mutated
+    return echo_ints(parts=il_map(odd_none, over=xs))
+
+
 @il.pipeline(name="fan-in-literal-mixed")
 def literal_mixed(x: int = 2, label: str = "p"):
     a = scale.named("a")(x=x, factor=1)

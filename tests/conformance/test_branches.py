@@ -328,6 +328,7 @@ def test_a_nested_value_from_a_deeper_block_is_refused() -> None:
             a = bp.tag.named("a")(label="a", x=x)
         with bp.otherwise():
             with il.when(x > 0.0):
+                bp.tag.named("pos")(label="pos", x=x)
                 with il.when(x > 0.5):
                     m = bp.tag.named("m")(label="m", x=x)
                 with bp.otherwise():

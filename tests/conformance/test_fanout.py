@@ -164,6 +164,15 @@ def test_fan_in_from_a_literal_list_of_outputs(backend: str, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("backend", _backends())
+def test_a_map_of_optional_outputs_keeps_its_nones(backend: str, tmp_path: Path) -> None:
+    """Each item's Optional output travels as JSON text on KFP: the reader gets the decoded list
+    (it was refused: a LIST of texts into a JSON-text input)."""
+    r = _run(fp.optional_items, backend, tmp_path, xs=[1, 2, 3, 4])
+    assert r.succeeded, r.error
+    _exact(r.outputs["o0"], [None, 2, None, 4])
+
+
+@pytest.mark.parametrize("backend", _backends())
 def test_fan_in_from_a_literal_list_keeps_order_types_and_nones(backend: str, tmp_path: Path) -> None:
     r = _run(fp.literal_mixed, backend, tmp_path, x=3, label="p")
     assert r.succeeded, r.error
