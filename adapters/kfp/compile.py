@@ -272,7 +272,9 @@ def _close(spec: PipelineSpec, scope: tuple[str, list[Any]], values: dict[str, A
     from interlock.core.branches import spec_option_gate
 
     gate_id, cms = scope
-    for nested in _nested_values(spec):
+    if "\0nested" not in tasks:  # once per build: compiling N blocks stays linear
+        tasks["\0nested"] = _nested_values(spec)
+    for nested in tasks["\0nested"]:
         if spec_option_gate(spec, nested) != gate_id or _PASS + nested.describe() in tasks:
             continue
         t = binding_type(spec, nested)
