@@ -37,6 +37,7 @@ FEATURES = (
     "checkpoint", "gates", "condition.expression", "condition.or", "branch.chain", "branch.value",
     "finally",  # il.finally_ (core/finally_.py)
     "subpipeline", "subpipeline.cache",  # an @il.pipeline called in another (core/subpipeline.py)
+    "finally.block",  # with il.finally_(step): ... around one block
     "secrets", "labels", "queue", "distributed", "schedule", "run",
     "map", "map.tolerate", "fan_in",
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
@@ -226,7 +227,7 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
     def mark(feature: str, where: str) -> None:
         used.setdefault(feature, []).append(where)
 
-    for node in (*spec.nodes, *((spec.finally_,) if spec.finally_ else ())):
+    for node in (*spec.nodes, *spec.finally_nodes()):
         s = spec.step_of(node)
         r = s.resources
         checks = {
@@ -263,6 +264,8 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         mark("finally", spec.finally_.name)
     for c in spec.subs:
         mark("subpipeline", c.name)
+    for block in spec.finally_blocks:
+        mark("finally.block", block.node.name)
     if spec.schedule:
         mark("schedule", spec.name)
     return used

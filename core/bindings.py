@@ -25,7 +25,7 @@ def resolve(b: Binding, params: dict[str, Any], outputs: dict[str, dict[str, Any
     elif b.kind is BindingKind.OUTPUT:
         value = follow(outputs[b.node or ""][b.port or ""], b.field)
     elif b.kind is BindingKind.ONE_OF:  # the branch that ran produced its option
-        taken = [o for o in b.options if o.node in outputs]
+        taken = [o for o in b.options if o.nodes() & outputs.keys()]  # a nested chain's value: any of its nodes
         if not taken:
             raise KeyError(f"no branch produced {b.describe()}")
         value = resolve(taken[0], params, outputs)

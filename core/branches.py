@@ -110,15 +110,17 @@ def branch_value(*values: Promise) -> Promise:
             "il.branch_value takes one step output per branch, e.g. il.branch_value(a, b, c)", pipeline=builder.name,
         )
     gates: list[str | None] = []
+    by_id = {g.id: g for g in builder.gates}
     for v in values:
         b = v.binding
-        if b.kind is not BindingKind.OUTPUT or b.field:
+        if (b.kind is not BindingKind.OUTPUT or b.field) and b.kind is not BindingKind.ONE_OF:
             raise PipelineDefinitionError(
                 f"il.branch_value: {v.describe()} is not a whole step output", pipeline=builder.name,
-                hint="pass the output of a step called directly inside the branch",
+                hint="pass the output of a step called directly inside the branch, or the branch value of a "
+                "chain inside it",
             )
-        gates.append(builder._node_gate.get(b.node or ""))
-    by_id = {g.id: g for g in builder.gates}
+        # A chain's value made inside the block (a nested chain) is that block's value too.
+        gates.append(option_gate(b, builder._node_gate.get, lambda g: by_id[g].parent if g in by_id else None))
     last = by_id.get(gates[-1] or "")
     chain_ids: list[str] = []
     g = last
@@ -150,9 +152,24 @@ def branch_value(*values: Promise) -> Promise:
     return Promise(builder, Binding.one_of(tuple(v.binding for v in values)), t)
 
 
+def option_gate(b: Binding, node_gate: Any, parent_of: Any) -> str | None:
+    """The block a branch value's option comes from: its node's block, or, for the value of a
+    chain nested in the block (a ONE_OF option), the block that holds that chain."""
+    if b.kind is BindingKind.ONE_OF:
+        inner = option_gate(b.options[0], node_gate, parent_of)
+        return parent_of(inner) if inner else None
+    return node_gate(b.node or "")
+
+
+def spec_option_gate(spec: PipelineSpec, b: Binding) -> str | None:
+    """``option_gate`` over a finished spec."""
+    return option_gate(b, lambda n: spec.node(n).gate, lambda g: spec.gate(g).parent)
+
+
 def check_value_in_scope(builder: Builder, b: Binding, node: str, port: str) -> None:
     """A branch value exists where its chain is: in the chain's scope and blocks inside it."""
-    first = builder._node_gate.get(b.options[0].node or "")
+    by_id = {g.id: g for g in builder.gates}
+    first = option_gate(b.options[0], builder._node_gate.get, lambda g: by_id[g].parent if g in by_id else None)
     scope = next((g.parent for g in builder.gates if g.id == first), None)
     if scope is not None and scope not in builder._gate_stack:
         raise PipelineDefinitionError(

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from .codecs import qualname
 from .errors import PipelineDefinitionError
-from .spec import BindingKind, PipelineSpec
+from .spec import BindingKind, FinallyBlock, PipelineSpec
 from .status import Status
 
 if TYPE_CHECKING:
-    from .runstate import RunOutcome
+    from .runstate import RunOutcome, RunState, Seen
     from .spec import Node
     from .step import Step
 
@@ -80,8 +80,108 @@ def finally_inputs(spec: PipelineSpec, node: Node, inputs: dict[str, Any], statu
     return {**inputs, status_port(spec, node): status}
 
 
-def finally_(step: Step, **kwargs: Any) -> None:
-    """Run ``step`` after the whole pipeline, whatever its outcome, with its ``il.RunStatus``."""
+def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen: dict[str, Seen]) -> RunOutcome:
+    """The run's outcome with the finally step's own (from what the backend saw of it): the run
+    fails too if the finally step failed."""
+    from dataclasses import replace
+
+    from .runstate import settle
+
+    nodes = spec.finally_nodes()
+    if not nodes:
+        return outcome
+    names = {n.name for n in nodes}
+    alone = replace(spec, nodes=nodes, gates=(), outputs=(), output_types=(), finally_=None, finally_blocks=())
+    own = settle(alone, state, {k: v for k, v in seen.items() if k in names})
+    # A block's finally step the run never reached (the body failed before the block) is not run.
+    steps = {**outcome.steps, **{k: o for k, o in own.steps.items() if k in seen}}
+    if own.error is None:
+        return replace(outcome, steps=steps)
+    status = Status.FAILED if outcome.status is Status.SUCCEEDED else outcome.status
+    return replace(outcome, status=status, steps=steps, error=outcome.error or own.error)
+
+
+# -- il.finally_ around one block --------------------------------------------------------------
+def block_spec(spec: PipelineSpec, block: FinallyBlock) -> PipelineSpec:
+    """The spec restricted to one block's nodes: what its finally step's status is settled over."""
+    from dataclasses import replace
+
+    members = set(block.members)
+    return replace(spec, nodes=tuple(n for n in spec.nodes if n.name in members), outputs=(), output_types=(),
+                   finally_=None, finally_blocks=())
+
+
+def block_of(spec: PipelineSpec, node: str) -> FinallyBlock | None:
+    """The il.finally_ block whose finally step is ``node``, if any."""
+    return next((b for b in spec.finally_blocks if b.node.name == node), None)
+
+
+def reached(spec: PipelineSpec, block: FinallyBlock, seen: dict[str, Any]) -> bool:
+    """Did the run reach the block? Not when the body failed (or stopped) before its first node:
+    like Python's ``try``/``finally``, a block never entered runs no finally step."""
+    first = next((i for i, n in enumerate(spec.nodes) if n.name in block.members), None)
+    for i, n in enumerate(spec.nodes):
+        saw = seen.get(n.name)
+        if first is not None and i >= first:
+            return True
+        if saw is not None and saw.status in (Status.FAILED, Status.STOPPED):
+            return False
+    return True
+
+
+class _FinallyCall:
+    """What ``il.finally_(...)`` returns: used as ``with``, it scopes the finally step to the block."""
+
+    def __init__(self, builder: Any, node: Node):
+        self._builder = builder
+        self._node = node
+        self._start: int | None = None
+
+    def __enter__(self) -> None:
+        b = self._builder
+        if getattr(b, "_il_finally_open", False):
+            raise PipelineDefinitionError(
+                "il.finally_ blocks cannot nest: KFP allows exit handlers at the outermost scope only",
+                pipeline=b.name, step=self._node.name, hint="give the inner block's cleanup to the outer finally step",
+            )
+        if b.finally_node is self._node:
+            b.finally_node = None  # not the whole pipeline's: this block's
+        if getattr(b, "_il_finally_pending", None) is self._node:
+            b._il_finally_pending = None
+        b._il_finally_open = True
+        self._start = len(b.nodes)
+
+    def __exit__(self, exc_type: Any, *_: Any) -> bool:
+        b = self._builder
+        b._il_finally_open = False
+        if exc_type is not None:
+            return False
+        members = tuple(n.name for n in b.nodes[self._start or 0:])
+        if not members:
+            raise PipelineDefinitionError(
+                "an il.finally_ block records no step", pipeline=b.name, step=self._node.name,
+                hint="call the block's steps inside the `with il.finally_(...):` block",
+            )
+        # An il.elif_ after the block may not continue a chain from inside it (one exit handler group).
+        b.last_block = None
+        b._il_finally_blocks = [*getattr(b, "_il_finally_blocks", []), FinallyBlock(self._node, members)]
+        return False
+
+
+def finally_blocks_of(builder: Any) -> tuple[FinallyBlock, ...]:
+    """The il.finally_ blocks a pipeline body recorded; refuses a second whole-pipeline one."""
+    pending = getattr(builder, "_il_finally_pending", None)
+    if pending is not None:
+        raise PipelineDefinitionError(
+            "a pipeline has at most one il.finally_ step for the whole body", pipeline=builder.name, step=pending.name,
+            hint="call the other cleanups from one finally step, or scope one to a block: `with il.finally_(step): ...`",
+        )
+    return tuple(getattr(builder, "_il_finally_blocks", ()))
+
+
+def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
+    """Run ``step`` after the whole pipeline, whatever its outcome, with its ``il.RunStatus``;
+    as ``with il.finally_(step): ...``, after that block only, with the block's status."""
     from .build import current_builder
 
     builder = current_builder()
@@ -92,10 +192,12 @@ def finally_(step: Step, **kwargs: Any) -> None:
             "il.finally_ inside an il.when block: its scope is the whole pipeline",
             pipeline=builder.name, step=step.spec.name, hint="call il.finally_ at the top level of the pipeline body",
         )
-    if getattr(builder, "finally_node", None) is not None:
+    pending = getattr(builder, "_il_finally_pending", None)
+    if pending is not None:
         raise PipelineDefinitionError(
-            "a pipeline has at most one il.finally_ step", pipeline=builder.name, step=step.spec.name,
-            hint="call the other cleanups from one finally step",
+            "a pipeline has at most one il.finally_ step for the whole body", pipeline=builder.name,
+            step=pending.name,
+            hint="call the other cleanups from one finally step, or scope one to a block: `with il.finally_(step): ...`",
         )
     want = qualname(RunStatus)
     ports = [p.name for p in step.spec.inputs if p.type.name == want]
@@ -112,7 +214,7 @@ def finally_(step: Step, **kwargs: Any) -> None:
     before = len(builder.nodes)
     # Recorded like any call (type checks, names), with a placeholder status, then taken out
     # of the body: backends that know il.finally_ run it after everything else.
-    builder.add_node(step, {**kwargs, ports[0]: RunStatus("pending")}, None)
+    builder.add_node(step, {**kwargs, ports[0]: RunStatus("pending")}, getattr(step, "_node_name", None))
     node = builder.nodes.pop(before)
     builder._node_gate.pop(node.name, None)
     outputs = [k for k, b in node.inputs if b.kind is not BindingKind.PARAM and b.kind is not BindingKind.CONST]
@@ -121,4 +223,8 @@ def finally_(step: Step, **kwargs: Any) -> None:
             "a finally step reads parameters and constants only: a step output may not exist when the body failed",
             pipeline=builder.name, step=node.name, port=outputs[0],
         )
-    builder.finally_node = node
+    if getattr(builder, "finally_node", None) is not None:
+        builder._il_finally_pending = node  # a second one: fine if it scopes a block (`with`), checked at the end
+    else:
+        builder.finally_node = node
+    return _FinallyCall(builder, node)

@@ -119,11 +119,15 @@ class Pipeline:
         outputs, output_types = self._outputs(builder, returned)
         self._functions = {name: s.fn for name, s in builder.steps.items()}
         order = topological_order(builder.nodes, pipeline=self.name, gates=builder.gates)
-        if builder.finally_node is not None and any(n.name == builder.finally_node.name for n in order):
-            raise PipelineDefinitionError(
-                "duplicate node name", pipeline=self.name, step=builder.finally_node.name,
-                hint="the il.finally_ step is also called in the body: name one call with step.named('...')",
-            )
+        from .finally_ import finally_blocks_of
+
+        blocks = finally_blocks_of(builder)  # il.finally_ around blocks; checks the calls
+        for fin in [*((builder.finally_node,) if builder.finally_node else ()), *(b.node for b in blocks)]:
+            if any(n.name == fin.name for n in order) or sum(b.node.name == fin.name for b in blocks) > 1:
+                raise PipelineDefinitionError(
+                    "duplicate node name", pipeline=self.name, step=fin.name,
+                    hint="the il.finally_ step is also called in the body: name one call with step.named('...')",
+                )
         spec = PipelineSpec(
             name=self.name,
             ref=self.ref,
@@ -138,6 +142,7 @@ class Pipeline:
             doc=inspect.getdoc(self.fn) or "",
             finally_=builder.finally_node,
             subs=tuple(builder.subs),
+            finally_blocks=blocks,
         )
         return validate(spec)
 

@@ -175,7 +175,7 @@ def assemble_receipt(
     """Merge the step fragments the shim wrote into state_dir/receipt.json and return its path."""
     prices = prices or PriceTable.load()
     state = RunState(Path(state_dir), run_id)
-    nodes = (*spec.nodes, *((spec.finally_,) if spec.finally_ else ()))  # il.finally_'s step too
+    nodes = (*spec.nodes, *spec.finally_nodes())  # il.finally_'s steps too
     fragments = state.fragments(n.name for n in nodes)  # only this run's: a state dir may be shared
     # The one redactor, knowing this run's secret values: over what steps and users wrote
     # (parameters, facts, snapshots, failure messages that may quote a parameter), not over

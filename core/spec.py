@@ -205,7 +205,8 @@ class Binding:
             dotted = "".join(f".{f}" for f in self.field)
             return f"output {self.node}.{self.port}{dotted}"
         if self.kind is BindingKind.ONE_OF:
-            return "branch value of " + " / ".join(f"{o.node}.{o.port}" for o in self.options)
+            return "branch value of " + " / ".join(
+                f"({o.describe()})" if o.kind is BindingKind.ONE_OF else f"{o.node}.{o.port}" for o in self.options)
         if self.kind is BindingKind.LIST:
             return f"list [{', '.join(b.describe() for b in self.items)}]"
         return f"constant {self.value!r}"
@@ -340,6 +341,22 @@ class Node:
 
 
 @dataclass(frozen=True)
+class FinallyBlock:
+    """``with il.finally_(step): ...``: ``node`` runs after the block of ``members`` (node names,
+    in pipeline order) whatever its outcome, with the block's status (core/finally_.py)."""
+
+    node: Node
+    members: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node.to_json(), "members": list(self.members)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> FinallyBlock:
+        return cls(Node.from_json(d["node"]), tuple(d["members"]))
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     name: str
     ref: str | None  # "module:attr" of the pipeline object, for containers to rebuild it
@@ -358,6 +375,12 @@ class PipelineSpec:
     # Sub-pipeline calls (core/subpipeline.py SubCall): their nodes are in ``nodes`` under
     # qualified names ("prep.load"); a call is kept for adapters to render it natively.
     subs: tuple[Any, ...] = ()
+    # il.finally_ around a block (``with il.finally_(step): ...``); their nodes are not in nodes either.
+    finally_blocks: tuple[FinallyBlock, ...] = ()
+
+    def finally_nodes(self) -> tuple[Node, ...]:
+        """Every il.finally_ step: the whole pipeline's, then each block's."""
+        return (*((self.finally_,) if self.finally_ else ()), *(b.node for b in self.finally_blocks))
 
     # -- lookups ---------------------------------------------------------------------------
     # Indexed once per spec (it is frozen): adapters look steps and nodes up inside per-node
@@ -373,7 +396,7 @@ class PipelineSpec:
     @cached_property
     def _nodes_by_name(self) -> dict[str, Node]:
         index: dict[str, Node] = {}
-        for n in (*self.nodes, *((self.finally_,) if self.finally_ else ())):
+        for n in (*self.nodes, *self.finally_nodes()):
             index.setdefault(n.name, n)
         return index
 
@@ -444,6 +467,7 @@ class PipelineSpec:
             "schedule": self.schedule,
             **({"finally": self.finally_.to_json()} if self.finally_ else {}),
             **({"subs": [s.to_json() for s in self.subs]} if self.subs else {}),
+            **({"finally_blocks": [b.to_json() for b in self.finally_blocks]} if self.finally_blocks else {}),
         }
 
     def dumps(self, **kw: Any) -> str:
@@ -467,6 +491,7 @@ class PipelineSpec:
             doc=d.get("doc", ""),
             finally_=Node.from_json(d["finally"]) if d.get("finally") else None,
             subs=_subs_from_json(d.get("subs", ())),
+            finally_blocks=tuple(FinallyBlock.from_json(b) for b in d.get("finally_blocks", ())),
         )
 
     @classmethod

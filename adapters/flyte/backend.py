@@ -48,12 +48,15 @@ CLUSTER_FEATURES = {
     "map": "native (array node: flytekit ArrayNodeMapTask over the per-item task, with concurrency)",
     "map.tolerate": "native for a fraction (min_success_ratio; failed items are None); a count is refused",
     "fan_in": "native (a list of promises bound as a collection; a map's output is a list)",
-    "finally": "unsupported (not yet rendered): refused at build time; the native form is a failure node "
-    "(on_failure, every workflow input plus err) for a failed body and a last node for a succeeded one",
     "subpipeline": "native (a sub-workflow per call, <pipeline>.<call>, called as a workflow node; its inputs "
     "and outputs are the sub-pipeline's parameters and outputs; branches, maps and calls nest inside it)",
     "subpipeline.cache": "unsupported as a unit (Flyte caches tasks, not workflow nodes): the inner steps cache "
     "one by one",
+    "finally": "native (the workflow's failure node, on_failure, for a failed body, and the same task as the "
+    "last node, downstream of every other, for a succeeded one; il.RunStatus from the run state, so share "
+    "INTERLOCK_STATE_DIR on a cluster: without it the step still sees 'failed' and Flyte's error message)",
+    "finally.block": "native (the block is a sub-workflow whose failure node, on_failure, is the finally step's "
+    "task, and whose last node is the same task; a failed block still fails the workflow, as a KFP ExitHandler)",
     "secrets": "native (secret requests, injected as environment variables)",
     "labels": "native (pod template labels/annotations; pipeline labels on the launch plan)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's pod template "

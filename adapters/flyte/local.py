@@ -19,6 +19,7 @@ from typing import Any
 
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import StepFailed
+from interlock.core.finally_ import with_finally
 from interlock.core.receipt import assemble_receipt
 from interlock.core.runstate import ALL_KINDS, RunContext, Seen, exported, settle, state_dir_of
 from interlock.core.spec import PipelineSpec
@@ -125,7 +126,7 @@ def observed(spec: PipelineSpec, local: LocalRun, since: float = 0.0) -> dict[st
         return frag is not None and frag.ended >= since
 
     seen: dict[str, Seen] = {}
-    for node in spec.nodes:
+    for node in (*spec.nodes, *spec.finally_nodes()):  # il.finally_'s steps too
         name = node.name
         if name in local.raised:
             exc = local.raised[name]
@@ -162,8 +163,9 @@ class FlyteLocalRunner:
         fanout.reset_counters(run.run_id)
         outcome = settle(
             spec, run.state, seen, gates=gate_values(spec, local.returned, _typed(spec, params)),
-            failed=f"flytekit failed the run: {error}" if error is not None else None,
+            failed=f"flytekit failed the run: {error}" if error is not None and not _finally_failed(spec, local) else None,
         )
+        outcome = with_finally(spec, run.state, outcome, seen)  # il.finally_, if any
         for name, o in outcome.steps.items():
             options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")
         receipt = assemble_receipt(
@@ -186,6 +188,12 @@ class FlyteLocalRunner:
         else:
             values = {n: getattr(returned, n) for n in names}
         return {n: from_flyte(v, types[n]) for n, v in values.items()}
+
+
+def _finally_failed(spec: PipelineSpec, local: LocalRun) -> bool:
+    """The run failed only because an il.finally_ step did (the body's nodes all passed)."""
+    names = {n.name for n in spec.finally_nodes()}
+    return bool(set(local.raised) & names) and not (set(local.raised) - names)
 
 
 def _typed(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:

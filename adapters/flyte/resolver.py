@@ -59,6 +59,14 @@ class InterlockTaskResolver(TaskResolverMixin):
         args = dict(zip(loader_args[::2], loader_args[1::2], strict=True))
         spec = load_spec(args["pipeline"])
         node = args["node"]
+        if spec.finally_ is not None and node == spec.finally_.name:  # il.finally_: the failure node's task
+            from .finally_node import build_finally_task
+
+            return build_finally_task(spec)
+        if any(b.node.name == node for b in spec.finally_blocks):  # a block's: typed by its sub-workflow
+            from .workflow import build_entities
+
+            return build_entities(spec).tasks[node]
         if spec.step_of(node).name != args.get("step", spec.step_of(node).name):
             raise PipelineDefinitionError(
                 f"node {node!r} runs step {spec.step_of(node).name!r} in this image, "

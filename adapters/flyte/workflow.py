@@ -20,7 +20,7 @@ from flytekit.core.docstring import Docstring
 from flytekit.core.promise import Promise, VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
-from interlock.core.branches import chain_of, head_of, own_condition
+from interlock.core.branches import chain_of, head_of, own_condition, spec_option_gate
 from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.fanout import list_of
@@ -41,13 +41,14 @@ class Entities:
     workflow: PythonFunctionWorkflow
     subworkflows: dict[str, PythonFunctionWorkflow]  # gate id -> sub-workflow
     noop: Any | None
+    finally_task: Any | None = None  # il.finally_: the failure node and the success path's last node
 
 
 def _key(b: Binding) -> str:
     if b.kind is BindingKind.PARAM:
         return b.param or ""  # workflow inputs keep the pipeline's parameter names
-    if b.kind is BindingKind.ONE_OF:
-        return py_ident("__".join(["oneof", *(f"{o.node}__{o.port}" for o in b.options)]))
+    if b.kind is BindingKind.ONE_OF:  # an option may be a nested chain's value
+        return py_ident("__".join(["oneof", *(_key(o) for o in b.options)]))
     return py_ident("__".join([b.node or "", b.port or "", *b.field]))
 
 
@@ -62,6 +63,11 @@ class _Builder:
         self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
         self._scopes = subworkflow.Scopes.of(spec)
         self.noop = build_noop(spec.name, options) if spec.gates else None
+        self.finally_task = None
+        if spec.finally_ is not None:
+            from .finally_node import build_finally_task
+
+            self.finally_task = build_finally_task(spec, options)
         for _, b in spec.outputs:
             if b.kind is BindingKind.OUTPUT and spec.node(b.node or "").gate:
                 raise PipelineDefinitionError(
@@ -69,6 +75,15 @@ class _Builder:
                     "with a no-op else branch has no value to return there",
                     pipeline=spec.name, hint="return it from a step outside the block",
                 )
+        # il.finally_ around a block: the block is a sub-workflow (finally_blocks.py).
+        from .finally_blocks import with_block_gates
+
+        self.spec, self.blocks = with_block_gates(spec)
+        # Built here, outside any workflow compilation (a task made while a workflow compiles takes
+        # that workflow as its resolver), with the very types its sub-workflow declares.
+        self.block_types = {gid: {k: python_type(_type_of(self.spec, b)) for k, b in self.external_bindings(gid).items()}
+                            for gid in self.blocks}
+        self.block_tasks: dict[str, Any] = {gid: self.block_task(gid, t) for gid, t in self.block_types.items()}
         for g in spec.gates:
             for c in condition_of(g).bindings():
                 if not c.field:
@@ -115,6 +130,10 @@ class _Builder:
                 for c in condition_of(g).bindings():
                     if c.node not in inside:
                         found[_key(c)] = c
+        if gate in self.blocks:  # what the block's finally step reads: parameters
+            for _, b in self.blocks[gate].node.inputs:
+                if b.kind is BindingKind.PARAM:
+                    found[_key(b)] = b
         return dict(sorted(found.items()))
 
     # -- emitting --------------------------------------------------------------------------
@@ -224,6 +243,11 @@ class _Builder:
             values["__outputs__"][name] = {p: getattr(result, p) for p in ports}
 
     def emit_gate(self, gate_id: str, values: dict[str, Any]) -> None:
+        if gate_id in self.blocks:  # il.finally_ around a block: no condition, its sub-workflow
+            from .finally_blocks import emit_block
+
+            emit_block(self, gate_id, values)
+            return
         g = self.spec.gate(gate_id)
         outputs = values.setdefault("__outputs__", {})
         cond = condition_of(g)
@@ -247,8 +271,13 @@ class _Builder:
         members = [g.id for g in chain_of(self.spec, head)]
         found: list[Binding] = []
         candidates = [b for n in self.spec.nodes for _, b in n.inputs] + [b for _, b in self.spec.outputs]
-        for b in candidates:
-            if b.kind is BindingKind.ONE_OF and b not in found and self.spec.node(b.options[0].node or "").gate == members[0]:
+        candidates += [i for b in list(candidates) for i in b.items]
+        while candidates:
+            b = candidates.pop(0)
+            if b.kind is not BindingKind.ONE_OF:
+                continue
+            candidates += list(b.options)  # a nested chain's value, as an option of an outer one
+            if b not in found and spec_option_gate(self.spec, b.options[0]) == members[0]:
                 found.append(b)
         return found
 
@@ -300,9 +329,13 @@ class _Builder:
             self.subworkflows[gate_id] = subworkflow.make(self, gate_id)
         if gate_id not in self.subworkflows:
             ext = self.external_bindings(gate_id)
-            types = {k: python_type(_type_of(self.spec, b)) for k, b in ext.items()}
+            types = self.block_types.get(gate_id) or {k: python_type(_type_of(self.spec, b)) for k, b in ext.items()}
 
             returns = self.branch_returns(gate_id)
+            if gate_id in self.blocks:  # what is read after the block: its sub-workflow's outputs
+                from .finally_blocks import block_returns
+
+                returns = block_returns(self, gate_id)
             ret = outputs_type(tuple(_Port(f"v{i}", _type_of(self.spec, b)) for i, b in enumerate(returns)),
                                py_ident(f"{self.spec.name}_{gate_id}_values"))
 
@@ -310,6 +343,10 @@ class _Builder:
                 values = dict(kwargs)
                 values["__outputs__"] = {}
                 self.emit_scope(gate_id, values)
+                if gate_id in self.blocks:  # the success path's last node: the block's finally step
+                    from .finally_node import call_last
+
+                    call_last(self.blocks[gate_id].node, self.block_task(gate_id, types), kwargs)
                 if not returns:
                     return None
                 outs = [self.value_of(b, values, values["__outputs__"]) for b in returns]
@@ -317,10 +354,19 @@ class _Builder:
 
             fn = _function(f"{self.spec.name}_{gate_id}", types, {}, ret, body)
             wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                        default_metadata=_defaults())
+                                        default_metadata=_defaults(),
+                                        on_failure=self.block_task(gate_id, types) if gate_id in self.blocks else None)
             wf._name = f"{self.spec.name}.{gate_id}"
             self.subworkflows[gate_id] = wf
         return self.subworkflows[gate_id]
+
+    def block_task(self, gate_id: str, types: dict[str, Any]) -> Any:
+        """The finally task of an il.finally_ block: its sub-workflow's failure node and last node."""
+        if gate_id not in getattr(self, "block_tasks", {}):
+            from .finally_node import build_finally_task
+
+            return build_finally_task(self.spec, self.options, self.blocks[gate_id].node, types)
+        return self.block_tasks[gate_id]
 
     def workflow(self) -> PythonFunctionWorkflow:
         spec = self.spec
@@ -335,6 +381,10 @@ class _Builder:
             values = dict(kwargs)
             values["__outputs__"] = {}
             self.emit_scope(None, values)
+            if self.finally_task is not None:
+                from .finally_node import call_last
+
+                call_last(spec.finally_, self.finally_task, {p.name: values[p.name] for p in spec.params})
             outs = [self.value_of(b, values, values["__outputs__"]) for _, b in spec.outputs]
             if not outs:
                 return None
@@ -344,7 +394,8 @@ class _Builder:
         fn.__doc__ = spec.doc or None
         # As @workflow does: the docstring becomes the workflow's description in the Flyte console.
         wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                    default_metadata=_defaults(), docstring=Docstring(callable_=fn))
+                                    default_metadata=_defaults(), docstring=Docstring(callable_=fn),
+                                    on_failure=self.finally_task)
         wf._name = spec.name
         return wf
 
@@ -503,4 +554,5 @@ def _function(name: str, types: dict[str, Any], defaults: dict[str, Any], ret: A
 def build_entities(spec: PipelineSpec, options: TaskOptions | None = None) -> Entities:
     b = _Builder(spec, options or TaskOptions())
     wf = b.workflow()
-    return Entities(spec, b.tasks, wf, b.subworkflows, b.noop)
+    tasks = {**b.tasks, **{blk.node.name: b.block_tasks[g] for g, blk in b.blocks.items() if g in b.block_tasks}}
+    return Entities(spec, tasks, wf, b.subworkflows, b.noop, b.finally_task)

@@ -42,8 +42,11 @@ _FEATURES = {
     "branch.chain": "native (dsl.If/dsl.Elif/dsl.Else; each block's own condition must be one comparison)",
     "branch.value": "native (dsl.OneOf)",
     "map": "native (dsl.ParallelFor with parallelism; an enumerate-items task gives each iteration its index)",
-    "map.tolerate": "unsupported: ParallelFor has no minimum-success policy; catch failures in the step",
-    "fan_in": "native for a map's output (dsl.Collected); a list of separate task outputs is refused",
+    "map.tolerate": "emulated: ParallelFor has no minimum-success policy; each item's task succeeds with an "
+    "envelope (ok/failed) after in-process retries, and a <node>-tolerance task after the loop fails when more "
+    "items failed than allowed, else hands readers the list with None at failed items (not for artifact outputs)",
+    "fan_in": "native for a map's output (dsl.Collected); a list written in the body goes through a "
+    "<node>-<port>-gather task (one input per item; a literal list of artifacts is refused)",
     "finally": "native (dsl.ExitHandler around the body, the finally step as its exit task with "
     "dsl.PipelineTaskFinalStatus; with state_pvc it also writes the receipt; pipeline outputs are then not "
     "declared in the IR, as KFP refuses outputs from inside an ExitHandler)",
@@ -51,6 +54,9 @@ _FEATURES = {
     "are the sub-pipeline's parameters and outputs; branches, ParallelFor and calls nest inside it)",
     "subpipeline.cache": "unsupported as a unit (KFP caches container executions, not DAG tasks): the inner "
     "steps cache one by one",
+    "finally.block": "native (a dsl.ExitHandler around the block's tasks, the finally step its exit task with "
+    "dsl.PipelineTaskFinalStatus of the group; KFP allows exit handlers at the outermost scope only, so not "
+    "together with a whole-pipeline finally or state_pvc's receipt handler)",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class as kfp-kubernetes pod labels; "

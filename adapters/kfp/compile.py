@@ -74,6 +74,10 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
     # KFP refuses pipeline outputs produced inside an ExitHandler (the receipt task's or
     # il.finally_'s block).
     outputs = [] if opts.state_pvc or spec.finally_ else exported_outputs(spec)
+    if spec.finally_blocks:  # nor from inside an il.finally_ block's ExitHandler
+        from .finally_task import outside_blocks
+
+        outputs = outside_blocks(spec, outputs)
     ReturnType = _return_type(spec, outputs)
     calls: dict[str, Any] = {}
     if spec.subs:  # each sub-pipeline call as a pipeline component, innermost first (subpipeline.py)
@@ -100,7 +104,14 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
 
             handler = dsl.ExitHandler(make_receipt_task(spec, values, opts), name="interlock-run")
             handler.__enter__()
-        emit_nodes(spec, structured_order(spec), values, tasks, components, selectors, opts, task_names, calls=calls)
+        # Each il.when block as one contiguous group: KFP opens one dsl.If per contiguous run;
+        # each il.finally_ block whole, inside its dsl.ExitHandler.
+        from .finally_task import BlockHandlers
+
+        ordered = structured_order(spec)
+        blocks = BlockHandlers(spec, ordered, values, opts, components, task_names)
+        emit_nodes(spec, blocks.order, values, tasks, components, selectors, opts, task_names, calls=calls,
+                   blocks=blocks)
         if handler is not None:
             handler.__exit__(None, None, None)
         if outputs:
@@ -125,12 +136,14 @@ def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltP
 def emit_nodes(
     spec: PipelineSpec, nodes: list[Any], values: dict[str, Any], tasks: dict[str, Any],
     components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
-    task_names: dict[str, str], depth: int = 0, calls: dict[str, Any] | None = None,
+    task_names: dict[str, str], depth: int = 0, calls: dict[str, Any] | None = None, blocks: Any = None,
 ) -> None:
     """Create the tasks of ``nodes`` (in structured order) in the current pipeline body.
 
     ``depth``: how many scopes around the nodes are already open (inside a sub-pipeline's
     component). A sub-pipeline call is one task of a nested pipeline component (subpipeline.py).
+    ``blocks``: the top level's il.finally_ blocks (finally_task.BlockHandlers), each a
+    dsl.ExitHandler opened before its first node and closed after its last.
     """
     from kfp import dsl
 
@@ -138,8 +151,14 @@ def emit_nodes(
 
     open_gates: list[tuple[str, list[Any]]] = []
     called: set[str] = set()
-    # Each il.when block as one contiguous group: KFP opens one dsl.If per contiguous run.
+
+    def close_scopes() -> None:
+        while open_gates:
+            _close(spec, open_gates.pop(), values, tasks, components, opts)
+
     for node in nodes:
+        if blocks is not None:
+            blocks.before(node.name, close_scopes)
         scopes = scope_keys(spec, node)[depth:]
         first_call = next((i for i, k in enumerate(scopes) if k.startswith(SUB)), len(scopes))
         chain = [spec.gate(k) for k in scopes[:first_call]]
@@ -150,8 +169,7 @@ def emit_nodes(
         while keep < min(len(chain), len(open_gates)) and open_gates[keep][0] == chain[keep].id:
             keep += 1
         while len(open_gates) > keep:
-            for cm in reversed(open_gates.pop()[1]):
-                cm.__exit__(None, None, None)
+            _close(spec, open_gates.pop(), values, tasks, components, opts)
         for gate in chain[keep:]:
             opened = []
             if in_chain(spec, gate):  # il.when/il.elif_/il.otherwise: native If/Elif/Else
@@ -167,19 +185,21 @@ def emit_nodes(
         if call is not None:  # a sub-pipeline: one task of its own pipeline component
             called.add(call)
             emit_call(spec, call, (calls or {})[call], values, tasks, components)
+            if blocks is not None:
+                blocks.after(node.name, close_scopes)
             continue
         if node.map is not None:  # il.map: ParallelFor over the list, readers get Collected
             items = _value(node.bindings[node.map.item], values, tasks, components)
             loop, item, _ = fanout.open_loop(spec, node.name, items, opts.image or DEFAULT_IMAGE)
             task = _task(spec, node.name, {**values, fanout.ENUMERATE: item}, tasks, components, opts)
             loop.__exit__(None, None, None)
-            tasks[node.name] = fanout.Collected(task)
+            tasks[node.name] = fanout.collect(spec, node.name, task, opts.image or DEFAULT_IMAGE)
         else:
-            tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
-        task_names[tasks[node.name].name] = node.name
-    while open_gates:
-        for cm in reversed(open_gates.pop()[1]):
-            cm.__exit__(None, None, None)
+            task = tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
+        task_names[task.name] = node.name
+        if blocks is not None:
+            blocks.after(node.name, close_scopes)
+    close_scopes()
 
 
 def exported_outputs(spec: PipelineSpec) -> list[tuple[str, Binding]]:
@@ -222,12 +242,15 @@ def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components
 
         memo = one_of_memo(b)
         if memo not in tasks:
-            tasks[memo] = dsl.OneOf(*(_value(o, values, tasks, components) for o in b.options))
+            # A nested chain's value is an option through its block's pass-through task (_close):
+            # KFP refuses a dsl.OneOf inside another.
+            tasks[memo] = dsl.OneOf(*(tasks[_PASS + o.describe()] if o.kind is BindingKind.ONE_OF
+                                      else _value(o, values, tasks, components) for o in b.options))
         return tasks[memo]
-    if b.kind is BindingKind.LIST:
+    if b.kind is BindingKind.LIST:  # a step input gets a gather task (_gather); anything else cannot
         raise PipelineDefinitionError(
-            f"{b.describe()}: KFP cannot pass a list of task outputs as one input",
-            hint="produce the parts with il.map (its output is a list: dsl.Collected), or collect them in a step",
+            f"{b.describe()}: KFP cannot pass a list of task outputs here",
+            hint="pass the list to a step (a gather task collects it), or produce the parts with il.map",
         )
     return b.value
 
@@ -241,7 +264,7 @@ def from_call(tasks: dict[str, Any], node: str | None) -> bool:
 
 def one_of_memo(b: Binding) -> str:
     """Where a branch value's dsl.OneOf is kept among the tasks (one per value)."""
-    return "\0one-of:" + ",".join(f"{o.node}.{o.port}" for o in b.options)
+    return "\0one-of:" + b.describe()
 
 
 def _task(
@@ -259,6 +282,10 @@ def _task(
         b = bindings.get(port_name)
         if node.map is not None and port_name == node.map.item:
             kwargs[comp.inputs[port_name]] = values[fanout.ENUMERATE]
+            continue
+        if b is not None and b.kind is BindingKind.LIST:  # fan-in from a list written in the body
+            kwargs[comp.inputs[port_name]] = _gather(spec, node_name, port_name, declared, b, values, tasks,
+                                                     components, opts)
             continue
         if b is not None and b.kind is not BindingKind.CONST:
             kwargs[comp.inputs[port_name]] = _value(b, values, tasks, components)
@@ -285,6 +312,85 @@ def _task(
     apply_task_settings(task, spec, step, opts, display_name=node_name)
     apply_platform_settings(task, spec, step, opts)
     return task
+
+
+_PASS = "\0pass:"
+
+
+def _close(spec: PipelineSpec, scope: tuple[str, list[Any]], values: dict[str, Any], tasks: dict[str, Any],
+           components: dict[str, NodeComponent], opts: KfpOptions) -> None:
+    """Leave an il.when block's dsl.If scopes. Before that, the value of a chain nested in the
+    block that is an option of an outer branch value goes through a small pass-through task
+    in the block: the outer dsl.OneOf reads that task, as KFP refuses a OneOf inside a OneOf."""
+    from interlock.core.branches import spec_option_gate
+
+    gate_id, cms = scope
+    if "\0nested" not in tasks:  # once per build: compiling N blocks stays linear
+        tasks["\0nested"] = _nested_values(spec)
+    for nested in tasks["\0nested"]:
+        if spec_option_gate(spec, nested) != gate_id or _PASS + nested.describe() in tasks:
+            continue
+        t = binding_type(spec, nested)
+        kt = kfp_type(t) if t is not None else None
+        if kt is None or kt.is_artifact:
+            raise PipelineDefinitionError(
+                f"{nested.describe()} is an option of an outer il.branch_value: on KFP it passes through a task, "
+                "which takes parameters only, not artifacts",
+                pipeline=spec.name, hint="produce the artifact in a step of the outer block from the nested value",
+            )
+        from .component import _function_from_source
+
+        fname = "pass_value"
+        source = f"def {fname}(value: {kt.parameter}) -> {kt.parameter}:\n    return value\n"
+        comp = dsl_component(_function_from_source(source, fname, f"<interlock-kfp pass-through {kt.parameter}>"),
+                             opts.image or DEFAULT_IMAGE)
+        task = comp(value=_value(nested, values, tasks, components))
+        task.set_display_name(f"{gate_id}-value")
+        tasks[_PASS + nested.describe()] = task.output
+    for cm in reversed(cms):
+        cm.__exit__(None, None, None)
+
+
+def dsl_component(fn: Any, image: str) -> Any:
+    from kfp import dsl
+
+    return dsl.component(fn, base_image=image, install_kfp_package=False)
+
+
+def _nested_values(spec: PipelineSpec) -> list[Binding]:
+    """Branch values of chains nested in a block that are options of an outer branch value."""
+    found: list[Binding] = []
+    todo = [b for n in spec.nodes for _, b in n.inputs] + [b for _, b in spec.outputs]
+    todo += [i for b in list(todo) for i in b.items]
+    while todo:
+        b = todo.pop()
+        if b.kind is BindingKind.ONE_OF:
+            for o in b.options:
+                if o.kind is BindingKind.ONE_OF and o not in found:
+                    found.append(o)
+                    todo.append(o)
+    return found
+
+
+def _gather(spec: PipelineSpec, node_name: str, port: str, declared: TypeSpec, b: Binding, values: dict[str, Any],
+            tasks: dict[str, Any], components: dict[str, NodeComponent], opts: KfpOptions) -> Any:
+    """A literal list of outputs, parameters and constants, through a gather task (fanout.gather)."""
+    from interlock.core.fanout import element_of
+
+    elem = element_of(declared) or TypeSpec(TypeKind.STR)
+    items: list[tuple[Any, TypeSpec]] = []
+    for item in b.items:
+        if item.kind is BindingKind.CONST:
+            items.append((encode(item.value, elem), elem))
+            continue
+        if item.kind is BindingKind.OUTPUT and item.field:
+            raise PipelineDefinitionError(
+                f"{item.describe()} in a list: KFP passes whole task outputs, not a field of a dataclass",
+                pipeline=spec.name, step=node_name, port=port, hint="return the field as its own output",
+            )
+        t = binding_type(spec, item) if item.kind is not BindingKind.ONE_OF else binding_type(spec, item.options[0])
+        items.append((_value(item, values, tasks, components), t or elem))
+    return fanout.gather(spec, node_name, port, declared, items, opts.image or DEFAULT_IMAGE)
 
 
 def in_chain(spec: PipelineSpec, gate: Gate) -> bool:
@@ -390,6 +496,9 @@ def _condition(
     channel = tasks[b.node or ""].outputs[name]
     if b.field:
         # KFP conditions read a whole output; a tiny component picks the dataclass field.
+        whole = binding_type(spec, b.__class__.of_output(b.node or "", b.port or ""))
+        if whole is not None and json_text(whole):
+            from .selector import select_bool_text as select_bool
         pick = select_bool(value=channel, path=list(b.field))
     elif opts.local_conditions and (name != SINGLE or from_call(tasks, b.node)):
         # kfp.local resolves conditions only on outputs named "Output".

@@ -26,7 +26,7 @@ from interlock.core.graph import binding_type
 from interlock.core.spec import BindingKind, PipelineSpec, StepSpec
 from interlock.core.types import TypeKind, TypeSpec
 
-from .fanout import ITEM_TYPE
+from .fanout import ITEM_TYPE, tolerant
 from .names import function_names, io_names, single_return
 from .node_task import NodeTask
 from .types import kfp_type
@@ -46,6 +46,21 @@ class NodeComponent:
     outputs: dict[str, str]  # port -> KFP output name
 
 
+# dsl.Collected of per-item outputs that travel as JSON text (an Optional, a dict): a KFP list of
+# strings, each decoded on the reader's side (types.to_value).
+COLLECTED_TEXT = TypeSpec(TypeKind.LIST, args=(TypeSpec(TypeKind.STR),))
+
+
+def collected_text(spec: PipelineSpec, node: str, src: TypeSpec) -> bool:
+    from interlock.core.fanout import element_of
+
+    from .types import json_text
+
+    n = spec.node(node)
+    elem = element_of(src)
+    return n.map is not None and not n.map.tolerant and elem is not None and json_text(elem)
+
+
 def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> TypeSpec:
     """The type KFP sees for an input: the port's own, or its producer's where they differ.
 
@@ -62,7 +77,7 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     if n.map is not None and port == n.map.item:
         return ITEM_TYPE  # one enumerated item per iteration (fanout.py)
     b = n.bindings.get(port)
-    if b is not None and b.kind is BindingKind.ONE_OF:  # il.branch_value: every option has one type
+    while b is not None and b.kind is BindingKind.ONE_OF:  # il.branch_value: every option has one type
         b = b.options[0]
     src: TypeSpec | None = None
     if b is not None and b.kind is BindingKind.OUTPUT:
@@ -70,6 +85,8 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
         assert src is not None
         if b.field:
             return src
+        if collected_text(spec, b.node or "", src):
+            return COLLECTED_TEXT
     elif b is not None and b.kind is BindingKind.PARAM:
         param = spec.param(b.param or "")
         src = param.type if param else None
@@ -132,7 +149,9 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
         else:
             returned.append(f"({names_out[p.name]!r}, {kt.parameter})")
     params = ", ".join([*required, *artifact_outs, *optional])
-    if single_return(step):
+    if tolerant(spec, node):  # il.map(tolerate=...): each item returns an envelope (fanout.py)
+        ret = " -> str"
+    elif single_return(step):
         ret = f" -> {kfp_type(step.outputs[0].type).parameter}"
     else:
         ret = f" -> NamedTuple('Outputs', [{', '.join(returned)}])" if returned else ""

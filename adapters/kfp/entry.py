@@ -78,6 +78,8 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
         _check_code(t, fingerprint)
         return node_inputs_of(t, args)
 
+    if t.map_tolerant:  # an item of a tolerant map: its task never fails (fanout.py)
+        return _tolerant_item(run, step, name, prepare)
     try:
         # Outputs are written inside the shim: one that cannot be serialized fails the attempt,
         # is classified and stops KFP's retries like any other failure.
@@ -119,6 +121,28 @@ def _check_code(t: NodeTask, compiled: str) -> None:
     found = getattr(declared, "fingerprint", None)
     if found is not None and found != compiled:
         _differs(t, compiled, found)
+
+
+def _tolerant_item(run: Any, step: StepSpec, name: str, inputs: Any) -> str:
+    """Run one item of a tolerant map; its envelope says what came of it. KFP does not retry a
+    task that succeeds, so the shim retries every failure kind in-process first."""
+    from dataclasses import replace
+
+    from interlock.core.codecs import to_jsonable
+    from interlock.core.runstate import ALL_KINDS
+
+    from .fanout import envelope_failed, envelope_ok
+
+    try:
+        result = execute_step(replace(run, retry_in_process=ALL_KINDS), step, name, inputs)
+    except StepStopped:
+        raise
+    except StepFailed as exc:
+        print(f"interlock: {exc.headline()} (tolerated by the map unless too many items fail)", file=sys.stderr,
+              flush=True)
+        return envelope_failed(f"{exc.kind}: {exc.reason}")
+    port = step.outputs[0] if step.outputs else None
+    return envelope_ok(to_jsonable(result.outputs[port.name], port.type) if port is not None else None)
 
 
 def write_outputs(step: StepSpec, outputs: dict[str, Any], args: dict[str, Any]) -> Any:

@@ -5,7 +5,16 @@ KFP iterations do not know their index, and the shim names each item's run ``nod
 into ``[{"index": i, "item": v}, ...]`` and the loop iterates that; the per-item component
 takes the pair as a ``dict`` and ``run_node`` unpacks it. The loop's ``parallelism`` is the
 map's ``concurrency``. Readers of the mapped node's outputs get ``dsl.Collected`` of them.
-KFP has no "minimum successes" for a loop: ``tolerate`` is refused at compile time.
+
+KFP has no "minimum successes" for a loop, so ``tolerate=`` is emulated by the shim: each
+item of a tolerant map ends its KFP task successfully with an envelope, ``{"ok": value}`` or
+``{"failed": "KIND: reason"}`` (JSON text; the shim retries the item in-process, since a
+task that reports success is never retried by KFP), and a small ``<node>-tolerance`` task
+after the loop reads the collected envelopes, fails when more items failed than the map
+allows (with the first failure's reason) and otherwise outputs the list with ``None`` at the
+failed items. Readers read that task's list, so nothing downstream runs past a broken map.
+The item's own fragment still says FAILED, so the receipt and ``RunResult.maps`` are the
+same as on every other backend.
 """
 
 from __future__ import annotations
@@ -55,15 +64,147 @@ class Collected:
         return {k: dsl.Collected(v) for k, v in self.task.outputs.items()}
 
 
-def check(spec: PipelineSpec, node_name: str) -> None:
+def tolerant(spec: PipelineSpec, node_name: str) -> bool:
+    """A mapped node whose items may fail: each item returns an envelope (JSON text)."""
     m = spec.node(node_name).map
-    if m is not None and m.tolerant:
+    return m is not None and m.tolerant
+
+
+def check(spec: PipelineSpec, node_name: str) -> None:
+    if not tolerant(spec, node_name):
+        return
+    artifacts = [p.name for p in spec.step_of(node_name).outputs if p.type.is_artifact]
+    if artifacts:
+        m = spec.node(node_name).map
         raise PipelineDefinitionError(
-            f"il.map(tolerate={m.tolerate!r}): a KFP ParallelFor has no minimum-success policy, so failed "
-            "items cannot be tolerated on KFP",
-            pipeline=spec.name, step=node_name,
-            hint="drop tolerate= for KFP, or catch the failure inside the step and return None",
+            f"il.map(tolerate={m.tolerate if m else 0!r}) of a step with an artifact output ({artifacts[0]!r}): "
+            "on KFP a failed item's artifact cannot be told from an empty one",
+            pipeline=spec.name, step=node_name, port=artifacts[0],
+            hint="return the artifact's location (a str) from the mapped step, or drop tolerate= for KFP",
         )
+
+
+def envelope_ok(value: Any) -> str:
+    import json
+
+    return json.dumps({"ok": value})
+
+
+def envelope_failed(reason: str) -> str:
+    import json
+
+    return json.dumps({"failed": reason})
+
+
+def tolerate_items(envelopes: list[Any], tolerate: float, node: str) -> list[Any]:
+    """In the ``<node>-tolerance`` task: the items' values, None at failed ones; raises when
+    more items failed than the map allows (the rule of ``MapSpec.allowed_failures``)."""
+    import json
+
+    from interlock.core.fanout import MapSpec
+
+    results = [json.loads(e) if isinstance(e, str) else e for e in envelopes]
+    failed = [i for i, r in enumerate(results) if "failed" in r]
+    allowed = MapSpec("item", None, tolerate).allowed_failures(len(results))
+    if len(failed) > allowed:
+        raise RuntimeError(
+            f"il.map {node!r}: {len(failed)} of {len(results)} items failed (indices {failed}); the map allows "
+            f"{allowed}. First failure: {results[failed[0]]['failed']}"
+        )
+    return [r.get("ok") for r in results]
+
+
+def _tolerance_component(spec: PipelineSpec, node_name: str, image: str) -> Any:
+    from kfp import dsl
+
+    from interlock.core.fanout import mapped_output
+
+    from .component import _function_from_source
+    from .names import identifier
+    from .types import json_text
+
+    m = spec.node(node_name).map
+    assert m is not None
+    outs = spec.step_of(node_name).outputs
+    as_text = bool(outs) and json_text(mapped_output(outs[0].type, m))
+    fname = f"{identifier(node_name)}_tolerance"
+    source = (
+        f"def {fname}(items: list) -> {'str' if as_text else 'list'}:\n"
+        "    import json\n"
+        "    from interlock.adapters.kfp.fanout import tolerate_items\n"
+        f"    values = tolerate_items(items, {m.tolerate!r}, {node_name!r})\n"
+        f"    return {'json.dumps(values)' if as_text else 'values'}\n"
+    )
+    fn = _function_from_source(source, fname, f"<interlock-kfp {spec.name}/{node_name} (tolerance)>")
+    return dsl.component(fn, base_image=image, install_kfp_package=False)
+
+
+def gather(spec: PipelineSpec, node_name: str, port: str, declared: TypeSpec, items: list[tuple[Any, TypeSpec]],
+           image: str) -> Any:
+    """Fan-in from a list written in the body (``total(parts=[a, b, 7])``): KFP cannot pass several
+    task outputs as one input, so a small ``<node>-<port>-gather`` task takes each item as its own
+    input and outputs the list, in the form the reader declares (a KFP list, or JSON text where
+    ``json_text`` says). ``items``: each item's KFP value (a channel or a constant already
+    encoded) and the type it was declared with."""
+    from .component import _function_from_source
+    from .names import identifier
+    from .types import json_text, kfp_type
+
+    if declared.kind is TypeKind.ARTIFACTS:
+        raise PipelineDefinitionError(
+            f"input {port!r} takes a list of artifacts written in the body: KFP can only pass a list of "
+            "artifacts from a loop (dsl.Collected)",
+            pipeline=spec.name, step=node_name, port=port,
+            hint="produce the artifacts with il.map (readers get dsl.Collected), or pass their paths as str",
+        )
+    fname = f"{identifier(node_name)}_{identifier(port)}_gather"
+    args = ", ".join(f"i{k}: {kfp_type(t).parameter}" for k, (_, t) in enumerate(items))
+    parts = ", ".join(f"json.loads(i{k})" if json_text(t) else f"i{k}" for k, (_, t) in enumerate(items))
+    as_text = json_text(declared)
+    source = (
+        f"def {fname}({args}) -> {'str' if as_text else 'list'}:\n"
+        "    import json\n"
+        f"    values = [{parts}]\n"
+        f"    return {'json.dumps(values)' if as_text else 'values'}\n"
+    )
+    from kfp import dsl
+
+    fn = _function_from_source(source, fname, f"<interlock-kfp {spec.name}/{node_name}.{port} (gather)>")
+    comp = dsl.component(fn, base_image=image, install_kfp_package=False)
+    task = comp(**{f"i{k}": v for k, (v, _) in enumerate(items)})
+    task.set_display_name(f"{node_name}-{port}-gather")
+    return task.output
+
+
+class Tolerated:
+    """A tolerant mapped node after its loop: readers (and ``.after``) get the tolerance task."""
+
+    def __init__(self, task: Any, output: str | None):
+        self.task = task
+        self.name = task.name
+        self._output = output
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        return {self._output: self.task.output} if self._output else {}
+
+
+def collect(spec: PipelineSpec, node_name: str, task: Any, image: str) -> Any:
+    """What readers of a mapped node see after its loop: ``dsl.Collected`` of its outputs, or,
+    for a tolerant map, the tolerance task's list."""
+    from kfp import dsl
+
+    if not tolerant(spec, node_name):
+        return Collected(task)
+    from .names import io_names
+
+    outs = spec.step_of(node_name).outputs
+    # A failed item's task reports success: KFP's cache would serve that failure on the next run.
+    task.set_caching_options(enable_caching=False)
+    check_task = _tolerance_component(spec, node_name, image)(items=dsl.Collected(task.output))
+    check_task.set_display_name(f"{node_name}-tolerance")
+    check_task.set_caching_options(enable_caching=False)
+    return Tolerated(check_task, io_names(spec.step_of(node_name))[1][outs[0].name] if outs else None)
 
 
 def open_loop(spec: PipelineSpec, node_name: str, items: Any, image: str) -> Any:
@@ -116,8 +257,8 @@ def stopped(state: Any, node: str) -> bool:
     mapped node) one of its items'.
 
     kfp.local reports an iteration under the loop's task name, not the item's: any stopped
-    item fails the map anyway (fail fast; a tolerant map is refused on KFP), so any item's
-    marker stops the retry.
+    item fails the map anyway (fail fast; a tolerant map's items never fail their task), so
+    any item's marker stops the retry.
     """
     if state.stop_marker(node) is not None:
         return True

@@ -12,13 +12,18 @@ the finally step sees the same failed steps and error message everywhere.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from interlock.core.finally_ import RunStatus, run_status, status_port
-from interlock.core.runstate import RunOutcome, Seen, settle
-from interlock.core.spec import BindingKind, PipelineSpec
-from interlock.core.status import Status
+from interlock.core.finally_ import (
+    RunStatus,
+    block_of,
+    block_spec,
+    run_status,
+    status_port,
+    with_finally,
+)
+from interlock.core.runstate import settle
+from interlock.core.spec import BindingKind, Node, PipelineSpec
 from interlock.core.types import TypeKind
 
 from .component import NodeComponent, _function_from_source, component_source, declared_inputs
@@ -29,10 +34,10 @@ from .types import encode
 ENTRY = "from interlock.adapters.kfp.entry import run_node\n    return run_node("
 
 
-def finally_source(spec: PipelineSpec, function_name: str, receipt: bool) -> str:
+def finally_source(spec: PipelineSpec, function_name: str, receipt: bool, node: Node | None = None) -> str:
     """The exit task's function: the step's component with its RunStatus input declared as
     KFP's ``PipelineTaskFinalStatus`` (KFP fills it; nothing binds it)."""
-    node = spec.finally_
+    node = node or spec.finally_
     assert node is not None
     step = spec.step_of(node)
     names_in, _ = io_names(step)
@@ -67,16 +72,18 @@ def _pipeline_param_type(p: Any) -> str:
     return str(kfp_type(p.type).parameter)
 
 
-def make_finally_task(spec: PipelineSpec, values: dict[str, Any], opts: KfpOptions) -> tuple[Any, NodeComponent]:
-    """Create the exit task (inside the pipeline body, before the ExitHandler block)."""
+def make_finally_task(spec: PipelineSpec, values: dict[str, Any], opts: KfpOptions,
+                      node: Node | None = None) -> tuple[Any, NodeComponent]:
+    """Create the exit task (inside the pipeline body, before the ExitHandler block): the whole
+    pipeline's finally step, or ``node``, a block's."""
     from kfp import dsl
 
-    node = spec.finally_
+    node = node or spec.finally_
     assert node is not None
     step = spec.step_of(node)
     fname = f"{identifier(node.name)}_finally"
-    receipt = bool(opts.state_pvc)
-    source = finally_source(spec, fname, receipt)
+    receipt = bool(opts.state_pvc) and node is spec.finally_
+    source = finally_source(spec, fname, receipt, node)
     fn = _function_from_source(source, fname, f"<interlock-kfp {spec.name}/{node.name} (finally)>")
     from .component import DEFAULT_IMAGE
 
@@ -119,7 +126,9 @@ def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: st
     final = args.get(status_arg)
     state = str(getattr(final, "state", "") or "")
     kfp_failed = state.upper() in ("FAILED", "ERROR")
-    outcome = settle(spec, run_context(spec).state, None, failed=f"KFP reported the run {state}" if kfp_failed else None)
+    block = block_of(spec, node)  # a block's exit task: the block's status (KFP's state is the group's)
+    scope = block_spec(spec, block) if block is not None else spec
+    outcome = settle(scope, run_context(spec).state, None, failed=f"KFP reported the run {state}" if kfp_failed else None)
     status = run_status(outcome)
     print(f"interlock: finally step {node!r} sees the run {status.status}", flush=True)
     args = {**args, status_arg: to_jsonable(status, type_of(RunStatus))}
@@ -132,18 +141,101 @@ def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: st
             finish_run(pipeline_ref, params, state)
 
 
-def with_finally(spec: PipelineSpec, state: Any, outcome: RunOutcome, seen: dict[str, Seen]) -> RunOutcome:
-    """The run's outcome with the finally step's own: the run fails too if it failed."""
-    node = spec.finally_
-    if node is None:
-        return outcome
-    alone = replace(spec, nodes=(node,), gates=(), outputs=(), output_types=(), finally_=None)
-    own = settle(alone, state, {k: v for k, v in seen.items() if k == node.name})
-    steps = {**outcome.steps, **own.steps}
-    if own.error is None:
-        return replace(outcome, steps=steps)
-    status = Status.FAILED if outcome.status is Status.SUCCEEDED else outcome.status
-    return replace(outcome, status=status, steps=steps, error=outcome.error or own.error)
+def outside_blocks(spec: PipelineSpec, outputs: list[Any]) -> list[Any]:
+    """Pipeline outputs KFP can declare: none from inside an exit handler (KFP refuses them;
+    kfp-local still returns them)."""
+    inside = {m for b in spec.finally_blocks for m in b.members}
+    return [(k, b) for k, b in outputs if not (b.nodes() & inside)]
 
 
-__all__ = ["RunStatus", "make_finally_task", "run_finally", "with_finally"]
+def whole_blocks(spec: PipelineSpec, order: list[Node]) -> list[Node]:
+    """``order`` with each il.finally_ block's nodes together (one ExitHandler group). A node
+    that fell between them moves before the block when a node of the block depends on it,
+    else after it (nothing in the block reads it)."""
+    from interlock.core.blocks import gate_reads
+
+    for block in spec.finally_blocks:
+        members = set(block.members)
+        needed: set[str] = set()
+        todo = list(members)
+        while todo:
+            n = spec.node(todo.pop())
+            ups = n.upstream() | set(n.after) | {r for g in spec.gate_chain(n.gate) for r in gate_reads(spec, g.id)}
+            for up in ups - needed:
+                needed.add(up)
+                todo.append(up)
+        at = [i for i, n in enumerate(order) if n.name in members]
+        if not at:
+            continue
+        span = order[at[0]:at[-1] + 1]
+        before = [n for n in span if n.name not in members and n.name in needed]
+        after = [n for n in span if n.name not in members and n.name not in needed]
+        order = [*order[:at[0]], *before, *(n for n in span if n.name in members), *after, *order[at[-1] + 1:]]
+    return order
+
+
+class BlockHandlers:
+    """``with il.finally_(step): ...`` on KFP: a ``dsl.ExitHandler`` around the block's tasks, the
+    finally step its exit task. KFP allows exit handlers at the outermost scope only, so a block
+    cannot sit inside the whole pipeline's finally (or ``state_pvc``'s receipt handler)."""
+
+    def __init__(self, spec: PipelineSpec, order: list[Node], values: dict[str, Any], opts: KfpOptions,
+                 components: dict[str, NodeComponent], task_names: dict[str, str]):
+        self.spec, self.values, self.opts = spec, values, opts
+        self.components, self.task_names = components, task_names
+        self.open: Any = None
+        order = self.order = whole_blocks(spec, order)
+        names = [n.name for n in order]
+        self.starts: dict[str, Any] = {}
+        self.ends: dict[str, Any] = {}
+        for block in spec.finally_blocks:
+            if spec.finally_ is not None or opts.state_pvc:
+                from interlock.core.errors import PipelineDefinitionError
+
+                outer = "the whole pipeline's il.finally_" if spec.finally_ is not None else "state_pvc's receipt handler"
+                raise PipelineDefinitionError(
+                    f"il.finally_ around a block inside {outer}: KFP allows exit handlers at the outermost scope only",
+                    pipeline=spec.name, step=block.node.name,
+                    hint="on KFP use either the whole pipeline's finally step or finally steps around blocks"
+                    + ("" if spec.finally_ is not None else ", or compile without state_pvc (state_store=URI)"),
+                )
+            members = set(block.members)
+            for n in spec.nodes:
+                reads = sorted((n.upstream() | set(n.after)) & members)
+                if n.name not in members and reads:
+                    from interlock.core.errors import PipelineDefinitionError
+
+                    raise PipelineDefinitionError(
+                        f"reads {reads[0]!r} from inside an il.finally_ block: KFP refuses a dependency on a task "
+                        "inside a dsl.ExitHandler from outside it",
+                        pipeline=spec.name, step=n.name,
+                        hint="move this step into the `with il.finally_(...):` block, or return the value as a "
+                        "pipeline output",
+                    )
+            at = sorted(names.index(m) for m in block.members)
+            if at[-1] - at[0] + 1 != len(at):  # structured order keeps top-level blocks whole; check it
+                raise AssertionError(f"il.finally_ block {block.node.name!r} is not contiguous: {block.members}")
+            self.starts[names[at[0]]] = block
+            self.ends[names[at[-1]]] = block
+
+    def before(self, node: str, close_scopes: Any) -> None:
+        block = self.starts.get(node)
+        if block is None:
+            return
+        from kfp import dsl
+
+        close_scopes()
+        exit_task, comp = make_finally_task(self.spec, self.values, self.opts, block.node)
+        self.components[comp.node] = comp
+        self.task_names[exit_task.name] = comp.node
+        self.open = dsl.ExitHandler(exit_task, name=f"{block.node.name}-block")
+        self.open.__enter__()
+
+    def after(self, node: str, close_scopes: Any) -> None:
+        if node in self.ends and self.open is not None:
+            close_scopes()
+            self.open.__exit__(None, None, None)
+            self.open = None
+
+
+__all__ = ["BlockHandlers", "RunStatus", "make_finally_task", "run_finally", "with_finally"]

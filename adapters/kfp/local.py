@@ -456,8 +456,9 @@ class KfpLocalRun:
         types = dict(spec.output_types)
         out: dict[str, Any] = {}
         for name, b in spec.outputs:
-            if b.kind == "one_of":  # il.branch_value: the option whose branch ran
-                ran = [o for o in b.options if (r := observer.records.get(o.node or "")) and r.status is Status.SUCCEEDED]
+            while b.kind == "one_of":  # il.branch_value: the option whose branch ran (a nested chain: its own)
+                ran = [o for o in b.options if any((r := observer.records.get(n)) and r.status is Status.SUCCEEDED
+                                                   for n in o.nodes())]
                 b = ran[0] if ran else b.options[0]
             rec = observer.records.get(b.node or "")
             if rec is None or rec.status is not Status.SUCCEEDED:

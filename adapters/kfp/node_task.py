@@ -33,6 +33,7 @@ class NodeTask:
     bindings: dict[str, Binding]  # port -> what feeds it (for following a dataclass field)
     declared: dict[str, TypeSpec]  # port -> the type KFP sees (component.declared_inputs)
     map_item: str | None = None  # il.map: the port that receives one enumerated item
+    map_tolerant: bool = False  # an item of a tolerant map: its task reports, never fails
 
     @classmethod
     def of(cls, spec: PipelineSpec, node: str) -> NodeTask:
@@ -42,6 +43,7 @@ class NodeTask:
         return cls(
             pipeline=spec.name, node=node, step=spec.step_of(n), bindings=n.bindings,
             declared=declared_inputs(spec, node), map_item=n.map.item if n.map is not None else None,
+            map_tolerant=bool(n.map is not None and n.map.tolerant),
         )
 
     def dumps(self) -> str:
@@ -53,6 +55,7 @@ class NodeTask:
             "bindings": {k: b.to_json() for k, b in sorted(self.bindings.items())},
             "declared": {k: t.to_json() for k, t in self.declared.items()},
             "map_item": self.map_item,
+            **({"map_tolerant": True} if self.map_tolerant else {}),
         }, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -64,5 +67,5 @@ class NodeTask:
             pipeline=d["pipeline"], node=d["node"], step=StepSpec.from_json(d["step"]),
             bindings={k: Binding.from_json(b) for k, b in d["bindings"].items()},
             declared={k: TypeSpec.from_json(t) for k, t in d["declared"].items()},
-            map_item=d.get("map_item"),
+            map_item=d.get("map_item"), map_tolerant=bool(d.get("map_tolerant", False)),
         )

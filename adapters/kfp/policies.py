@@ -343,12 +343,14 @@ LOSSY = (
     "ephemeral_storage: no KFP setting; ignored",
     "Optional values: KFP has no null parameter; Optional parameters, inputs and outputs travel as JSON "
     "text in a KFP string (\"null\" for None), and an unbound input defaulting to None is not declared",
-    "untyped list/dict values (and anything holding one) travel as JSON text in a KFP string, not a LIST/STRUCT "
-    "parameter: a protobuf Struct makes every number a double and sorts keys; typed dict[str, T] stays a STRUCT "
-    "(ints revived by the declared type; key order is KFP's, not the step's)",
+    "dicts (typed dict[str, T] too), untyped lists and anything holding one or holding a None travel as JSON text "
+    "in a KFP string, not a LIST/STRUCT parameter (a protobuf Struct makes every number a double and sorts keys): "
+    "a pipeline parameter of such a type is entered as JSON text in the KFP UI",
     "gate on a dataclass field: KFP conditions read whole outputs; a small selector component extracts the field",
     "pipeline outputs that are a dataclass field are not declared in the IR (KFP cannot select a field); "
     "kfp-local still returns them",
+    "il.map(tolerate=...): an item's task reports success with a failed envelope, so KFP neither retries it "
+    "(the shim retries every kind in-process) nor may cache it: the items of a tolerant map are never cached",
     "schedule: not part of the IR; create a recurring run with kfp.Client().create_recurring_run(cron_expression=...)",
     "run state (stop markers, receipt fragments) must outlive a pod: compile with pipeline_root=s3://... or "
     "state_store=URI (mirrored there), or state_pvc=NAME; a step with KFP retries and none of these is refused. "

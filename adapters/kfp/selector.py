@@ -18,6 +18,17 @@ def select_bool(value: dict, path: list) -> bool:
 
 
 @dsl.component(base_image="python:3.11-slim", install_kfp_package=False)
+def select_bool_text(value: str, path: list) -> bool:
+    """The same, for a dataclass that travels as JSON text (it holds a dict or an Optional)."""
+    import json
+
+    picked = json.loads(value)
+    for key in path:
+        picked = picked[key]
+    return bool(picked)
+
+
+@dsl.component(base_image="python:3.11-slim", install_kfp_package=False)
 def as_bool(value: bool) -> bool:
     return bool(value)
 

@@ -68,20 +68,20 @@ def json_text(t: TypeSpec) -> bool:
     """Which JSON values travel as JSON text in a KFP string rather than a typed parameter.
 
     Optional ones: KFP has no null parameter (kfp.local cannot even pass a missing optional
-    one), and "null" is a fine string. And any value holding an untyped list or dict (at
-    any depth, dataclass fields included): a KFP list/dict parameter is a protobuf Struct,
-    which makes every number a double and sorts keys; only a declared element type revives
-    the ints. JSON text carries the exact value: ints, floats, bools, None, key order. Typed
-    ``dict[str, T]`` stays a KFP STRUCT (plain KFP components read it); its ints come back
-    by the declared type, its key order is KFP's (listed by ``interlock backends``).
+    one, nor a list or dict holding a null), and "null" is a fine string. Any value holding
+    a dict (typed or not) or an untyped list, at any depth, dataclass fields included: a KFP
+    list/dict parameter is a protobuf Struct, which makes every number a double and sorts
+    keys. And any container holding an Optional value (``list[int | None]``, a tolerant
+    map's output). JSON text carries the exact value: ints, floats, bools, None, key order,
+    so the next step gets exactly what the step returned, as on every other backend.
     """
-    return not t.is_artifact and (t.optional or _holds_untyped(t))
+    return not t.is_artifact and (t.optional or _needs_text(t))
 
 
-def _holds_untyped(t: TypeSpec) -> bool:
-    if t.kind in (TypeKind.LIST, TypeKind.DICT) and not t.args:
+def _needs_text(t: TypeSpec, inside: bool = False) -> bool:
+    if t.kind is TypeKind.DICT or (t.kind is TypeKind.LIST and not t.args) or (inside and t.optional):
         return True
-    return any(_holds_untyped(a) for a in t.args) or any(_holds_untyped(ft) for _, ft in t.fields)
+    return any(_needs_text(a, True) for a in t.args) or any(_needs_text(ft, True) for _, ft in t.fields)
 
 
 def kfp_type(t: TypeSpec, *, where: str = "") -> KfpType:
@@ -131,7 +131,16 @@ def to_value(raw: Any, binding: Binding | None, t: TypeSpec, declared: TypeSpec 
         return read_artifact(raw, t)
     if hasattr(raw, "path") and hasattr(raw, "uri"):
         return follow(read_artifact(raw, (declared or t) if fields else t), fields)
+    if _collected_text(t, declared) and isinstance(raw, list):  # dsl.Collected of JSON-text items
+        raw = [json.loads(x) if isinstance(x, str) else x for x in raw]
+        return from_jsonable(raw, t)
     return from_jsonable(follow(decode(raw, declared or t), fields), t)
+
+
+def _collected_text(t: TypeSpec, declared: TypeSpec | None) -> bool:
+    """A list whose items travel as JSON text, declared to KFP as a list of strings."""
+    return (declared is not None and declared.kind is TypeKind.LIST and declared.args == (TypeSpec(TypeKind.STR),)
+            and t.kind is TypeKind.LIST and bool(t.args) and json_text(t.args[0]))
 
 
 # -- artifacts -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""``il.finally_`` on the in-process backend: the finally step runs last, with the body's status."""
+"""``il.finally_`` on the in-process backend: each block's finally step after the body (for the
+blocks the run reached), then the whole pipeline's, each with its status."""
 
 from __future__ import annotations
 
@@ -8,22 +9,34 @@ from typing import Any
 from interlock.core.backends import RunOptions
 from interlock.core.bindings import node_inputs
 from interlock.core.errors import StepFailed
-from interlock.core.finally_ import finally_inputs, run_status
-from interlock.core.runstate import RunContext, RunOutcome, StepOutcome
+from interlock.core.finally_ import RunStatus, block_spec, finally_inputs, reached, run_status
+from interlock.core.runstate import RunContext, RunOutcome, StepOutcome, settle
 from interlock.core.runtime import execute_step
-from interlock.core.spec import PipelineSpec
+from interlock.core.spec import Node, PipelineSpec
 from interlock.core.status import Status
 
 
 def run_finally(
     spec: PipelineSpec, run: RunContext, params: dict[str, Any], options: RunOptions, outcome: RunOutcome,
 ) -> RunOutcome:
-    """Run the finally step (if any) after the body; the run fails too if it fails."""
-    node = spec.finally_
-    if node is None:
-        return outcome
+    """Run the finally steps (if any) after the body; the run fails too if one fails.
+
+    A block's finally step sees the block's status, settled from the run state (the shim's
+    fragments) as the KFP exit task and the Flyte failure node do; it runs once the body is
+    over (no later step can read a finally step's outputs, so only the order of side effects
+    differs from a cluster, where it starts as soon as its block ends)."""
+    for block in spec.finally_blocks:
+        if reached(spec, block, outcome.steps):
+            status = run_status(settle(block_spec(spec, block), run.state, None))
+            outcome = _run_one(spec, block.node, run, params, options, outcome, status)
+    if spec.finally_ is not None:
+        outcome = _run_one(spec, spec.finally_, run, params, options, outcome, run_status(outcome))
+    return outcome
+
+
+def _run_one(spec: PipelineSpec, node: Node, run: RunContext, params: dict[str, Any], options: RunOptions,
+             outcome: RunOutcome, status: RunStatus) -> RunOutcome:
     step = spec.step_of(node)
-    status = run_status(outcome)
     inputs = finally_inputs(spec, node, node_inputs(spec, node.name, params, {}), status)
     options.emit(node.name, "started", f"finally ({status.status})")
     steps = dict(outcome.steps)

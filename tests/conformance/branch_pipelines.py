@@ -223,3 +223,20 @@ def value_later(radius: float = 3.0, go: bool = True):
     with il.when(go):
         tag.named("inside")(label="v", x=v)
     return v
+
+
+@il.pipeline(name="conf-nested-value")
+def nested_value(x: float = 3.0):
+    """The value of a chain nested in the outer chain's last block is that block's value."""
+    big = is_above.named("is-big")(x=x, limit=10.0)
+    with il.when(big):
+        b = tag.named("big-tag")(label="big", x=x)
+    with otherwise():
+        with il.when(is_above.named("is-mid")(x=x, limit=1.0)):
+            m = tag.named("mid-tag")(label="mid", x=x)
+        with otherwise():
+            t = tag.named("tiny-tag")(label="tiny", x=x)
+        inner = branch_value(m, t)
+        extend.named("inner-use")(text=inner, more="in")
+    value = branch_value(b, inner)
+    return value, extend.named("outer-use")(text=value, more="out")

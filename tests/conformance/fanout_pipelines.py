@@ -96,9 +96,67 @@ def literal(x: int = 2):
     return total(parts=[a, b, 7])
 
 
+@il.step
+def nothing(x: int) -> int | None:
+    return None
+
+
+@il.step
+def echo_floats(parts: list[float | None]) -> list[float | None]:
+    return list(parts)
+
+
+@il.step
+def as_text(x: int) -> str:
+    return str(x)
+
+
+@il.step
+def echo_texts(parts: list[str]) -> list[str]:
+    return list(parts)
+
+
+@il.step
+def odd_none(x: int) -> int | None:
+    return None if x % 2 else x
+
+
+@il.step
+def echo_ints(parts: list[int | None]) -> list[int | None]:
+    return list(parts)
+
+
+@il.pipeline(name="fan-optional-items")
+def optional_items(xs: list[int] = [1, 2, 3, 4]):  # noqa: B006 - recorded, never mutated
+    return echo_ints(parts=il_map(odd_none, over=xs))
+
+
+@il.pipeline(name="fan-in-literal-mixed")
+def literal_mixed(x: int = 2, label: str = "p"):
+    a = scale.named("a")(x=x, factor=1)
+    b = scale.named("b")(x=x, factor=2)
+    floats = echo_floats(parts=[a, nothing.named("none")(x=x), b, 7.5])  # ints widen, None stays None
+    return floats, echo_texts(parts=[label, as_text.named("text")(x=x), label])
+
+
+@il.pipeline(name="fan-in-literal-datasets")
+def literal_datasets():
+    return merge(shards=[shard.named("s1")(x=1), shard.named("s2")(x=2)])
+
+
 @il.pipeline(name="fan-datasets")
 def datasets(sizes: list[int] = [1, 2, 3]):  # noqa: B006 - recorded, never mutated
     return merge(shards=il_map(shard, over=sizes))
+
+
+@il.step
+def count_shards(shards: list[il.Dataset | None]) -> int:
+    return sum(s is not None for s in shards)
+
+
+@il.pipeline(name="fan-tolerate-datasets")
+def tolerant_datasets(sizes: list[int] = [1, 2, 3]):  # noqa: B006 - recorded, never mutated
+    return count_shards(shards=il_map(shard, over=sizes, tolerate=0.5))
 
 
 @il.step

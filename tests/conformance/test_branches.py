@@ -275,8 +275,73 @@ def test_a_branch_value_read_in_a_later_block(tmp_path: Path, radius: float, go:
     assert steps["inside"] == ("succeeded" if go else "skipped")
 
 
+@pytest.mark.parametrize(("x", "ran"), [(30.0, "big-tag"), (3.0, "mid-tag"), (0.5, "tiny-tag")])
+def test_an_inner_chain_value_is_an_outer_branch_value(tmp_path: Path, x: float, ran: str) -> None:
+    status, outputs, steps = _agree(bp.nested_value, tmp_path, x=x)
+    label = ran.removesuffix("-tag")
+    assert status == "succeeded"
+    assert outputs == {"o0": ("str", f"{label}:{x}"), "o1": ("str", f"{label}:{x}+out")}
+    tags = {"big-tag", "mid-tag", "tiny-tag"}
+    assert {n for n in tags if steps[n] == "succeeded"} == {ran}
+    assert all(steps[n] == "skipped" for n in tags - {ran})
+    assert steps["inner-use"] == ("skipped" if ran == "big-tag" else "succeeded")
+
+
+def test_kfp_passes_an_inner_chain_value_through_its_block(tmp_path: Path) -> None:
+    """KFP refuses a dsl.OneOf inside another: the inner value goes through a task in the block."""
+    ir = _kfp_ir(bp.nested_value, tmp_path)
+    comps = ir["components"]
+    [outer] = [c for c in comps.values() if "dag" in c and any(
+        "valueFromOneof" in v for v in c["dag"].get("outputs", {}).get("parameters", {}).values())
+        and any("pass-value" in t["componentRef"]["name"] for t in _all_tasks(ir, c))]
+    [selectors] = [v["valueFromOneof"]["parameterSelectors"] for v in outer["dag"]["outputs"]["parameters"].values()]
+    assert len(selectors) == 2  # the outer dsl.OneOf: big-tag, and the pass-through of the inner one
+
+
+def _all_tasks(ir: dict[str, Any], comp: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for t in comp.get("dag", {}).get("tasks", {}).values():
+        found.append(t)
+        found += _all_tasks(ir, ir["components"].get(t["componentRef"]["name"], {}))
+    return found
+
+
+def test_flyte_returns_an_inner_chain_value_from_the_outer_branch(tmp_path: Path) -> None:
+    from flyteidl.admin import workflow_pb2
+
+    files = il.compile(bp.nested_value, backend="flyte", out=tmp_path, project="p", domain="d", version="v1",
+                       image="img:1")
+    [path] = [f for f in files if f.name.endswith("_conf-nested-value_2.pb")]
+    wf = workflow_pb2.WorkflowSpec()
+    wf.ParseFromString(path.read_bytes())
+    [branch] = [n for n in wf.template.nodes if n.HasField("branch_node")]
+    assert wf.template.outputs[0].binding.promise.node_id == branch.id  # the outer conditional's output
+    [otherwise] = [s for s in wf.sub_workflows if s.id.name == "conf-nested-value.gate-2"]
+    [inner] = [n for n in otherwise.nodes if n.HasField("branch_node")]
+    assert otherwise.outputs[0].binding.promise.node_id == inner.id  # ... is the inner conditional's
+
+
+def test_a_nested_value_from_a_deeper_block_is_refused() -> None:
+    @il.pipeline(name="nested-too-deep")
+    def p(x: float = 1.0):
+        with il.when(x > 2.0):
+            a = bp.tag.named("a")(label="a", x=x)
+        with bp.otherwise():
+            with il.when(x > 0.0):
+                bp.tag.named("pos")(label="pos", x=x)
+                with il.when(x > 0.5):
+                    m = bp.tag.named("m")(label="m", x=x)
+                with bp.otherwise():
+                    t = bp.tag.named("t")(label="t", x=x)
+                inner = bp.branch_value(m, t)
+            bp.branch_value(a, inner)
+
+    with pytest.raises(il.PipelineDefinitionError, match="one output produced directly in each block"):
+        il.spec(p)
+
+
 ALL = ["nested_last", "nested_guard", "sibling_chains", "inner_condition", "expressions", "expressions_or",
-       "twice", "branch_value_pipeline", "chain_nested", "expr_named", "value_later"]
+       "twice", "branch_value_pipeline", "chain_nested", "expr_named", "value_later", "nested_value"]
 
 
 @pytest.mark.parametrize("name", ALL)

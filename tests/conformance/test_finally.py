@@ -1,7 +1,8 @@
 """il.finally_: a step that runs after the pipeline whatever its outcome and receives the body's
 il.RunStatus. Same statuses and the same RunStatus on local and kfp-local for a succeeding and
 a failing pipeline; KFP compiles it to dsl.ExitHandler with the step as the exit task (and
-keeps the receipt when state_pvc is set); Flyte refuses it at build time (not rendered yet)."""
+keeps the receipt when state_pvc is set); Flyte to the workflow's failure node plus a last node
+downstream of every other."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ import yaml
 import interlock as il
 from conformance import finally_pipelines as fp
 from interlock.core.backends import available_backends
-from interlock.core.errors import CapabilityError, PipelineDefinitionError
+from interlock.core.errors import PipelineDefinitionError
 from interlock.core.finally_ import RunStatus, finally_
 
-BACKENDS = [b for b in ("local", "kfp-local") if b in available_backends()]
+BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
 
 
 def _run(backend: str, tmp_path: Path, fail: bool) -> tuple[str, dict[str, str], dict[str, Any], dict[str, Any]]:
@@ -71,6 +72,9 @@ def test_a_failing_finally_step_fails_the_run(tmp_path: Path, backend: str) -> N
     r = il.run(finally_fails, backend=backend, workdir=tmp_path, raise_on_failure=False)
     assert str(r.status) == "failed"
     assert {k: str(s.status) for k, s in r.steps.items()} == {"one": "succeeded", "broken_cleanup": "failed"}
+    # Once: on Flyte the success path's last node failed, and the failure node must not rerun it.
+    assert r.steps["broken_cleanup"].attempts == 1
+    assert getattr(r.error, "step", None) == "broken_cleanup" and "cleanup failed" in str(r.error)
 
 
 def _ir(path: Path) -> dict[str, Any]:
@@ -96,9 +100,42 @@ def test_kfp_compiles_an_exit_handler_with_the_finally_step_as_exit_task(tmp_pat
         assert {"interlock_param_x", "interlock_param_fail", "interlock_param_out"} <= set(inputs)
 
 
-def test_flyte_refuses_finally_at_build_time(tmp_path: Path) -> None:
-    with pytest.raises(CapabilityError, match="cannot express 'finally'"):
-        il.compile(fp.with_finally, backend="flyte", out=tmp_path)
+def _flyte_models(tmp_path: Path, pipeline: Any) -> tuple[Any, list[Any]]:
+    from flytekit.models.admin.workflow import WorkflowSpec
+    from flytekit.models.task import TaskSpec
+
+    from interlock.adapters.flyte.compile import serialize
+
+    models = serialize(il.spec(pipeline), project="p", domain="d", version="v1", image="img:1")
+    wf = next(m for m in models if isinstance(m, WorkflowSpec) and m.template.id.name == il.spec(pipeline).name)
+    return wf.template, [m for m in models if isinstance(m, TaskSpec)]
+
+
+def test_flyte_compiles_a_failure_node_and_a_last_node(tmp_path: Path) -> None:
+    template, tasks = _flyte_models(tmp_path, fp.with_finally)
+    # The failure node: the finally task, bound to every workflow input plus Flyte's error.
+    failure = template.failure_node
+    assert failure is not None and failure.task_node.reference_id.name == "conf-finally.report"
+    task = next(t for t in tasks if t.template.id.name == "conf-finally.report")
+    assert set(task.template.interface.inputs) == {"x", "fail", "out", "err"}
+    assert task.template.interface.inputs["err"].type.union_type is not None  # Optional[FlyteError]
+    assert not task.template.metadata.discoverable  # never cached: it runs on every run
+    assert {"x", "fail", "out"} <= {b.var for b in failure.inputs}
+    # The success path: the same task as the last node, downstream of every other node.
+    last = next(n for n in template.nodes if n.id == "report")
+    assert last.task_node.reference_id.name == "conf-finally.report"
+    assert set(last.upstream_node_ids) == {n.id for n in template.nodes if n.id not in ("report", "start-node", "end-node")}
+    assert {"prepare", "maybe-fail"} <= set(last.upstream_node_ids)
+    # In the container the resolver rebuilds the finally task from its loader args.
+    from interlock.adapters.flyte.resolver import resolver
+    from interlock.adapters.flyte.workflow import build_entities
+
+    built = build_entities(il.spec(fp.with_finally)).finally_task
+    again = resolver.load_task(resolver.loader_args(None, built))
+    assert again.name == built.name and set(again.python_interface.inputs) == {"x", "fail", "out", "err"}
+    # The registered files hold it too (interlock compile --backend flyte).
+    files = il.compile(fp.with_finally, backend="flyte", out=tmp_path, image="img:1")
+    assert any(str(f).endswith(".pb") for f in files)
 
 
 def test_local_backends_list_how_they_render_finally() -> None:
@@ -106,7 +143,8 @@ def test_local_backends_list_how_they_render_finally() -> None:
 
     assert get_backend("local").capabilities().features["finally"].startswith("native")
     assert "dsl.ExitHandler" in get_backend("kfp").capabilities().features["finally"]
-    assert get_backend("flyte").capabilities().features["finally"].startswith("unsupported")
+    assert "failure node" in get_backend("flyte").capabilities().features["finally"]
+    assert get_backend("flyte-local").capabilities().features["finally"].startswith("native")
 
 
 @il.step

@@ -1,7 +1,7 @@
-"""Values are identical across backends: an untyped dict/list keeps its ints, floats, bools,
-None and key order (nested too) on local, flyte-local and kfp-local, both where the next step
-receives it and in the pipeline's outputs. kfp-local turned ints into floats and sorted keys
-(a protobuf Struct), and flyte-local sorted keys."""
+"""Values are identical across backends: an untyped dict/list, and a typed dict[str, T], keeps
+its ints, floats, bools, None and key order (nested too) on local, flyte-local and kfp-local,
+both where the next step receives it and in the pipeline's outputs. kfp-local turned ints into
+floats and sorted keys (a protobuf Struct), and flyte-local sorted keys."""
 
 from __future__ import annotations
 
@@ -58,23 +58,36 @@ def test_untyped_values_reach_the_next_step_and_the_caller_unchanged(runs: dict[
     }
     r = runs[backend]
     assert str(r.status) == "succeeded"
-    got = dict(r.outputs)
-    if backend == "kfp-local":
-        # Typed dict[str, int] stays a KFP STRUCT (listed as lossy): its ints come back by the
-        # declared type, its key order is KFP's. Everything untyped above is exact.
-        assert _sorted_shape(got["o5"]) == _sorted_shape(want["o5"])
-        got["o5"] = want["o5"]
-    assert_identical(got, want, backend)
-
-
-def _sorted_shape(text: str) -> list:
-    kind, members = ast.literal_eval(text)
-    return [kind, sorted(members)]
+    # Typed dict[str, int] too: kfp-local used to sort its keys (a KFP STRUCT); it travels as
+    # JSON text now, so its key order is the step's on every backend.
+    assert_identical(dict(r.outputs), want, backend)
 
 
 def test_every_backend_gives_what_local_gives(runs: dict[str, Any]) -> None:
     for backend, r in runs.items():
-        got, want = dict(r.outputs), dict(runs["local"].outputs)
-        if backend == "kfp-local":
-            assert _sorted_shape(got.pop("o5")) == _sorted_shape(want.pop("o5"))
-        assert_identical(got, want, f"{backend} vs local")
+        assert_identical(dict(r.outputs), dict(runs["local"].outputs), f"{backend} vs local")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_typed_dicts_keep_ints_and_key_order_everywhere(backend: str, tmp_path: Any) -> None:
+    """dict[str, T] as a parameter, between steps, nested in a list and as a pipeline output."""
+    r = il.run(vp.typed_values, backend=backend, workdir=tmp_path)
+    assert str(r.status) == "succeeded", r.error
+    weights = {"zeta": 3, "alpha": 1, "mid": 2}
+    assert_identical(dict(r.outputs), {
+        "o0": {**weights, "scaled": 8},
+        "o1": repr(vp.shape({**weights, "scaled": 8})),
+        "o2": [{"b": 1, "a": None}, {"z": 2}],
+        "o3": repr(vp.shape(weights)),
+    }, backend)
+
+
+def test_kfp_declares_typed_dicts_as_json_text(tmp_path: Any) -> None:
+    pytest.importorskip("kfp")
+    import yaml
+
+    path = il.compile(vp.typed_values, backend="kfp", out=tmp_path / "t.yaml")[0]
+    ir = next(iter(yaml.safe_load_all(open(path).read())))
+    assert ir["root"]["inputDefinitions"]["parameters"]["weights"]["parameterType"] == "STRING"
+    assert ast.literal_eval(repr(ir["root"]["inputDefinitions"]["parameters"]["weights"]["defaultValue"])) == (
+        '{"zeta": 3, "alpha": 1, "mid": 2}')

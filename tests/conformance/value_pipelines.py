@@ -65,3 +65,24 @@ def untyped_values(scale: int = 4):
     items = make_items(scale=scale)
     seen = inspect(record=record, items=items, typed=make_typed(scale=scale))
     return record, items, seen.record, seen.items, seen.shapes, seen.typed
+
+
+@il.step
+def scale_weights(weights: dict[str, int], scale: int) -> dict[str, int]:
+    return {**weights, "scaled": scale * 2}
+
+
+@il.step
+def witness(weights: dict[str, int]) -> str:
+    return repr(shape(weights))
+
+
+@il.step
+def nested_typed(scale: int) -> list[dict[str, int | None]]:
+    return [{"b": 1, "a": None}, {"z": scale // 2}]
+
+
+@il.pipeline(name="conf-typed-values")
+def typed_values(weights: dict[str, int] = {"zeta": 3, "alpha": 1, "mid": 2}, scale: int = 4):  # noqa: B006
+    scaled = scale_weights(weights=weights, scale=scale)
+    return scaled, witness(weights=scaled), nested_typed(scale=scale), witness.named("param")(weights=weights)

@@ -99,7 +99,8 @@ def test_run_node_calls_the_shim_and_returns_kfp_outputs(run_env: Path, tmp_path
         "kfp_test_pipelines.typed:typed", "train", spec.step("train").fingerprint,
         {"df": dsl.Dataset(uri=frame.uri), "params": {"lr": 0.5, "epochs": 2.0, "tags": []}, "model": model, "metrics": metrics},
     )
-    assert (rows, counts) == (3, {"rows": 3, "epochs": 2})
+    # dict[str, int] travels as JSON text: its ints and key order exactly as the step returned them
+    assert (rows, counts) == (3, '{"rows": 3, "epochs": 2}')
     assert json.loads((Path(model.path) / "weights.json").read_text()) == {"w": (0 + 2 + 4) * 0.5}
     assert metrics.metadata["auc"] == pytest.approx(0.7)
     fragment = json.loads((run_env / "receipts" / "train.json").read_text())
