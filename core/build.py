@@ -190,7 +190,10 @@ class Builder:
         self.steps: dict[str, Step] = {}
         self.gates: list[Gate] = []
         self._gate_stack: list[str] = []
+        # Every recorded node's name -> its gate: also the index of taken names (a linear scan
+        # of ``nodes`` per call made recording N steps O(N^2)).
         self._node_gate: dict[str, str | None] = {}
+        self._next_suffix: dict[str, int] = {}  # base name -> first "-<i>" suffix that may be free
         self.last_block: tuple[str, int, int] | None = None  # (gate id, node count, gate count) at its end
         self.finally_node: Node | None = None  # il.finally_ (core/finally_.py)
 
@@ -205,7 +208,7 @@ class Builder:
             )
         self.steps[spec.name] = step
         name = node_name or self._fresh_name(spec.name)
-        if any(n.name == name for n in self.nodes):
+        if name in self._node_gate:
             raise PipelineDefinitionError(
                 "duplicate node name", pipeline=self.name, step=name,
                 hint=f"use {spec.name}.named('another-name')(...) for the second call",
@@ -240,12 +243,15 @@ class Builder:
         return self._promises_for(node, spec)
 
     def _fresh_name(self, base: str) -> str:
-        taken = {n.name for n in self.nodes}
+        taken = self._node_gate
         if base not in taken:
             return base
-        i = 2
+        # Names are only taken, never freed (il.finally_ drops the node it just recorded, which
+        # holds the latest suffix), so the search resumes where the last one stopped.
+        i = self._next_suffix.get(base, 2)
         while f"{base}-{i}" in taken:
             i += 1
+        self._next_suffix[base] = i
         return f"{base}-{i}"
 
     def _after_nodes(self, after: Any, node: str) -> tuple[str, ...]:
@@ -363,11 +369,12 @@ class Builder:
         """Record the steps of a ``with`` block as gated by ``gate``."""
         self.gates.append(gate)
         self._gate_stack.append(gate.id)
+        start = len(self.nodes)  # a node gated by this block can only be recorded inside it
         try:
             yield
         finally:
             self._gate_stack.pop()
-        if not any(n.gate == gate.id for n in self.nodes):
+        if not any(n.gate == gate.id for n in self.nodes[start:]):
             raise PipelineDefinitionError(f"il.when({label}) block has no steps", pipeline=self.name)
         # il.elif_/il.otherwise may follow this block only if nothing is recorded in between.
         self.last_block = (gate.id, len(self.nodes), len(self.gates))
