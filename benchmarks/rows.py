@@ -65,8 +65,12 @@ def report(rows: list[Row], json_path: str | None, argv: list[str] | None = None
     print(f"command: {command(argv)}")
     print(table(rows))
     if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+        write_json(rows, json_path)
+
+
+def write_json(rows: list[Row], path: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
 
 
 def table(rows: list[Row]) -> str:
