@@ -62,21 +62,29 @@ def generate(n: int, flavour: str) -> str:
     parts = [head]
     for i in range(n):
         parts.append(f"{deco}\ndef s{i}(a: int, b: int) -> int:\n    return a + b + {i}\n\n\n")
+    parts.append(f"STEPS = [{', '.join(f's{i}' for i in range(n))}]\n\n\n")
+    # A loop, not N lines: kfp's task setters call inspect.stack(), and for each frame Python
+    # walks the code's positions up to the current instruction, so a pipeline function of N
+    # statements costs O(N) per setter call (O(N^2) in all), a loop O(1).
     if flavour == "interlock":
-        body = ["    o = [s0(a=x, b=x)]"]
-        body += [f"    o.append(s{i}(a=o[{i - 1}], b=o[{i // 2}]))" for i in range(1, n)]
-        body.append("    return o[-1]")
-        parts.append(f'@il.pipeline(name="bench-{n}")\ndef bench(x: int = 1):\n' + "\n".join(body) + "\n")
+        parts.append(f'@il.pipeline(name="bench-{n}")\n'
+                     "def bench(x: int = 1):\n"
+                     "    o = [STEPS[0](a=x, b=x)]\n"
+                     "    for i in range(1, len(STEPS)):\n"
+                     "        o.append(STEPS[i](a=o[i - 1], b=o[i // 2]))\n"
+                     "    return o[-1]\n")
     else:
-        body = ["    o = [configure(s0(a=x, b=x))]"]
-        body += [f"    o.append(configure(s{i}(a=o[{i - 1}].output, b=o[{i // 2}].output)))" for i in range(1, n)]
-        body.append("    return o[-1].output")
-        # Built when the runner calls make(), as interlock builds when compiling: kfp's task
-        # setters call inspect.stack(), whose cost grows with the stack's depth, and a
-        # module-level @dsl.pipeline would run under importlib's frames on this side only.
-        body = ["    " + line for line in body]
-        parts.append(f'def make():\n    @dsl.pipeline(name="bench-{n}", pipeline_root="{PIPELINE_ROOT}")\n'
-                     "    def bench(x: int = 1) -> int:\n" + "\n".join(body) + "\n    return bench\n")
+        # Built when the runner calls make(), as interlock builds when compiling: the setters'
+        # inspect.stack() also grows with the stack's depth, and a module-level @dsl.pipeline
+        # would run under importlib's frames on this side only.
+        parts.append("def make():\n"
+                     f'    @dsl.pipeline(name="bench-{n}", pipeline_root="{PIPELINE_ROOT}")\n'
+                     "    def bench(x: int = 1) -> int:\n"
+                     "        o = [configure(STEPS[0](a=x, b=x))]\n"
+                     "        for i in range(1, len(STEPS)):\n"
+                     "            o.append(configure(STEPS[i](a=o[i - 1].output, b=o[i // 2].output)))\n"
+                     "        return o[-1].output\n"
+                     "    return bench\n")
     return "".join(parts)
 
 
