@@ -22,6 +22,7 @@ log(time) against log(size): 1 is linear, 2 quadratic). Writes:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -238,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slow", action="store_true", help="also the benchmarks marked slow")
     ap.add_argument("--only", default="", help="comma-separated benchmark names")
     ap.add_argument("--sizes", default=None, help="override the sizes of every sized benchmark")
+    ap.add_argument("--repeat", default=None, help="override --repeat where a benchmark's entry passes one")
     ap.add_argument("--doc", default=str(ROOT / "docs" / "performance.md"), help="markdown page to update")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
     args = ap.parse_args(argv)
@@ -252,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="interlock-bench-") as tmp:
         for b in chosen:
             sizes = None if b.sizes is None else (args.sizes or (b.quick if args.quick and b.quick else b.sizes))
+            if args.repeat and "--repeat" in b.args:
+                i = b.args.index("--repeat")
+                b = dataclasses.replace(b, args=(*b.args[:i + 1], args.repeat, *b.args[i + 2:]))
             outcomes.append(run(b, sizes, Path(tmp)))
             if outcomes[-1].problem:
                 print(f"--- {b.name}: {outcomes[-1].problem}")
