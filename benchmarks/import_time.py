@@ -7,19 +7,24 @@ start-up included, what a user feels on the command line). A library that is not
 is skipped.
 
     python benchmarks/import_time.py            # 7 runs each
-    python benchmarks/import_time.py --runs 15 --json
+    python benchmarks/import_time.py --runs 15 --json rows.json
+
+With ``--json PATH`` it writes the rows of benchmarks/rows.py: figures "import (vs flytekit)"
+and "import (vs kfp)", size 1 (an import has no size axis; ``--sizes`` is accepted and
+ignored), interlock's median import time against the other library's.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import shlex
 import statistics
 import subprocess
 import sys
 import time
+
+from rows import Row, write_json
 
 LIBRARIES = ("interlock", "flytekit", "kfp")
 PROBE = "import time; t = time.perf_counter(); import {lib}; print(time.perf_counter() - t)"
@@ -55,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="fresh processes per library (default 7)")
     parser.add_argument("--python", default=sys.executable, help="interpreter to measure (default: this one)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--json", metavar="PATH", default=None, help="also write the rows as JSON to PATH")
+    parser.add_argument("--sizes", default=None, help="ignored: an import has no size axis")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -78,9 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join([args.python, "-c", PROBE.format(lib="LIB")])
 
     if args.json:
-        print(json.dumps({"python": args.python, "runs": args.runs, "command": command,
-                          "interpreter_startup_s": startup, "results": rows}, indent=2))
-        return 0
+        own = next((r for r in rows if r["library"] == "interlock" and "import_s" in r), None)
+        write_json([Row(f"import (vs {r['library']})", 1, own["import_s"], r["import_s"],
+                        note=f"median of {args.runs} fresh processes")
+                    for r in rows if own and r["library"] != "interlock" and "import_s" in r], args.json)
     print(f"median of {args.runs} fresh processes each; command: {command}")
     print(f"interpreter start-up alone (python -c pass): {startup * 1000:.0f} ms")
     print(f"{'library':<12} {'import (median)':>16} {'range':>19} {'whole process':>15}")

@@ -1,124 +1,163 @@
-"""Compile time: a 200-step pipeline through interlock vs the same DAG written directly in kfp.
+"""KFP compile time against size: interlock vs the same pipeline written directly in kfp.
 
-    python benchmarks/kfp_compile.py [--steps 200] [--repeat 3]
+    python benchmarks/kfp_compile.py [--sizes 50,200,1000] [--repeat 3] [--json PATH]
 
-Both sides build the same DAG (node i adds the outputs of nodes i-1 and i//2) with the same
-per-task settings (caching, retry with backoff, cpu/memory, env, the run-id downward-API
-env) and compile it to IR YAML with kfp's compiler. The interlock side includes recording
-the pipeline body, validation, generating one component per node and the policy mapping.
-Prints the best-of-N times, the ratio and the YAML sizes. (No `from __future__ import
-annotations` here: kfp reads the direct component's annotations as types.)
+For each size N both sides get a generated module of N distinct step functions (node i adds
+the outputs of nodes i-1 and i//2): interlock steps on one side, ``@dsl.component``s on the
+other (one component per step, as interlock emits), with the same per-task settings (caching,
+retry with backoff, cpu/memory, the env the shim reads, the run-id downward-API env, the
+pipeline root). The kfp pipeline is built by a function the runner calls after the import
+(see generate()). Each side runs in a fresh interpreter with kfp (and interlock) imported
+before the clock starts; the time covers importing the module (decorators run), building the
+pipeline and writing the IR YAML, best of --repeat, the sides alternating. One row per size:
+figure "kfp compile", the CPU seconds of each side's process (steadier than wall time on a
+shared machine; the wall times are in the note). (No ``from __future__ import annotations`` in the generated kfp module:
+kfp reads the annotations as types.)
 """
 
+from __future__ import annotations
 
 import argparse
-import importlib
-import statistics
+import json
+import os
+import subprocess
 import sys
 import tempfile
-import time
+import textwrap
 from pathlib import Path
 
-import interlock as il
+from rows import Row, add_arguments, report, sizes
 
-STEPS = 200
-
-
-@il.step(
-    cache=il.Cache(),
-    resources=il.Resources(cpu="500m", memory="1Gi"),
-    retry=il.Retry(transient=1, contention=il.Backoff(attempts=3, first="5m"), preempted=2),
-)
-def add(a: int, b: int) -> int:
-    return a + b
+# Retried steps need run state that outlives a pod: the pipeline root keeps it (both sides set it).
+PIPELINE_ROOT = "s3://bench/pipeline-root"
+IMAGE = "interlock-python:latest"
 
 
-def make_pipeline(steps: int) -> il.Pipeline:
-    def body(x: int = 1):  # noqa: ANN202 - a pipeline body returns step outputs
-        outs = [add.named("s0")(a=x, b=x)]
-        for i in range(1, steps):
-            outs.append(add.named(f"s{i}")(a=outs[i - 1], b=outs[i // 2]))
-        return outs[-1]
+def generate(n: int, flavour: str) -> str:
+    if flavour == "interlock":
+        head = textwrap.dedent('''\
+            import interlock as il
 
-    body.__module__ = __name__
-    # Named after the module attribute the components import (``<module>:bench``).
-    return il.pipeline(name=f"bench-{steps}")(body)
+            POLICY = dict(cache=il.Cache(), resources=il.Resources(cpu="500m", memory="1Gi"),
+                          retry=il.Retry(transient=1, contention=il.Backoff(attempts=3, first="5m"), preempted=2))
+
+        ''')
+        deco = "@il.step(**POLICY)"
+    else:
+        head = textwrap.dedent(f'''\
+            from kfp import dsl, kubernetes
 
 
-bench = make_pipeline(STEPS)
+            def configure(task):
+                task.set_caching_options(enable_caching=True)
+                task.set_retry(num_retries=5, backoff_duration="300s", backoff_factor=2.0, backoff_max_duration="3600s")
+                task.set_cpu_request("500m").set_memory_request("1Gi").set_memory_limit("1Gi")
+                task.set_env_variable("INTERLOCK_ON_CLUSTER", "1")
+                task.set_env_variable("INTERLOCK_RETRY_IN_PROCESS", "FATAL,TRANSIENT")
+                task.set_env_variable("INTERLOCK_STATE_STORE", "{PIPELINE_ROOT}")
+                kubernetes.use_field_path_as_env(task, env_name="KFP_RUN_ID", field_path="metadata.labels['pipeline/runid']")
+                return task
+
+        ''')
+        deco = f'@dsl.component(base_image="{IMAGE}", install_kfp_package=False)'
+    parts = [head]
+    for i in range(n):
+        parts.append(f"{deco}\ndef s{i}(a: int, b: int) -> int:\n    return a + b + {i}\n\n\n")
+    parts.append(f"STEPS = [{', '.join(f's{i}' for i in range(n))}]\n\n\n")
+    # A loop, not N lines: kfp's task setters call inspect.stack(), and for each frame Python
+    # walks the code's positions up to the current instruction, so a pipeline function of N
+    # statements costs O(N) per setter call (O(N^2) in all), a loop O(1).
+    if flavour == "interlock":
+        parts.append(f'@il.pipeline(name="bench-{n}")\n'
+                     "def bench(x: int = 1):\n"
+                     "    o = [STEPS[0](a=x, b=x)]\n"
+                     "    for i in range(1, len(STEPS)):\n"
+                     "        o.append(STEPS[i](a=o[i - 1], b=o[i // 2]))\n"
+                     "    return o[-1]\n")
+    else:
+        # Built when the runner calls make(), as interlock builds when compiling: the setters'
+        # inspect.stack() also grows with the stack's depth, and a module-level @dsl.pipeline
+        # would run under importlib's frames on this side only.
+        parts.append("def make():\n"
+                     f'    @dsl.pipeline(name="bench-{n}", pipeline_root="{PIPELINE_ROOT}")\n'
+                     "    def bench(x: int = 1) -> int:\n"
+                     "        o = [configure(STEPS[0](a=x, b=x))]\n"
+                     "        for i in range(1, len(STEPS)):\n"
+                     "            o.append(configure(STEPS[i](a=o[i - 1].output, b=o[i // 2].output)))\n"
+                     "        return o[-1].output\n"
+                     "    return bench\n")
+    return "".join(parts)
 
 
-def compile_interlock(module: object, steps: int, out: Path) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of this process)."""
-    from interlock.adapters.kfp import compile_pipeline
-
+RUNNER = textwrap.dedent('''
+    import gc, importlib, json, sys, time
+    from pathlib import Path
+    flavour, mod, out, image, root = sys.argv[1:6]
+    # Both sides import what they use before the clock starts: only the work is timed.
+    from kfp import compiler, dsl, kubernetes  # noqa: F401
+    if flavour == "interlock":
+        import interlock as il
+        from interlock.adapters.kfp import KfpOptions, compile_pipeline
+    # Start from a collected heap: a full collection left pending by the imports above
+    # would otherwise land in the timed region of one side only (0.2-0.3 s with flytekit loaded).
+    gc.collect()
     t0, c0 = time.perf_counter(), time.process_time()
-    pipe = module.make_pipeline(steps)  # type: ignore[attr-defined]
-    pipe.ref = f"{module.__name__}:bench"  # type: ignore[attr-defined]
-    compile_pipeline(il.spec(pipe), out)
-    return time.perf_counter() - t0, time.process_time() - c0
+    m = importlib.import_module(mod)
+    if flavour == "interlock":
+        compile_pipeline(il.spec(m.bench), Path(out), KfpOptions(image=image, pipeline_root=root))
+    else:
+        compiler.Compiler().compile(m.make(), out)
+    print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0,
+                      "bytes": Path(out).stat().st_size}))
+''')
 
 
-def compile_direct(steps: int, out: Path) -> tuple[float, float]:
-    from kfp import compiler, dsl, kubernetes
-
-    t0, c0 = time.perf_counter(), time.process_time()
-
-    @dsl.component(base_image="interlock-python:latest", install_kfp_package=False)
-    def add_kfp(a: int, b: int) -> int:
-        return a + b
-
-    def configure(task: dsl.PipelineTask) -> dsl.PipelineTask:
-        task.set_caching_options(enable_caching=True)
-        task.set_retry(num_retries=5, backoff_duration="300s", backoff_factor=2.0, backoff_max_duration="3600s")
-        task.set_cpu_request("500m").set_memory_request("1Gi").set_memory_limit("1Gi")
-        task.set_env_variable("INTERLOCK_RETRY_IN_PROCESS", "FATAL,TRANSIENT")
-        kubernetes.use_field_path_as_env(task, env_name="KFP_RUN_ID", field_path="metadata.labels['pipeline/runid']")
-        return task
-
-    @dsl.pipeline(name=f"bench-{steps}-direct")
-    def direct(x: int = 1) -> int:
-        outs = [configure(add_kfp(a=x, b=x))]
-        for i in range(1, steps):
-            outs.append(configure(add_kfp(a=outs[i - 1].output, b=outs[i // 2].output)))
-        return outs[-1].output
-
-    compiler.Compiler().compile(direct, str(out))
-    return time.perf_counter() - t0, time.process_time() - c0
+def _runner(work: Path) -> Path:
+    # A file, not `python -c`: kfp's task setters call inspect.stack(), which scans every loaded
+    # module for a frame whose file is no module's ("<string>"); a user's script is a file.
+    path = work / "bench_runner.py"
+    path.write_text(RUNNER)
+    return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=STEPS)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args(argv)
+def run_side(flavour: str, n: int, work: Path) -> dict[str, float]:
+    mod = f"bench_{flavour}_{n}"
+    (work / f"{mod}.py").write_text(generate(n, flavour))
+    out = work / f"{flavour}.yaml"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(work)}
+    proc = subprocess.run([sys.executable, str(_runner(work)), flavour, mod, str(out), IMAGE, PIPELINE_ROOT],
+                          cwd=work, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{flavour} side failed at {n} steps:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
-    # Components import the pipeline by module name, so use this file as a module, not __main__.
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    module = importlib.import_module("kfp_compile")
 
-    with tempfile.TemporaryDirectory(prefix="interlock-bench-") as tmp:
-        out_il, out_kfp = Path(tmp) / "interlock.yaml", Path(tmp) / "direct.yaml"
-        compile_direct(5, out_kfp)  # warm up kfp's imports before timing either side
-        il_times, kfp_times = [], []
-        for _ in range(args.repeat):
-            il_times.append(compile_interlock(module, args.steps, out_il))
-            kfp_times.append(compile_direct(args.steps, out_kfp))
-        print(f"command: python benchmarks/kfp_compile.py --steps {args.steps} --repeat {args.repeat}")
-        print(f"steps: {args.steps}")
-        for label, times, out, note in (
-            ("interlock -> kfp IR", il_times, out_il, "one component per node"),
-            ("kfp directly       ", kfp_times, out_kfp, "one shared component"),
-        ):
-            wall, cpu = [t[0] for t in times], [t[1] for t in times]
-            print(f"{label}: wall best {min(wall):.3f}s median {statistics.median(wall):.3f}s, "
-                  f"cpu best {min(cpu):.3f}s ({out.stat().st_size / 1024:.0f} KiB YAML, {note})")
-        # CPU time of this process: steadier than wall time on a shared machine.
-        il_cpu, kfp_cpu = min(t[1] for t in il_times), min(t[1] for t in kfp_times)
-        il_wall, kfp_wall = min(t[0] for t in il_times), min(t[0] for t in kfp_times)
-        print(f"ratio interlock/kfp: {il_cpu / kfp_cpu:.2f}x cpu, {il_wall / kfp_wall:.2f}x wall (best of {args.repeat})")
-    return 0
+def measure(n: int, repeat: int, tmp: Path) -> Row:
+    """CPU seconds of each side's process (steadier than wall time on a shared machine)."""
+    best: dict[str, dict[str, float]] = {}
+    for r in range(repeat):
+        for flavour in ("kfp", "interlock"):
+            work = tmp / f"{flavour}-{n}-{r}"
+            work.mkdir()
+            res = run_side(flavour, n, work)
+            if flavour not in best or res["cpu"] < best[flavour]["cpu"]:
+                best[flavour] = res
+    il_, kfp = best["interlock"], best["kfp"]
+    return Row("kfp compile", n, il_["cpu"], kfp["cpu"],
+               note=f"CPU s, best of {repeat}; wall {il_['seconds']:.2f} vs {kfp['seconds']:.2f} s; "
+                    f"YAML {il_['bytes'] / 1024:.0f} vs {kfp['bytes'] / 1024:.0f} KiB")
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(ap, "50,200,1000")
+    ap.add_argument("--repeat", type=int, default=3, help="fresh processes per side and size; the best counts")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="kfp-bench-") as tmp:
+        rows = [measure(n, args.repeat, Path(tmp)) for n in sizes(args.sizes)]
+    report(rows, args.json, argv)
+    return rows
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -1,7 +1,7 @@
 """il.map overhead on `local`: per-item cost beside a plain Python loop and flytekit's local map_task;
 and the compiled graph size for 10 and 1,000 items (it must not grow: the list is a runtime value).
 
-    python benchmarks/map_overhead.py [--items 1000] [--concurrency 8]
+    python benchmarks/map_overhead.py [--sizes 100,1000] [--concurrency 8] [--json PATH] [--no-graph]
 
 The item function is trivial (x + 1), so what is measured is the machinery per item: on
 `local`, the shim per item (fragment, checkpoint context, value files, item node name); for
@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # so `map_overhead` imports for compiling
+
+from rows import Row, add_arguments, report, sizes  # noqa: E402
 
 import interlock as il  # noqa: E402
 from interlock.core.fanout_build import map as il_map  # noqa: E402  (il.map once exported)
@@ -110,28 +112,28 @@ def graph_sizes(backend: str) -> tuple[int, int] | None:
     return sizes[0], sizes[1]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> list[Row]:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--items", type=int, default=1000)
+    add_arguments(ap, "100,1000")
     ap.add_argument("--concurrency", type=int, default=8)
-    args = ap.parse_args()
-    n = args.items
-    print(f"command: python benchmarks/map_overhead.py --items {n} --concurrency {args.concurrency}")
-    loop = plain_loop(n)
-    seq = interlock_local(n, 1)
-    par = interlock_local(n, args.concurrency)
-    flyte = flytekit_map_task(n)
-    print(f"items: {n}")
-    print(f"  plain Python loop        {loop * 1e3 / n:8.3f} ms/item")
-    print(f"  interlock local, 1 at once {seq * 1e3 / n:6.3f} ms/item (whole run {seq:.2f}s)")
-    print(f"  interlock local, {args.concurrency} at once {par * 1e3 / n:6.3f} ms/item (whole run {par:.2f}s)")
-    if flyte is not None:
-        print(f"  flytekit local map_task  {flyte * 1e3 / n:8.3f} ms/item (whole run {flyte:.2f}s)")
-    for backend in ("kfp", "flyte"):
-        sizes = graph_sizes(backend)
-        if sizes:
-            print(f"  compiled graph, {backend}: {sizes[0]} bytes for 10 items, {sizes[1]} for 1000 "
-                  f"({'equal' if sizes[0] == sizes[1] else 'DIFFERENT'})")
+    ap.add_argument("--no-graph", action="store_true", help="skip the compiled-graph size check")
+    args = ap.parse_args(argv)
+    rows = []
+    for n in sizes(args.sizes):
+        loop = plain_loop(n)
+        seq = interlock_local(n, 1)
+        par = interlock_local(n, args.concurrency)
+        flyte = flytekit_map_task(n)
+        rows.append(Row("il.map on local vs flytekit map_task", n, seq, flyte,
+                        note=f"{seq * 1e3 / n:.2f} ms/item; {args.concurrency} at once {par * 1e3 / n:.2f} ms/item; "
+                             f"plain loop {loop * 1e3 / n:.4f} ms/item"))
+    report(rows, args.json, argv)
+    for backend in () if args.no_graph else ("kfp", "flyte"):
+        graph = graph_sizes(backend)
+        if graph:
+            print(f"  compiled graph, {backend}: {graph[0]} bytes for 10 items, {graph[1]} for 1000 "
+                  f"({'equal' if graph[0] == graph[1] else 'DIFFERENT'})")
+    return rows
 
 
 if __name__ == "__main__":

@@ -190,7 +190,10 @@ class Builder:
         self.steps: dict[str, Step] = {}
         self.gates: list[Gate] = []
         self._gate_stack: list[str] = []
+        # Every recorded node's name -> its gate: also the index of taken names (a linear scan
+        # of ``nodes`` per call made recording N steps O(N^2)).
         self._node_gate: dict[str, str | None] = {}
+        self._next_suffix: dict[str, int] = {}  # base name -> first "-<i>" suffix that may be free
         self.last_block: tuple[str, int, int] | None = None  # (gate id, node count, gate count) at its end
         self.finally_node: Node | None = None  # il.finally_ (core/finally_.py)
         self.subs: list[Any] = []  # sub-pipeline calls (core/subpipeline.py SubCall)
@@ -212,7 +215,7 @@ class Builder:
         self.steps[spec.name] = step
         prefix = self.sub_prefix()
         name = prefix + node_name if node_name else self._fresh_name(prefix + spec.name)
-        if any(n.name == name for n in self.nodes) or any(s.name == name for s in self.subs):
+        if self._taken(name):
             raise PipelineDefinitionError(
                 "duplicate node name", pipeline=self.name, step=name,
                 hint=f"use {spec.name}.named('another-name')(...) for the second call",
@@ -246,13 +249,19 @@ class Builder:
         self._node_gate[name] = gate
         return self._promises_for(node, spec)
 
+    def _taken(self, name: str) -> bool:
+        """A node or a sub-pipeline call has this name (an index: building stays linear)."""
+        return name in self._node_gate or any(s.name == name for s in self.subs)
+
     def _fresh_name(self, base: str) -> str:
-        taken = {n.name for n in self.nodes} | {s.name for s in self.subs}
-        if base not in taken:
+        if not self._taken(base):
             return base
-        i = 2
-        while f"{base}-{i}" in taken:
+        # Names are only taken, never freed (il.finally_ drops the node it just recorded, which
+        # holds the latest suffix), so the search resumes where the last one stopped.
+        i = self._next_suffix.get(base, 2)
+        while self._taken(f"{base}-{i}"):
             i += 1
+        self._next_suffix[base] = i
         return f"{base}-{i}"
 
     def _after_nodes(self, after: Any, node: str) -> tuple[str, ...]:
@@ -374,11 +383,12 @@ class Builder:
         """Record the steps of a ``with`` block as gated by ``gate``."""
         self.gates.append(gate)
         self._gate_stack.append(gate.id)
+        start = len(self.nodes)  # a node gated by this block can only be recorded inside it
         try:
             yield
         finally:
             self._gate_stack.pop()
-        if not any(n.gate == gate.id for n in self.nodes):
+        if not any(n.gate == gate.id for n in self.nodes[start:]):
             raise PipelineDefinitionError(f"il.when({label}) block has no steps", pipeline=self.name)
         # il.elif_/il.otherwise may follow this block only if nothing is recorded in between.
         self.last_block = (gate.id, len(self.nodes), len(self.gates))

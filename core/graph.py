@@ -93,8 +93,8 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
     edited or deserialized, and whole-graph properties (cycles, unknown references, gates).
     """
     name = spec.name
-    step_names = [s.name for s in spec.steps]
-    if len(set(step_names)) != len(step_names):
+    step_names = {s.name for s in spec.steps}
+    if len(step_names) != len(spec.steps):
         raise PipelineDefinitionError("duplicate step definitions", pipeline=name)
     for s in spec.steps:
         check_step_name(s.name, pipeline=name)

@@ -172,30 +172,8 @@ def _scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="interlock-out-", dir=base))
 
 
-def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool = False) -> Callable[..., Any]:
-    """The Python function flytekit runs for ``node``: a typed signature around the shim."""
-
-    def body(**kwargs: Any) -> Any:
-        # One line: flytekit tokenizes a task function's source when it builds the task.
-        return _run_body(pipeline, node, step, ret_type, mapped, kwargs)
-
-    params = [
-        inspect.Parameter(
-            p.name, inspect.Parameter.KEYWORD_ONLY, annotation=python_type(p.type),
-            **({"default": _default(p)} if p.has_default else {}),
-        )
-        for p in step.inputs
-    ]
-    body.__signature__ = inspect.Signature(params, return_annotation=ret_type)  # type: ignore[attr-defined]
-    body.__annotations__ = {p.name: p.annotation for p in params} | {"return": ret_type}
-    body.__name__ = body.__qualname__ = py_ident(node)
-    body.__module__ = __name__
-    body.__doc__ = step.doc or None
-    return body
-
-
-def _run_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool, kwargs: dict[str, Any]) -> Any:
-    """What a task's body does: Flyte values in, the shim, Flyte values out."""
+def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool, kwargs: dict[str, Any]) -> Any:
+    """What a node's task does when flytekit calls it: the shim, with Flyte's values converted."""
     run = run_context(pipeline)
     inputs = {p.name: from_flyte(kwargs[p.name], p.type) for p in step.inputs if p.name in kwargs}
 
@@ -212,6 +190,29 @@ def _run_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: b
             raise FlyteRecoverableException(str(err)) from err
         raise
     return result.written
+
+
+def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool = False) -> Callable[..., Any]:
+    """The Python function flytekit runs for ``node``: a typed signature around the shim."""
+
+    # Two lines on purpose: flytekit reads (tokenizes) the source of every task function when
+    # it builds the task (`has_return_statement`), so a long body here cost O(lines) per node.
+    def body(**kwargs: Any) -> Any:
+        return run_node(pipeline, node, step, ret_type, mapped, kwargs)
+
+    params = [
+        inspect.Parameter(
+            p.name, inspect.Parameter.KEYWORD_ONLY, annotation=python_type(p.type),
+            **({"default": _default(p)} if p.has_default else {}),
+        )
+        for p in step.inputs
+    ]
+    body.__signature__ = inspect.Signature(params, return_annotation=ret_type)  # type: ignore[attr-defined]
+    body.__annotations__ = {p.name: p.annotation for p in params} | {"return": ret_type}
+    body.__name__ = body.__qualname__ = py_ident(node)
+    body.__module__ = __name__
+    body.__doc__ = step.doc or None
+    return body
 
 
 def _default(p: Any) -> Any:
