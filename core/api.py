@@ -28,6 +28,7 @@ from .pipeline import Pipeline
 from .pipeline import spec as spec_of
 from .receipt import PriceTable
 from .resume import record_params, with_recorded_params
+from .run_data import record_spec
 from .runstate import RunState, lock_run, run_dir_under, state_dir_of
 from .spec import PipelineSpec
 
@@ -97,7 +98,12 @@ def run(
             cleared = ", ".join(f"{c['node']} ({c['kind']})" for c in resumed["cleared"])
             run_options.emit("", "resuming", f"run {run_options.run_id}" + (f"; cleared stop markers: {cleared}" if cleared else ""))
         record_params(spec, state, resolved)
+        record_spec(state.state_dir, spec)  # the run report draws the graph the run ran
         result = impl.run(spec, resolved, run_options)
+        if result.receipt_path and Path(result.receipt_path).is_file():  # a local backend: the report goes next to it
+            from .report_html import write_report_quietly
+
+            write_report_quietly(Path(result.receipt_path).parent, spec)
         keep.extend(Path(v.path) for v in result.outputs.values() if hasattr(v, "path"))
     if raise_on_failure and not result.succeeded:
         err = result.error or RunFailed(f"backend {backend!r} reported a failed run", pipeline=spec.name)

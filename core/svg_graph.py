@@ -76,8 +76,9 @@ def _size(n: DisplayNode, outcome: Outcome | None) -> tuple[float, float]:
     if n.kind is NodeKind.GATE:
         h = 40.0
         return min(max(text_width(n.title, 12) + h + 10, 90.0), MAX_W + 60), h
-    lines = list(n.lines) + ([outcome.note] if outcome and outcome.note else [])
-    widths = [text_width(n.title, 13.5) + 4 + (44 if outcome else 0), *(text_width(s, 11) for s in lines)]
+    lines = list(n.lines) + ([f"{outcome.status} \u00b7 {outcome.note}"] if outcome else [])
+    widths = [text_width(n.title, 13.5) + 4, *(text_width(s, 11) for s in n.lines)]
+    widths += [text_width(s, 12) for s in lines[len(n.lines):]]  # the outcome line is bold
     widths += [sum(text_width(b.text, 10.5) + 16 for b in n.badges[:2])]
     w = min(max(max(widths) + 2 * PAD, MIN_W), MAX_W)
     rows = _badge_rows(n.badges, w - 2 * PAD)
@@ -156,16 +157,18 @@ def _node(n: DisplayNode, lay: Layout, outcome: Outcome | None) -> str:
         body += el("rect", x=num(x0 + 3), y=num(y0 + 3), width=num(w - 6), height=num(h - 6), rx="4", fill="none",
                    stroke=stroke, stroke_width="0.8")
     y = y0 + PAD + 13
-    body += el("text", esc(fit(n.title, 13.5, w - 2 * PAD - (40 if outcome else 0))), x=num(x0 + PAD), y=num(y), font_size="13", font_weight="600",
+    body += el("text", esc(fit(n.title, 13.5, w - 2 * PAD)), x=num(x0 + PAD), y=num(y), font_size="13", font_weight="600",
                fill="#263238")
-    if outcome:
-        body += el("text", esc(outcome.status), x=num(x0 + w - PAD), y=num(y), font_size="10", text_anchor="end",
-                   fill=stroke, class_="status")
     y += TITLE_H - 13
-    for line in [*n.lines, *([outcome.note] if outcome and outcome.note else [])]:
+    for line in n.lines:
         y += LINE_H
         body += el("text", esc(fit(line, 11, w - 2 * PAD)), x=num(x0 + PAD), y=num(y - 3),
                    font_size="11", fill="#546e7a")
+    if outcome:  # the outcome in its colour, then what it took
+        y += LINE_H
+        text = outcome.status + (f" \u00b7 {outcome.note}" if outcome.note else "")
+        body += el("text", esc(fit(text, 11, w - 2 * PAD)), x=num(x0 + PAD), y=num(y - 3), font_size="11",
+                   fill=stroke, font_weight="600", class_="status")
     y += 4
     for row in _badge_rows(n.badges, w - 2 * PAD):
         x = x0 + PAD
