@@ -157,11 +157,16 @@ def _cost_table(receipt: dict[str, Any]) -> str:
     return f'<div class="card"><table class="facts">{head}{"".join(rows)}</table></div>'
 
 
+def _snapshot(snap: dict[str, Any]) -> str:
+    rest = ", ".join(f"{k} {v}" for k, v in snap.items() if k not in ("id", "node"))
+    return f"{_code(snap.get('id'))} {esc(rest)}" + (f" (declared by {esc(snap['node'])})" if snap.get("node") else "")
+
+
 def _facts(receipt: dict[str, Any]) -> str:
     git = receipt.get("git") or {}
     sha = git.get("sha")
     git_text = _code(sha) + (" (uncommitted changes)" if git.get("dirty") else "") if sha else "not a git checkout"
-    snaps = "<br>".join(_code(s) for s in receipt.get("snapshots") or []) or "none declared"
+    snaps = "<br>".join(_snapshot(s) for s in receipt.get("snapshots") or []) or "none declared"
     images = sorted({s.get("digest") or s.get("image") for s in receipt.get("steps", []) if s.get("image")})
     facts = [(s["node"], _code(s["facts"])) for s in receipt.get("steps", []) if s.get("facts")]
     rows = [

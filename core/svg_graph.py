@@ -142,7 +142,7 @@ def _node(n: DisplayNode, lay: Layout, outcome: Outcome | None) -> str:
         k = h / 2
         pts = [(x0, y0 + k), (x0 + k, y0), (x0 + w - k, y0), (x0 + w, y0 + k), (x0 + w - k, y0 + h), (x0 + k, y0 + h)]
         body += el("polygon", points=" ".join(f"{num(a)},{num(b)}" for a, b in pts), fill=fill, stroke=stroke,
-                   stroke_width="1.5", stroke_dasharray=dash)
+                   stroke_width="1.5", stroke_dasharray=dash, class_="box")
         body += el("text", esc(fit(n.title, 12, w - h)), x=num(box.x), y=num(y0 + k + 4),
                    text_anchor="middle", font_size="12", fill="#5d4037")
         return el("g", body, class_="node", data_node=n.id, data_kind=n.kind.value,
@@ -152,7 +152,7 @@ def _node(n: DisplayNode, lay: Layout, outcome: Outcome | None) -> str:
             body += el("rect", x=num(x0 + off), y=num(y0 - off), width=num(w), height=num(h), rx="6",
                        fill=fill, stroke=stroke, stroke_width="1", opacity="0.7")
     body += el("rect", x=num(x0), y=num(y0), width=num(w), height=num(h), rx="6", fill=fill, stroke=stroke,
-               stroke_width="1.6", stroke_dasharray=dash)
+               stroke_width="1.6", stroke_dasharray=dash, class_="box")
     if n.kind is NodeKind.FINALLY:
         body += el("rect", x=num(x0 + 3), y=num(y0 + 3), width=num(w - 6), height=num(h - 6), rx="4", fill="none",
                    stroke=stroke, stroke_width="0.8")
