@@ -77,23 +77,23 @@ def _seconds(value: object) -> str:
         return str(value)
 
 
-def retry_text(step: StepSpec) -> str:
+def retry_parts(step: StepSpec) -> list[str]:
+    """One phrase per retry budget: "retry transient 2", "contention 3, backoff from 5m"..."""
     r = step.retry
     if r.any:
-        return f"retry {r.any}x any failure"
+        return [f"retry {r.any}x any failure"]
     parts = []
     if r.transient:
-        parts.append(f"transient {r.transient}")
+        parts.append(f"retry transient {r.transient}")
     if isinstance(r.contention, Backoff) and r.contention.attempts:
-        parts.append(f"contention {r.contention.attempts} (backoff from {_seconds(r.contention.first)})")
+        parts.append(f"contention {r.contention.attempts}, backoff from {_seconds(r.contention.first)}")
     if r.preempted:
         parts.append(f"preempted {r.preempted}")
     if r.timeout:
-        parts.append(f"timeout {r.timeout}")
-    text = "retry " + ", ".join(parts) if parts else ""
+        parts.append(f"retry timeout {r.timeout}")
     if r.oom_remediation:
-        text = (text + "; " if text else "") + "OOM: halve batch"
-    return text
+        parts.append("OOM: halve batch")
+    return parts
 
 
 def policy_badges(step: StepSpec) -> tuple[Badge, ...]:
@@ -109,8 +109,7 @@ def policy_badges(step: StepSpec) -> tuple[Badge, ...]:
         out.append(Badge("spot", "spot"))
     if step.cache is not None and step.cache.enabled:
         out.append(Badge("cache enabled" + (f" v{step.cache.version}" if step.cache.version else ""), "cache"))
-    if text := retry_text(step):
-        out.append(Badge(text, "retry"))
+    out += [Badge(text, "retry") for text in retry_parts(step)]
     if step.checkpoint:
         out.append(Badge(f"checkpoint every {_seconds(step.checkpoint.every)}", "checkpoint"))
     if step.timeout_s:
@@ -154,7 +153,7 @@ def _node(spec: PipelineSpec, node: Node, kind: NodeKind) -> DisplayNode:
         kind = NodeKind.MAP if kind is NodeKind.STEP else kind
         lines.append(_map_line(node))
     if kind is NodeKind.FINALLY:
-        lines.append("finally: runs after the body, whatever its outcome")
+        lines.append("finally: runs last, always")
     tip = "\n".join(t for t in (step.doc.strip(), _resources_tip(step)) if t)
     return DisplayNode(node.name, node.name, kind, tuple(lines), tuple(badges), tip)
 

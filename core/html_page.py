@@ -18,6 +18,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans
 h1 { font-size: 22px; margin: 0 0 4px; }
 h2 { font-size: 16px; margin: 28px 0 8px; border-bottom: 1px solid #e0e0e0; padding-bottom: 4px; }
 .sub { color: #607d8b; margin: 0 0 12px; font-size: 13px; }
+.card svg.timeline { max-width: 100%; height: auto; }  /* shrinks to the page; a wide graph scrolls */
 .card { background: #fff; border: 1px solid #e3e7ea; border-radius: 8px; padding: 12px 16px; overflow-x: auto; }
 .legend { display: flex; flex-wrap: wrap; gap: 8px 14px; font-size: 12px; margin: 6px 0 10px; color: #455a64; }
 .legend span.sw { display: inline-block; width: 12px; height: 12px; border-radius: 3px; vertical-align: -2px;
@@ -65,13 +66,18 @@ def params_table(params: list[str]) -> str:
     return f'<table class="facts">{rows}</table>'
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def graph_page(spec: PipelineSpec) -> str:
     """The pipeline's graph with its policies: ``interlock graph FILE --html OUT``."""
     g = graph_model.build(spec)
     body = (
         f"<h1>{esc(spec.name)}</h1>"
         + (f'<p class="sub">{esc(spec.doc.strip())}</p>' if spec.doc.strip() else "")
-        + f'<p class="sub">{len(spec.nodes) + (1 if spec.finally_ else 0)} steps, {len(spec.gates)} gates</p>'
+        + f'<p class="sub">{_count(len(spec.nodes) + (1 if spec.finally_ else 0), "step")}, '
+        + f'{_count(len(spec.gates), "gate")}, {_count(sum(1 for n in spec.nodes if n.map), "map")}</p>'
         + legend(statuses=False)
         + f'<div class="card">{render_svg(g)}</div>'
         + ("<h2>Parameters</h2>" + params_table(g.params) if g.params else "")

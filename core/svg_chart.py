@@ -60,7 +60,7 @@ def line_chart(title: str, series: Sequence[Series], *, width: float = 440, heig
     if not pts:
         return ""
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    xt = nice_ticks(min(xs), max(xs), integer=all(float(x).is_integer() for x in xs))
+    xt = nice_ticks(min(xs), max(xs), 6, integer=all(float(x).is_integer() for x in xs))
     yt = nice_ticks(min(ys), max(ys))
     x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
     pw, ph = width - left - right, height - top - bottom

@@ -80,6 +80,7 @@ def _size(n: DisplayNode, outcome: Outcome | None) -> tuple[float, float]:
     widths = [text_width(n.title, 13.5) + 4, *(text_width(s, 11) for s in n.lines)]
     widths += [text_width(s, 12) for s in lines[len(n.lines):]]  # the outcome line is bold
     widths += [sum(text_width(b.text, 10.5) + 16 for b in n.badges[:2])]
+    widths += [text_width(b.text, 10.5) + 14 for b in n.badges]  # the widest badge fits whole
     w = min(max(max(widths) + 2 * PAD, MIN_W), MAX_W)
     rows = _badge_rows(n.badges, w - 2 * PAD)
     h = PAD + TITLE_H + LINE_H * len(lines) + (BADGE_H + 4) * len(rows) + PAD - (4 if rows else 0)

@@ -36,7 +36,7 @@ def _wait_label(prev: dict[str, Any], gap: float) -> str:
     return f"wait {format_duration(round(gap, 3))}"
 
 
-def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 980) -> str:
+def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -> str:
     span = max(t1 - t0, 1e-3)
     plot_w = width - LABEL_W - NOTE_W - 20
     ticks = [t for t in nice_ticks(0.0, span, 6) if t <= span * 1.0001]

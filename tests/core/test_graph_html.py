@@ -31,7 +31,7 @@ def test_the_model_has_every_construct_and_policy() -> None:
     assert [n.title for n in g.nodes if n.kind is NodeKind.GATE] == ["when train.o0 > 100.0", "elif train.o0 > 5.0",
                                                                       "otherwise"]
     badges = {b.text for b in g.node("train").badges}
-    assert badges == {"GPU 2x nvidia-h200", "spot", "retry transient 2, contention 3 (backoff from 5m), preempted 3",
+    assert badges == {"GPU 2x nvidia-h200", "spot", "retry transient 2", "contention 3, backoff from 5m", "preempted 3",
                       "checkpoint every 30m", "timeout 2h"}
     assert [b.text for b in g.node("load").badges] == ["cache enabled v3"]
     assert g.node("uncached").badges == ()  # Cache(enabled=False) is no cache
