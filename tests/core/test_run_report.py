@@ -117,3 +117,15 @@ def test_a_report_that_cannot_be_written_never_fails_the_run(tmp_path: Path, mon
         r = il.run(reported.reported, workdir=tmp_path, run_id="nopic")
     assert r.succeeded and not Path(r.receipt_path).with_name("report.html").exists()
     assert "could not write the run report" in caplog.text and "disk full" in caplog.text
+
+
+def test_the_docs_demo_runs_and_its_report_shows_the_backoff(tmp_path: Path) -> None:
+    import report_demo  # docs/examples/report_demo.py, the pipeline docs/reports.md pictures
+
+    r = il.run(report_demo.report_demo, workdir=tmp_path, epochs=3, busy_gpu=True)
+    html = Path(r.receipt_path).with_name("report.html").read_text()
+    assert "backoff 1s (CONTENTION)" in _row(html, "train")
+    # 3 epochs: the worst shard's AUC stays under 0.9, so nothing is registered
+    assert _graph_status(html)["gate:gate-1"] == "not-taken" and _rows(html)["register"] == "skipped"
+    assert _rows(html)["notify"] == "succeeded"
+    assert 'data-metric="train/valid_auc"' in html
