@@ -98,7 +98,7 @@ def run(
             cleared = ", ".join(f"{c['node']} ({c['kind']})" for c in resumed["cleared"])
             run_options.emit("", "resuming", f"run {run_options.run_id}" + (f"; cleared stop markers: {cleared}" if cleared else ""))
         record_params(spec, state, resolved)
-        record_spec(state.state_dir, spec)  # the run report draws the graph the run ran
+        record_spec(state.state_dir, spec, resolved)  # the run report draws the graph the run ran
         result = impl.run(spec, resolved, run_options)
         if result.receipt_path and Path(result.receipt_path).is_file():  # a local backend: the report goes next to it
             from .report_html import write_report_quietly

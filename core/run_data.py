@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import RunIdError
 from .metrics import PROGRESS, MetricPoint, read_points
+from .redact import Redactor
 from .runstate import RunState, state_dir_under, write_json_atomic
 from .spec import PipelineSpec
 from .status import Status
@@ -25,10 +27,23 @@ SPEC_FILE = "spec.json"
 REPORT_FILE = "report.html"
 
 
-def record_spec(state_dir: Path, spec: PipelineSpec) -> Path:
-    """Keep the spec a run ran with, next to its parameters (a report draws its graph from it)."""
+def record_spec(state_dir: Path, spec: PipelineSpec, params: Mapping[str, Any] | None = None) -> Path:
+    """Keep the spec a run ran with, next to its parameters (a report draws its graph from it).
+
+    Every text in it goes through the receipt's redactor, knowing this run's secret values:
+    a parameter's default or a constant input may be a password, and nothing under the run's
+    state may carry one (the receipt masks them; so does this)."""
+    redactor = Redactor.for_values({**spec.defaults(), **(params or {})})
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        return redactor.text(value) if isinstance(value, str) else value
+
     path = Path(state_dir) / SPEC_FILE
-    write_json_atomic(path, spec.to_json(), indent=0)
+    write_json_atomic(path, scrub(spec.to_json()), indent=0)
     return path
 
 

@@ -129,3 +129,15 @@ def test_the_docs_demo_runs_and_its_report_shows_the_backoff(tmp_path: Path) -> 
     assert _graph_status(html)["gate:gate-1"] == "not-taken" and _rows(html)["register"] == "skipped"
     assert _rows(html)["notify"] == "succeeded"
     assert 'data-metric="train/valid_auc"' in html
+
+
+def test_neither_the_report_nor_the_recorded_spec_carries_a_secret(tmp_path: Path) -> None:
+    from core_pipelines import integrity  # defaults: a password and a URL with one
+
+    r = il.run(integrity.leaky_login, workdir=tmp_path, raise_on_failure=False)
+    state = Path(r.receipt_path).parent
+    for page in (state / "report.html", state / SPEC_FILE):
+        text = page.read_text()
+        for secret in ("s3cr3t@pass-word", "s3cr3t", "r3dis-pw"):
+            assert secret not in text, (page.name, secret)
+    assert "login" in _graph_status((state / "report.html").read_text())
