@@ -61,7 +61,9 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
         body += el("circle", cx=num(LABEL_W - 8), cy=num(mid), r="4", fill=colour)
         prev: dict[str, Any] | None = None
         for a in sorted(row.attempts, key=lambda a: float(a.get("started", 0.0))):
-            s, e = float(a.get("started", t0)), float(a.get("ended", a.get("started", t0)))
+            s, e = float(a.get("started", t0)), float(a.get("ended") or 0.0)
+            if e < s:  # no end recorded: still running, or killed; drawn up to the report's end
+                e = t1
             if prev is not None and s - float(prev.get("ended", s)) > span * 0.004:
                 gx, gw = px(float(prev["ended"])), px(s) - px(float(prev["ended"]))
                 body += el("rect", x=num(gx), y=num(y + 7), width=num(gw), height=num(ROW_H - 14),

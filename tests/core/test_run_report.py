@@ -141,3 +141,14 @@ def test_neither_the_report_nor_the_recorded_spec_carries_a_secret(tmp_path: Pat
         for secret in ("s3cr3t@pass-word", "s3cr3t", "r3dis-pw"):
             assert secret not in text, (page.name, secret)
     assert "login" in _graph_status((state / "report.html").read_text())
+
+
+def test_an_attempt_with_no_recorded_end_is_drawn_to_the_end_of_the_timeline() -> None:
+    from interlock.core.svg_timeline import LABEL_W, NOTE_W, Row, timeline
+
+    svg = timeline([Row("train", "killed", [{"number": 1, "started": 10.0, "ended": 0.0, "status": "killed"}])],
+                   0.0, 20.0, width=900)
+    bar = re.search(r'<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"[^>]*class="attempt attempt-killed"', svg)
+    plot_w = 900 - LABEL_W - NOTE_W - 20
+    assert bar and float(bar.group(1)) == pytest.approx(LABEL_W + plot_w / 2, abs=0.2)
+    assert float(bar.group(2)) == pytest.approx(plot_w / 2, abs=0.2)
