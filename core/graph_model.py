@@ -14,7 +14,8 @@ from enum import StrEnum
 
 from .conditions import condition_of
 from .durations import format_duration, parse_duration
-from .retry import Backoff
+from .errors import PolicyError
+from .retry import Backoff, Duration
 from .spec import Binding, Gate, Node, PipelineSpec, StepSpec
 
 
@@ -70,10 +71,10 @@ def gate_id(gate: str) -> str:
     return f"gate:{gate}"
 
 
-def _seconds(value: object) -> str:
+def _seconds(value: Duration) -> str:
     try:
-        return format_duration(parse_duration(value))  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001 - a label only: show what was written
+        return format_duration(parse_duration(value))
+    except PolicyError:  # a label only: show what was written
         return str(value)
 
 

@@ -18,6 +18,7 @@ from . import graph_model
 from .durations import format_duration
 from .html_page import legend, page
 from .run_data import REPORT_FILE, curves, find_run, gate_outcomes, load_spec, read_receipt
+from .runstate import RunState
 from .spec import PipelineSpec
 from .svg import esc
 from .svg_chart import Series, line_chart
@@ -109,8 +110,6 @@ def _timeline(receipt: dict[str, Any], state_dir: Path) -> str:
     times = [float(a[k]) for s in steps for a in s.get("attempts", []) for k in ("started", "ended") if a.get(k)]
     t0 = min([float(receipt.get("started") or 0) or min(times, default=0.0), *times])
     t1 = max([float(receipt.get("ended") or 0), *times, t0 + 1e-3])
-    from .runstate import RunState
-
     state = RunState(state_dir, str(receipt.get("run_id", "")))
     rows = []
     for s in steps:

@@ -11,6 +11,7 @@ import pytest
 import interlock as il
 from conformance import report_pipelines as rp
 from interlock.core.backends import available_backends
+from interlock.core.report_html import show
 
 BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
 
@@ -32,3 +33,6 @@ def test_every_local_backend_writes_the_report_next_to_the_receipt(tmp_path: Pat
     assert 'data-status="not-taken"' in html  # the gate's block did not run
     assert 'data-metric="fit/loss"' in html and html.count('class="series"') == 1
     assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    # `interlock show` finds the run where every backend keeps it, and draws the same page
+    report.unlink()
+    assert show(result.run_id, tmp_path) == report and _statuses(report.read_text()) == _statuses(html)
