@@ -70,14 +70,19 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+def _counts(spec: PipelineSpec) -> str:
+    maps = sum(1 for n in spec.nodes if n.map)
+    parts = [_count(len(spec.nodes) + (1 if spec.finally_ else 0), "step"), _count(len(spec.gates), "gate")]
+    return ", ".join(parts + ([_count(maps, "map")] if maps else []))
+
+
 def graph_page(spec: PipelineSpec) -> str:
     """The pipeline's graph with its policies: ``interlock graph FILE --html OUT``."""
     g = graph_model.build(spec)
     body = (
         f"<h1>{esc(spec.name)}</h1>"
         + (f'<p class="sub">{esc(spec.doc.strip())}</p>' if spec.doc.strip() else "")
-        + f'<p class="sub">{_count(len(spec.nodes) + (1 if spec.finally_ else 0), "step")}, '
-        + f'{_count(len(spec.gates), "gate")}, {_count(sum(1 for n in spec.nodes if n.map), "map")}</p>'
+        + f'<p class="sub">{_counts(spec)}</p>'
         + legend(statuses=False)
         + f'<div class="card">{render_svg(g)}</div>'
         + ("<h2>Parameters</h2>" + params_table(g.params) if g.params else "")
