@@ -30,6 +30,7 @@ from .pipeline import Pipeline
 from .pipeline import spec as spec_of
 from .receipt import PriceTable
 from .resume import record_params, with_recorded_params
+from .run_data import record_spec
 from .runstate import EnvName, RunState, lock_run, run_dir_under, state_dir_of
 from .spec import PipelineSpec
 from .trackers import TrackedRun, tracked
@@ -121,9 +122,14 @@ def run(
             run_options.emit("", "resuming", f"run {run_options.run_id}" + (f"; cleared stop markers: {cleared}" if cleared else ""))
         record_params(spec, state, resolved)
         record_checkpoint_store(state, run_options.checkpoint_store)
+        record_spec(state.state_dir, spec, resolved)  # the run report draws the graph the run ran
         result = impl.run(spec, resolved, run_options)
         record_lineage_after(spec, result, workdir, state.state_dir, since=tracked_run.started)
         tracking.finished(result)  # trackers (MLflow) see the run once its lineage is recorded
+        if result.receipt_path and Path(result.receipt_path).is_file():  # a local backend: the report goes next to it
+            from .report_html import write_report_quietly
+
+            write_report_quietly(Path(result.receipt_path).parent, spec)
         keep.extend(Path(v.path) for v in result.outputs.values() if hasattr(v, "path"))
     if raise_on_failure and not result.succeeded:
         err = result.error or RunFailed(f"backend {backend!r} reported a failed run", pipeline=spec.name)

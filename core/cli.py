@@ -1,4 +1,4 @@
-"""The ``interlock`` command: backends, run, compile, graph, spec, lineage."""
+"""The ``interlock`` command: backends, run, compile, graph, show, spec, lineage."""
 
 from __future__ import annotations
 
@@ -196,11 +196,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"\nSTOPPED after {time.monotonic() - t0:.1f}s: {exc.headline()}", file=sys.stderr)
         if exc.receipt_path:
             print(f"  receipt: {exc.receipt_path}", file=sys.stderr)
+            _print_report(exc.receipt_path, sys.stderr)
         print(f"  resume with: {_resume_command(args, backend, exc)}", file=sys.stderr)
         return exc.exit_code
     except RunFailed as exc:
         print(f"\nFAILED after {time.monotonic() - t0:.1f}s: {exc}", file=sys.stderr)
         print_failure_detail(exc, debug=args.debug)
+        _print_report(exc.receipt_path, sys.stderr)
         return EXIT_FAILED
     except (KeyboardInterrupt, StopRequested) as exc:  # between steps: no step was running
         name = exc.signal if isinstance(exc, StopRequested) else "SIGINT"
@@ -217,6 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, value in result.outputs.items():
         print(f"  {name}: {_fmt_value(value)}")
     print(f"  receipt: {result.receipt_path}")
+    _print_report(result.receipt_path)
     return 0
 
 
@@ -240,6 +243,12 @@ def _run_help(args: argparse.Namespace) -> int:
         default = f"default: {json.dumps(p.default)}" if p.has_default else "required"
         print(f"  {p.name:<20} {p.type.describe():<22} {default}")
     return 0
+
+
+def _print_report(receipt_path: Any, stream: Any = None) -> None:
+    report = Path(receipt_path).with_name("report.html") if receipt_path else None
+    if report is not None and report.is_file():
+        print(f"  report:  {report}", file=stream or sys.stdout)
 
 
 def print_failure_detail(exc: RunFailed, *, debug: bool = False, stream: Any = None) -> None:
@@ -322,9 +331,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     from . import render
+    from .html_page import graph_page
 
     spec = load_pipeline(args.target).spec
-    print({"text": render.text, "mermaid": render.mermaid, "dot": render.dot}[args.format](spec))
+    if args.html:  # a page to open offline: inline SVG, no scripts, no network
+        out = Path(args.html)
+        writable_dir(out.parent, "--html")
+        out.write_text(graph_page(spec), encoding="utf-8")
+        print(out)
+        return 0
+    print({"text": render.text, "mermaid": render.mermaid, "dot": render.dot, "html": graph_page}[args.format](spec))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .report_html import show
+
+    workdir = Path(args.workdir) if args.workdir else default_workdir()
+    print(show(args.run_id, workdir, Path(args.out) if args.out else None))
     return 0
 
 
@@ -413,8 +437,15 @@ def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentPar
 
     g = sub.add_parser("graph", help="show the DAG")
     g.add_argument("target")
-    g.add_argument("--format", choices=("text", "mermaid", "dot"), default="text")
+    g.add_argument("--format", choices=("text", "mermaid", "dot", "html"), default="text")
+    g.add_argument("--html", metavar="OUT", help="write the graph as a self-contained HTML page (opens offline)")
     g.set_defaults(func=cmd_graph)
+
+    sh = sub.add_parser("show", help="write a run's report (graph by outcome, timeline, curves, cost) and print its path")
+    sh.add_argument("run_id")
+    sh.add_argument("--workdir", default=None, help="the work directory the run ran in (default .interlock)")
+    sh.add_argument("--out", "-o", default=None, help="where to write the page (default: report.html next to the receipt)")
+    sh.set_defaults(func=cmd_show)
 
     s = sub.add_parser("spec", help="print the PipelineSpec as JSON")
     s.add_argument("target")

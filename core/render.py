@@ -15,8 +15,8 @@ def _label(spec: PipelineSpec, node: str) -> str:
         bits.append(f"{step.resources.gpu}x{step.resources.accelerator or 'gpu'}")
     if step.distributed:
         bits.append(f"{step.distributed.nnodes}x{step.distributed.nproc_per_node} torchrun")
-    if step.cache:
-        bits.append("cached")
+    if step.cache is not None and step.cache.enabled:  # a policy, not an outcome: "cached" read as a hit
+        bits.append("cache enabled")
     if step.interruptible:
         bits.append("spot")
     return f"{node} [{', '.join(bits)}]" if bits else node

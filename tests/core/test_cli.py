@@ -103,7 +103,7 @@ def test_graph(capsys: pytest.CaptureFixture[str]) -> None:
     lines = out.splitlines()
     assert lines[0] == "pipeline greet(name: str, times: int, loud: bool)"
     assert lines[1].startswith("  repeat(name<-pipeline parameter 'name', times<-pipeline parameter 'times') -> o0: str")
-    assert lines[2].startswith("  style [cached](")
+    assert lines[2].startswith("  style [cache enabled](")
     assert "text<-output repeat.o0" in lines[2]
     assert lines[3] == "  => o0 = output style.o0"
 
