@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import live
 from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri
 from .context import StepContext
 from .devices import DEVICE_FACT, detected_device
@@ -282,6 +283,18 @@ def execute_step(
     """Run ``node`` through the shim. ``write`` hands the checked outputs to the backend
     (artifacts, parameters): it runs inside the attempt, so a value that cannot be written
     fails the attempt and is classified, retried or stopped like any failure."""
+    with live.capture(node):  # what the step prints and logs reaches the run's console, tagged
+        return _execute_step(run, step, node, inputs, fn, write)
+
+
+def _execute_step(
+    run: RunContext,
+    step: StepSpec,
+    node: str,
+    inputs: dict[str, Any],
+    fn: Callable[..., Any] | None,
+    write: Callable[[dict[str, Any]], Any] | None,
+) -> StepResult:
     state = run.state
     durable = DurableState(run.state_store, run.pipeline, run.run_id) if run.state_store else None
     if durable is not None:

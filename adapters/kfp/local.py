@@ -25,12 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interlock.core import live
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import InterlockError, StepFailed
 from interlock.core.fanout import reports
 from interlock.core.receipt import assemble_receipt
 from interlock.core.redact import Redactor
 from interlock.core.runstate import (
+    EnvName,
     RunEnv,
     RunState,
     Seen,
@@ -47,6 +49,7 @@ from .entry import to_value
 from .fanout import collected_output, kfp_local_globals_kept, stopped
 from .finally_task import with_finally
 from .lineage import record_lineage
+from .output import echo, kfp_output
 from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
 
@@ -132,7 +135,7 @@ class _TaskObserver:
             task_executor.time = orig_time
 
     def _print(self, *values: Any, **kw: Any) -> None:
-        print(*(self.redactor.text(v) if isinstance(v, str) else v for v in values), **kw)
+        echo(self.redactor, *values, **kw)  # the step's relayed lines; kfp's own only when verbose
 
     def _execute(self, orig: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         from kfp.local import status
@@ -339,10 +342,11 @@ class KfpLocalRun:
         env = {
             **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND).to_env(),
             "PYTHONPATH": _child_pythonpath(),
+            EnvName.LIVE: live.RELAY_VERBOSE if live.verbose() else live.RELAY,  # the shim relays step lines
         }
         crashed: Exception | None = None
         with exported(env), observer.installed(), _stops_reach_the_task(observer), warnings.catch_warnings(), \
-                kfp_local_globals_kept():
+                kfp_local_globals_kept(), kfp_output():
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:
