@@ -72,7 +72,7 @@ class LocalRun:
 
     def step_ended(self, node: str, exc: BaseException | None) -> None:
         """Tell how ``node`` ended (once: an il.map's items end inside the map node)."""
-        if node in self.emitted:
+        if node in self.emitted or node == NOOP_SUFFIX:  # a closed gate's no-op is no step
             return
         self.emitted.add(node)
         ran = f"{time.monotonic() - self.started[node]:.2f}s" if node in self.started else ""
