@@ -136,7 +136,8 @@ class RunConsole:
             if self._rich is not None:
                 from rich.text import Text
 
-                line = Text(self._stamp() + " ", style="dim")
+                line = Text()
+                line.append(self._stamp() + " ", style="dim")
                 if mark:
                     line.append(mark, style=_STYLES.get(mark, ""))
                     line.append(" ")

@@ -205,3 +205,39 @@ def test_il_run_streams_and_ends_with_a_summary(tmp_path: Path) -> None:
     assert ".. talk" in err and "ok after" in err
     assert "live: succeeded in" in err and "receipt:" in err
     assert "\x1b[" not in proc.stdout + err
+
+
+def test_a_terminal_gets_rich_output_with_the_same_lines(tmp_path: Path) -> None:
+    """On a terminal (a pty here) with rich installed: colour, a live footer, the same step lines."""
+    pytest.importorskip("rich", reason="rich renders the terminal view")
+    import pty
+
+    (tmp_path / "live_pipe.py").write_text(textwrap.dedent(PIPELINE))
+    gate = tmp_path / "gate"
+    gate.write_text("open")
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "interlock.core.cli", "run", "live_pipe.py:live", "--workdir", str(tmp_path / "wd"),
+         "-p", f"gate={gate}"], cwd=tmp_path, env=env, stdin=secondary, stdout=secondary, stderr=secondary,
+    )
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 65536)
+        except OSError:  # the pty closes when the process ends
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(primary)
+    text = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "\x1b[" in text  # colour on a terminal
+    for line in ("talk | waiting for the gate", "talk | an info record", "talk | WARNING a warning record",
+                 "after | after got talked"):
+        assert line in text
+    assert "live: succeeded" in text
