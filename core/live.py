@@ -30,6 +30,7 @@ from .runstate import EnvName
 
 STDOUT, STDERR, LOG = "stdout", "stderr", "log"
 RELAY, RELAY_VERBOSE = "relay", "relay-verbose"  # values of INTERLOCK_LIVE
+STEP_LOGGER = "interlock.step"  # ctx.log is interlock.step.<node>
 TAG = "\x1finterlock-line\x1f"  # starts a relayed line; never in ordinary output
 
 # Loggers of libraries a step uses whose INFO lines are noise to a person watching a run.
@@ -226,6 +227,11 @@ def _install() -> None:
     # Unconfigured logging drops INFO: a step's ctx.log.info is meant to be seen.
     if not [h for h in root.handlers if not isinstance(h, _LogHandler)] and root.level > logging.INFO:
         root.setLevel(logging.INFO)
+    # ctx.log's records pass even where logging is configured at WARNING (the user's own loggers follow it).
+    steps = logging.getLogger(STEP_LOGGER)
+    _installed["step_level"] = steps.level
+    if steps.level == logging.NOTSET:
+        steps.setLevel(logging.INFO)
     root.addHandler(handler)
     _installed["quiet"] = quiet_foreign_start()
 
@@ -234,6 +240,7 @@ def _uninstall() -> None:
     root = logging.getLogger()
     root.removeHandler(_installed["handler"])
     root.setLevel(_installed["root_level"])
+    logging.getLogger(STEP_LOGGER).setLevel(_installed["step_level"])
     quiet_foreign_end(_installed["quiet"])
     for name in (STDOUT, STDERR):
         if isinstance(getattr(sys, name), _Router):  # leave a stream someone else set since alone
