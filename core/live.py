@@ -109,8 +109,9 @@ def verbosity(on: bool) -> Iterator[None]:
         _verbose = saved
 
 
-def publish(line: StepLine) -> None:
-    """Hand ``line`` to the sinks; relay it (a task subprocess); else print it plainly."""
+def publish(line: StepLine, *, relay: bool = True) -> None:
+    """Hand ``line`` to the sinks; relay it (a task subprocess); else print it plainly.
+    ``relay=False``: a line already relayed to this process (never tag it again)."""
     busy = getattr(_thread, "busy", False)
     _thread.busy = True  # a sink that prints must not be captured again
     try:
@@ -119,7 +120,7 @@ def publish(line: StepLine) -> None:
         if sinks and not busy:
             for fn in sinks:
                 fn(line)
-        elif relay_mode() and not busy:
+        elif relay and relay_mode() and not busy:
             out = real(sys.stdout)
             out.write(line.encode() + "\n")
             out.flush()

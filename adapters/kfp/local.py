@@ -91,6 +91,7 @@ class _TaskObserver:
     # kfp's executor logs the whole executor input (every parameter value) and kfp.local
     # prints each line of the task's output: those lines go through the one redactor.
     redactor: Redactor = field(default_factory=Redactor)
+    mapped: frozenset[str] = frozenset()  # il.map nodes: one kfp task per item; told once, as a node
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -152,9 +153,11 @@ class _TaskObserver:
         frag = self.state.fragment_path(node)
         before = frag.stat().st_mtime_ns if frag.exists() else None
         rec = TaskRecord(node, Status.FAILED, {}, inputs, False, time.time(), 0.0)
+        first = node not in self.records
         self.records[node] = rec
         self.current = node
-        self.emit(node, "started", "")
+        if first or node not in self.mapped:
+            self.emit(node, "started", "")
         try:
             outputs, task_status = orig(*args, **kw)
         finally:
@@ -166,8 +169,17 @@ class _TaskObserver:
         # The shim writes a fragment whenever it runs; a success without one came from kfp's cache.
         rec.fragment_written = after != before
         rec.cached = rec.status is Status.SUCCEEDED and not rec.fragment_written
-        self.emit(node, Status.CACHED if rec.cached else rec.status, f"{rec.ended - rec.started:.2f}s")
+        if node not in self.mapped:  # a map's items end one by one: the node is told after the run
+            self.emit(node, Status.CACHED if rec.cached else rec.status, self._detail(rec))
         return outputs, task_status
+
+    def _detail(self, rec: TaskRecord) -> str:
+        """What the live event says: the time, or (a failure) its kind and reason, as on other backends."""
+        frag = self.state.read_fragment(rec.node) if rec.status is Status.FAILED else None
+        failure = frag.attempts[-1].failure if frag and frag.attempts else None
+        if failure:
+            return f"{failure.get('kind')}: {failure.get('reason')}"
+        return f"{rec.ended - rec.started:.2f}s"
 
     def _dispatch(self, orig: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         from kfp.local import status
@@ -338,7 +350,8 @@ class KfpLocalRun:
             cache_root=str(self.cache_root),
         )
         observer = _TaskObserver(built.task_names, RunState(self.state_dir, options.run_id), options.sleeper, options.emit,
-                                 redactor=Redactor.for_values(params))
+                                 redactor=Redactor.for_values(params),
+                                 mapped=frozenset(n.name for n in spec.nodes if n.map is not None))
         env = {
             **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND).to_env(),
             "PYTHONPATH": _child_pythonpath(),
@@ -371,6 +384,9 @@ class KfpLocalRun:
             failed=f"kfp-local could not run the pipeline: {crashed}" if crashed is not None else None,
         )
         outcome = with_finally(spec, observer.state, outcome, observer.seen())  # il.finally_, if any
+        for name, report in maps.items():  # live progress: each map node once, as it settled
+            if name in outcome.steps:
+                options.emit(name, outcome.steps[name].status, f"{report.items if report else 0} item(s)")
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=BACKEND, state_dir=self.state_dir, params=params,
             status=outcome.status, statuses=outcome.statuses, started=started,

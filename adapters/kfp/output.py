@@ -33,7 +33,7 @@ def echo(redactor: Redactor, *values: Any, **kw: Any) -> None:
     text = "".join(str(v) for v in values)  # kfp passes one line at a time
     line = live.decode(text.rstrip("\n"))
     if line is not None:
-        live.publish(replace(line, text=redactor.text(line.text)))
+        live.publish(replace(line, text=redactor.text(line.text)), relay=False)
     elif live.verbose():
         print(redactor.text(text if _colour() else _ANSI.sub("", text)), **kw)
 

@@ -295,6 +295,7 @@ def test_kfps_executor_log_is_kept_out_and_relayed_step_lines_are_redacted(
     assert result.status == "succeeded", result.error
     out, err = capfd.readouterr()
     assert "executor_input" not in out + err and "KFP Executor" not in out + err  # not verbose: kfp's log is out
-    assert "connecting to postgresql://***@db/f with ***" in out  # the step's own line, relayed
+    assert "connecting to postgresql://***@db/f with ***\n" in out  # the step's own line, relayed and decoded
+    assert "interlock-line" not in out + err
     for secret in ("tok-live-8f3a9c1d", "pg-pw-77x"):
         assert secret not in out + err
