@@ -69,6 +69,7 @@ class _Running:
     started: float
     shown: float  # when this step last had a line on screen (its heartbeat clock)
     tail: _Tail | None
+    beat: float = 0.0  # when its last heartbeat was shown
     last_line: str = ""
     progress: MetricPoint | None = None
     lines: int = field(default=0)
@@ -181,10 +182,13 @@ class RunConsole:
         with self._lock:
             now = time.monotonic()
             for node, run in list(self._running.items()):
-                if now - run.shown < self.heartbeat_s:
+                point = run.tail.poll() if run.tail else None
+                # Quiet for a while, or chatty but further along than the last beat said.
+                moved = point is not None and point != run.progress and now - run.beat >= self.heartbeat_s
+                if now - run.shown < self.heartbeat_s and not moved:
                     continue
-                run.shown = now
-                run.progress = run.tail.poll() if run.tail else None
+                run.shown = run.beat = now
+                run.progress = point
                 parts = [f"running {_secs(now - run.started)}"]
                 if run.progress is not None:
                     parts.append(describe_progress(run.progress))

@@ -172,7 +172,7 @@ def test_verbose_shows_kfps_own_log_without_colour_codes(tmp_path: Path) -> None
     assert "\x1b[" not in text
 
 
-@pytest.mark.parametrize("backend", ["local", "kfp-local"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_mlflow_table_creation_only_with_verbose(tmp_path: Path, backend: str) -> None:
     _needs(backend)
     pytest.importorskip("mlflow", reason="needs the mlflow extra")

@@ -129,3 +129,19 @@ def test_il_run_false_is_silent_and_the_default_ends_with_a_summary(tmp_path, ca
     out, err = capsys.readouterr()
     assert "   say | said 1" in out
     assert ".. say" in err and "say: succeeded in" in err
+
+
+def test_a_chatty_step_still_gets_a_beat_when_its_progress_moves(tmp_path):
+    from interlock.core.metrics import MetricLog, metrics_path
+
+    err = io.StringIO()
+    console = RunConsole(err, out=io.StringIO(), style="plain", heartbeat_s=3600)
+    with console.watching(tmp_path):
+        console("fit", "started", "")
+        console._running["fit"].beat = -1e9  # its last beat was long ago
+        console.line(StepLine("fit", "batch 1 of many"))  # just said something: not quiet
+        console.heartbeat()
+        assert "running" not in err.getvalue()  # no progress reported: the lines are enough
+        MetricLog("fit", metrics_path(tmp_path, "fit")).log("epoch", 2, kind="progress", of=5)
+        console.heartbeat()
+    assert "epoch 2/5 (40%)" in err.getvalue()
