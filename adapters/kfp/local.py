@@ -49,7 +49,7 @@ from .entry import to_value
 from .fanout import collected_output, kfp_local_globals_kept, stopped
 from .finally_task import with_finally
 from .lineage import record_lineage
-from .output import echo, kfp_output
+from .output import TaskOutput, kfp_output
 from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
 
@@ -136,7 +136,13 @@ class _TaskObserver:
             task_executor.time = orig_time
 
     def _print(self, *values: Any, **kw: Any) -> None:
-        echo(self.redactor, *values, **kw)  # the step's relayed lines; kfp's own only when verbose
+        self.output.echo(*values, **kw)  # the step's relayed lines; kfp's own only when verbose
+
+    @property
+    def output(self) -> TaskOutput:
+        if not hasattr(self, "_output"):
+            self._output = TaskOutput(self.redactor)
+        return self._output
 
     def _execute(self, orig: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         from kfp.local import status
@@ -158,6 +164,7 @@ class _TaskObserver:
         self.current = node
         if first or node not in self.mapped:
             self.emit(node, "started", "")
+        self.output.begin()
         try:
             outputs, task_status = orig(*args, **kw)
         finally:
@@ -169,6 +176,8 @@ class _TaskObserver:
         # The shim writes a fragment whenever it runs; a success without one came from kfp's cache.
         rec.fragment_written = after != before
         rec.cached = rec.status is Status.SUCCEEDED and not rec.fragment_written
+        if rec.status is Status.FAILED and not rec.fragment_written:
+            self.output.failed_before_the_step(node)
         if node not in self.mapped:  # a map's items end one by one: the node is told after the run
             self.emit(node, Status.CACHED if rec.cached else rec.status, self._detail(rec))
         return outputs, task_status

@@ -13,11 +13,13 @@ import contextlib
 import logging
 import re
 import sys
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 from interlock.core import live
+from interlock.core.live import StepLine
 from interlock.core.redact import Redactor
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -28,14 +30,39 @@ def _colour() -> bool:
     return bool(isatty and isatty())
 
 
-def echo(redactor: Redactor, *values: Any, **kw: Any) -> None:
-    """Stands in for the ``print`` kfp.local echoes a task's output lines with."""
-    text = "".join(str(v) for v in values)  # kfp passes one line at a time
-    line = live.decode(text.rstrip("\n"))
-    if line is not None:
-        live.publish(replace(line, text=redactor.text(line.text)), relay=False)
-    elif live.verbose():
-        print(redactor.text(text if _colour() else _ANSI.sub("", text)), **kw)
+KEEP_LINES = 60  # of a task's own kfp log, shown when it fails before the step runs
+
+
+class TaskOutput:
+    """Stands in for the ``print`` kfp.local echoes a task's output lines with: the step's
+    relayed lines go to the run's console; kfp's own are shown only when the run is verbose,
+    and otherwise kept (the last KEEP_LINES) in case the task fails before the step runs."""
+
+    def __init__(self, redactor: Redactor):
+        self.redactor = redactor
+        self.kept: deque[str] = deque(maxlen=KEEP_LINES)
+
+    def begin(self) -> None:
+        self.kept.clear()
+
+    def echo(self, *values: Any, **kw: Any) -> None:
+        text = "".join(str(v) for v in values)  # kfp passes one line at a time
+        line = live.decode(text.rstrip("\n"))
+        if line is not None:
+            live.publish(replace(line, text=self.redactor.text(line.text)), relay=False)
+        elif live.verbose():
+            print(self.redactor.text(text if _colour() else _ANSI.sub("", text)), **kw)
+        elif text.strip():
+            self.kept.append(self.redactor.text(_ANSI.sub("", text.rstrip("\n"))))
+
+    def failed_before_the_step(self, node: str) -> None:
+        """The task failed and its shim never ran: kfp's log is all there is to go on."""
+        if live.verbose() or not self.kept:
+            return
+        live.publish(StepLine(node, "the task failed before the step ran; kfp's log of it:", live.STDERR), relay=False)
+        for text in self.kept:
+            live.publish(StepLine(node, text, live.STDERR), relay=False)
+        self.kept.clear()
 
 
 class _KfpRecords(logging.Filter):

@@ -241,3 +241,35 @@ def test_a_terminal_gets_rich_output_with_the_same_lines(tmp_path: Path) -> None
                  "after | after got talked"):
         assert line in text
     assert "live: succeeded" in text
+
+
+BROKEN = '''
+import os
+
+import interlock as il
+
+if os.environ.get("INTERLOCK_LIVE"):  # imported again inside kfp's task subprocess: fails there only
+    raise RuntimeError("this module cannot be imported inside the task")
+
+
+@il.step
+def lonely(x: int) -> int:
+    return x
+
+
+@il.pipeline(name="broken")
+def broken(x: int = 1):
+    return lonely(x=x)
+'''
+
+
+def test_kfp_log_is_shown_when_a_task_fails_before_its_step_runs(tmp_path: Path) -> None:
+    """Without --verbose kfp's log is kept back, but it is all there is when the shim never ran."""
+    _needs("kfp-local")
+    (tmp_path / "broken_pipe.py").write_text(textwrap.dedent(BROKEN))
+    proc = start(tmp_path, "broken_pipe.py:broken", "kfp-local")
+    text = Reader(proc).rest()
+    assert proc.returncode == 1, text
+    assert "lonely | the task failed before the step ran; kfp's log of it:" in text
+    assert "lonely | RuntimeError: this module cannot be imported inside the task" in text
+    assert "see the kfp log above" in text
