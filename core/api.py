@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from .backends import (
     resolve_params,
     run_options_for,
 )
+from .console import RunConsole
 from .errors import PipelineDefinitionError, RunFailed, RunIdError
 from .lineage_record import record_lineage_after
 from .pipeline import Pipeline
@@ -43,7 +45,7 @@ def run(
     workdir: str | os.PathLike[str] | None = None,
     run_id: str | None = None,
     cache: bool = True,
-    progress: Callable[[str, str, str], None] | None = None,
+    progress: Callable[[str, str, str], None] | bool | None = None,
     raise_on_failure: bool = True,
     options: BackendOptions | Mapping[str, Any] | None = None,
     resume: str | None = None,
@@ -57,6 +59,12 @@ def run(
     A failed run raises ``il.StepFailed`` naming the step, the failure kind, the reason, the
     hint and the receipt, or ``il.RunFailed`` when it failed outside any step (pass
     ``raise_on_failure=False`` to get the failed RunResult).
+
+    ``progress``: what a person sees while it runs. Default (None or True): a ``RunConsole``
+    on stderr that shows each step's events, its own prints and log records as they happen
+    (prefixed with the step), a heartbeat for long steps and a closing summary; pass your own
+    ``il.RunConsole(verbose=True, heartbeat_s=...)`` to tune it, a callable ``(node, event,
+    detail)`` to get the events alone, or False for silence.
 
     ``resume``: the id of an earlier run in ``workdir`` to run again (``--resume`` in the
     CLI). Its stop markers are cleared; its checkpoints, cached outputs and the outputs of
@@ -103,18 +111,22 @@ def run(
     # A resumed run is the same run: parameters not given again keep the values it ran with.
     resolved = resolve_params(spec, with_recorded_params(spec, state, params) if state.state_dir.is_dir() else params)
     PriceTable.load()  # a bad INTERLOCK_PRICES fails now, not after every step ran
+    console = RunConsole() if progress is None or progress is True else progress if isinstance(progress, RunConsole) else None
+    callback = console or (progress if callable(progress) else None)
     run_options = RunOptions(
         run_id=run_id,
         workdir=workdir,
         cache=cache,
-        progress=progress,
+        progress=callback,
         functions=pipeline.functions if isinstance(pipeline, Pipeline) else {},
         backend_options=backend_options,
         checkpoint_store=checkpoint_store_for(state, checkpoint_store),
     )
     resuming = state.state_dir.is_dir()
     tracked_run = TrackedRun(spec, run_id, backend, workdir, state.state_dir, resolved, time.time(), resuming)
-    with lock_run(run_options.run_dir, run_options.run_id), scratch.scope() as keep, tracked(tracked_run) as tracking:
+    t0 = time.monotonic()
+    with lock_run(run_options.run_dir, run_options.run_id), scratch.scope() as keep, tracked(tracked_run) as tracking, \
+            (console.watching(state.state_dir) if console else nullcontext()):
         # scratch: Model.new() dirs, checkpoint restores are gone after the run (outputs kept)
         if resuming:  # a reused id is a resume: same run, same checkpoint keys
             resumed = state.resume()
@@ -131,6 +143,8 @@ def run(
 
             write_report_quietly(Path(result.receipt_path).parent, spec)
         keep.extend(Path(v.path) for v in result.outputs.values() if hasattr(v, "path"))
+    if console is not None and console is not progress:  # il.run's own console closes with the summary
+        console.summary(result, time.monotonic() - t0)
     if raise_on_failure and not result.succeeded:
         err = result.error or RunFailed(f"backend {backend!r} reported a failed run", pipeline=spec.name)
         if not err.receipt_path and result.receipt_path:  # backends learn the receipt path last

@@ -23,6 +23,7 @@ from .backends import (
     get_backend,
 )
 from .codecs import codec
+from .console import HEARTBEAT_S, RunConsole
 from .errors import (
     BackendNotFound,
     InterlockError,
@@ -97,20 +98,6 @@ def _json_example(t: TypeSpec) -> str:
         except Exception:  # noqa: BLE001 - only an example in a message
             return '{"field": 1}'
     return '{"key": "value"}'
-
-
-class Progress:
-    """One line per step event, with elapsed time: what a person watching a run wants."""
-
-    def __init__(self, stream: Any = None):
-        self.stream = stream  # None: sys.stderr at print time (it may be redirected after import)
-        self.t0 = time.monotonic()
-
-    def __call__(self, node: str, event: str, detail: str) -> None:
-        mark = {"started": "..", Status.SUCCEEDED: "ok", Status.CACHED: "==", Status.SKIPPED: "--",
-                Status.FAILED: "!!", Status.STOPPED: "[]"}.get(event, "  ")
-        elapsed = time.monotonic() - self.t0
-        print(f"[{elapsed:6.1f}s] {mark} {node:<24} {event}{'  ' + detail if detail else ''}", file=self.stream or sys.stderr, flush=True)
 
 
 def _fmt_value(value: Any) -> str:
@@ -189,8 +176,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         with _stop_on_sigterm():
             result = run(
                 pipe, backend, workdir=args.workdir, run_id=args.run_id, cache=not args.no_cache,
-                progress=Progress(), options=options or None, resume=args.resume,
-                checkpoint_store=args.checkpoint_store, **params,
+                progress=RunConsole(verbose=args.verbose, heartbeat_s=args.heartbeat), options=options or None,
+                resume=args.resume, checkpoint_store=args.checkpoint_store, **params,
             )
     except StepStopped as exc:
         print(f"\nSTOPPED after {time.monotonic() - t0:.1f}s: {exc.headline()}", file=sys.stderr)
@@ -418,6 +405,10 @@ def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentPar
         "else the run's folder)",
     )
     r.add_argument("--debug", action="store_true", help="on failure, print the whole traceback")
+    r.add_argument("--verbose", "-v", action="store_true",
+                   help="also show what libraries print (kfp's executor log, flytekit, MLflow's INFO lines)")
+    r.add_argument("--heartbeat", type=float, default=HEARTBEAT_S, metavar="SECONDS",
+                   help=f"a line for a step silent this long (default {HEARTBEAT_S:g})")
     r.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE",
         help="a run option of the backend (`interlock backends` lists them)",

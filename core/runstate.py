@@ -60,6 +60,9 @@ class EnvName:
     # there, SIGTERM to an interruptible step is a spot reclaim (checkpoint, PREEMPTED, retry).
     # Anywhere else SIGTERM is someone stopping the run (docs/stopping-and-timeouts.md).
     ON_CLUSTER = "INTERLOCK_ON_CLUSTER"
+    # Set by a parent that watches a run (kfp-local): a step's output lines are relayed to it
+    # as tagged lines on the task's stdout (core/live.py); "relay-verbose" keeps foreign logs.
+    LIVE = "INTERLOCK_LIVE"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import live
 from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri, wait_for_prunes
 from .context import StepContext
 from .devices import DEVICE_FACT, detected_device
@@ -298,6 +299,18 @@ def execute_step(
     fails the attempt and is classified, retried or stopped like any failure. ``inputs`` may
     be a function that reads them: called after the stop-marker check, so a refused retry
     reads (and imports) nothing."""
+    with live.capture(node):  # what the step prints and logs reaches the run's console, tagged
+        return _execute_step(run, step, node, inputs, fn, write)
+
+
+def _execute_step(
+    run: RunContext,
+    step: StepSpec,
+    node: str,
+    inputs: dict[str, Any] | Callable[[], dict[str, Any]],
+    fn: Callable[..., Any] | None,
+    write: Callable[[dict[str, Any]], Any] | None,
+) -> StepResult:
     state = run.state
     durable = DurableState(run.state_store, run.pipeline, run.run_id) if run.state_store else None
     if durable is not None:

@@ -131,13 +131,20 @@ def train(splits: il.Dataset, params: TrainParams, ctx: il.StepContext) -> il.Mo
     pre = json.loads((splits / fraud_model.PREPROCESSING_FILE).read_text())
     train_df = pd.read_parquet(splits / "train.parquet")
     valid_df = pd.read_parquet(splits / "valid.parquet")
+
+    def epoch_done(epoch: int, record: dict[str, float]) -> None:  # live progress and curves (report, MLflow)
+        for name in ("loss", "valid_auc"):
+            ctx.log_metric(name, record[name], step=epoch)
+        ctx.progress(epoch, of=params.epochs, unit="epoch")
+        ctx.log.info("epoch %d/%d: loss %.4f, valid auc %.4f", epoch, params.epochs, record["loss"], record["valid_auc"])
+
     model, history = fraud_model.fit(
         fraud_model.apply_preprocessing(train_df, pre), train_df[fraud_data.LABEL].to_numpy(),
         fraud_model.apply_preprocessing(valid_df, pre), valid_df[fraud_data.LABEL].to_numpy(),
         params,
         checkpoint=ctx.checkpoint,
         micro_batch=ctx.batch_size(params.batch_size),
-        on_epoch_end=lambda epoch, rec: [ctx.log_metric(k, rec[k], step=epoch) for k in ("loss", "valid_auc")],
+        on_epoch_end=epoch_done,
     )
     device = fraud_model.pick_device()
     ctx.record(device=device, precision="fp32", epochs=len(history))

@@ -95,9 +95,10 @@ def isolated_flyte(cache_dir: Path, data_dir: Path, tmp_dir: Path) -> Iterator[N
 
 
 @contextmanager
-def run_state(run: RunContext) -> Iterator[LocalRun]:
+def run_state(run: RunContext, emit: Any = None) -> Iterator[LocalRun]:
     """Expose the run to the task bodies: by run id in this process, through the env to workers."""
-    with exported(run.to_env()), local_run(LocalRun(run)) as local:
+    local = LocalRun(run, emit=emit) if emit is not None else LocalRun(run)
+    with exported(run.to_env()), local_run(local) as local:
         yield local
 
 
@@ -153,7 +154,7 @@ class FlyteLocalRunner:
         error: BaseException | None = None
         returned: Any = None
         dirs = (options.cache_dir / "flyte", options.cache_dir / "flyte-data", options.run_dir / "tmp")
-        with isolated_flyte(*dirs), run_state(run) as local:
+        with isolated_flyte(*dirs), run_state(run, options.emit) as local:
             try:
                 returned = entities.workflow(**inputs)
             except Exception as exc:  # flytekit wraps the step's StepFailed; the observer has it
@@ -166,8 +167,9 @@ class FlyteLocalRunner:
             failed=f"flytekit failed the run: {error}" if error is not None and not _finally_failed(spec, local) else None,
         )
         outcome = with_finally(spec, run.state, outcome, seen)  # il.finally_, if any
-        for name, o in outcome.steps.items():
-            options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")
+        for name, o in outcome.steps.items():  # what was not told live (skipped, not run)
+            if name not in local.emitted:
+                options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=BACKEND, state_dir=state_dir, params=params, status=outcome.status,
             statuses=outcome.statuses, started=started,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,11 +28,12 @@ from typing import Any
 from flytekit.core.python_function_task import PythonFunctionTask
 from flytekit.exceptions.user import FlyteRecoverableException
 
-from interlock.core.errors import PipelineDefinitionError, StepFailed
+from interlock.core.errors import PipelineDefinitionError, StepFailed, StepStopped
 from interlock.core.failures import FailureKind
 from interlock.core.runstate import EnvName, RunContext, RunEnv
 from interlock.core.runtime import execute_step
 from interlock.core.spec import PipelineSpec, StepSpec
+from interlock.core.status import Status
 from interlock.core.values import revive
 
 from . import distributed, fanout, policies
@@ -57,6 +59,31 @@ class LocalRun:
     run: RunContext
     returned: dict[str, Any] = field(default_factory=dict)
     raised: dict[str, BaseException] = field(default_factory=dict)
+    # Live progress: the run's (node, event, detail) callback, told as flytekit reaches nodes.
+    emit: Callable[[str, str, str], None] = lambda node, event, detail: None
+    started: dict[str, float] = field(default_factory=dict)  # node -> when its shim first ran
+    emitted: set[str] = field(default_factory=set)  # nodes whose outcome was told live
+    _depth: dict[str, int] = field(default_factory=dict)
+
+    def step_started(self, node: str) -> None:
+        if node not in self.started:
+            self.started[node] = time.monotonic()
+            self.emit(node, "started", "")
+
+    def step_ended(self, node: str, exc: BaseException | None) -> None:
+        """Tell how ``node`` ended (once: an il.map's items end inside the map node)."""
+        if node in self.emitted or node == NOOP_SUFFIX:  # a closed gate's no-op is no step
+            return
+        self.emitted.add(node)
+        ran = f"{time.monotonic() - self.started[node]:.2f}s" if node in self.started else ""
+        if exc is None:
+            self.emit(node, Status.SUCCEEDED if node in self.started else Status.CACHED, ran)
+            return
+        failed = _step_failed(exc)
+        if isinstance(failed, StepStopped):
+            self.emit(node, Status.STOPPED, failed.reason)
+        else:
+            self.emit(node, Status.FAILED, f"{failed.kind}: {failed.reason}" if failed else str(exc))
 
 
 # By run id: the tasks find their run through INTERLOCK_RUN_ID, never through a global that
@@ -119,13 +146,33 @@ class InterlockTaskMixin:
         local = _local_run()
         if local is None:
             return super().local_execute(ctx, **kwargs)  # type: ignore[misc]
+        node = self.interlock_node
+        local._depth[node] = local._depth.get(node, 0) + 1
         try:
             returned = super().local_execute(ctx, **kwargs)  # type: ignore[misc]
         except BaseException as exc:
-            local.raised[self.interlock_node] = exc
+            local.raised[node] = exc
+            if local._depth[node] == 1:
+                local.step_ended(node, exc)
             raise
-        local.returned[self.interlock_node] = returned
+        finally:
+            local._depth[node] -= 1
+        local.returned[node] = returned
+        if not local._depth[node]:
+            local.step_ended(node, None)
         return returned
+
+
+def _step_failed(exc: BaseException | None) -> StepFailed | None:
+    """The StepFailed under flytekit's wrapping of a task's exception, if any."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, StepFailed):
+            return exc
+        inner = getattr(exc, "value", None)  # flytekit's FlyteUserRuntimeException wraps .value
+        exc = inner if isinstance(inner, BaseException) else exc.__cause__ or exc.__context__
+    return None
 
 
 _classes: dict[type, type] = {}

@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interlock.core import live
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import InterlockError, StepFailed
 from interlock.core.fanout import reports
 from interlock.core.receipt import assemble_receipt
 from interlock.core.redact import Redactor
 from interlock.core.runstate import (
+    EnvName,
     RunEnv,
     RunState,
     Seen,
@@ -48,6 +50,7 @@ from .entry import to_value
 from .fanout import collected_output, kfp_local_globals_kept, stopped
 from .finally_task import with_finally
 from .lineage import record_lineage
+from .output import TaskOutput, kfp_output
 from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
 
@@ -89,6 +92,7 @@ class _TaskObserver:
     # kfp's executor logs the whole executor input (every parameter value) and kfp.local
     # prints each line of the task's output: those lines go through the one redactor.
     redactor: Redactor = field(default_factory=Redactor)
+    mapped: frozenset[str] = frozenset()  # il.map nodes: one kfp task per item; told once, as a node
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -133,7 +137,13 @@ class _TaskObserver:
             task_executor.time = orig_time
 
     def _print(self, *values: Any, **kw: Any) -> None:
-        print(*(self.redactor.text(v) if isinstance(v, str) else v for v in values), **kw)
+        self.output.echo(*values, **kw)  # the step's relayed lines; kfp's own only when verbose
+
+    @property
+    def output(self) -> TaskOutput:
+        if not hasattr(self, "_output"):
+            self._output = TaskOutput(self.redactor)
+        return self._output
 
     def _execute(self, orig: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         from kfp.local import status
@@ -150,9 +160,12 @@ class _TaskObserver:
         frag = self.state.fragment_path(node)
         before = frag.stat().st_mtime_ns if frag.exists() else None
         rec = TaskRecord(node, Status.FAILED, {}, inputs, False, time.time(), 0.0)
+        first = node not in self.records
         self.records[node] = rec
         self.current = node
-        self.emit(node, "started", "")
+        if first or node not in self.mapped:
+            self.emit(node, "started", "")
+        self.output.begin()
         try:
             outputs, task_status = orig(*args, **kw)
         finally:
@@ -164,8 +177,19 @@ class _TaskObserver:
         # The shim writes a fragment whenever it runs; a success without one came from kfp's cache.
         rec.fragment_written = after != before
         rec.cached = rec.status is Status.SUCCEEDED and not rec.fragment_written
-        self.emit(node, Status.CACHED if rec.cached else rec.status, f"{rec.ended - rec.started:.2f}s")
+        if rec.status is Status.FAILED and not rec.fragment_written:
+            self.output.failed_before_the_step(node)
+        if node not in self.mapped:  # a map's items end one by one: the node is told after the run
+            self.emit(node, Status.CACHED if rec.cached else rec.status, self._detail(rec))
         return outputs, task_status
+
+    def _detail(self, rec: TaskRecord) -> str:
+        """What the live event says: the time, or (a failure) its kind and reason, as on other backends."""
+        frag = self.state.read_fragment(rec.node) if rec.status is Status.FAILED else None
+        failure = frag.attempts[-1].failure if frag and frag.attempts else None
+        if failure:
+            return f"{failure.get('kind')}: {failure.get('reason')}"
+        return f"{rec.ended - rec.started:.2f}s"
 
     def _dispatch(self, orig: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         from kfp.local import status
@@ -361,15 +385,17 @@ class KfpLocalRun:
             cache_root=str(self.cache_root),
         )
         observer = _TaskObserver(built.task_names, RunState(self.state_dir, options.run_id), options.sleeper, options.emit,
-                                 redactor=Redactor.for_values(params))
+                                 redactor=Redactor.for_values(params),
+                                 mapped=frozenset(n.name for n in spec.nodes if n.map is not None))
         env = {
             **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND,
                      checkpoint_root=options.checkpoint_store).to_env(),
             "PYTHONPATH": _child_pythonpath(),
+            EnvName.LIVE: live.RELAY_VERBOSE if live.verbose() else live.RELAY,  # the shim relays step lines
         }
         crashed: Exception | None = None
         with exported(env), observer.installed(), _stops_reach_the_task(observer), warnings.catch_warnings(), \
-                kfp_local_globals_kept():
+                kfp_local_globals_kept(), kfp_output():
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:
@@ -394,6 +420,9 @@ class KfpLocalRun:
             failed=f"kfp-local could not run the pipeline: {crashed}" if crashed is not None else None,
         )
         outcome = with_finally(spec, observer.state, outcome, observer.seen())  # il.finally_, if any
+        for name, report in maps.items():  # live progress: each map node once, as it settled
+            if name in outcome.steps:
+                options.emit(name, outcome.steps[name].status, f"{report.items if report else 0} item(s)")
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=BACKEND, state_dir=self.state_dir, params=params,
             status=outcome.status, statuses=outcome.statuses, started=started,

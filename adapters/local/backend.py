@@ -115,6 +115,7 @@ class LocalBackend:
                 continue
             inputs = node_inputs(spec, node.name, typed_params, outputs)
             if node.map is not None:  # il.map: one shim run per item (fanout.py)
+                options.emit(node.name, "started", "")
                 mapped = run_map(spec, node, inputs, run, cache, options)
                 seen[node.name], maps[node.name] = mapped.seen, mapped.report
                 failed = mapped.outputs is None

@@ -274,10 +274,28 @@ def test_the_executor_input_log_is_redacted(tmp_path: Path, capfd: pytest.Captur
     # kfp's executor logs "Got executor_input:" with every parameter value; kfp.local echoes it.
     from kfp_test_pipelines import secrets
 
-    result = run(secrets.kfp_secrets, tmp_path / "work")
+    from interlock.core import live
+
+    with live.verbosity(True):  # kfp's own log is shown only to a verbose run (--verbose)
+        result = run(secrets.kfp_secrets, tmp_path / "work")
     assert result.status == "succeeded", result.error
     out, err = capfd.readouterr()
     assert "executor_input" in out + err  # the log is there...
     for secret in ("tok-live-8f3a9c1d", "pg-pw-77x"):  # ... without the credentials
         assert secret not in out + err
     assert "postgresql://***@db/f" in out + err
+
+
+def test_kfps_executor_log_is_kept_out_and_relayed_step_lines_are_redacted(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str],
+) -> None:
+    from kfp_test_pipelines import secrets
+
+    result = run(secrets.kfp_secrets_printed, tmp_path / "work")
+    assert result.status == "succeeded", result.error
+    out, err = capfd.readouterr()
+    assert "executor_input" not in out + err and "KFP Executor" not in out + err  # not verbose: kfp's log is out
+    assert "connecting to postgresql://***@db/f with ***\n" in out  # the step's own line, relayed and decoded
+    assert "interlock-line" not in out + err
+    for secret in ("tok-live-8f3a9c1d", "pg-pw-77x"):
+        assert secret not in out + err

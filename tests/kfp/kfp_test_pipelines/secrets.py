@@ -13,3 +13,14 @@ def connect(api_token: str, db_url: str) -> int:
 @il.pipeline(name="kfp-secrets")
 def kfp_secrets(api_token: str = "tok-live-8f3a9c1d", db_url: str = "postgresql://etl:pg-pw-77x@db/f"):
     return connect(api_token=api_token, db_url=db_url)
+
+
+@il.step
+def connect_loudly(api_token: str, db_url: str) -> int:
+    print(f"connecting to {db_url} with {api_token}")  # relayed to the run's console (core/live.py)
+    return len(api_token)
+
+
+@il.pipeline(name="kfp-secrets-printed")
+def kfp_secrets_printed(api_token: str = "tok-live-8f3a9c1d", db_url: str = "postgresql://etl:pg-pw-77x@db/f"):
+    return connect_loudly(api_token=api_token, db_url=db_url)
