@@ -63,12 +63,11 @@ BENCHMARKS: list[Bench] = [
     Bench("map_overhead", sizes="100,1000", quick="50,200"),
     Bench("import_time", sizes=None, args=("--runs", "5")),
     Bench("reference_pipeline", sizes=None, slow=True),
-    # Checkpoint speed and backend overhead (issue 12, items 2 and 3): their scripts follow
-    # the same convention; add or rename entries as they land.
-    Bench("checkpoint_save", sizes="16,64,256", quick="8,32"),
-    Bench("checkpoint_load", sizes="16,64,256", quick="8,32"),
-    Bench("flyte_local_overhead", sizes="10,50,200", quick="10,50"),
-    Bench("kfp_local_overhead", sizes="5,20,50", quick="5,10"),
+    # Checkpoint speed (MiB per state; local and S3 through a moto server) and backend
+    # overhead (flyte-local steps; kfp-local tasks, every one a process) and start-up.
+    Bench("checkpoint_speed", sizes="64,256", quick="16,64", args=("--repeat", "3")),
+    Bench("backend_overhead", sizes="10,50,100", quick="10,20", args=("--kfp-sizes", "3,6")),
+    Bench("startup", sizes=None, args=("--repeat", "5")),
 ]
 
 
