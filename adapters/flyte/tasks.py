@@ -229,6 +229,9 @@ def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bo
         return outputs_to_flyte(step.outputs, outputs, ret_type, _scratch())
 
     name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
+    local = _local_run()
+    if local is not None:  # flyte-local: say "started" as flytekit reaches the node
+        local.step_started(node)
     try:
         with distributed.process_group(step.distributed):
             result = execute_step(run, step, name, inputs, write=write)
