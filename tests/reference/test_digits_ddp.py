@@ -234,5 +234,7 @@ def test_sigterm_of_one_rank_checkpoints_and_resumes_bitwise(
     # one it forced, or the step-20 one when the signal landed during that save), never from 0.
     import re
 
-    announced = int(re.search(r"resumes from step (\d+)", failures[0]["reason"]).group(1))
+    found = re.search(r"resumes from step (\d+)", failures[0]["message"])  # the rank's own words
+    assert found, failures[0]
+    announced = int(found.group(1))
     assert train["facts"]["resumed_from_step"] == announced >= 20
