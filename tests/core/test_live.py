@@ -63,7 +63,9 @@ def test_foreign_info_is_held_back_unless_verbose(lines, monkeypatch):
     lines.clear()
     with live.verbosity(True), live.capture("fit"):
         logging.getLogger("mlflow.store.db.utils").info("Creating initial MLflow database tables...")
-    assert [x.text for x in lines] == ["Creating initial MLflow database tables..."]
+    # Once, in the step's stream; formatted by MLflow's own handler if an earlier import of
+    # mlflow installed one (it does not propagate), else plain.
+    assert len(lines) == 1 and lines[0].text.endswith("Creating initial MLflow database tables...")
     assert logging.getLogger("mlflow").level == logging.INFO  # its level is put back
 
 
