@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.backends import RunOptions, RunResult
-from interlock.core.errors import StepFailed
 from interlock.core.finally_ import with_finally
 from interlock.core.receipt import assemble_receipt
 from interlock.core.runstate import ALL_KINDS, RunContext, Seen, exported, settle, state_dir_of
@@ -26,7 +25,7 @@ from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
 
 from . import fanout
-from .tasks import LocalRun, TaskOptions, local_run
+from .tasks import LocalRun, TaskOptions, _step_failed, local_run
 from .types import from_flyte, to_flyte
 from .workflow import Entities, build_entities, gate_values
 
@@ -102,20 +101,6 @@ def run_state(run: RunContext, emit: Any = None) -> Iterator[LocalRun]:
         yield local
 
 
-def _find_step_failed(exc: BaseException | None) -> StepFailed | None:
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, StepFailed):
-            return exc
-        inner = getattr(exc, "value", None)  # flytekit's FlyteUserRuntimeException wraps .value
-        if isinstance(inner, BaseException) and id(inner) not in seen:
-            exc = inner
-            continue
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
 def observed(spec: PipelineSpec, local: LocalRun, since: float = 0.0) -> dict[str, Seen]:
     """What flytekit did with each node it reached: ran it (a fragment written since the run
     started: a resumed run has fragments of its earlier attempts), served it from its cache
@@ -131,7 +116,7 @@ def observed(spec: PipelineSpec, local: LocalRun, since: float = 0.0) -> dict[st
         name = node.name
         if name in local.raised:
             exc = local.raised[name]
-            seen[name] = Seen(Status.FAILED, error=_find_step_failed(exc), detail=f"flytekit failed the task: {exc}")
+            seen[name] = Seen(Status.FAILED, error=_step_failed(exc), detail=f"flytekit failed the task: {exc}")
         elif name in local.returned:
             seen[name] = Seen(Status.SUCCEEDED if ran(name) else Status.CACHED)
     return seen

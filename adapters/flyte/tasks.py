@@ -171,7 +171,10 @@ def _step_failed(exc: BaseException | None) -> StepFailed | None:
         if isinstance(exc, StepFailed):
             return exc
         inner = getattr(exc, "value", None)  # flytekit's FlyteUserRuntimeException wraps .value
-        exc = inner if isinstance(inner, BaseException) else exc.__cause__ or exc.__context__
+        if isinstance(inner, BaseException) and id(inner) not in seen:
+            exc = inner
+            continue
+        exc = exc.__cause__ or exc.__context__
     return None
 
 
