@@ -179,6 +179,41 @@ def finally_blocks_of(builder: Any) -> tuple[FinallyBlock, ...]:
     return tuple(getattr(builder, "_il_finally_blocks", ()))
 
 
+def call_finally(builder: Any) -> Node | None:
+    """The whole-body il.finally_ step recorded in the sub-pipeline call being closed (its scope:
+    that call); refuses a second one, as for a pipeline."""
+    finally_blocks_of(builder)
+    return builder.finally_node
+
+
+def block_call(spec: PipelineSpec, block: FinallyBlock) -> Any:
+    """The sub-pipeline call (core/subpipeline.SubCall) a block is written in; None: the top level.
+    A finally step recorded inside a call is named ``<call>.<step>``."""
+    call = block.node.name.rpartition(".")[0]
+    return next((s for s in spec.subs if s.name == call), None) if call else None
+
+
+def is_call_finally(spec: PipelineSpec, block: FinallyBlock) -> bool:
+    """Is ``block`` a sub-pipeline call's whole-body finally (rendered with the call's own
+    sub-workflow or nested pipeline)?"""
+    c = block_call(spec, block)
+    return c is not None and c.finally_ == block.node.name
+
+
+def blocks_in(spec: PipelineSpec, call: str | None) -> tuple[FinallyBlock, ...]:
+    """The ``with il.finally_`` blocks written directly in one scope (a call's body; None: the
+    top level), not the calls' own whole-body finally steps."""
+    return tuple(b for b in spec.finally_blocks if not is_call_finally(spec, b)
+                 and (getattr(block_call(spec, b), "name", None) == call))
+
+
+def block_gate(spec: PipelineSpec, block: FinallyBlock) -> str | None:
+    """The il.when block around a block's scope (a call written inside one): its finally runs
+    only if that block was taken."""
+    c = block_call(spec, block)
+    return c.gate if c is not None else None
+
+
 def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
     """Run ``step`` after the whole pipeline, whatever its outcome, with its ``il.RunStatus``;
     as ``with il.finally_(step): ...``, after that block only, with the block's status."""
@@ -187,9 +222,11 @@ def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
     builder = current_builder()
     if builder is None:
         raise PipelineDefinitionError("il.finally_ is only meaningful inside an @il.pipeline function")
-    if builder._gate_stack:
+    # Inside a sub-pipeline its scope is the call: the il.when blocks around the call are the caller's.
+    base = builder.__dict__.get("_il_sub_gates", [0])[-1] if builder._sub_stack else 0
+    if len(builder._gate_stack) > base:
         raise PipelineDefinitionError(
-            "il.finally_ inside an il.when block: its scope is the whole pipeline",
+            "il.finally_ inside an il.when block: its scope is the whole pipeline (or the sub-pipeline call)",
             pipeline=builder.name, step=step.spec.name, hint="call il.finally_ at the top level of the pipeline body",
         )
     pending = getattr(builder, "_il_finally_pending", None)
@@ -218,6 +255,13 @@ def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
     node = builder.nodes.pop(before)
     builder._node_gate.pop(node.name, None)
     outputs = [k for k, b in node.inputs if b.kind is not BindingKind.PARAM and b.kind is not BindingKind.CONST]
+    if outputs and builder._sub_stack:
+        raise PipelineDefinitionError(
+            "a finally step reads parameters and constants only: this sub-pipeline parameter is bound to a "
+            "step output of the calling pipeline, which no backend hands to a sub-workflow's failure node yet",
+            pipeline=builder.name, step=node.name, port=outputs[0],
+            hint="pass the finally step a parameter of the outermost pipeline or a constant instead",
+        )
     if outputs:
         raise PipelineDefinitionError(
             "a finally step reads parameters and constants only: a step output may not exist when the body failed",

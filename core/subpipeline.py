@@ -54,6 +54,7 @@ class SubCall:
     outputs: tuple[tuple[str, Binding], ...] = ()  # what its body returns, by output name
     nodes: tuple[str, ...] = ()  # every node recorded inside it, nested calls' included
     gates: tuple[str, ...] = ()  # every il.when block opened inside it
+    finally_: str | None = None  # its body's il.finally_ step (a FinallyBlock over ``nodes``), if any
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -67,6 +68,8 @@ class SubCall:
             out["parent"] = self.parent
         if self.gate:
             out["gate"] = self.gate
+        if self.finally_:
+            out["finally"] = self.finally_
         return out
 
     @classmethod
@@ -75,7 +78,7 @@ class SubCall:
             d["name"], d["pipeline"], d.get("ref"), d.get("parent"), d.get("gate"),
             tuple((k, Binding.from_json(b)) for k, b in d.get("inputs", ())),
             tuple((k, Binding.from_json(b)) for k, b in d.get("outputs", ())),
-            tuple(d.get("nodes", ())), tuple(d.get("gates", ())),
+            tuple(d.get("nodes", ())), tuple(d.get("gates", ())), d.get("finally"),
         )
 
 
@@ -153,13 +156,20 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
         args[p.name] = Promise(builder, b, p.type)
 
     before_nodes, before_gates = len(builder.nodes), len(builder.gates)
-    finally_before = builder.finally_node
     gate = builder._gate_stack[-1] if builder._gate_stack else None
     parent = builder._sub_stack[-1] if builder._sub_stack else None
+    # il.finally_ in the sub-pipeline's body is scoped to this call: the caller's own finally
+    # state is set aside while the body is recorded (core/finally_.py), and so are its gates.
+    saved = builder.finally_node, getattr(builder, "_il_finally_pending", None)
+    builder.finally_node, builder._il_finally_pending = None, None
+    builder.__dict__.setdefault("_il_sub_gates", []).append(len(builder._gate_stack))
     builder._sub_stack.append(name)
     active.append(sub.fn)
     try:
         returned = sub.fn(**args)
+        from .finally_ import call_finally
+
+        own_finally = call_finally(builder)
     except PipelineDefinitionError as exc:
         if _bare(exc).startswith("in sub-pipeline"):
             raise  # a deeper call already said where
@@ -168,14 +178,9 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
         ) from exc
     finally:
         builder._sub_stack.pop()
+        builder._il_sub_gates.pop()
         active.pop()
-    if builder.finally_node is not finally_before:
-        raise PipelineDefinitionError(
-            f"in {where}: il.finally_ inside a sub-pipeline is not supported: its scope would be the "
-            "sub-pipeline's body, which no backend renders yet",
-            pipeline=builder.name, step=builder.finally_node.name if builder.finally_node else None,
-            hint="call il.finally_ in the outermost pipeline (it sees every step, the sub-pipeline's included)",
-        )
+        builder.finally_node, builder._il_finally_pending = saved
     nodes = tuple(n.name for n in builder.nodes[before_nodes:])
     if not nodes:
         raise PipelineDefinitionError(f"{where} records no steps", pipeline=builder.name, step=name)
@@ -183,9 +188,14 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
         outs, types_ = sub._outputs(builder, returned)
     except PipelineDefinitionError as exc:
         raise PipelineDefinitionError(f"in {where}: {_bare(exc)}", pipeline=builder.name, hint=exc.hint) from exc
+    if own_finally is not None:  # the call's finally: a block over every node of the call
+        from .spec import FinallyBlock
+
+        builder._il_finally_blocks = [*getattr(builder, "_il_finally_blocks", []), FinallyBlock(own_finally, nodes)]
     builder.subs.append(SubCall(
         name=name, pipeline=sub.name, ref=sub.ref, parent=parent, gate=gate, inputs=tuple(inputs),
         outputs=tuple(outs), nodes=nodes, gates=tuple(g.id for g in builder.gates[before_gates:]),
+        finally_=own_finally.name if own_finally is not None else None,
     ))
     # Nothing may attach to a block of the sub-pipeline from outside it (il.elif_ after the call).
     builder.last_block = None
@@ -347,6 +357,10 @@ def call_inputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
     for n in spec.nodes:
         if n.name in inside:
             for _, x in n.inputs:
+                consider(x)
+    for f in spec.finally_nodes():  # the finally steps written inside the call read its parameters too
+        if f.name.startswith(name + SEP):
+            for _, x in f.inputs:
                 consider(x)
     for g in spec.gates:
         if g.id in c.gates:

@@ -28,20 +28,41 @@ def gate_id(block: FinallyBlock) -> str:
 
 
 def with_block_gates(spec: PipelineSpec) -> tuple[PipelineSpec, dict[str, FinallyBlock]]:
-    """The spec with each il.finally_ block as a gate around its nodes, and the blocks by gate id."""
-    if not spec.finally_blocks:
+    """The spec with each il.finally_ block as a gate around its nodes, and the blocks by gate id.
+
+    A block written in a sub-pipeline's body sits in that call's scope (its gate is one of the
+    call's gates, its parent the il.when block around the call, if any). A sub-pipeline call's
+    own whole-body finally is not a block here: the call's sub-workflow is its scope
+    (subworkflow.py)."""
+    from interlock.core.finally_ import block_call, block_gate, is_call_finally
+
+    found = [b for b in spec.finally_blocks if not is_call_finally(spec, b)]
+    if not found:
         return spec, {}
-    blocks = {gate_id(b): b for b in spec.finally_blocks}
+    blocks = {gate_id(b): b for b in found}
+    outer = {gid: block_gate(spec, b) for gid, b in blocks.items()}  # the il.when around the block's scope
     owner = {m: gid for gid, b in blocks.items() for m in b.members}
-    nodes = tuple(replace(n, gate=owner[n.name]) if n.name in owner and n.gate is None else n for n in spec.nodes)
-    # A top-level il.when block inside the finally block: its parent is the block's gate.
+    nodes = tuple(replace(n, gate=owner[n.name]) if n.name in owner and n.gate == outer[owner[n.name]] else n
+                  for n in spec.nodes)
+    # An il.when block inside the finally block, outermost in the block's scope: its parent is the block's gate.
     top = {}
     for n in spec.nodes:
-        if n.name in owner and n.gate is not None:
-            top[spec.gate_chain(n.gate)[0].id] = owner[n.name]
+        gid = owner.get(n.name)
+        if gid is not None and n.gate != outer[gid]:
+            depth = len(spec.gate_chain(outer[gid])) if outer[gid] else 0
+            top[spec.gate_chain(n.gate)[depth].id] = gid
     gates = tuple(replace(g, parent=top[g.id]) if g.id in top else g for g in spec.gates)
-    synthetic = tuple(Gate(id=gid, condition=Binding.of_const(True), parent=None) for gid in blocks)
-    return replace(spec, nodes=nodes, gates=(*synthetic, *gates)), blocks
+    synthetic = tuple(Gate(id=gid, condition=Binding.of_const(True), parent=outer[gid]) for gid in blocks)
+    # Calls: a block inside a call is one of its scopes; a call inside a block sits in the block.
+    where = {gid: getattr(block_call(spec, b), "name", None) for gid, b in blocks.items()}
+    subs = []
+    for c in spec.subs:
+        inner = tuple(gid for gid in blocks if where[gid] == c.name)
+        gid = owner.get(c.nodes[0]) if c.nodes else None
+        if gid is not None and c.parent == where[gid] and c.gate == outer[gid]:
+            c = replace(c, gate=gid)
+        subs.append(replace(c, gates=(*c.gates, *inner)) if inner else c)
+    return replace(spec, nodes=nodes, gates=(*synthetic, *gates), subs=tuple(subs)), blocks
 
 
 def block_returns(builder: _Builder, gid: str) -> list[Binding]:

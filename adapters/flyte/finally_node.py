@@ -55,9 +55,12 @@ def _already_ran(node: Node, err: FlyteError | None) -> bool:
     return err is not None and err.failed_node_id == node_id(node)
 
 
-def finally_body(spec: PipelineSpec, node: Node | None = None, types: dict[str, Any] | None = None) -> Any:
+def finally_body(spec: PipelineSpec, node: Node | None = None, types: dict[str, Any] | None = None,
+                 params_from: dict[str, str] | None = None) -> Any:
     """The task function: the whole pipeline's finally step (inputs: the workflow's), or a
-    block's (``node``; inputs: its sub-workflow's, ``types``)."""
+    block's (``node``; inputs: its sub-workflow's, ``types``). ``params_from``: which input
+    carries which pipeline parameter, where the names differ (a sub-pipeline call's sub-workflow
+    names its inputs after the sub-pipeline's parameters)."""
     node = node or spec.finally_
     assert node is not None
     step = spec.step_of(node)
@@ -71,7 +74,9 @@ def finally_body(spec: PipelineSpec, node: Node | None = None, types: dict[str, 
         run = run_context(spec.name)
         failed = None if err is None else f"Flyte reported the run failed: {err.message}"
         status = run_status(settle(scope, run.state, None, failed=failed))
-        params = {p.name: from_flyte(kwargs[p.name], p.type) for p in spec.params if p.name in kwargs}
+        names = params_from or {p.name: p.name for p in spec.params}
+        params = {param: from_flyte(kwargs[k], spec.param(param).type) for k, param in names.items()  # type: ignore[union-attr]
+                  if k in kwargs and spec.param(param) is not None}
         inputs = finally_inputs(spec, node, node_inputs(spec, node.name, params, {}), status)
         try:
             execute_step(run, step, node.name, inputs)
@@ -96,7 +101,7 @@ def finally_body(spec: PipelineSpec, node: Node | None = None, types: dict[str, 
 
 
 def build_finally_task(spec: PipelineSpec, options: TaskOptions | None = None, node: Node | None = None,
-                       types: dict[str, Any] | None = None) -> PythonFunctionTask:
+                       types: dict[str, Any] | None = None, params_from: dict[str, str] | None = None) -> PythonFunctionTask:
     """The finally step's task: the failure node, and the last node of a succeeded body (the
     workflow's, or with ``node`` and ``types`` a block's sub-workflow's)."""
     from interlock.core.runstate import RunEnv
@@ -124,7 +129,7 @@ def build_finally_task(spec: PipelineSpec, options: TaskOptions | None = None, n
     task.interlock_pipeline_ref = spec.ref
     task.interlock_step = step.name
     try:
-        PythonFunctionTask.__init__(task, task_config=None, task_function=finally_body(spec, node, types),
+        PythonFunctionTask.__init__(task, task_config=None, task_function=finally_body(spec, node, types, params_from),
                                     task_resolver=resolver, **kwargs)
     except (TypeError, ValueError, AssertionError) as exc:
         raise PipelineDefinitionError(f"flytekit rejected the finally task: {exc}", pipeline=spec.name,

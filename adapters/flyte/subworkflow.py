@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.spec import Binding, BindingKind, PipelineSpec
-from interlock.core.subpipeline import call_inputs, call_outputs, scope_chain
+from interlock.core.subpipeline import call, call_inputs, call_outputs, scope_chain
 
 if TYPE_CHECKING:
     from .workflow import _Builder
@@ -63,9 +63,34 @@ def _wkey(x: Binding) -> str:
     return key(x)
 
 
+def finally_tasks(spec: PipelineSpec, options: Any) -> dict[str, Any]:
+    """The finally task of each call whose body has an ``il.finally_`` (call name -> task): its
+    sub-workflow's failure node and last node, taking the sub-workflow's inputs (what Flyte
+    requires of a failure node). Built before any workflow compiles (a task made while one
+    compiles takes that workflow as its resolver)."""
+    from .finally_node import build_finally_task
+    from .types import python_type
+    from .workflow import _type_of
+
+    out: dict[str, Any] = {}
+    for c in spec.subs:
+        if c.finally_ is None:
+            continue
+        ins = call_inputs(spec, c.name)
+        node = next(f for f in spec.finally_nodes() if f.name == c.finally_)
+        types = {k: python_type(_type_of(spec, x)) for k, x in ins}
+        params_from = {k: x.param or "" for k, x in ins if x.kind is BindingKind.PARAM}
+        out[c.name] = build_finally_task(spec, options, node, types, params_from)
+    return out
+
+
 def make(b: _Builder, key: str) -> Any:
     """The sub-workflow of a sub-pipeline call: inputs and outputs named by the sub-pipeline's own
-    parameters and outputs where they match (core/subpipeline.py call_inputs/call_outputs)."""
+    parameters and outputs where they match (core/subpipeline.py call_inputs/call_outputs).
+
+    A call whose body has an ``il.finally_``: the sub-workflow's failure node (``on_failure``) is
+    the finally step's task, and so is its last node, downstream of every other node in it, as
+    for a ``with il.finally_`` block (finally_blocks.py); a failed body still fails the caller."""
     from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
     from .tasks import py_ident
@@ -77,6 +102,8 @@ def make(b: _Builder, key: str) -> Any:
     outs = call_outputs(spec, name)
     types = {k: python_type(_type_of(spec, x)) for k, x in ins}
     ret = outputs_type(tuple(_Port(k, _type_of(spec, x)) for k, x in outs), py_ident(f"{spec.name}_{name}_outputs"))
+    c = call(spec, name)
+    fin = b.call_finally_tasks.get(name)
 
     def body(**kwargs: Any) -> Any:
         values: dict[str, Any] = {"__outputs__": {}}
@@ -86,6 +113,10 @@ def make(b: _Builder, key: str) -> Any:
             else:
                 values[_wkey(x)] = kwargs[k]
         b.emit_scope(key, values)
+        if fin is not None:  # the success path's last node: the call's finally step
+            from .finally_node import call_last
+
+            call_last(next(f for f in spec.finally_nodes() if f.name == c.finally_), fin, dict(kwargs))
         results = [b.value_of(x, values, values["__outputs__"]) for _, x in outs]
         if not results:
             return None
@@ -93,7 +124,7 @@ def make(b: _Builder, key: str) -> Any:
 
     fn = _function(py_ident(f"{spec.name}_{name}"), types, {}, ret, body)
     wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                default_metadata=_defaults())
+                                default_metadata=_defaults(), on_failure=fin)
     wf._name = f"{spec.name}.{name}"  # <pipeline>.<call>
     return wf
 

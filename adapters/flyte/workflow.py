@@ -85,6 +85,7 @@ class _Builder:
         self.block_types = {gid: {k: python_type(_type_of(self.spec, b)) for k, b in self.external_bindings(gid).items()}
                             for gid in self.blocks}
         self.block_tasks: dict[str, Any] = {gid: self.block_task(gid, t) for gid, t in self.block_types.items()}
+        self.call_finally_tasks = subworkflow.finally_tasks(self.spec, options)  # il.finally_ in a sub-pipeline
         for g in spec.gates:
             for c in condition_of(g).bindings():
                 if not c.field:
@@ -574,4 +575,5 @@ def build_entities(spec: PipelineSpec, options: TaskOptions | None = None) -> En
     b = _Builder(spec, options or TaskOptions())
     wf = b.workflow()
     tasks = {**b.tasks, **{blk.node.name: b.block_tasks[g] for g, blk in b.blocks.items() if g in b.block_tasks}}
+    tasks.update({t.interlock_node: t for t in b.call_finally_tasks.values()})
     return Entities(spec, tasks, wf, b.subworkflows, b.noop, b.finally_task)

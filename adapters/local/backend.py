@@ -181,7 +181,7 @@ class LocalBackend:
             options.emit(node.name, Status.SUCCEEDED, f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
 
         outcome = settle(spec, run.state, seen, gates=gate_decisions(spec, typed_params, outputs))
-        outcome = run_finally(spec, run, typed_params, options, outcome)  # il.finally_, if any
+        outcome = run_finally(spec, run, typed_params, options, outcome, outputs)  # il.finally_, if any
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,
             status=outcome.status, statuses=outcome.statuses, started=started,

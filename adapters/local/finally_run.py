@@ -7,9 +7,16 @@ from dataclasses import replace
 from typing import Any
 
 from interlock.core.backends import RunOptions
-from interlock.core.bindings import node_inputs
+from interlock.core.bindings import gate_open, node_inputs
 from interlock.core.errors import StepFailed
-from interlock.core.finally_ import RunStatus, block_spec, finally_inputs, reached, run_status
+from interlock.core.finally_ import (
+    RunStatus,
+    block_gate,
+    block_spec,
+    finally_inputs,
+    reached,
+    run_status,
+)
 from interlock.core.runstate import RunContext, RunOutcome, StepOutcome, settle
 from interlock.core.runtime import execute_step
 from interlock.core.spec import Node, PipelineSpec
@@ -18,20 +25,30 @@ from interlock.core.status import Status
 
 def run_finally(
     spec: PipelineSpec, run: RunContext, params: dict[str, Any], options: RunOptions, outcome: RunOutcome,
+    outputs: dict[str, dict[str, Any]] | None = None,
 ) -> RunOutcome:
     """Run the finally steps (if any) after the body; the run fails too if one fails.
 
     A block's finally step sees the block's status, settled from the run state (the shim's
     fragments) as the KFP exit task and the Flyte failure node do; it runs once the body is
     over (no later step can read a finally step's outputs, so only the order of side effects
-    differs from a cluster, where it starts as soon as its block ends)."""
+    differs from a cluster, where it starts as soon as its block ends). A block in a sub-pipeline
+    call (the call's own finally included) runs only if the il.when block around the call, if
+    any, was taken: a sub-workflow or nested DAG that never started runs no finally step."""
     for block in spec.finally_blocks:
-        if reached(spec, block, outcome.steps):
+        if reached(spec, block, outcome.steps) and _taken(spec, block_gate(spec, block), outputs or {}, params):
             status = run_status(settle(block_spec(spec, block), run.state, None))
             outcome = _run_one(spec, block.node, run, params, options, outcome, status)
     if spec.finally_ is not None:
         outcome = _run_one(spec, spec.finally_, run, params, options, outcome, run_status(outcome))
     return outcome
+
+
+def _taken(spec: PipelineSpec, gate: str | None, outputs: dict[str, dict[str, Any]], params: dict[str, Any]) -> bool:
+    try:
+        return gate is None or gate_open(spec, gate, outputs, params)
+    except (KeyError, AttributeError):  # a condition on a value the run never produced
+        return False
 
 
 def _run_one(spec: PipelineSpec, node: Node, run: RunContext, params: dict[str, Any], options: RunOptions,
