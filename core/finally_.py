@@ -254,6 +254,10 @@ def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
     builder.add_node(step, {**kwargs, ports[0]: RunStatus("pending")}, getattr(step, "_node_name", None))
     node = builder.nodes.pop(before)
     builder._node_gate.pop(node.name, None)
+    if node.gate is not None:  # in a sub-pipeline called inside an il.when: the call's gate is its (block_gate)
+        from dataclasses import replace
+
+        node = replace(node, gate=None)
     outputs = [k for k, b in node.inputs if b.kind is not BindingKind.PARAM and b.kind is not BindingKind.CONST]
     if outputs and builder._sub_stack:
         raise PipelineDefinitionError(

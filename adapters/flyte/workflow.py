@@ -151,10 +151,13 @@ class _Builder:
             for c in condition_of(g).bindings():
                 if c.node not in inside:
                     found[_key(c)] = c
-        if gate in self.blocks:  # what the block's finally step reads: parameters
-            for _, b in self.blocks[gate].node.inputs:
-                if b.kind is BindingKind.PARAM:
-                    found[_key(b)] = b
+        # What the finally steps of the il.finally_ blocks inside it read (its own, if it is one;
+        # a sub-pipeline call's within it): parameters.
+        for block in self.spec.finally_blocks:
+            if gate in self.blocks and self.blocks[gate] is block or set(block.members) <= inside:
+                for _, b in block.node.inputs:
+                    if b.kind is BindingKind.PARAM:
+                        found[_key(b)] = b
         return dict(sorted(found.items()))
 
     # -- emitting --------------------------------------------------------------------------

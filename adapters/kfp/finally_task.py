@@ -143,18 +143,19 @@ def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: st
 
 def outside_blocks(spec: PipelineSpec, outputs: list[Any]) -> list[Any]:
     """Pipeline outputs KFP can declare: none from inside an exit handler (KFP refuses them;
-    kfp-local still returns them)."""
+    kfp-local still returns them), a sub-pipeline call's with an il.finally_ included."""
     inside = {m for b in spec.finally_blocks for m in b.members}
     return [(k, b) for k, b in outputs if not (b.nodes() & inside)]
 
 
-def whole_blocks(spec: PipelineSpec, order: list[Node]) -> list[Node]:
+def whole_blocks(spec: PipelineSpec, order: list[Node], scope: tuple[Any, ...] | None = None) -> list[Node]:
     """``order`` with each il.finally_ block's nodes together (one ExitHandler group). A node
     that fell between them moves before the block when a node of the block depends on it,
     else after it (nothing in the block reads it)."""
     from interlock.core.blocks import gate_reads
+    from interlock.core.finally_ import blocks_in
 
-    for block in spec.finally_blocks:
+    for block in blocks_in(spec, None) if scope is None else scope:
         members = set(block.members)
         needed: set[str] = set()
         todo = list(members)
@@ -180,24 +181,30 @@ class BlockHandlers:
     cannot sit inside the whole pipeline's finally (or ``state_pvc``'s receipt handler)."""
 
     def __init__(self, spec: PipelineSpec, order: list[Node], values: dict[str, Any], opts: KfpOptions,
-                 components: dict[str, NodeComponent], task_names: dict[str, str]):
+                 components: dict[str, NodeComponent], task_names: dict[str, str], call: Any = None):
+        from interlock.core.finally_ import blocks_in
+
         self.spec, self.values, self.opts = spec, values, opts
         self.components, self.task_names = components, task_names
         self.open: Any = None
-        order = self.order = whole_blocks(spec, order)
+        # The blocks of one scope: the top level, or a sub-pipeline call's component (``call``).
+        scope = blocks_in(spec, getattr(call, "name", None))
+        order = self.order = whole_blocks(spec, order, scope)
         names = [n.name for n in order]
         self.starts: dict[str, Any] = {}
         self.ends: dict[str, Any] = {}
-        for block in spec.finally_blocks:
-            if spec.finally_ is not None or opts.state_pvc:
+        for block in scope:
+            whole = call.finally_ if call is not None else spec.finally_
+            if whole is not None or (opts.state_pvc and call is None):
                 from interlock.core.errors import PipelineDefinitionError
 
-                outer = "the whole pipeline's il.finally_" if spec.finally_ is not None else "state_pvc's receipt handler"
+                outer = (f"sub-pipeline call {call.name!r}'s il.finally_" if call is not None
+                         else "the whole pipeline's il.finally_" if whole is not None else "state_pvc's receipt handler")
                 raise PipelineDefinitionError(
                     f"il.finally_ around a block inside {outer}: KFP allows exit handlers at the outermost scope only",
                     pipeline=spec.name, step=block.node.name,
                     hint="on KFP use either the whole pipeline's finally step or finally steps around blocks"
-                    + ("" if spec.finally_ is not None else ", or compile without state_pvc (state_store=URI)"),
+                    + ("" if whole is not None else ", or compile without state_pvc (state_store=URI)"),
                 )
             members = set(block.members)
             for n in spec.nodes:

@@ -19,8 +19,9 @@ from typing import Any
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, PipelineSpec
-from interlock.core.subpipeline import call, call_inputs, call_outputs
+from interlock.core.subpipeline import SEP, call, call_inputs, call_outputs
 
+from .names import identifier
 from .types import kfp_type
 
 _PY = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
@@ -73,10 +74,11 @@ def _component(
     from kfp import dsl
 
     from .compile import _value, emit_nodes, one_of_memo
+    from .finally_task import BlockHandlers
 
     c = call(spec, name)
     ins = call_inputs(spec, name)
-    outs = call_outputs(spec, name)
+    outs = kfp_call_outputs(spec, name)
     ret = typing.NamedTuple(  # type: ignore[misc]
         "Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs]) if outs else None
 
@@ -91,7 +93,21 @@ def _component(
                 holder.outputs[components[b.node or ""].outputs[b.port or ""]] = channel
             else:  # a branch value from outside
                 inner_tasks[one_of_memo(b)] = channel
-        emit_nodes(spec, nodes, inner_values, inner_tasks, components, selectors, opts, task_names, depth, calls)
+        handler = None
+        if c.finally_ is not None:  # the call's il.finally_: an ExitHandler around its whole body
+            from .finally_task import make_finally_task
+
+            exit_task, comp = make_finally_task(spec, inner_values, opts, _finally_node(spec, c.finally_))
+            components[comp.node] = comp
+            task_names[exit_task.name] = comp.node
+            handler = dsl.ExitHandler(exit_task, name=f"{identifier(c.finally_)}-finally")
+            handler.__enter__()
+        # `with il.finally_` blocks in the sub-pipeline's body: each an ExitHandler in its component
+        blocks = BlockHandlers(spec, nodes, inner_values, opts, components, task_names, call=c)
+        emit_nodes(spec, blocks.order, inner_values, inner_tasks, components, selectors, opts, task_names, depth,
+                   calls, blocks=blocks)
+        if handler is not None:
+            handler.__exit__(None, None, None)
         if not outs:
             return None
         return ret(*(_value(b, inner_values, inner_tasks, components) for _, b in outs))  # type: ignore[misc]
@@ -110,6 +126,46 @@ def _component(
                                       pipeline=spec.name, step=name) from exc
 
 
+def _finally_node(spec: PipelineSpec, name: str) -> Any:
+    return next(f for f in spec.finally_nodes() if f.name == name)
+
+
+def kfp_call_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
+    """A call's outputs as its KFP component declares them. KFP refuses a pipeline's outputs
+    produced inside a ``dsl.ExitHandler``, a nested pipeline's as well: an output made inside the
+    call's il.finally_ scope (its own, a block's, a nested call's) that is only a pipeline output
+    is not declared (kfp-local still returns it, as for the top level's); read by a step or a
+    condition outside the call, it is refused, naming the call, the output and what to write."""
+    from dataclasses import replace
+
+    outs = call_outputs(spec, name)
+    inside = {m for b in spec.finally_blocks if b.node.name.startswith(name + SEP) for m in b.members}
+    if not inside:
+        return outs
+    c = call(spec, name)
+    read = {b for _, b in call_outputs(replace(spec, outputs=()), name)}
+    keep = []
+    for k, b in outs:
+        if not (b.nodes() & inside):
+            keep.append((k, b))
+            continue
+        if b in read:
+            made = set(b.nodes())
+            readers = [n.name for n in spec.nodes if n.name not in c.nodes
+                       and any(set(x.nodes()) & made for _, x in n.inputs)]
+            who = f"step {readers[0]!r}" if readers else "a condition outside the call"
+            raise PipelineDefinitionError(
+                f"sub-pipeline {c.pipeline!r} (called as {name!r}): its output {k!r} ({b.describe()}) is made inside "
+                f"its il.finally_ scope and {who} reads it outside the call: KFP refuses the outputs of a pipeline "
+                "produced inside a dsl.ExitHandler, a nested pipeline's too",
+                pipeline=spec.name, step=name, port=k,
+                hint="on KFP, move the steps that read it into the sub-pipeline, or scope the finally step to the "
+                "steps that make no returned value (`with il.finally_(step): ...` around them in the sub-pipeline), "
+                "or call il.finally_ in the calling pipeline; local and Flyte run it as written",
+            )
+    return keep
+
+
 def emit_call(spec: PipelineSpec, name: str, component: Any, values: dict[str, Any], tasks: dict[str, Any],
               components: dict[str, Any]) -> None:
     """Call a sub-pipeline's component in the current body; its outputs stand for the inner nodes'."""
@@ -124,7 +180,7 @@ def emit_call(spec: PipelineSpec, name: str, component: Any, values: dict[str, A
         raise PipelineDefinitionError(f"kfp refused sub-pipeline {c.pipeline!r} (called as {name!r}): {exc}",
                                       pipeline=spec.name, step=name) from exc
     task.set_display_name(name)
-    for k, b in call_outputs(spec, name):
+    for k, b in kfp_call_outputs(spec, name):
         channel = task.outputs[k]
         if b.kind is BindingKind.OUTPUT:
             holder = tasks.get(b.node or "")
