@@ -38,6 +38,7 @@ FEATURES = (
     "finally",  # il.finally_ (core/finally_.py)
     "subpipeline", "subpipeline.cache",  # an @il.pipeline called in another (core/subpipeline.py)
     "finally.block",  # with il.finally_(step): ... around one block
+    "subpipeline.finally",  # il.finally_ in a sub-pipeline's body: scoped to each call
     "secrets", "labels", "queue", "distributed", "schedule", "run",
     "map", "map.tolerate", "fan_in",
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
@@ -264,8 +265,10 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         mark("finally", spec.finally_.name)
     for c in spec.subs:
         mark("subpipeline", c.name)
+    from .finally_ import is_call_finally
+
     for block in spec.finally_blocks:
-        mark("finally.block", block.node.name)
+        mark("subpipeline.finally" if is_call_finally(spec, block) else "finally.block", block.node.name)
     if spec.schedule:
         mark("schedule", spec.name)
     return used

@@ -74,6 +74,7 @@ class LocalBackend:
                 "subpipeline": "native (the inner steps run as steps named <call>.<step>)",
                 "subpipeline.cache": "unsupported as a unit: the inner steps cache one by one",
                 "finally.block": "native (after the body, for each block the run reached, with the block's status)",
+                "subpipeline.finally": "native (after the body, for each call the run reached, with the call's status)",
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
                 "queue": "emulated: recorded in the receipt (no Kueue locally)",

@@ -142,7 +142,8 @@ def with_finally(text: str) -> int:
 
 @il.pipeline(name="conf-sub-finally")
 def finally_inside(text: str = "a"):
-    """A finally inside a sub-pipeline: refused at build time (no backend renders a scoped finally)."""
+    """A finally inside a sub-pipeline: scoped to the call (tests/conformance/test_subpipeline_finally.py
+    has the rest); its output is the pipeline's, which KFP does not declare (from inside an ExitHandler)."""
     return with_finally(text=text)
 
 

@@ -66,10 +66,10 @@ def in_when(x: int = 1, go: bool = True, fail: bool = False, out: str = os.devnu
 def blocky(x: int, fail: bool, out: str):
     """`with il.finally_(...)` around a block of the sub-pipeline's body."""
     y = prepare(x=x)
+    shout.named("head")(x=y)
     with finally_(report.named("block-cleanup"), label="block", out=out):
         z = maybe_fail(x=y, fail=fail)
         shout(x=z)
-    shout.named("tail")(x=y)
 
 
 @il.pipeline(name="sf-block")

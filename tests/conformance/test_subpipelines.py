@@ -298,10 +298,15 @@ def test_a_second_call_needs_its_own_name() -> None:
         il.spec(p)
 
 
-def test_a_finally_inside_a_sub_pipeline_is_refused_clearly() -> None:
-    with pytest.raises(il.PipelineDefinitionError, match="il.finally_ inside a sub-pipeline") as e:
-        il.spec(sp.finally_inside)
-    assert "sub-pipeline 'sub-with-finally'" in str(e.value)
+def test_a_finally_inside_a_sub_pipeline_runs_after_the_call(tmp_path: Path) -> None:
+    # Refused at build time before; now scoped to the call: a block over the call's nodes.
+    spec = il.spec(sp.finally_inside)
+    [block] = spec.finally_blocks
+    assert block.node.name == "sub-with-finally.notify" and block.members == ("sub-with-finally.measure",)
+    assert spec.finally_ is None and spec.subs[0].finally_ == "sub-with-finally.notify"
+    status, outputs, steps = _agree(sp.finally_inside, tmp_path)
+    assert status == "succeeded" and outputs == {"o0": ("int", 1)}
+    assert steps == {"sub-with-finally.measure": "succeeded", "sub-with-finally.notify": "succeeded"}
 
 
 def test_a_pipeline_called_outside_a_pipeline_body_is_still_refused() -> None:
