@@ -287,3 +287,20 @@ def test_interlock_backends_lists_the_construct() -> None:
             assert get_backend(name).capabilities().features["subpipeline.finally"].startswith("native")
     used = features_used(il.spec(sfp.twice))
     assert used["subpipeline.finally"] == ["sf-work.cleanup", "work-b.cleanup"] and "finally.block" not in used
+
+
+def test_the_guide_example_runs_as_shown(tmp_path: Path) -> None:
+    """docs/control-flow.md, "A finally inside a sub-pipeline": the code block runs and prints what it says."""
+    import contextlib
+    import io
+    import runpy
+
+    text = (Path(__file__).parents[2] / "docs" / "control-flow.md").read_text()
+    start = text.index("```python", text.index("### A finally inside a sub-pipeline")) + len("```python\n")
+    path = tmp_path / "guide_subpipeline_finally.py"
+    path.write_text(text[start:text.index("```", start)])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(str(path), run_name="__main__")
+    lines = [line for line in out.getvalue().splitlines() if not line.startswith("[")]
+    assert lines == ["failed succeeded succeeded"]
