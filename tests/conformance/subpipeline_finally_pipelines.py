@@ -101,3 +101,37 @@ def with_outer(x: int = 1, fail: bool = False, out: str = os.devnull):
     """The caller's own whole-pipeline finally and the sub-pipeline's: each sees its scope."""
     finally_(report.named("run-cleanup"), label="run", out=out)
     work(x=x, fail=fail, out=out, label="sub")
+
+
+@il.pipeline(name="sf-wrap")
+def wrap(x: int, fail: bool, out: str):
+    """A sub-pipeline with a finally calling another with a finally: each sees its own call."""
+    finally_(report.named("wrap-cleanup"), label="wrap", out=out)
+    y = prepare(x=x)
+    work(x=y, fail=fail, out=out, label="inner")
+
+
+@il.pipeline(name="sf-nested")
+def nested(x: int = 1, fail: bool = False, out: str = os.devnull):
+    wrap(x=x, fail=fail, out=out)
+
+
+@il.pipeline(name="sf-in-block")
+def in_block(x: int = 1, fail: bool = False, out: str = os.devnull):
+    """A sub-pipeline with a finally called inside the caller's `with il.finally_` block."""
+    y = prepare(x=x)
+    with finally_(report.named("block-cleanup"), label="block", out=out):
+        work(x=y, fail=fail, out=out, label="inner")
+
+
+@il.pipeline(name="sf-plain")
+def plain(x: int, fail: bool):
+    y = prepare(x=x)
+    maybe_fail(x=y, fail=fail)
+
+
+@il.pipeline(name="sf-plain-in-block")
+def plain_in_block(x: int = 1, fail: bool = False, out: str = os.devnull):
+    """A sub-pipeline without a finally inside the caller's `with il.finally_` block."""
+    with finally_(report.named("block-cleanup"), label="block", out=out):
+        plain(x=x, fail=fail)

@@ -304,3 +304,45 @@ def test_the_guide_example_runs_as_shown(tmp_path: Path) -> None:
         runpy.run_path(str(path), run_name="__main__")
     lines = [line for line in out.getvalue().splitlines() if not line.startswith("[")]
     assert lines == ["failed succeeded succeeded"]
+
+
+def test_a_sub_pipeline_with_a_finally_inside_another(tmp_path: Path) -> None:
+    status, steps, _, seen = _agree(sfp.nested, tmp_path, fail=True)
+    assert status == "failed" and steps["sf-wrap.sf-work.cleanup"] == steps["sf-wrap.wrap-cleanup"] == "succeeded"
+    failed = _status("inner", "failed", ["sf-wrap.sf-work.maybe_fail"], ERROR.format(3))
+    assert seen == {"inner": failed, "wrap": failed | {"label": "wrap"}}
+
+
+def test_a_plain_sub_pipeline_inside_a_finally_block(tmp_path: Path) -> None:
+    status, steps, _, seen = _agree(sfp.plain_in_block, tmp_path, fail=True)
+    assert status == "failed" and steps["block-cleanup"] == "succeeded"
+    assert seen == {"block": _status("block", "failed", ["sf-plain.maybe_fail"], ERROR.format(2))}
+
+
+def test_a_sub_pipeline_with_a_finally_inside_the_caller_s_finally_block(tmp_path: Path) -> None:
+    status, steps, _, seen = _agree(sfp.in_block, tmp_path, fail=True)
+    assert status == "failed" and steps["sf-work.cleanup"] == steps["block-cleanup"] == "succeeded"
+    failed = _status("inner", "failed", ["sf-work.maybe_fail"], ERROR.format(3))
+    assert seen == {"inner": failed, "block": failed | {"label": "block"}}
+
+
+def test_flyte_puts_a_call_inside_the_finally_block_around_it() -> None:
+    # Before: a sub-pipeline call written in a `with il.finally_` block became a workflow node
+    # of the caller, outside the block's sub-workflow, and the block's failure node was lost.
+    wf = _flyte(sfp.in_block)
+    subs = {s.id.name: s for s in wf.sub_workflows}
+    assert [n.workflow_node.sub_workflow_ref.name for n in wf.template.nodes if n.workflow_node is not None] == [
+        "sf-in-block.block-cleanup-block"]
+    block = subs["sf-in-block.block-cleanup-block"]
+    assert block.failure_node.task_node.reference_id.name == "sf-in-block.block-cleanup"
+    inner = [n.workflow_node.sub_workflow_ref.name for n in block.nodes if n.workflow_node is not None]
+    assert inner == ["sf-in-block.sf-work"]
+    assert subs["sf-in-block.sf-work"].failure_node.task_node.reference_id.name == "sf-in-block.sf-work.cleanup"
+    wf = _flyte(sfp.plain_in_block)  # a call without a finally of its own, likewise
+    [block] = [s for s in wf.sub_workflows if s.id.name == "sf-plain-in-block.block-cleanup-block"]
+    assert [n.workflow_node.sub_workflow_ref.name for n in block.nodes if n.workflow_node is not None] == [
+        "sf-plain-in-block.sf-plain"]
+    wf = _flyte(sfp.nested)  # a call's sub-workflow inside another's, each with its failure node
+    subs = {s.id.name: s for s in wf.sub_workflows}
+    assert subs["sf-nested.sf-wrap"].failure_node.task_node.reference_id.name == "sf-nested.sf-wrap.wrap-cleanup"
+    assert subs["sf-nested.sf-wrap.sf-work"].failure_node is not None
