@@ -346,3 +346,15 @@ def test_flyte_puts_a_call_inside_the_finally_block_around_it() -> None:
     subs = {s.id.name: s for s in wf.sub_workflows}
     assert subs["sf-nested.sf-wrap"].failure_node.task_node.reference_id.name == "sf-nested.sf-wrap.wrap-cleanup"
     assert subs["sf-nested.sf-wrap.sf-work"].failure_node is not None
+
+
+def test_flyte_finds_a_call_s_finally_task_again_in_the_container() -> None:
+    # pyflyte-execute loads the task from its loader args: the call's finally task, typed by its sub-workflow.
+    from interlock.adapters.flyte.resolver import resolver
+    from interlock.adapters.flyte.workflow import build_entities
+
+    task = build_entities(il.spec(sfp.twice)).tasks["work-b.cleanup"]
+    args = resolver.loader_args(None, task)
+    assert args[2:4] == ["node", "work-b.cleanup"]
+    again = resolver.load_task(args)
+    assert again.name == "sf-twice.work-b.cleanup" and set(again.python_interface.inputs) == {"x", "fail", "out", "err"}
