@@ -14,7 +14,10 @@ The step declares one input of type ``il.RunStatus``; the backend fills it with 
 final status. Its other inputs are parameters or constants (a step output may not exist when
 the body failed). At most one per pipeline, written at the top level of the body (not inside
 an ``il.when`` block): its scope is the whole pipeline. The run's status is the body's, and
-failed as well when the finally step itself fails.
+failed as well when the finally step itself fails. Written in a sub-pipeline's body, its scope
+is each call of the sub-pipeline (core/subpipeline.py): a :class:`FinallyBlock` over the call's
+nodes, recorded as the call's ``finally_``, rendered by the call's own sub-workflow (Flyte) or
+nested pipeline (KFP).
 
 Rendered natively: KFP ``dsl.ExitHandler`` around the body with the step as its exit task
 (``dsl.PipelineTaskFinalStatus``); ``local`` runs it last. Every backend derives the status
