@@ -21,7 +21,10 @@ from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, PipelineSpec
 from interlock.core.subpipeline import call, call_inputs, call_outputs
 
+from .names import SINGLE
 from .types import kfp_type
+
+UNNAMED = "o0"  # core's name for a pipeline's single returned value
 
 _PY = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
 
@@ -47,6 +50,20 @@ def _annotation(spec: PipelineSpec, b: Binding, *, output: bool) -> Any:
         cls = getattr(dsl, kt.artifact or "Artifact")
         return cls if output else dsl.Input[cls]
     return _PY[kt.parameter or "str"]
+
+
+def kfp_call_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
+    """The call's outputs as its KFP component names them: the sub-pipeline's own names
+    (NamedTuple fields, ``o0``, ``o1``... of a tuple), and KFP's ``Output`` for one unnamed output."""
+    outs = call_outputs(spec, name)
+    own = call(spec, name).outputs
+    if len(outs) == 1 and outs[0][0] == UNNAMED and len(own) == 1:
+        return [(SINGLE, outs[0][1])]
+    return outs
+
+
+def single(outs: list[tuple[str, Binding]]) -> bool:
+    return len(outs) == 1 and outs[0][0] == SINGLE
 
 
 def build_calls(spec: PipelineSpec, components: dict[str, Any], selectors: dict[str, str], opts: Any,
@@ -76,9 +93,12 @@ def _component(
 
     c = call(spec, name)
     ins = call_inputs(spec, name)
-    outs = call_outputs(spec, name)
-    ret = typing.NamedTuple(  # type: ignore[misc]
-        "Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs]) if outs else None
+    outs = kfp_call_outputs(spec, name)
+    if single(outs):  # one unnamed output: returned plainly, KFP's "Output", as at the top level
+        ret = _annotation(spec, outs[0][1], output=True)
+    else:
+        ret = typing.NamedTuple(  # type: ignore[misc]
+            "Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs]) if outs else None
 
     def body(*args: Any) -> Any:
         inner_values: dict[str, Any] = {}
@@ -94,7 +114,8 @@ def _component(
         emit_nodes(spec, nodes, inner_values, inner_tasks, components, selectors, opts, task_names, depth, calls)
         if not outs:
             return None
-        return ret(*(_value(b, inner_values, inner_tasks, components) for _, b in outs))  # type: ignore[misc]
+        returned = [_value(b, inner_values, inner_tasks, components) for _, b in outs]
+        return returned[0] if single(outs) else ret(*returned)  # type: ignore[misc]
 
     params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_annotation(spec, b, output=False))
               for k, b in ins]
@@ -124,7 +145,7 @@ def emit_call(spec: PipelineSpec, name: str, component: Any, values: dict[str, A
         raise PipelineDefinitionError(f"kfp refused sub-pipeline {c.pipeline!r} (called as {name!r}): {exc}",
                                       pipeline=spec.name, step=name) from exc
     task.set_display_name(name)
-    for k, b in call_outputs(spec, name):
+    for k, b in kfp_call_outputs(spec, name):
         channel = task.outputs[k]
         if b.kind is BindingKind.OUTPUT:
             holder = tasks.get(b.node or "")

@@ -40,12 +40,21 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def test_a_single_artifact_output_is_named_by_its_type(loaded: Any) -> None:
-    assert outputs_of(loaded, "comp-load") == ({"dataset"}, set())
-    assert outputs_of(loaded, "comp-train") == ({"model"}, set())
+    assert outputs_of(loaded, "comp-sub-trained-load") == ({"dataset"}, set())
+    assert outputs_of(loaded, "comp-sub-trained-train") == ({"model"}, set())
     assert outputs_of(loaded, "comp-summary") == ({"metrics"}, set())
     # ...and readers wire to that name.
-    arg = loaded.root.dag.tasks["train"].inputs.artifacts["dataset"].task_output_artifact
-    assert (arg.producer_task, arg.output_artifact_key) == ("load", "dataset")
+    dag = loaded.components["comp-sub-trained"].dag
+    arg = dag.tasks["sub-trained-train"].inputs.artifacts["dataset"].task_output_artifact
+    assert (arg.producer_task, arg.output_artifact_key) == ("sub-trained-load", "dataset")
+
+
+def test_a_sub_pipelines_single_output_is_kfps_output_as_a_pipelines(loaded: Any) -> None:
+    assert outputs_of(loaded, "comp-sub-trained") == ({"Output"}, set())
+    out = loaded.components["comp-sub-trained"].dag.outputs.artifacts["Output"].artifact_selectors[0]
+    assert (out.producer_subtask, out.output_artifact_key) == ("sub-trained-train", "model")
+    arg = loaded.root.dag.tasks["tune"].inputs.artifacts["model"].task_output_artifact
+    assert (arg.producer_task, arg.output_artifact_key) == ("sub-trained", "Output")
 
 
 def test_an_input_with_the_types_name_keeps_it_and_the_output_gets_out(loaded: Any) -> None:
@@ -98,5 +107,5 @@ def test_kfp_local_writes_reads_and_records_lineage_under_those_names(tmp_path: 
         producer = root.produced_by
         assert producer is not None and producer.step == "tune"
         [model] = producer.inputs
-        assert model.name == "model" and model.produced_by is not None and model.produced_by.step == "train"
+        assert model.name == "model" and model.produced_by is not None and model.produced_by.step == "sub-trained.train"
         assert [a.name for a in model.produced_by.inputs] == ["dataset"]

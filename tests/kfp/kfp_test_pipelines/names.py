@@ -54,9 +54,15 @@ def weight(model: il.Model) -> float:
     return float(json.loads((model.path / "weights.json").read_text())["w"])
 
 
+@il.pipeline(name="sub-trained")
+def trained(n: int, epochs: int):
+    """A sub-pipeline with one unnamed (artifact) output: KFP's ``Output``, as a pipeline's."""
+    return train(dataset=load(n=n), epochs=epochs)
+
+
 @il.pipeline(name="kfp-names")
 def named(n: int = 4, epochs: int = 2):
-    model = train(dataset=load(n=n), epochs=epochs)
+    model = trained(n=n, epochs=epochs)
     tuned = tune(model=model)
     scored = evaluate(model=tuned)
     return tuned, scored.auc, summary(report=scored.report), weight(model=tuned)
