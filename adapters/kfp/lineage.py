@@ -49,17 +49,15 @@ def run_description(spec: PipelineSpec, receipt: dict[str, Any], records: Mappin
         if rec is None:
             continue
         step = spec.step_of(node)
-        names_in, names_out = io_names(step)
+        # Named as KFP names them (names.py: ``model``, not the port's ``o0``), as KFP's own
+        # MLMD records on a cluster name an output artifact and its events.
+        names_in, _ = io_names(step)
         port_of_in = {v: k for k, v in names_in.items()}
-        port_of_out = {v: k for k, v in names_out.items()}
         inputs = [
             _port_entry(port_of_in.get(k, k), v, with_properties=False)
             for k, v in sorted(rec.inputs.items()) if _is_artifact(v)
         ]
-        outputs = [
-            _port_entry(port_of_out.get(k, k), v, with_properties=True)
-            for k, v in sorted(rec.outputs.items()) if _is_artifact(v)
-        ]
+        outputs = [_port_entry(k, v, with_properties=True) for k, v in sorted(rec.outputs.items()) if _is_artifact(v)]
         entry = by_node.get(node.name, {})
         kinds = entry.get("failure_kinds") or []
         steps.append({

@@ -1,10 +1,21 @@
 """Names on the KFP side: component functions per node, and port names in signatures.
 
-A single JSON output is returned as KFP's ``Output``; several come back as a NamedTuple
-named by port. Inputs and artifact outputs are both parameters of the generated function, so an output
-that shares an input's name is renamed ``<name>_out``. KFP derives component and task
-names from the function name (``_`` -> ``-``), so a node's function name is its name made
-a Python identifier, unique within the pipeline.
+These are the names KFP users see: in the UI, in ``task.outputs[...]`` and in ML Metadata.
+
+- A single JSON output is returned as KFP's ``Output`` (``task.output``), as a component
+  written ``-> int`` would.
+- A single artifact output (``-> il.Model``) is an ``Output[Model]`` parameter named by its
+  artifact class, snake-cased, as KFP's own examples name them: ``model``, ``dataset``,
+  ``metrics``. (It cannot be ``Output``: kfp refuses a parameter of that name, and a
+  returned artifact (``-> Model``) needs ``dsl.get_uri()``, which the KFP backend does not
+  support.)
+- NamedTuple outputs keep their field names.
+
+Inputs and artifact outputs are both parameters of the generated function, so an output
+that shares an input's name is renamed ``<name>_out`` (``def tune(model: il.Model) ->
+il.Model`` outputs ``model_out``). KFP derives component and task names from the function
+name (``_`` -> ``-``), so a node's function name is its name made a Python identifier,
+unique within the pipeline.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ import re
 from functools import lru_cache
 
 from interlock.core.spec import PipelineSpec, StepSpec
+from interlock.core.types import TypeSpec
 
 SINGLE = "Output"  # kfp's name for a component's one returned value
 
@@ -24,6 +36,21 @@ def single_return(step: StepSpec) -> bool:
     return len(step.outputs) == 1 and not step.output_tuple and not step.outputs[0].type.is_artifact
 
 
+def single_artifact(step: StepSpec) -> bool:
+    """One artifact output and no NamedTuple: its port has no name of its own (``o0``)."""
+    return len(step.outputs) == 1 and not step.output_tuple and step.outputs[0].type.is_artifact
+
+
+def artifact_name(t: TypeSpec) -> str:
+    """The name KFP users give an output of this artifact type: its class, snake-cased
+    (``Model`` -> ``model``, ``ClassificationMetrics`` -> ``classification_metrics``)."""
+    from .types import kfp_codec
+
+    form = kfp_codec(t).form
+    cls = form.artifact if form is not None and form.artifact and form.artifact.isidentifier() else "Artifact"
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", cls).lower()
+
+
 @lru_cache(maxsize=4096)
 def _io_names(step: StepSpec) -> tuple[dict[str, str], dict[str, str]]:
     inputs = {p.name: p.name for p in step.inputs}
@@ -32,7 +59,7 @@ def _io_names(step: StepSpec) -> tuple[dict[str, str], dict[str, str]]:
     if single_return(step):
         return inputs, {step.outputs[0].name: SINGLE}
     for p in step.outputs:
-        name = p.name
+        name = artifact_name(p.type) if single_artifact(step) else p.name
         while name in taken:
             name = f"{name}_out"
         taken.add(name)

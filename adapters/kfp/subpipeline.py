@@ -21,8 +21,10 @@ from interlock.core.graph import binding_type
 from interlock.core.spec import Binding, BindingKind, PipelineSpec
 from interlock.core.subpipeline import SEP, call, call_inputs, call_outputs
 
-from .names import identifier
+from .names import SINGLE, identifier
 from .types import kfp_type
+
+UNNAMED = "o0"  # core's name for a pipeline's single returned value
 
 _PY = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
 
@@ -48,6 +50,21 @@ def _annotation(spec: PipelineSpec, b: Binding, *, output: bool) -> Any:
         cls = getattr(dsl, kt.artifact or "Artifact")
         return cls if output else dsl.Input[cls]
     return _PY[kt.parameter or "str"]
+
+
+def kfp_call_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
+    """The call's outputs as its KFP component names them: the sub-pipeline's own names
+    (NamedTuple fields, ``o0``, ``o1``... of a tuple), and KFP's ``Output`` for one unnamed output;
+    only those KFP lets out of the call (``_declared_outputs``)."""
+    outs = _declared_outputs(spec, name)
+    own = call(spec, name).outputs
+    if len(outs) == 1 and outs[0][0] == UNNAMED and len(own) == 1:
+        return [(SINGLE, outs[0][1])]
+    return outs
+
+
+def single(outs: list[tuple[str, Binding]]) -> bool:
+    return len(outs) == 1 and outs[0][0] == SINGLE
 
 
 def build_calls(spec: PipelineSpec, components: dict[str, Any], selectors: dict[str, str], opts: Any,
@@ -79,8 +96,11 @@ def _component(
     c = call(spec, name)
     ins = call_inputs(spec, name)
     outs = kfp_call_outputs(spec, name)
-    ret = typing.NamedTuple(  # type: ignore[misc]
-        "Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs]) if outs else None
+    if single(outs):  # one unnamed output: returned plainly, KFP's "Output", as at the top level
+        ret = _annotation(spec, outs[0][1], output=True)
+    else:
+        ret = typing.NamedTuple(  # type: ignore[misc]
+            "Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs]) if outs else None
 
     def body(*args: Any) -> Any:
         inner_values: dict[str, Any] = {}
@@ -110,7 +130,8 @@ def _component(
             handler.__exit__(None, None, None)
         if not outs:
             return None
-        return ret(*(_value(b, inner_values, inner_tasks, components) for _, b in outs))  # type: ignore[misc]
+        returned = [_value(b, inner_values, inner_tasks, components) for _, b in outs]
+        return returned[0] if single(outs) else ret(*returned)  # type: ignore[misc]
 
     params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_annotation(spec, b, output=False))
               for k, b in ins]
@@ -130,7 +151,7 @@ def _finally_node(spec: PipelineSpec, name: str) -> Any:
     return next(f for f in spec.finally_nodes() if f.name == name)
 
 
-def kfp_call_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
+def _declared_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
     """A call's outputs as its KFP component declares them. KFP refuses a pipeline's outputs
     produced inside a ``dsl.ExitHandler``, a nested pipeline's as well: an output made inside the
     call's il.finally_ scope (its own, a block's, a nested call's) that is only a pipeline output

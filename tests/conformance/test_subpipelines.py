@@ -124,7 +124,7 @@ def test_a_branch_inside_a_sub_pipeline_compiles_inside_its_construct(tmp_path: 
     _, pb = _kfp(sp.branch_inside, tmp_path)
     inner = _dag_tasks(pb, "comp-sub-branchy")
     assert "condition-branches-1" in inner  # dsl.If/dsl.Else inside the nested DAG
-    assert pb.components["comp-sub-branchy"].dag.outputs.parameters["o0"].HasField("value_from_oneof") \
+    assert pb.components["comp-sub-branchy"].dag.outputs.parameters["Output"].HasField("value_from_oneof") \
         or "condition-branches-1" in str(pb.components["comp-sub-branchy"].dag.outputs)
 
 
@@ -146,7 +146,7 @@ def test_a_map_output_returned_by_a_sub_pipeline(tmp_path: Path) -> None:
     status, outputs, _ = _agree(sp.map_out, tmp_path)
     assert status == "succeeded" and outputs == {"o0": ("int", 6), "o1": ("list", [1, 2, 3])}
     _, pb = _kfp(sp.map_out, tmp_path)  # the nested DAG's output is the loop's dsl.Collected
-    out = pb.components["comp-sub-sizes"].dag.outputs.parameters["o0"]
+    out = pb.components["comp-sub-sizes"].dag.outputs.parameters["Output"]
     assert out.value_from_parameter.producer_subtask.startswith("for-loop")
     wf = _flyte(sp.map_out, tmp_path)
     sub = {s.id.name: s for s in wf.sub_workflows}["conf-sub-map-out.sub-sizes"]

@@ -89,7 +89,7 @@ class Cluster:
         self.mp.chdir(pod)
         args: dict[str, Any] = {"calls": self.calls}
         if node == "bad_frame":
-            args["o0"] = dsl.Dataset(uri=str(pod / "outputs" / "o0"))
+            args["dataset"] = dsl.Dataset(uri=str(pod / "outputs" / "dataset"))
         t0 = time.perf_counter()
         try:
             run_node(REF, node, SPEC.step(node).fingerprint, args)

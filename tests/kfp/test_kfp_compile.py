@@ -69,7 +69,7 @@ def test_ir_loads_back_with_kfp_and_imports_user_code_by_name(tmp_path: Path) ->
 def test_types_become_kfp_parameters_and_artifacts(tmp_path: Path) -> None:
     ir, _ = load_ir(compile_pipeline(il.spec(typed.typed), tmp_path / "typed.yaml"))
     comps = ir["components"]
-    frame_out = comps["comp-make-frame"]["outputDefinitions"]["artifacts"]["o0"]["artifactType"]
+    frame_out = comps["comp-make-frame"]["outputDefinitions"]["artifacts"]["dataset"]["artifactType"]
     assert frame_out["schemaTitle"] == "system.Dataset"
     train = comps["comp-train"]
     assert train["inputDefinitions"]["artifacts"]["df"]["artifactType"]["schemaTitle"] == "system.Dataset"

@@ -93,7 +93,7 @@ def test_run_node_calls_the_shim_and_returns_kfp_outputs(run_env: Path, tmp_path
     spec = il.spec(typed.typed)
     frame = dsl.Dataset(uri=str(tmp_path / "frame"))
     assert run_node("kfp_test_pipelines.typed:typed", "make_frame", spec.step("make_frame").fingerprint,
-                    {"n": 3, "scale": 2.0, "o0": frame}) is None
+                    {"n": 3, "scale": 2.0, "dataset": frame}) is None
     model, metrics = dsl.Model(uri=str(tmp_path / "model")), dsl.Metrics(uri=str(tmp_path / "metrics"))
     rows, counts = run_node(
         "kfp_test_pipelines.typed:typed", "train", spec.step("train").fingerprint,
