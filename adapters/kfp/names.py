@@ -25,24 +25,28 @@ def single_return(step: StepSpec) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _io_names(step: StepSpec) -> tuple[dict[str, str], dict[str, str]]:
-    inputs = {p.name: p.name for p in step.inputs}
-    taken = set(inputs.values())
-    outputs: dict[str, str] = {}
-    if single_return(step):
-        return inputs, {step.outputs[0].name: SINGLE}
-    for p in step.outputs:
-        name = p.name
+def _io_names(inputs: tuple[str, ...], outputs: tuple[tuple[str, bool], ...], output_tuple: str | None,
+              ) -> tuple[dict[str, str], dict[str, str]]:
+    names_in = {p: p for p in inputs}
+    if len(outputs) == 1 and not output_tuple and not outputs[0][1]:  # single_return
+        return names_in, {outputs[0][0]: SINGLE}
+    taken = set(names_in.values())
+    names_out: dict[str, str] = {}
+    for port, _ in outputs:
+        name = port
         while name in taken:
             name = f"{name}_out"
         taken.add(name)
-        outputs[p.name] = name
-    return inputs, outputs
+        names_out[port] = name
+    return names_in, names_out
 
 
 def io_names(step: StepSpec) -> tuple[dict[str, str], dict[str, str]]:
     """(input port -> KFP name, output port -> KFP name)."""
-    return _io_names(step)
+    # Keyed on the ports' names only: hashing a whole StepSpec (its policies) per call cost
+    # more than the names.
+    return _io_names(tuple(p.name for p in step.inputs), tuple((p.name, p.type.is_artifact) for p in step.outputs),
+                     step.output_tuple)
 
 
 def identifier(text: str) -> str:

@@ -36,13 +36,14 @@ class NodeTask:
     map_tolerant: bool = False  # an item of a tolerant map: its task reports, never fails
 
     @classmethod
-    def of(cls, spec: PipelineSpec, node: str) -> NodeTask:
+    def of(cls, spec: PipelineSpec, node: str, declared: dict[str, TypeSpec] | None = None) -> NodeTask:
+        """``declared``: component.declared_inputs(spec, node), where the caller has it already."""
         from .component import declared_inputs
 
         n = spec.node(node)
         return cls(
             pipeline=spec.name, node=node, step=spec.step_of(n), bindings=n.bindings,
-            declared=declared_inputs(spec, node), map_item=n.map.item if n.map is not None else None,
+            declared=declared if declared is not None else declared_inputs(spec, node), map_item=n.map.item if n.map is not None else None,
             map_tolerant=bool(n.map is not None and n.map.tolerant),
         )
 
@@ -51,10 +52,10 @@ class NodeTask:
             "v": VERSION,
             "pipeline": self.pipeline,
             "node": self.node,
-            "step": self.step.to_json(),
+            "step": lean_step(self.step),
             "bindings": {k: b.to_json() for k, b in sorted(self.bindings.items())},
             "declared": {k: t.to_json() for k, t in self.declared.items()},
-            "map_item": self.map_item,
+            **({"map_item": self.map_item} if self.map_item is not None else {}),
             **({"map_tolerant": True} if self.map_tolerant else {}),
         }, sort_keys=True, separators=(",", ":"))
 
@@ -69,3 +70,27 @@ class NodeTask:
             declared={k: TypeSpec.from_json(t) for k, t in d["declared"].items()},
             map_item=d.get("map_item"), map_tolerant=bool(d.get("map_tolerant", False)),
         )
+
+
+
+# StepSpec.from_json reads these with d[...]; the rest it fills with the field's default.
+_REQUIRED = ("name", "ref", "inputs", "outputs", "fingerprint", "retry")
+
+
+def _lean(d: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if not (k in defaults and type(v) is type(defaults[k]) and v == defaults[k])}
+
+
+def lean_step(step: StepSpec) -> dict[str, Any]:
+    """``step.to_json()`` without the fields at their defaults, which ``StepSpec.from_json``
+    (and ``Retry``/``Cache``) fill back: the payload sits in every component of the compiled
+    YAML, so a pipeline of N steps carries it N times (it was two thirds default values)."""
+    from interlock.core.policies import Cache
+    from interlock.core.retry import Retry
+
+    d = step.to_json()
+    out = {k: v for k, v in d.items() if k in _REQUIRED or not (v is None or v is False or v in ({}, [], ""))}
+    out["retry"] = _lean(d["retry"], Retry().to_dict())
+    if d["cache"] is not None:  # "enabled" always stays: an empty mapping would read as no cache
+        out["cache"] = {"enabled": d["cache"]["enabled"], **_lean(d["cache"], Cache().to_json())}
+    return out
