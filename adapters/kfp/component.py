@@ -166,7 +166,7 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
         )
     # The node's slice of the compiled spec travels with it: the task neither imports the
     # pipeline module nor traces it again (node_task.py).
-    task = NodeTask.of(spec, node, declared).dumps()
+    task = NodeTask.of(spec, node, declared).compact()
     return (
         f"def {function_name}({params}){ret}:\n"
         f"    from interlock.adapters.kfp.entry import run_node\n"
