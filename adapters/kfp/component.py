@@ -174,10 +174,14 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
     )
 
 
+_prelude_names: dict[str, Any] = {}
+
+
 def _function_from_source(source: str, name: str, filename: str) -> Any:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, Any] = {"__name__": "interlock_kfp_components"}
-    exec(compile(_PRELUDE, filename + "#prelude", "exec", dont_inherit=True), namespace)
+    if not _prelude_names:  # run once: each component's namespace starts from a copy
+        exec(compile(_PRELUDE, "<interlock-kfp prelude>", "exec", dont_inherit=True), _prelude_names)
+    namespace: dict[str, Any] = {**_prelude_names, "__name__": "interlock_kfp_components"}
     # dont_inherit: this module's `from __future__ import annotations` would turn the
     # annotations into strings, which kfp cannot read.
     exec(compile(source, filename, "exec", dont_inherit=True), namespace)
