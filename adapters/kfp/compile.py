@@ -60,12 +60,22 @@ def _signature(spec: PipelineSpec) -> inspect.Signature:
 
 
 def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltPipeline:
+    from .shallow import shallow_setters
+
+    with shallow_setters():  # kfp's task setters read the whole calling stack (shallow.py)
+        return _build_pipeline(spec, opts)
+
+
+def _build_pipeline(spec: PipelineSpec, opts: KfpOptions | None) -> BuiltPipeline:
     from kfp import dsl
 
     opts = opts or KfpOptions()
-    from .distributed import job_templates
+    launchers: dict[str, dict[str, Any]] = {}
+    if any(s.distributed is not None for s in spec.steps):  # the launcher's modules cost 70 ms to import
+        from .distributed import job_templates
 
-    components = make_components(spec, image=opts.image, launchers=job_templates(spec, opts))
+        launchers = job_templates(spec, opts)
+    components = make_components(spec, image=opts.image, launchers=launchers)
     signature = _signature(spec)
     order = [p.name for p in signature.parameters.values()]
     task_names: dict[str, str] = {}
@@ -147,8 +157,6 @@ def emit_nodes(
     """
     from kfp import dsl
 
-    from .subpipeline import emit_call
-
     open_gates: list[tuple[str, list[Any]]] = []
     called: set[str] = set()
 
@@ -183,6 +191,8 @@ def emit_nodes(
                 opened.append(cm)
             open_gates.append((gate.id, opened))
         if call is not None:  # a sub-pipeline: one task of its own pipeline component
+            from .subpipeline import emit_call
+
             called.add(call)
             emit_call(spec, call, (calls or {})[call], values, tasks, components)
             if blocks is not None:
@@ -276,7 +286,7 @@ def _task(
     step = spec.step(node.step)
     bindings = node.bindings
     kwargs: dict[str, Any] = {}
-    for port_name, declared in declared_inputs(spec, node_name).items():
+    for port_name, declared in (comp.declared if comp.declared is not None else declared_inputs(spec, node_name)).items():
         port = step.input(port_name)
         assert port is not None
         b = bindings.get(port_name)

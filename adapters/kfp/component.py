@@ -44,6 +44,7 @@ class NodeComponent:
     component: Any  # kfp PythonComponent
     inputs: dict[str, str]  # port -> KFP input name
     outputs: dict[str, str]  # port -> KFP output name
+    declared: dict[str, TypeSpec] | None = None  # declared_inputs(), computed once per node
 
 
 # dsl.Collected of per-item outputs that travel as JSON text (an Optional, a dict): a KFP list of
@@ -114,7 +115,8 @@ def declared_inputs(spec: PipelineSpec, node: str) -> dict[str, TypeSpec]:
     }
 
 
-def component_source(spec: PipelineSpec, node: str, function_name: str, launcher: dict[str, Any] | None = None) -> str:
+def component_source(spec: PipelineSpec, node: str, function_name: str, launcher: dict[str, Any] | None = None,
+                     declared: dict[str, TypeSpec] | None = None) -> str:
     if not spec.ref or spec.ref.startswith("__main__:"):
         raise PipelineDefinitionError(
             "a KFP component imports the pipeline by module name, but this pipeline has no importable ref "
@@ -127,7 +129,7 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
     where = f" (pipeline {spec.name!r}, node {node!r})"
     required: list[str] = []
     optional: list[str] = []
-    declared = declared_inputs(spec, node)
+    declared = declared if declared is not None else declared_inputs(spec, node)
     for port, t in declared.items():
         kt = kfp_type(t, where=where)
         if t.is_artifact and t.optional:  # e.g. champion: il.Metrics | None = None, bound
@@ -164,7 +166,7 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
         )
     # The node's slice of the compiled spec travels with it: the task neither imports the
     # pipeline module nor traces it again (node_task.py).
-    task = NodeTask.of(spec, node).dumps()
+    task = NodeTask.of(spec, node, declared).compact()
     return (
         f"def {function_name}({params}){ret}:\n"
         f"    from interlock.adapters.kfp.entry import run_node\n"
@@ -172,10 +174,14 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
     )
 
 
+_prelude_names: dict[str, Any] = {}
+
+
 def _function_from_source(source: str, name: str, filename: str) -> Any:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, Any] = {"__name__": "interlock_kfp_components"}
-    exec(compile(_PRELUDE, filename + "#prelude", "exec", dont_inherit=True), namespace)
+    if not _prelude_names:  # run once: each component's namespace starts from a copy
+        exec(compile(_PRELUDE, "<interlock-kfp prelude>", "exec", dont_inherit=True), _prelude_names)
+    namespace: dict[str, Any] = {**_prelude_names, "__name__": "interlock_kfp_components"}
     # dont_inherit: this module's `from __future__ import annotations` would turn the
     # annotations into strings, which kfp cannot read.
     exec(compile(source, filename, "exec", dont_inherit=True), namespace)
@@ -191,7 +197,8 @@ def make_components(
     out: dict[str, NodeComponent] = {}
     for node, fname in function_names(spec).items():
         step = spec.step_of(node)
-        source = component_source(spec, node, fname, (launchers or {}).get(node))
+        declared = declared_inputs(spec, node)
+        source = component_source(spec, node, fname, (launchers or {}).get(node), declared)
         fn = _function_from_source(source, fname, f"<interlock-kfp {spec.name}/{node}>")
         comp = dsl.component(
             fn,
@@ -200,5 +207,5 @@ def make_components(
             install_kfp_package=False,
         )
         names_in, names_out = io_names(step)
-        out[node] = NodeComponent(node, fname, source, comp, names_in, names_out)
+        out[node] = NodeComponent(node, fname, source, comp, names_in, names_out, declared)
     return out

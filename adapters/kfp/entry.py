@@ -56,13 +56,14 @@ def run_context_for(pipeline: str) -> RunContext:
 def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any], task: str | None = None) -> Any:
     """Execute one node through the shim. Called by the generated component function.
 
-    ``task``: the node's slice of the compiled spec (node_task.py). With it nothing of the
+    ``task``: the node's slice of the compiled spec (node_task.py: ``NodeTask.compact()``, or
+    its JSON from components compiled before that). With it nothing of the
     pipeline is imported or traced: the step's module is imported when its function is
     called, so a retry the shim refuses (a stop marker) never imports it. Without it (a
     component compiled by an older interlock, a test) the pipeline is loaded from
     ``pipeline_ref`` as before.
     """
-    t = NodeTask.loads(task) if task is not None else NodeTask.of(load_spec(pipeline_ref), node)
+    t = NodeTask.loads(task, fingerprint) if task is not None else NodeTask.of(load_spec(pipeline_ref), node)
     step = t.step
     if step.fingerprint != fingerprint:
         _differs(t, fingerprint, step.fingerprint)

@@ -52,24 +52,32 @@ def artifact_name(t: TypeSpec) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _io_names(step: StepSpec) -> tuple[dict[str, str], dict[str, str]]:
-    inputs = {p.name: p.name for p in step.inputs}
-    taken = set(inputs.values())
-    outputs: dict[str, str] = {}
-    if single_return(step):
-        return inputs, {step.outputs[0].name: SINGLE}
-    for p in step.outputs:
-        name = artifact_name(p.type) if single_artifact(step) else p.name
+def _io_names(inputs: tuple[str, ...], outputs: tuple[tuple[str, str | None], ...], output_tuple: str | None,
+              ) -> tuple[dict[str, str], dict[str, str]]:
+    # outputs: (port, None for a JSON value, else the name an artifact gets when it is the only output)
+    names_in = {p: p for p in inputs}
+    single = len(outputs) == 1 and not output_tuple
+    if single and outputs[0][1] is None:  # single_return
+        return names_in, {outputs[0][0]: SINGLE}
+    taken = set(names_in.values())
+    names_out: dict[str, str] = {}
+    for port, by_type in outputs:
+        name = by_type if single and by_type else port
         while name in taken:
             name = f"{name}_out"
         taken.add(name)
-        outputs[p.name] = name
-    return inputs, outputs
+        names_out[port] = name
+    return names_in, names_out
 
 
 def io_names(step: StepSpec) -> tuple[dict[str, str], dict[str, str]]:
     """(input port -> KFP name, output port -> KFP name)."""
-    return _io_names(step)
+    # Keyed on the ports' names only: hashing a whole StepSpec (its policies) per call cost
+    # more than the names.
+    single = single_artifact(step)
+    outs = tuple((p.name, (artifact_name(p.type) if single else "") if p.type.is_artifact else None)
+                 for p in step.outputs)
+    return _io_names(tuple(p.name for p in step.inputs), outs, step.output_tuple)
 
 
 def identifier(text: str) -> str:

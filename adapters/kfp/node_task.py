@@ -1,12 +1,15 @@
-"""What one KFP task needs to run its node, compiled into the component (JSON, no pickle).
+"""What one KFP task needs to run its node, compiled into the component (plain data, no pickle).
 
 A task used to import the whole pipeline module and trace the pipeline again to find its
 step (``load_spec``): every task of a run paid for the pipeline's imports (pandas, a
 training library) and tracing, even a one-line gate or a retry that the shim refuses at
 once. The compiled component now carries this node's slice of the spec::
 
-    {"v": 1, "pipeline": "fraud-retrain", "node": "train", "step": {...StepSpec...},
-     "bindings": {"features": {...}}, "declared": {"features": {...TypeSpec...}}, "map_item": null}
+    {'bindings':{'features':{...}},'declared':{'features':{...TypeSpec...}},'node':'train',
+     'pipeline':'fraud-retrain','step':{...StepSpec, less its defaults and fingerprint...},'v':1}
+
+(as Python literal text in the component's source: ``compact()``; ``dumps()`` is the same
+as JSON text; ``loads`` reads both)
 
 so the task runs exactly what was compiled, and imports only the step's own module, when it
 calls the function (a refused retry never does). Its size is one step's, whatever the
@@ -16,6 +19,7 @@ pipeline's: the compiled YAML stays linear in the number of nodes.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,31 +40,55 @@ class NodeTask:
     map_tolerant: bool = False  # an item of a tolerant map: its task reports, never fails
 
     @classmethod
-    def of(cls, spec: PipelineSpec, node: str) -> NodeTask:
+    def of(cls, spec: PipelineSpec, node: str, declared: dict[str, TypeSpec] | None = None) -> NodeTask:
+        """``declared``: component.declared_inputs(spec, node), where the caller has it already."""
         from .component import declared_inputs
 
         n = spec.node(node)
         return cls(
             pipeline=spec.name, node=node, step=spec.step_of(n), bindings=n.bindings,
-            declared=declared_inputs(spec, node), map_item=n.map.item if n.map is not None else None,
+            declared=declared if declared is not None else declared_inputs(spec, node), map_item=n.map.item if n.map is not None else None,
             map_tolerant=bool(n.map is not None and n.map.tolerant),
         )
 
-    def dumps(self) -> str:
-        return json.dumps({
+    def to_dict(self) -> dict[str, Any]:
+        return {
             "v": VERSION,
             "pipeline": self.pipeline,
             "node": self.node,
-            "step": self.step.to_json(),
+            "step": lean_step(self.step),
             "bindings": {k: b.to_json() for k, b in sorted(self.bindings.items())},
             "declared": {k: t.to_json() for k, t in self.declared.items()},
-            "map_item": self.map_item,
+            **({"map_item": self.map_item} if self.map_item is not None else {}),
             **({"map_tolerant": True} if self.map_tolerant else {}),
-        }, sort_keys=True, separators=(",", ":"))
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def compact(self) -> str:
+        """The text compiled into a component's source: ``to_dict()`` less the step's
+        fingerprint (the component passes it to ``run_node`` on its own), as a Python literal
+        (``python_literal``). ``loads`` reads it back."""
+        d = self.to_dict()
+        d["step"] = {k: v for k, v in d["step"].items() if k != "fingerprint"}
+        return python_literal(d)
 
     @classmethod
-    def loads(cls, text: str) -> NodeTask:
-        d: dict[str, Any] = json.loads(text)
+    def loads(cls, text: str, fingerprint: str | None = None) -> NodeTask:
+        """From ``dumps()`` (JSON) or ``compact()`` (a Python literal, which needs the step's
+        ``fingerprint``)."""
+        if text.startswith('{"'):
+            return cls.from_dict(json.loads(text))
+        import ast
+
+        d = ast.literal_eval(text)
+        if fingerprint is None:
+            raise ValueError("a compact node task needs the step's fingerprint (the component's run_node argument)")
+        return cls.from_dict({**d, "step": {**d["step"], "fingerprint": fingerprint}})
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> NodeTask:
         if d.get("v") != VERSION:
             raise ValueError(f"node task format {d.get('v')!r}; this interlock reads {VERSION}: recompile the pipeline")
         return cls(
@@ -69,3 +97,45 @@ class NodeTask:
             declared={k: TypeSpec.from_json(t) for k, t in d["declared"].items()},
             map_item=d.get("map_item"), map_tolerant=bool(d.get("map_tolerant", False)),
         )
+
+
+def python_literal(value: Any) -> str:
+    """JSON-able data as a compact Python expression, for a component's source.
+
+    Not JSON: kfp's YAML writes a component's source double-quoted, escaping each ``"`` of
+    the JSON, so the same data written with Python's quotes is 15% shorter in the compiled
+    YAML (which carries it once per component), and easier to read there. The source holds
+    it as one string (``repr`` of this), not as a dict display: kfp tokenizes every
+    component's source, and a display is hundreds of tokens.
+    """
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{python_literal(k)}:{python_literal(v)}" for k, v in sorted(value.items())) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(python_literal(v) for v in value) + "]"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"  # inf, nan: no literal
+    if value is None or isinstance(value, str | int | float):  # bool is an int
+        return repr(value)
+    raise TypeError(f"{type(value).__name__} in a node task: not JSON data")
+
+# StepSpec.from_json reads these with d[...]; the rest it fills with the field's default.
+_REQUIRED = ("name", "ref", "inputs", "outputs", "fingerprint", "retry")
+
+
+def _lean(d: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if not (k in defaults and type(v) is type(defaults[k]) and v == defaults[k])}
+
+
+def lean_step(step: StepSpec) -> dict[str, Any]:
+    """``step.to_json()`` without the fields at their defaults, which ``StepSpec.from_json``
+    (and ``Retry``/``Cache``) fill back: the payload sits in every component of the compiled
+    YAML, so a pipeline of N steps carries it N times (it was two thirds default values)."""
+    from interlock.core.policies import Cache
+    from interlock.core.retry import Retry
+
+    d = step.to_json()
+    out = {k: v for k, v in d.items() if k in _REQUIRED or not (v is None or v is False or v in ({}, [], ""))}
+    out["retry"] = _lean(d["retry"], Retry().to_dict())
+    if d["cache"] is not None:  # "enabled" always stays: an empty mapping would read as no cache
+        out["cache"] = {"enabled": d["cache"]["enabled"], **_lean(d["cache"], Cache().to_json())}
+    return out

@@ -62,10 +62,44 @@ def test_the_component_carries_its_node_slice_of_the_spec() -> None:
     spec = il.spec(typed.typed)
     source = component_source(spec, "total", "total")
     task = NodeTask.of(spec, "total")
-    assert repr(task.dumps()) in source
+    assert repr(task.compact()) in source
+    fp = spec.step_of("total").fingerprint
+    assert NodeTask.loads(task.compact(), fp) == task
     back = NodeTask.loads(task.dumps())
     assert back == task and back.step == spec.step_of("total")
     assert len(task.dumps()) < 2000  # one step's worth, whatever the size of the pipeline
+    assert fp not in task.compact()  # the component passes it once, as run_node's own argument
+
+
+def test_the_slice_leaves_out_defaults_and_reads_them_back() -> None:
+    """The slice is in every component of the compiled YAML: fields at their defaults stay out,
+    and every value that differs from a default comes back, falsy ones included."""
+    import dataclasses
+
+    from interlock.core.policies import Cache
+    from interlock.core.retry import Retry
+
+    spec = il.spec(typed.typed)
+    task = NodeTask.of(spec, "total")
+    for name in ("checkpoint", "distributed", "secrets", "annotations", "interruptible", "doc", "map_item"):
+        assert f"'{name}'" not in task.compact() and f'"{name}"' not in task.dumps()
+    variants = [
+        dict(retry=Retry(0)), dict(retry=Retry(transient=2, preempted=1)), dict(timeout_s=0.0),
+        dict(cache=Cache(enabled=False)), dict(cache=Cache(version="2", ignore_inputs=("x",))), dict(inputs=()),
+        dict(env=(("A", ""),), doc="a step", image="img:1", interruptible=True),
+    ]
+    for change in variants:
+        t = dataclasses.replace(task, step=dataclasses.replace(task.step, **change))
+        assert NodeTask.loads(t.dumps()) == t, change
+        assert NodeTask.loads(t.compact(), t.step.fingerprint) == t, change
+
+
+def test_the_compiled_form_runs_in_a_task_process(state: Path) -> None:
+    spec = il.spec(typed.typed)
+    step = spec.step_of("total")
+    out = in_task_process(TYPED_REF, "total", step.fingerprint, {"counts": {"a": 2, "b": 3}},
+                          NodeTask.of(spec, "total").compact())
+    assert out["returned"] == 5 and out["traced"] is False
 
 
 def test_a_task_runs_its_step_without_tracing_the_pipeline(state: Path) -> None:
