@@ -8,6 +8,11 @@ parameters as the caller bound them (plus anything else its body reads from outs
 outputs are what the rest of the pipeline reads from it, named by the sub-pipeline's own
 outputs where they match. KFP caches container executions, not DAG tasks: the inner steps
 cache one by one.
+
+An ``il.finally_`` in the sub-pipeline's body: a ``dsl.ExitHandler`` around the body inside
+``comp-<call>``; when the call's outputs are read, the body is a nested pipeline of its own
+(``comp-<call>-body``) followed by the finally task with ``.ignore_upstream_failure()`` (KFP's
+other exit task), since KFP refuses a pipeline's outputs from inside an ExitHandler.
 """
 
 from __future__ import annotations
