@@ -58,9 +58,9 @@ _FEATURES = {
     "dsl.PipelineTaskFinalStatus of the group; KFP allows exit handlers at the outermost scope only, so not "
     "together with a whole-pipeline finally or state_pvc's receipt handler)",
     "subpipeline.finally": "native (a dsl.ExitHandler around the body of the call's nested pipeline comp-<call>, "
-    "the finally step its exit task; KFP refuses a pipeline's outputs from inside an ExitHandler, a nested "
-    "pipeline's too: an output of the call read outside it is refused at compile time, one that is only a "
-    "pipeline output is not declared in the IR)",
+    "the finally step its exit task; a call whose outputs are read: the body as its own nested pipeline "
+    "comp-<call>-body and the finally task after it with .ignore_upstream_failure() and "
+    "dsl.PipelineTaskFinalStatus, as KFP refuses a pipeline's outputs from inside an ExitHandler)",
     "secrets": "native (kfp-kubernetes secret references; values never in the YAML)",
     "labels": "native (kfp-kubernetes pod labels and annotations)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class as kfp-kubernetes pod labels; "

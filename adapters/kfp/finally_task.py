@@ -143,8 +143,12 @@ def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: st
 
 def outside_blocks(spec: PipelineSpec, outputs: list[Any]) -> list[Any]:
     """Pipeline outputs KFP can declare: none from inside an exit handler (KFP refuses them;
-    kfp-local still returns them), a sub-pipeline call's with an il.finally_ included."""
-    inside = {m for b in spec.finally_blocks for m in b.members}
+    kfp-local still returns them)."""
+    from interlock.core.finally_ import is_call_finally
+
+    # A sub-pipeline call's own finally is no ExitHandler around what the caller reads: a call whose
+    # outputs are read runs its finally after its body (subpipeline._after_body).
+    inside = {m for b in spec.finally_blocks if not is_call_finally(spec, b) for m in b.members}
     return [(k, b) for k, b in outputs if not (b.nodes() & inside)]
 
 

@@ -8,6 +8,11 @@ parameters as the caller bound them (plus anything else its body reads from outs
 outputs are what the rest of the pipeline reads from it, named by the sub-pipeline's own
 outputs where they match. KFP caches container executions, not DAG tasks: the inner steps
 cache one by one.
+
+An ``il.finally_`` in the sub-pipeline's body: a ``dsl.ExitHandler`` around the body inside
+``comp-<call>``; when the call's outputs are read, the body is a nested pipeline of its own
+(``comp-<call>-body``) followed by the finally task with ``.ignore_upstream_failure()`` (KFP's
+other exit task), since KFP refuses a pipeline's outputs from inside an ExitHandler.
 """
 
 from __future__ import annotations
@@ -80,13 +85,61 @@ def build_calls(spec: PipelineSpec, components: dict[str, Any], selectors: dict[
     for c in sorted(spec.subs, key=lambda c: -depth[c.name]):
         inside = set(c.nodes)
         nodes = [n for n in order if n.name in inside]
-        built[c.name] = _component(spec, c.name, nodes, components, selectors, opts, task_names, depth[c.name], built)
+        if c.finally_ is not None and kfp_call_outputs(spec, c.name):
+            # The call's il.finally_ and outputs read outside it: the body as a nested pipeline of its
+            # own, the finally step after it with ignore_upstream_failure (KFP's alternative to an exit
+            # task), so that the outputs escape (KFP refuses them from inside a dsl.ExitHandler).
+            body = _component(spec, c.name, nodes, components, selectors, opts, task_names, depth[c.name], built,
+                              handler=False, suffix="-body")
+            built[c.name] = _after_body(spec, c.name, body, opts, components, task_names)
+        else:
+            built[c.name] = _component(spec, c.name, nodes, components, selectors, opts, task_names, depth[c.name],
+                                       built)
     return built
+
+
+def _after_body(spec: PipelineSpec, name: str, body_component: Any, opts: Any, components: dict[str, Any],
+                task_names: dict[str, str]) -> Any:
+    """The call's component: its body's nested pipeline, then the finally step's task, which runs
+    when the body is done whatever its outcome (``.ignore_upstream_failure()``) and gets its
+    ``dsl.PipelineTaskFinalStatus``; it returns the body's outputs."""
+    from kfp import dsl
+
+    from .finally_task import make_finally_task
+
+    c = call(spec, name)
+    ins = call_inputs(spec, name)
+    outs = kfp_call_outputs(spec, name)
+    ret = typing.NamedTuple("Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs])  # type: ignore[misc]
+
+    def wrapper(*args: Any) -> Any:
+        values = dict(zip([k for k, _ in ins], args, strict=True))
+        task = body_component(**values)
+        task.set_display_name(f"{name}-body")
+        inner_values = {b.param or "": values[k] for k, b in ins if b.kind is BindingKind.PARAM}
+        exit_task, comp = make_finally_task(spec, inner_values, opts, _finally_node(spec, c.finally_ or ""))
+        components[comp.node] = comp
+        task_names[exit_task.name] = comp.node
+        exit_task.after(task).ignore_upstream_failure()
+        return ret(*(task.outputs[k] for k, _ in outs))  # type: ignore[misc]
+
+    params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_annotation(spec, b, output=False))
+              for k, b in ins]
+    wrapper.__signature__ = inspect.Signature(params, return_annotation=ret)  # type: ignore[attr-defined]
+    wrapper.__name__ = name.replace("-", "_").replace(".", "_")
+    wrapper.__doc__ = f"interlock sub-pipeline {c.pipeline!r}, called as {name!r}, and its il.finally_"
+    try:
+        return dsl.pipeline(name=name.replace(".", "-"), description=wrapper.__doc__)(wrapper)
+    except PipelineDefinitionError:
+        raise
+    except Exception as exc:
+        raise PipelineDefinitionError(f"kfp refused sub-pipeline {c.pipeline!r} (called as {name!r}): {exc}",
+                                      pipeline=spec.name, step=name) from exc
 
 
 def _component(
     spec: PipelineSpec, name: str, nodes: list[Any], components: dict[str, Any], selectors: dict[str, str],
-    opts: Any, task_names: dict[str, str], depth: int, calls: dict[str, Any],
+    opts: Any, task_names: dict[str, str], depth: int, calls: dict[str, Any], handler: bool = True, suffix: str = "",
 ) -> Any:
     from kfp import dsl
 
@@ -113,21 +166,21 @@ def _component(
                 holder.outputs[components[b.node or ""].outputs[b.port or ""]] = channel
             else:  # a branch value from outside
                 inner_tasks[one_of_memo(b)] = channel
-        handler = None
-        if c.finally_ is not None:  # the call's il.finally_: an ExitHandler around its whole body
+        exit_handler = None
+        if c.finally_ is not None and handler:  # the call's il.finally_: an ExitHandler around its whole body
             from .finally_task import make_finally_task
 
             exit_task, comp = make_finally_task(spec, inner_values, opts, _finally_node(spec, c.finally_))
             components[comp.node] = comp
             task_names[exit_task.name] = comp.node
-            handler = dsl.ExitHandler(exit_task, name=f"{identifier(c.finally_)}-finally")
-            handler.__enter__()
+            exit_handler = dsl.ExitHandler(exit_task, name=f"{identifier(c.finally_)}-finally")
+            exit_handler.__enter__()
         # `with il.finally_` blocks in the sub-pipeline's body: each an ExitHandler in its component
         blocks = BlockHandlers(spec, nodes, inner_values, opts, components, task_names, call=c)
         emit_nodes(spec, blocks.order, inner_values, inner_tasks, components, selectors, opts, task_names, depth,
                    calls, blocks=blocks)
-        if handler is not None:
-            handler.__exit__(None, None, None)
+        if exit_handler is not None:
+            exit_handler.__exit__(None, None, None)
         if not outs:
             return None
         returned = [_value(b, inner_values, inner_tasks, components) for _, b in outs]
@@ -136,10 +189,10 @@ def _component(
     params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_annotation(spec, b, output=False))
               for k, b in ins]
     body.__signature__ = inspect.Signature(params, return_annotation=ret or inspect.Signature.empty)  # type: ignore[attr-defined]
-    body.__name__ = name.replace("-", "_").replace(".", "_")
-    body.__doc__ = f"interlock sub-pipeline {c.pipeline!r}, called as {name!r}"
+    body.__name__ = (name + suffix).replace("-", "_").replace(".", "_")
+    body.__doc__ = f"interlock sub-pipeline {c.pipeline!r}, called as {name!r}" + (" (its body)" if suffix else "")
     try:
-        return dsl.pipeline(name=name.replace(".", "-"), description=body.__doc__)(body)
+        return dsl.pipeline(name=name.replace(".", "-") + suffix, description=body.__doc__)(body)
     except PipelineDefinitionError:
         raise
     except Exception as exc:
@@ -153,14 +206,19 @@ def _finally_node(spec: PipelineSpec, name: str) -> Any:
 
 def _declared_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
     """A call's outputs as its KFP component declares them. KFP refuses a pipeline's outputs
-    produced inside a ``dsl.ExitHandler``, a nested pipeline's as well: an output made inside the
-    call's il.finally_ scope (its own, a block's, a nested call's) that is only a pipeline output
-    is not declared (kfp-local still returns it, as for the top level's); read by a step or a
-    condition outside the call, it is refused, naming the call, the output and what to write."""
+    produced inside a ``dsl.ExitHandler``, a nested pipeline's as well: an output made inside a
+    ``with il.finally_`` block of the call (or of a call nested in it) that is only a pipeline
+    output is not declared (kfp-local still returns it, as for the top level's); read by a step or
+    a condition outside the call, it is refused, naming the call, the output and what to write."""
     from dataclasses import replace
 
     outs = call_outputs(spec, name)
-    inside = {m for b in spec.finally_blocks if b.node.name.startswith(name + SEP) for m in b.members}
+    from interlock.core.finally_ import is_call_finally
+
+    # A call's own il.finally_ with outputs runs after its body's nested pipeline (_after_body), so
+    # only `with il.finally_` blocks inside it (their ExitHandlers) hold outputs in.
+    inside = {m for b in spec.finally_blocks if b.node.name.startswith(name + SEP) and not is_call_finally(spec, b)
+              for m in b.members}
     if not inside:
         return outs
     c = call(spec, name)
@@ -177,12 +235,12 @@ def _declared_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]
             who = f"step {readers[0]!r}" if readers else "a condition outside the call"
             raise PipelineDefinitionError(
                 f"sub-pipeline {c.pipeline!r} (called as {name!r}): its output {k!r} ({b.describe()}) is made inside "
-                f"its il.finally_ scope and {who} reads it outside the call: KFP refuses the outputs of a pipeline "
+                f"an il.finally_ block and {who} reads it outside the call: KFP refuses the outputs of a pipeline "
                 "produced inside a dsl.ExitHandler, a nested pipeline's too",
                 pipeline=spec.name, step=name, port=k,
-                hint="on KFP, move the steps that read it into the sub-pipeline, or scope the finally step to the "
-                "steps that make no returned value (`with il.finally_(step): ...` around them in the sub-pipeline), "
-                "or call il.finally_ in the calling pipeline; local and Flyte run it as written",
+                hint="on KFP, move the steps that read it into the sub-pipeline, or leave the step that makes it "
+                "outside the `with il.finally_(...)` block, or make the finally the sub-pipeline's whole-body "
+                "il.finally_(step) (its outputs then reach the caller); local and Flyte run it as written",
             )
     return keep
 

@@ -78,22 +78,38 @@ def block(x: int = 1, fail: bool = False, out: str = os.devnull):
 
 
 @il.pipeline(name="sf-returning")
-def returning(x: int, out: str) -> int:
+def returning(x: int, fail: bool, out: str) -> int:
     finally_(report.named("cleanup"), label="returning", out=out)
-    return maybe_fail(x=x, fail=False)
+    return maybe_fail(x=x, fail=fail)
 
 
 @il.pipeline(name="sf-read-after")
-def read_after(x: int = 1, out: str = os.devnull):
-    """The sub-pipeline's output read by a step of the caller: local and Flyte; refused on KFP."""
-    v = returning(x=x, out=out)
+def read_after(x: int = 1, fail: bool = False, out: str = os.devnull):
+    """The sub-pipeline's output read by a step of the caller (on KFP the finally step then runs
+    after the body's own nested pipeline, not as an ExitHandler's exit task)."""
+    v = returning(x=x, fail=fail, out=out)
     return shout.named("after")(x=v)
 
 
 @il.pipeline(name="sf-as-output")
 def as_output(x: int = 1, out: str = os.devnull):
-    """The sub-pipeline's output returned by the caller (not declared in the KFP IR)."""
-    return returning(x=x, out=out)
+    """The sub-pipeline's output returned by the caller."""
+    return returning(x=x, fail=False, out=out)
+
+
+@il.pipeline(name="sf-block-returning")
+def block_returning(x: int, out: str) -> int:
+    with finally_(report.named("block-cleanup"), label="block", out=out):
+        z = maybe_fail(x=x, fail=False)
+    return z
+
+
+@il.pipeline(name="sf-block-read-after")
+def block_read_after(x: int = 1, out: str = os.devnull):
+    """An output made inside a `with il.finally_` block of the sub-pipeline, read by the caller:
+    local and Flyte; refused on KFP (an ExitHandler's output)."""
+    v = block_returning(x=x, out=out)
+    return shout.named("after")(x=v)
 
 
 @il.pipeline(name="sf-with-outer")
