@@ -129,7 +129,7 @@ def test_kfp_runs_the_finally_after_the_body_s_nested_pipeline_when_the_call_s_o
     [body] = fin.dependent_tasks
     assert tasks[body].component_ref.name == "comp-sf-returning-body"
     assert fin.inputs.parameters["status"].task_final_status.producer_task == body
-    assert set(pb.components["comp-sf-returning"].output_definitions.parameters) == {"o0"}  # declared: it escapes
+    assert set(pb.components["comp-sf-returning"].output_definitions.parameters) == {"Output"}  # declared (KFP's name for one unnamed output): it escapes
     inner = pb.components["comp-sf-returning-body"].dag.tasks
     assert {t.task_info.name for t in inner.values()} == {"sf-returning.maybe_fail"}
 
