@@ -11,6 +11,10 @@ The shape is a chain of N trivial steps (``x + 1``), one task per step:
 Each side runs in a fresh interpreter with its imports done before the clock starts; the
 first run starts from an empty cache, the rerun repeats it in the same process (all cache
 hits). The figure is the whole run's seconds at size N; the table also prints per step.
+The two sides alternate, one fresh interpreter each per repeat (paired runs), and each
+figure is also given in CPU seconds (``..., CPU``: the interpreter's own and its waited-for
+children's, i.e. kfp-local's task processes): on a shared machine wall seconds say as much
+about the neighbours as about the run.
 """
 
 # No `from __future__ import annotations`: kfp reads the component's annotations as types.
@@ -18,6 +22,7 @@ hits). The figure is the whole run's seconds at size N; the table also prints pe
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -63,10 +68,33 @@ def flytekit_module(n: int) -> str:
     return "\n".join(lines)
 
 
-def worker(side: str, n: int, work: str) -> list[float]:
-    """Two runs of one side (first, then cached) in this interpreter; seconds each."""
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of the children it has waited for (kfp-local's tasks)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+class Clock(list):
+    """Wall seconds of each run, and (``.cpu``) CPU seconds of each, this process and its tasks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cpu: list[float] = []
+        self._cpu0 = 0.0
+
+    def start(self) -> float:
+        self._cpu0 = cpu_seconds()
+        return time.perf_counter()
+
+    def append(self, wall: float) -> None:  # type: ignore[override]
+        self.cpu.append(cpu_seconds() - self._cpu0)
+        super().append(wall)
+
+
+def worker(side: str, n: int, work: str) -> dict[str, list[float]]:
+    """Two runs of one side (first, then cached) in this interpreter; wall and CPU seconds each."""
     os.environ["HOME"] = work  # flytekit and kfp keep nothing of this run outside it
-    times: list[float] = []
+    times = Clock()
     if side in ("flyte-local", "kfp-local"):
         if side == "flyte-local":
             import interlock.adapters.flyte.local  # noqa: F401  (imports outside the clock)
@@ -75,7 +103,7 @@ def worker(side: str, n: int, work: str) -> list[float]:
 
             import interlock.adapters.kfp.local  # noqa: F401
         for _ in range(2):
-            t0 = time.perf_counter()
+            t0 = times.start()
             r = il.run(bench, backend=side, workdir=work)
             times.append(time.perf_counter() - t0)
             assert r.outputs["o0"] == n, r.outputs
@@ -90,12 +118,12 @@ def worker(side: str, n: int, work: str) -> list[float]:
         # building interlock's tasks is.
         Path(work, "fk_chain.py").write_text(flytekit_module(n))
         sys.path.insert(0, work)
-        t0 = time.perf_counter()
+        t0 = times.start()
         wf = importlib.import_module("fk_chain").chain
         out = wf(x=0)
         times.append(time.perf_counter() - t0)
         assert out == n, out
-        t0 = time.perf_counter()
+        t0 = times.start()
         out = wf(x=0)
         times.append(time.perf_counter() - t0)
         assert out == n, out
@@ -106,7 +134,7 @@ def worker(side: str, n: int, work: str) -> list[float]:
                    enable_caching=True, cache_root=os.path.join(work, "kfp-cache"))
         # Defining the component and the pipeline (kfp compiles it then) is inside the first
         # run's clock, as interlock's compile is.
-        t0 = time.perf_counter()
+        t0 = times.start()
 
         @dsl.component(base_image="python:3.11", install_kfp_package=False)
         def kinc(x: int) -> int:
@@ -123,15 +151,15 @@ def worker(side: str, n: int, work: str) -> list[float]:
             out = kchain(x=0).output
             times.append(time.perf_counter() - t0)
             assert out == n, out
-            t0 = time.perf_counter()
-    return times
+            t0 = times.start()
+    return {"wall": list(times), "cpu": times.cpu}
 
 
 WORKER = "import json, sys, backend_overhead as b; print(json.dumps(b.worker(sys.argv[1], int(sys.argv[2]), sys.argv[3])))"
 
 
-def measure(side: str, n: int) -> tuple[float, float]:
-    """(first run, cached rerun) seconds, one fresh interpreter."""
+def measure(side: str, n: int) -> dict[str, list[float]]:
+    """{"wall": [first run, cached rerun], "cpu": [...]} seconds, one fresh interpreter."""
     with tempfile.TemporaryDirectory(prefix="il-overhead-") as work:
         # Bytecode caches as an installed package has them (a task process would otherwise
         # compile interlock's sources on every start, when PYTHONDONTWRITEBYTECODE is set).
@@ -141,13 +169,18 @@ def measure(side: str, n: int) -> tuple[float, float]:
                               capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise RuntimeError(f"{side} N={n} failed:\n{proc.stderr[-3000:]}")
-        first, rerun = json.loads(proc.stdout.strip().splitlines()[-1])
-        return first, rerun
+        return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def best(side: str, n: int, repeat: int) -> tuple[float, float]:
-    runs = [measure(side, n) for _ in range(repeat)]
-    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+def paired(backend: str, native: str, n: int, repeat: int) -> dict[str, dict[str, list[float]]]:
+    """Medians of ``repeat`` fresh interpreters per side, the two sides alternating (paired runs:
+    a neighbour's load lands on both)."""
+    runs: dict[str, list[dict[str, list[float]]]] = {backend: [], native: []}
+    for _ in range(repeat):
+        for side in (backend, native):
+            runs[side].append(measure(side, n))
+    return {side: {k: [statistics.median(r[k][i] for r in rs) for i in range(2)] for k in ("wall", "cpu")}
+            for side, rs in runs.items()}
 
 
 def main() -> None:
@@ -165,9 +198,11 @@ def main() -> None:
     print(f"{'figure':<30} {'N':>5} {'interlock s':>12} {'native s':>10} {'ratio':>6} {'ms/step il':>11} {'native':>8}")
     for backend in args.backends.split(","):
         for n in [int(s) for s in sizes[backend].split(",") if s]:
-            il_first, il_rerun = best(backend, n, args.repeat)
-            nat_first, nat_rerun = best(natives[backend], n, args.repeat)
-            for what, mine, theirs in (("first run", il_first, nat_first), ("cached rerun", il_rerun, nat_rerun)):
+            got = paired(backend, natives[backend], n, args.repeat)
+            mine_, theirs_ = got[backend], got[natives[backend]]
+            for what, i, clock in (("first run", 0, "wall"), ("cached rerun", 1, "wall"),
+                                   ("first run, CPU", 0, "cpu"), ("cached rerun, CPU", 1, "cpu")):
+                mine, theirs = mine_[clock][i], theirs_[clock][i]
                 figure = f"{backend} {what}"
                 ratio = mine / theirs if theirs else None
                 rows.append({"figure": figure, "size": n, "interlock_s": mine, "native_s": theirs, "ratio": ratio,

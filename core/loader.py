@@ -12,12 +12,14 @@ import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InterlockError, PipelineDefinitionError
-from .pipeline import Pipeline
 from .refs import module_name_for
 from .spec import PipelineSpec
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
 
 
 def import_ref(ref: str) -> Any:
@@ -41,6 +43,8 @@ def load_spec(ref: str) -> PipelineSpec:
             f"cannot import pipeline {ref!r}: {exc}",
             hint="the pipeline's module must be importable in the step's image (installed or on PYTHONPATH)",
         ) from exc
+    from .pipeline import Pipeline  # here: a KFP task imports this module for import_ref alone
+
     if isinstance(obj, PipelineSpec):
         return obj
     if isinstance(obj, Pipeline):
@@ -87,6 +91,8 @@ def _innermost_frame(exc: BaseException) -> str:
 
 def load_pipeline(target: str) -> Pipeline:
     """Load ``FILE_OR_MODULE[:PIPELINE]``; without a name, the module's only pipeline."""
+    from .pipeline import Pipeline
+
     module_part, _, attr = target.partition(":")
     if ":" not in target and target.count(":") == 0 and "/" not in target and not target.endswith(".py"):
         module_part, attr = target, ""

@@ -20,13 +20,17 @@ from .types import TypeSpec, is_named_tuple, type_of, value_matches
 _NAME_OK = "abcdefghijklmnopqrstuvwxyz0123456789-"
 
 
+# The keywords ``il.run`` keeps for itself, in its signature's order. Spelled here rather than
+# read from the signature: that meant importing the run machinery (api, backends, receipts)
+# whenever a pipeline is decorated, in every KFP task process that imports the step's
+# module. tests/core/test_names_and_outputs.py checks it against il.run's signature.
+RUN_OPTIONS = ("pipeline", "backend", "workdir", "run_id", "cache", "progress", "raise_on_failure", "options",
+               "resume", "checkpoint_store")
+
+
 def run_option_names() -> tuple[str, ...]:
     """The keywords ``il.run`` keeps for itself (everything else it passes on as parameters)."""
-    from .api import run
-
-    return tuple(
-        n for n, p in inspect.signature(run).parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD
-    )
+    return RUN_OPTIONS
 
 
 def _refuse_run_option_names(fn: Callable[..., Any], pipeline: str) -> None:

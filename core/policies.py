@@ -14,7 +14,9 @@ from typing import Any
 from .errors import PolicyError
 
 # Kubernetes resource quantities: "500m", "2", "1.5", "2Gi", "512Mi", "1G", "1e3".
-_QUANTITY = re.compile(r"^(?P<num>[0-9]+(\.[0-9]+)?|\.[0-9]+)(?P<unit>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e[0-9]+)?$")
+# Patterns compile on first use (re caches them): every KFP task imports this module, most
+# never check a quantity or a label.
+_QUANTITY = r"^(?P<num>[0-9]+(\.[0-9]+)?|\.[0-9]+)(?P<unit>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e[0-9]+)?$"
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
@@ -27,7 +29,7 @@ def parse_quantity(value: str | int | float, field_name: str) -> float:
         if value < 0:
             raise PolicyError(f"{field_name}={value!r} must not be negative")
         return float(value)
-    m = _QUANTITY.match(str(value).strip())
+    m = re.match(_QUANTITY, str(value).strip())
     if not m:
         raise PolicyError(
             f"{field_name}={value!r} is not a valid Kubernetes quantity",
@@ -160,11 +162,11 @@ class Resources:
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-_KUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+_KUEUE_NAME = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$"
 
 
 def _kueue_name(value: str | None, field_name: str) -> str | None:
-    if value is not None and (not isinstance(value, str) or not _KUEUE_NAME.match(value)):
+    if value is not None and (not isinstance(value, str) or not re.match(_KUEUE_NAME, value)):
         raise PolicyError(
             f"{field_name}={value!r} is not a Kueue object name",
             hint="lowercase letters, digits, '-' and '.', at most 63 characters (it becomes a label value)",
@@ -321,16 +323,16 @@ class Secret:
         return asdict(self)
 
 
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_LABEL_KEY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+_LABEL_VALUE = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
 
 
 def check_labels(labels: dict[str, str], what: str = "label") -> dict[str, str]:
     """Labels feed cost allocation on Kubernetes; refuse ones the API server would reject."""
     for k, v in labels.items():
-        if not isinstance(k, str) or not _LABEL_KEY.match(k):
+        if not isinstance(k, str) or not re.match(_LABEL_KEY, k):
             raise PolicyError(f"{what} key {k!r} is not a valid Kubernetes label key")
-        if not isinstance(v, str) or not _LABEL_VALUE.match(v):
+        if not isinstance(v, str) or not re.match(_LABEL_VALUE, v):
             raise PolicyError(
                 f"{what} {k}={v!r} is not a valid Kubernetes label value",
                 hint="at most 63 characters: letters, digits, '-', '_', '.'; start and end alphanumeric",

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import logging
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 from interlock.core.errors import StepFailed, StepStopped
 from interlock.core.failures import FailureKind
-from interlock.core.loader import load_spec
 from interlock.core.runstate import RunContext, RunEnv, state_dir_under
 from interlock.core.runtime import execute_step
 from interlock.core.spec import PipelineSpec, StepSpec
@@ -44,12 +42,25 @@ def run_context_for(pipeline: str) -> RunContext:
     seen = RunEnv.read()
     run_id = seen.run_id
     if run_id is None:
+        import uuid  # here: uuid imports platform, a cost every task would pay
+
         run_id = f"kfp-{uuid.uuid4().hex[:12]}"
         log.warning("no run id in the environment; stop markers will not stop KFP retries of this task")
     overrides: dict[str, Any] = {}
     if seen.state_dir is None and seen.state_root is None:
         overrides["state_dir"] = state_dir_under(Path(".interlock"), run_id)
     return RunContext.from_env(pipeline=pipeline, run_id=run_id, backend=seen.backend or "kfp", **overrides)
+
+
+def load_spec(ref: str) -> PipelineSpec:
+    """The pipeline's spec, rebuilt by importing ``ref`` (``interlock.core.loader.load_spec``).
+
+    Imported here, not at the top: a task whose component carries its node's slice of the
+    spec never needs the loader (nor the pipeline builder it imports).
+    """
+    from interlock.core.loader import load_spec as load
+
+    return load(ref)
 
 
 # -- the entry point -----------------------------------------------------------------------

@@ -3,7 +3,10 @@ with a receipt (issue 11, item 9)."""
 
 from __future__ import annotations
 
+import inspect
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +109,22 @@ def test_a_full_disk_after_the_step_fails_it_with_a_receipt(tmp_path: Path) -> N
     receipt = json.loads(Path(result.receipt_path).read_text())
     assert receipt["status"] == "failed" and receipt["steps"][0]["status"] == "failed"
     assert receipt["steps"][0]["attempts"][-1]["failure"]["kind"] == "FATAL"
+
+
+def test_run_option_names_are_il_run_keywords() -> None:
+    # Spelled in core/pipeline.py (decorating a pipeline must not import il.run's machinery):
+    # exactly il.run's keywords, in its order, so a new il.run option is refused as a parameter name.
+    keywords = tuple(n for n, p in inspect.signature(il.run).parameters.items()
+                     if p.kind is not inspect.Parameter.VAR_KEYWORD)
+    assert run_option_names() == keywords
+
+
+def test_decorating_a_pipeline_does_not_import_the_run_machinery(tmp_path: Path) -> None:
+    # A KFP task imports the step's module, which often declares the pipeline too.
+    code = ("import sys, interlock as il\n@il.step\ndef f(x: int) -> int:\n    return x\n"
+            "@il.pipeline\ndef p(x: int = 1):\n    return f(x=x)\n"
+            "print(sorted(m for m in ('interlock.core.api', 'interlock.core.backends', 'interlock.core.receipt')"
+            " if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
