@@ -53,7 +53,8 @@ def el(tag: str, body: str = "", **attrs: object) -> str:
     for key, value in attrs.items():
         if value is None:
             continue
-        parts.append(f'{_attr_name(key)}="{esc(value)}"')
+        name = _ATTR_NAMES.get(key) or _attr_name(key)
+        parts.append(f'{name}="{esc(value)}"')
     head = " ".join(parts)
     return f"<{head}>{body}</{tag}>" if body else f"<{head}/>"
 
