@@ -446,7 +446,13 @@ class RunState:
             return None
 
     def fragments(self, nodes: Iterable[str]) -> dict[str, Fragment]:
-        return {n: f for n in nodes if (f := self.read_fragment(n)) is not None}
+        # One listing, then only the files that exist: a cached rerun has no fragments, and a
+        # stat per node was most of reading none.
+        try:
+            present = set(os.listdir(Path(self.state_dir) / "receipts"))
+        except OSError:
+            return {}
+        return {n: f for n in nodes if f"{n}.json" in present and (f := self.read_fragment(n)) is not None}
 
     def write_fragment(self, fragment: Fragment) -> Path:
         path = self.fragment_path(fragment.node)
@@ -551,7 +557,7 @@ class RunState:
         return [f for f in (a.failure_record() for a in frag.attempts[skip:]) if f is not None]
 
     def write_receipt(self, receipt: dict[str, Any]) -> Path:
-        write_json_atomic(self.receipt_path, receipt, indent=2)
+        write_text_atomic(self.receipt_path, json_by_lines(receipt))
         return self.receipt_path
 
 
@@ -596,10 +602,29 @@ def lock_run(run_dir: Path, run_id: str) -> Iterator[Path]:
 
 def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1) -> None:
     """Write JSON so that a reader sees the old file or the new one, never half of one."""
+    write_text_atomic(path, json.dumps(data, sort_keys=True, indent=indent, default=str))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True, indent=indent, default=str))
+    tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def json_by_lines(data: Mapping[str, Any]) -> str:
+    """A JSON object with one key per line and one item of a list per line: readable, and
+    written by json's C encoder (``indent`` makes json use its pure-Python one, about a
+    tenth of a millisecond per step of a receipt)."""
+    def enc(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, default=str)
+
+    def member(value: Any) -> str:
+        if isinstance(value, list) and value:
+            return "[\n" + ",\n".join(f"  {enc(v)}" for v in value) + "\n ]"
+        return enc(value)
+
+    return "{\n" + ",\n".join(f" {enc(str(k))}: {member(data[k])}" for k in sorted(data)) + "\n}\n"
 
 
 # -- outcomes ----------------------------------------------------------------------------------

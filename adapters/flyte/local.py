@@ -138,10 +138,14 @@ def observed(spec: PipelineSpec, local: LocalRun, since: float = 0.0) -> dict[st
     (no new fragment: the shim did not run), or failed it."""
     state = local.run.state
 
+    # A node whose shim ran in this process ran in this run; the others' fragments are read
+    # (a resumed run has fragments of its earlier attempts), in one listing of the folder.
+    others = state.fragments(n for n in local.returned if n not in local.started)
+
     def ran(name: str) -> bool:
-        if name in local.started:  # its shim ran in this process, in this run
+        if name in local.started:
             return True
-        frag = state.read_fragment(name)
+        frag = others.get(name)
         return frag is not None and frag.ended >= since
 
     seen: dict[str, Seen] = {}
