@@ -606,9 +606,12 @@ def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    try:  # the folder exists but for a node's first write: make it only then (a step writes twice)
+        tmp.write_text(text)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
     os.replace(tmp, path)
 
 
