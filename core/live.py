@@ -314,8 +314,7 @@ def quiet_foreign_start(levels: dict[logging.Logger, int] | None = None) -> _Qui
         _set_levels({}, changed)
         return quiet
     quieted: dict[logging.Logger, int] = {}
-    for name in QUIET_LOGGERS:
-        lg = logging.getLogger(name)
+    for name, lg in _quiet_loggers():
         if lg.getEffectiveLevel() < logging.WARNING or lg.level < logging.WARNING:
             quiet.levels[name] = lg.level
             quieted[lg] = logging.WARNING
@@ -327,10 +326,22 @@ def quiet_foreign_start(levels: dict[logging.Logger, int] | None = None) -> _Qui
     return quiet
 
 
+_QUIET_LOGGERS: list[tuple[str, logging.Logger]] = []
+
+
+def _quiet_loggers() -> list[tuple[str, logging.Logger]]:
+    """QUIET_LOGGERS' loggers, looked up once (getLogger returns the same object for a name
+    for the life of the process; a step is captured twice per call)."""
+    if not _QUIET_LOGGERS:
+        _QUIET_LOGGERS.extend((name, logging.getLogger(name)) for name in QUIET_LOGGERS)
+    return _QUIET_LOGGERS
+
+
 def quiet_foreign_end(quiet: _Quiet, levels: dict[logging.Logger, int] | None = None) -> None:
     levels = {} if levels is None else levels
+    known = dict(_quiet_loggers())
     for name, level in quiet.levels.items():
-        levels[logging.getLogger(name)] = level
+        levels[known.get(name) or logging.getLogger(name)] = level
     _set_levels(levels)
     for key in quiet.env:
         os.environ.pop(key, None)

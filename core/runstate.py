@@ -477,7 +477,13 @@ class RunState:
 
     def stop_marker(self, node: str) -> Marker | None:
         """The marker that stops ``node`` in this run, whatever its kind (FATAL first)."""
+        try:  # one listing: the shim asks before every step, and most runs have no markers
+            present = set(os.listdir(Path(self.state_dir) / "markers"))
+        except OSError:
+            return None
         for kind in StopMarker:
+            if f"{node}.{kind.value}.json" not in present:
+                continue
             marker = self.read_marker(node, kind)
             if marker is not None:
                 return marker
