@@ -60,7 +60,8 @@ def entities_for(spec: PipelineSpec, options: TaskOptions) -> Entities:
 # flytekit opens its local cache once per process; so does interlock, per cache directory
 # (a run's open and close of the SQLite store cost more than a cached rerun's steps). A
 # store whose database file was replaced or removed since (a new work directory at the same
-# path) is reopened.
+# path) is reopened: the open store keeps its file's inode allocated, so a new file at the
+# path never has the same inode number.
 _STORES: OrderedDict[str, tuple[int, Any]] = OrderedDict()
 _STORES_MAX = 4
 _STORES_LOCK = threading.Lock()
