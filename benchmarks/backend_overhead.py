@@ -1,6 +1,7 @@
 """Per-step overhead of the local backends beside the native tools running the same shape.
 
-    python benchmarks/backend_overhead.py [--sizes 10,50,100] [--kfp-sizes 5,10] [--repeat 1] [--json PATH]
+    python benchmarks/backend_overhead.py [--sizes 10,50,100] [--kfp-sizes 5,10] [--repeat 1] [--reruns 1]
+        [--clock wall|cpu] [--stat median|min] [--json PATH]
 
 The shape is a chain of N trivial steps (``x + 1``), one task per step:
 - flyte-local: ``il.run(..., backend="flyte-local")`` vs a hand-written flytekit ``@task``
@@ -10,11 +11,12 @@ The shape is a chain of N trivial steps (``x + 1``), one task per step:
   with caching on.
 Each side runs in a fresh interpreter with its imports done before the clock starts; the
 first run starts from an empty cache, the rerun repeats it in the same process (all cache
-hits). The figure is the whole run's seconds at size N; the table also prints per step.
-The two sides alternate, one fresh interpreter each per repeat (paired runs), and each
-figure is also given in CPU seconds (``..., CPU``: the interpreter's own and its waited-for
-children's, i.e. kfp-local's task processes): on a shared machine wall seconds say as much
-about the neighbours as about the run.
+hits; ``--reruns K``: the median of K reruns). The figure is the whole run's seconds at size
+N; the table also prints per step. ``--clock cpu`` counts the CPU seconds of the side's
+process and the processes it waited for (git) instead of wall seconds: steadier on a shared
+machine, where the neighbours move wall times by 2x; ``--stat min`` takes the fastest of the
+repeats instead of the median (what timeit recommends where others load the machine). The
+two sides alternate, size by size.
 """
 
 # No `from __future__ import annotations`: kfp reads the component's annotations as types.
@@ -22,7 +24,6 @@ about the neighbours as about the run.
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -68,33 +69,20 @@ def flytekit_module(n: int) -> str:
     return "\n".join(lines)
 
 
-def cpu_seconds() -> float:
-    """CPU seconds of this process and of the children it has waited for (kfp-local's tasks)."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+def cpu_clock() -> float:
+    """CPU seconds of this process (all its threads) and of the children it waited for."""
+    import resource  # os.times() counts in 10 ms ticks: too coarse for a cached rerun
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
-class Clock(list):
-    """Wall seconds of each run, and (``.cpu``) CPU seconds of each, this process and its tasks."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.cpu: list[float] = []
-        self._cpu0 = 0.0
-
-    def start(self) -> float:
-        self._cpu0 = cpu_seconds()
-        return time.perf_counter()
-
-    def append(self, wall: float) -> None:  # type: ignore[override]
-        self.cpu.append(cpu_seconds() - self._cpu0)
-        super().append(wall)
-
-
-def worker(side: str, n: int, work: str) -> dict[str, list[float]]:
-    """Two runs of one side (first, then cached) in this interpreter; wall and CPU seconds each."""
+def worker(side: str, n: int, work: str, reruns: int = 1) -> dict[str, list[float]]:
+    """A first run then ``reruns`` cached reruns of one side in this interpreter; wall and CPU
+    seconds of each, by clock."""
     os.environ["HOME"] = work  # flytekit and kfp keep nothing of this run outside it
-    times = Clock()
+    cpu: list[float] = []
+    times = _Times(cpu)
     if side in ("flyte-local", "kfp-local"):
         if side == "flyte-local":
             import interlock.adapters.flyte.local  # noqa: F401  (imports outside the clock)
@@ -102,7 +90,7 @@ def worker(side: str, n: int, work: str) -> dict[str, list[float]]:
             import kfp.local  # noqa: F401  (kfp's own import, ~2 s, as the native side has it done)
 
             import interlock.adapters.kfp.local  # noqa: F401
-        for _ in range(2):
+        for _ in range(1 + reruns):
             t0 = times.start()
             r = il.run(bench, backend=side, workdir=work)
             times.append(time.perf_counter() - t0)
@@ -123,10 +111,11 @@ def worker(side: str, n: int, work: str) -> dict[str, list[float]]:
         out = wf(x=0)
         times.append(time.perf_counter() - t0)
         assert out == n, out
-        t0 = times.start()
-        out = wf(x=0)
-        times.append(time.perf_counter() - t0)
-        assert out == n, out
+        for _ in range(reruns):
+            t0 = times.start()
+            out = wf(x=0)
+            times.append(time.perf_counter() - t0)
+            assert out == n, out
     elif side == "kfp.local":
         from kfp import dsl, local
 
@@ -147,40 +136,61 @@ def worker(side: str, n: int, work: str) -> dict[str, list[float]]:
                 t = kinc(x=t.output)
             return t.output
 
-        for _ in range(2):
+        for _ in range(1 + reruns):
             out = kchain(x=0).output
             times.append(time.perf_counter() - t0)
             assert out == n, out
             t0 = times.start()
-    return {"wall": list(times), "cpu": times.cpu}
+    return {"wall": list(times), "cpu": cpu}
 
 
-WORKER = "import json, sys, backend_overhead as b; print(json.dumps(b.worker(sys.argv[1], int(sys.argv[2]), sys.argv[3])))"
+class _Times(list):  # type: ignore[type-arg]
+    """Wall seconds, appended as before; the CPU seconds of the same spans kept beside them."""
+
+    def __init__(self, cpu: list[float]):
+        super().__init__()
+        self.cpu = cpu
+        self._cpu0 = 0.0
+
+    def start(self) -> float:
+        self._cpu0 = cpu_clock()
+        return time.perf_counter()
+
+    def append(self, wall: float) -> None:
+        self.cpu.append(cpu_clock() - self._cpu0)
+        super().append(wall)
 
 
-def measure(side: str, n: int) -> dict[str, list[float]]:
-    """{"wall": [first run, cached rerun], "cpu": [...]} seconds, one fresh interpreter."""
+WORKER = ("import json, sys, backend_overhead as b; "
+          "print(json.dumps(b.worker(sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))))")
+CLOCK = "wall"
+RERUNS = 1
+STAT = statistics.median
+
+
+def measure(side: str, n: int) -> tuple[float, float]:
+    """(first run, cached rerun) seconds, one fresh interpreter; the rerun is the median of
+    RERUNS, in the clock CLOCK."""
     with tempfile.TemporaryDirectory(prefix="il-overhead-") as work:
         # Bytecode caches as an installed package has them (a task process would otherwise
         # compile interlock's sources on every start, when PYTHONDONTWRITEBYTECODE is set).
         base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env = {**base, SIZE_ENV: str(n), "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-        proc = subprocess.run([sys.executable, "-c", WORKER, side, str(n), work], env=env, cwd=work,
+        proc = subprocess.run([sys.executable, "-c", WORKER, side, str(n), work, str(RERUNS)], env=env, cwd=work,
                               capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise RuntimeError(f"{side} N={n} failed:\n{proc.stderr[-3000:]}")
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        first, *reruns = json.loads(proc.stdout.strip().splitlines()[-1])[CLOCK]
+        return first, STAT(reruns)
 
 
-def paired(backend: str, native: str, n: int, repeat: int) -> dict[str, dict[str, list[float]]]:
-    """Medians of ``repeat`` fresh interpreters per side, the two sides alternating (paired runs:
-    a neighbour's load lands on both)."""
-    runs: dict[str, list[dict[str, list[float]]]] = {backend: [], native: []}
+def paired(sides: tuple[str, str], n: int, repeat: int) -> list[tuple[float, float]]:
+    """(first, rerun) medians of each side, the two sides alternating run by run."""
+    runs: dict[str, list[tuple[float, float]]] = {s: [] for s in sides}
     for _ in range(repeat):
-        for side in (backend, native):
+        for side in sides:
             runs[side].append(measure(side, n))
-    return {side: {k: [statistics.median(r[k][i] for r in rs) for i in range(2)] for k in ("wall", "cpu")}
-            for side, rs in runs.items()}
+    return [(STAT([r[0] for r in runs[s]]), STAT([r[1] for r in runs[s]])) for s in sides]
 
 
 def main() -> None:
@@ -189,8 +199,16 @@ def main() -> None:
     ap.add_argument("--kfp-sizes", default="5,10", help="chain lengths for kfp-local (every task is a process)")
     ap.add_argument("--backends", default="flyte-local,kfp-local")
     ap.add_argument("--repeat", type=int, default=1, help="fresh interpreters per side and size (median)")
+    ap.add_argument("--reruns", type=int, default=1, help="cached reruns per interpreter (median)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall seconds, or CPU seconds of each side's process and its children")
+    ap.add_argument("--stat", choices=("median", "min"), default="median",
+                    help="of the repeats (and reruns): the median, or the fastest")
     ap.add_argument("--json", default=None, metavar="PATH")
     args = ap.parse_args()
+    global CLOCK, RERUNS, STAT
+    CLOCK, RERUNS = args.clock, max(1, args.reruns)
+    STAT = min if args.stat == "min" else statistics.median
     command = "python benchmarks/backend_overhead.py " + " ".join(sys.argv[1:])
     natives = {"flyte-local": "flytekit", "kfp-local": "kfp.local"}
     sizes = {"flyte-local": args.sizes, "kfp-local": args.kfp_sizes}
@@ -198,16 +216,13 @@ def main() -> None:
     print(f"{'figure':<30} {'N':>5} {'interlock s':>12} {'native s':>10} {'ratio':>6} {'ms/step il':>11} {'native':>8}")
     for backend in args.backends.split(","):
         for n in [int(s) for s in sizes[backend].split(",") if s]:
-            got = paired(backend, natives[backend], n, args.repeat)
-            mine_, theirs_ = got[backend], got[natives[backend]]
-            for what, i, clock in (("first run", 0, "wall"), ("cached rerun", 1, "wall"),
-                                   ("first run, CPU", 0, "cpu"), ("cached rerun, CPU", 1, "cpu")):
-                mine, theirs = mine_[clock][i], theirs_[clock][i]
+            (il_first, il_rerun), (nat_first, nat_rerun) = paired((backend, natives[backend]), n, args.repeat)
+            for what, mine, theirs in (("first run", il_first, nat_first), ("cached rerun", il_rerun, nat_rerun)):
                 figure = f"{backend} {what}"
                 ratio = mine / theirs if theirs else None
                 rows.append({"figure": figure, "size": n, "interlock_s": mine, "native_s": theirs, "ratio": ratio,
                              "note": f"chain of {n} trivial steps; native: {natives[backend]}, same shape, per step "
-                                     f"{mine / n * 1e3:.1f} ms vs {theirs / n * 1e3:.1f} ms"})
+                                     f"{mine / n * 1e3:.1f} ms vs {theirs / n * 1e3:.1f} ms; {CLOCK} clock, {args.stat}"})
                 print(f"{figure:<30} {n:>5} {mine:>12.3f} {theirs:>10.3f} {ratio:>6.2f} {mine / n * 1e3:>11.1f} "
                       f"{theirs / n * 1e3:>8.1f}", flush=True)
     # Per step without what a run costs once (receipt, git, the backend's set-up): the slope

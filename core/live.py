@@ -218,6 +218,19 @@ _active: dict[str, int] = {}  # node -> threads capturing it
 _installed: dict[str, Any] = {}
 
 
+def _set_levels(levels: dict[logging.Logger, int], changed: bool = False) -> bool:
+    """``setLevel`` on each, with one flush of logging's per-logger caches instead of one per
+    call: each flush walks every logger (flytekit alone has dozens), and a step is captured
+    and released once per call of it. ``changed``: levels were already set (flush anyway)."""
+    for lg, level in levels.items():
+        if lg.level != level:
+            lg.level = level  # getEffectiveLevel reads .level itself: later checks see it at once
+            changed = True
+    if changed:
+        logging.Logger.manager._clear_cache()  # what Logger.setLevel does after setting the level
+    return changed
+
+
 def _install() -> None:
     """Routers on stdout/stderr and a handler on the root logger, while any step is captured."""
     root = logging.getLogger()
@@ -225,24 +238,24 @@ def _install() -> None:
     _installed.update(stdout=sys.stdout, stderr=sys.stderr, handler=handler, root_level=root.level)
     sys.stdout = _Router(sys.stdout, STDOUT)  # type: ignore[assignment]
     sys.stderr = _Router(sys.stderr, STDERR)  # type: ignore[assignment]
+    levels: dict[logging.Logger, int] = {}
     # Unconfigured logging drops INFO: a step's ctx.log.info is meant to be seen.
     if not [h for h in root.handlers if not isinstance(h, _LogHandler)] and root.level > logging.INFO:
-        root.setLevel(logging.INFO)
+        levels[root] = logging.INFO
     # ctx.log's records pass even where logging is configured at WARNING (the user's own loggers follow it).
     steps = logging.getLogger(STEP_LOGGER)
     _installed["step_level"] = steps.level
     if steps.level == logging.NOTSET:
-        steps.setLevel(logging.INFO)
+        levels[steps] = logging.INFO
     root.addHandler(handler)
-    _installed["quiet"] = quiet_foreign_start()
+    _installed["quiet"] = quiet_foreign_start(levels)
 
 
 def _uninstall() -> None:
     root = logging.getLogger()
     root.removeHandler(_installed["handler"])
-    root.setLevel(_installed["root_level"])
-    logging.getLogger(STEP_LOGGER).setLevel(_installed["step_level"])
-    quiet_foreign_end(_installed["quiet"])
+    levels = {root: _installed["root_level"], logging.getLogger(STEP_LOGGER): _installed["step_level"]}
+    quiet_foreign_end(_installed["quiet"], levels)
     for name in (STDOUT, STDERR):
         if isinstance(getattr(sys, name), _Router):  # leave a stream someone else set since alone
             setattr(sys, name, _installed[name])
@@ -289,16 +302,23 @@ class _Quiet:
     env: dict[str, str | None]
 
 
-def quiet_foreign_start() -> _Quiet:
-    """Foreign libraries' loggers at WARNING (unless verbose); MLflow's own setting too."""
+def quiet_foreign_start(levels: dict[logging.Logger, int] | None = None) -> _Quiet:
+    """Foreign libraries' loggers at WARNING (unless verbose); MLflow's own setting too.
+    ``levels``: other loggers' levels to set at the same time (one cache flush for all)."""
     quiet = _Quiet({}, {})
+    changed = False
+    for lg, level in (levels or {}).items():  # first: a foreign logger's effective level follows root's
+        if lg.level != level:
+            lg.level, changed = level, True
     if verbose():
+        _set_levels({}, changed)
         return quiet
-    for name in QUIET_LOGGERS:
-        lg = logging.getLogger(name)
+    quieted: dict[logging.Logger, int] = {}
+    for name, lg in _quiet_loggers():
         if lg.getEffectiveLevel() < logging.WARNING or lg.level < logging.WARNING:
             quiet.levels[name] = lg.level
-            lg.setLevel(logging.WARNING)
+            quieted[lg] = logging.WARNING
+    _set_levels(quieted, changed)
     for key, value in _ENV_LEVELS.items():
         if key not in os.environ:  # the user's own setting wins
             quiet.env[key] = None
@@ -306,9 +326,23 @@ def quiet_foreign_start() -> _Quiet:
     return quiet
 
 
-def quiet_foreign_end(quiet: _Quiet) -> None:
+_QUIET_LOGGERS: list[tuple[str, logging.Logger]] = []
+
+
+def _quiet_loggers() -> list[tuple[str, logging.Logger]]:
+    """QUIET_LOGGERS' loggers, looked up once (getLogger returns the same object for a name
+    for the life of the process; a step is captured twice per call)."""
+    if not _QUIET_LOGGERS:
+        _QUIET_LOGGERS.extend((name, logging.getLogger(name)) for name in QUIET_LOGGERS)
+    return _QUIET_LOGGERS
+
+
+def quiet_foreign_end(quiet: _Quiet, levels: dict[logging.Logger, int] | None = None) -> None:
+    levels = {} if levels is None else levels
+    known = dict(_quiet_loggers())
     for name, level in quiet.levels.items():
-        logging.getLogger(name).setLevel(level)
+        levels[known.get(name) or logging.getLogger(name)] = level
+    _set_levels(levels)
     for key in quiet.env:
         os.environ.pop(key, None)
 

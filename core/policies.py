@@ -8,7 +8,7 @@ written, not on a cluster an hour later.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .errors import PolicyError
@@ -149,7 +149,10 @@ class Resources:
         return hash(repr(self.to_json()))
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Field by field, not asdict(): every receipt fragment (two per step) records these,
+        # and asdict deep-copies each value; the values are strings, numbers and one flat dict.
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["node_selector"] = dict(self.node_selector)
         data["tolerations"] = [asdict(t) for t in self.tolerations]
         return {k: v for k, v in data.items() if v not in (None, {}, [], 0)}
 

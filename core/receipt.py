@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from .devices import billed_gpus, group_device
 from .errors import PolicyError
 from .policies import parse_quantity
 from .redact import Redactor
-from .runstate import RunState
+from .runstate import Fragment, RunState
 from .spec import PipelineSpec
 from .status import Status
 
@@ -137,6 +138,44 @@ def git_info(start: str | Path | None = None, files: list[Path] | tuple[Path, ..
     return {"sha": sha, "dirty": dirty}
 
 
+class _GitLookup(threading.Thread):
+    """``git_info`` in a thread: its git processes run while the run's steps do."""
+
+    def __init__(self, start: str | Path | None, files: tuple[Path, ...]):
+        super().__init__(name="interlock-git-info", daemon=True)
+        self.args = (start, files)
+        self.result: dict[str, Any] | None = None
+
+    def run(self) -> None:
+        self.result = git_info(*self.args)
+
+
+_LOOKUPS: dict[tuple[str, tuple[Path, ...]], _GitLookup] = {}
+_LOOKUPS_LOCK = threading.Lock()
+
+
+def prefetch_git_info(spec: PipelineSpec, code_dir: str | Path | None = None) -> None:
+    """Start the receipt's git lookup now, off the run's critical path (10-20 ms of git
+    processes per run); ``assemble_receipt`` for the same code takes its answer. What the
+    receipt records is then the code as the run started, which is the code that ran."""
+    files = tuple(code_files(spec))
+    key = (str(code_dir), files)
+    lookup = _GitLookup(code_dir, files)
+    with _LOOKUPS_LOCK:
+        _LOOKUPS[key] = lookup  # a lookup nobody took (a run that failed early) is replaced
+    lookup.start()
+
+
+def _git_for(code_dir: str | Path | None, files: list[Path]) -> dict[str, Any]:
+    with _LOOKUPS_LOCK:
+        lookup = _LOOKUPS.pop((str(code_dir), tuple(files)), None)
+    if lookup is not None:
+        lookup.join()
+        if lookup.result is not None:
+            return lookup.result
+    return git_info(code_dir, files)
+
+
 def redact(params: dict[str, Any]) -> dict[str, Any]:
     """Parameters for the record: secret-looking keys masked, credentials stripped from URLs.
 
@@ -171,12 +210,19 @@ def assemble_receipt(
     extra: dict[str, Any] | None = None,
     prices: PriceTable | None = None,
     code_dir: str | Path | None = None,
+    fragments: Mapping[str, Fragment] | None = None,
 ) -> Path:
-    """Merge the step fragments the shim wrote into state_dir/receipt.json and return its path."""
+    """Merge the step fragments the shim wrote into state_dir/receipt.json and return its path.
+
+    ``fragments``: those of ``spec.nodes`` as ``settle`` just read them (``RunOutcome.fragments``),
+    so that they are not read again; the finally steps' are read here."""
     prices = prices or PriceTable.load()
     state = RunState(Path(state_dir), run_id)
     nodes = (*spec.nodes, *spec.finally_nodes())  # il.finally_'s steps too
-    fragments = state.fragments(n.name for n in nodes)  # only this run's: a state dir may be shared
+    if fragments is None:
+        fragments = state.fragments(n.name for n in nodes)  # only this run's: a state dir may be shared
+    else:
+        fragments = {**fragments, **state.fragments(n.name for n in spec.finally_nodes())}
     # The one redactor, knowing this run's secret values: over what steps and users wrote
     # (parameters, facts, snapshots, failure messages that may quote a parameter), not over
     # interlock's own identity fields (names, refs, digests).
@@ -235,7 +281,7 @@ def assemble_receipt(
         "status": Status(status),
         "started": started,
         "ended": time.time(),
-        "git": git_info(code_dir, code_files(spec)),
+        "git": _git_for(code_dir, code_files(spec)),
         "parameters": redactor(dict(params)),
         "snapshots": redactor(snapshots),
         "cache_hits": [s["node"] for s in steps if s["cached"]],

@@ -111,11 +111,13 @@ def _timeline(receipt: dict[str, Any], state_dir: Path) -> str:
     t0 = min([float(receipt.get("started") or 0) or min(times, default=0.0), *times])
     t1 = max([float(receipt.get("ended") or 0), *times, t0 + 1e-3])
     state = RunState(state_dir, str(receipt.get("run_id", "")))
+    # A cached step's fragment (when it has one) says when the cache served it: one listing.
+    served = state.fragments(s["node"] for s in steps if s.get("cached"))
     rows = []
     for s in steps:
         at = None
         if s.get("cached"):
-            frag = state.read_fragment(s["node"])
+            frag = served.get(s["node"])
             at = frag.started if frag else None
         cost = s.get("estimated_cost_usd")
         note = _dur(s.get("duration_s")) if s.get("attempts") else ""

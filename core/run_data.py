@@ -43,7 +43,7 @@ def record_spec(state_dir: Path, spec: PipelineSpec, params: Mapping[str, Any] |
         return redactor.text(value) if isinstance(value, str) else value
 
     path = Path(state_dir) / SPEC_FILE
-    write_json_atomic(path, scrub(spec.to_json()), indent=0)
+    write_json_atomic(path, scrub(spec.to_json()), indent=None)  # compact: json's C encoder
     return path
 
 

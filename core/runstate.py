@@ -446,11 +446,19 @@ class RunState:
             return None
 
     def fragments(self, nodes: Iterable[str]) -> dict[str, Fragment]:
-        return {n: f for n in nodes if (f := self.read_fragment(n)) is not None}
+        # One listing, then only the files that exist: a cached rerun has no fragments, and a
+        # stat per node was most of reading none.
+        try:
+            present = set(os.listdir(Path(self.state_dir) / "receipts"))
+        except OSError:
+            return {}
+        return {n: f for n in nodes if f"{n}.json" in present and (f := self.read_fragment(n)) is not None}
 
     def write_fragment(self, fragment: Fragment) -> Path:
         path = self.fragment_path(fragment.node)
-        write_json_atomic(path, fragment.to_dict(), indent=1)
+        # Compact: json's C encoder only writes without indent; two writes per step (one
+        # before the call, one after) made the pure-Python encoder a fifth of the shim's cost.
+        write_json_atomic(path, fragment.to_dict(), indent=None)
         return path
 
     def write_marker(self, node: str, failure: Failure, kind: StopMarker = StopMarker.FATAL) -> Path:
@@ -469,7 +477,13 @@ class RunState:
 
     def stop_marker(self, node: str) -> Marker | None:
         """The marker that stops ``node`` in this run, whatever its kind (FATAL first)."""
+        try:  # one listing: the shim asks before every step, and most runs have no markers
+            present = set(os.listdir(Path(self.state_dir) / "markers"))
+        except OSError:
+            return None
         for kind in StopMarker:
+            if f"{node}.{kind.value}.json" not in present:
+                continue
             marker = self.read_marker(node, kind)
             if marker is not None:
                 return marker
@@ -549,7 +563,7 @@ class RunState:
         return [f for f in (a.failure_record() for a in frag.attempts[skip:]) if f is not None]
 
     def write_receipt(self, receipt: dict[str, Any]) -> Path:
-        write_json_atomic(self.receipt_path, receipt, indent=2)
+        write_text_atomic(self.receipt_path, json_by_lines(receipt))
         return self.receipt_path
 
 
@@ -592,12 +606,34 @@ def lock_run(run_dir: Path, run_id: str) -> Iterator[Path]:
         os.close(fd)
 
 
-def write_json_atomic(path: Path, data: Any, *, indent: int = 1) -> None:
+def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1) -> None:
     """Write JSON so that a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(data, sort_keys=True, indent=indent, default=str))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True, indent=indent, default=str))
+    try:  # the folder exists but for a node's first write: make it only then (a step writes twice)
+        tmp.write_text(text)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def json_by_lines(data: Mapping[str, Any]) -> str:
+    """A JSON object with one key per line and one item of a list per line: readable, and
+    written by json's C encoder (``indent`` makes json use its pure-Python one, about a
+    tenth of a millisecond per step of a receipt)."""
+    def enc(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, default=str)
+
+    def member(value: Any) -> str:
+        if isinstance(value, list) and value:
+            return "[\n" + ",\n".join(f"  {enc(v)}" for v in value) + "\n ]"
+        return enc(value)
+
+    return "{\n" + ",\n".join(f" {enc(str(k))}: {member(data[k])}" for k in sorted(data)) + "\n}\n"
 
 
 # -- outcomes ----------------------------------------------------------------------------------

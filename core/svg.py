@@ -14,7 +14,22 @@ CHAR_W = 7.0  # average advance of a 12px sans-serif character (DejaVu's is wide
 
 def esc(value: object) -> str:
     """Text for an element or an attribute (quotes included)."""
-    return escape(str(value), quote=True)
+    text = value if type(value) is str else str(value)
+    # Most of a page's text (coordinates, names, colours) has nothing to escape: a report
+    # escapes tens of thousands of values, and html.escape makes five passes over each.
+    if "&" in text or "<" in text or ">" in text or '"' in text or "'" in text:
+        return escape(text, quote=True)
+    return text
+
+
+_ATTR_NAMES: dict[str, str] = {}  # keyword -> attribute name (`stroke_width` -> `stroke-width`)
+
+
+def _attr_name(key: str) -> str:
+    name = _ATTR_NAMES.get(key)
+    if name is None:
+        name = _ATTR_NAMES[key] = key.rstrip("_").replace("_", "-")
+    return name
 
 
 def text_width(text: str, size: float = 12.0) -> float:
@@ -38,7 +53,7 @@ def el(tag: str, body: str = "", **attrs: object) -> str:
     for key, value in attrs.items():
         if value is None:
             continue
-        name = key.rstrip("_").replace("_", "-")
+        name = _ATTR_NAMES.get(key) or _attr_name(key)
         parts.append(f'{name}="{esc(value)}"')
     head = " ".join(parts)
     return f"<{head}>{body}</{tag}>" if body else f"<{head}/>"

@@ -19,7 +19,7 @@ from typing import Any
 
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.finally_ import with_finally
-from interlock.core.receipt import assemble_receipt
+from interlock.core.receipt import assemble_receipt, prefetch_git_info
 from interlock.core.runstate import ALL_KINDS, RunContext, Seen, exported, settle, state_dir_of
 from interlock.core.spec import PipelineSpec
 from interlock.core.status import Status
@@ -57,11 +57,45 @@ def entities_for(spec: PipelineSpec, options: TaskOptions) -> Entities:
     return entities
 
 
+# flytekit opens its local cache once per process; so does interlock, per cache directory
+# (a run's open and close of the SQLite store cost more than a cached rerun's steps). A
+# store whose database file was replaced or removed since (a new work directory at the same
+# path) is reopened: the open store keeps its file's inode allocated, so a new file at the
+# path never has the same inode number.
+_STORES: OrderedDict[str, tuple[int, Any]] = OrderedDict()
+_STORES_MAX = 4
+_STORES_LOCK = threading.Lock()
+
+
+def _db_inode(cache_dir: Path) -> int | None:
+    try:
+        return (cache_dir / "cache.db").stat().st_ino  # diskcache's database file
+    except OSError:
+        return None
+
+
+def _store(cache_dir: Path) -> Any:
+    from diskcache import Cache
+
+    key = str(cache_dir)
+    with _STORES_LOCK:
+        held = _STORES.get(key)
+        if held is not None and held[0] == _db_inode(cache_dir):
+            _STORES.move_to_end(key)
+            return held[1]
+        if held is not None:
+            held[1].close()
+        store = Cache(key)
+        _STORES[key] = (_db_inode(cache_dir) or -1, store)
+        while len(_STORES) > _STORES_MAX:
+            _STORES.popitem(last=False)[1][1].close()
+        return store
+
+
 @contextmanager
 def isolated_flyte(cache_dir: Path, data_dir: Path, tmp_dir: Path) -> Iterator[None]:
     """flytekit's local cache and blob store in directories interlock controls, for one run."""
     import flytekit.core.local_cache as lc
-    from diskcache import Cache
     from flytekit.core.context_manager import FlyteContextManager
     from flytekit.core.data_persistence import FileAccessProvider
 
@@ -69,8 +103,7 @@ def isolated_flyte(cache_dir: Path, data_dir: Path, tmp_dir: Path) -> Iterator[N
     data_dir.mkdir(parents=True, exist_ok=True)
     saved = (lc.CACHE_LOCATION, lc.LocalTaskCache._initialized, getattr(lc.LocalTaskCache, "_cache", None))
     lc.CACHE_LOCATION = str(cache_dir)
-    store = Cache(str(cache_dir))
-    lc.LocalTaskCache._cache = store
+    lc.LocalTaskCache._cache = _store(cache_dir)
     lc.LocalTaskCache._initialized = True
     # Cached outputs point at blobs: keep them next to the cache so a hit still finds its data.
     files = FileAccessProvider(local_sandbox_dir=str(data_dir / "sandbox"), raw_output_prefix=str(data_dir / "raw"))
@@ -85,7 +118,6 @@ def isolated_flyte(cache_dir: Path, data_dir: Path, tmp_dir: Path) -> Iterator[N
             yield
     finally:
         tempfile.tempdir = saved_tmp
-        store.close()
         lc.CACHE_LOCATION, lc.LocalTaskCache._initialized, prior = saved
         if prior is not None:
             lc.LocalTaskCache._cache = prior
@@ -107,8 +139,14 @@ def observed(spec: PipelineSpec, local: LocalRun, since: float = 0.0) -> dict[st
     (no new fragment: the shim did not run), or failed it."""
     state = local.run.state
 
+    # A node whose shim ran in this process ran in this run; the others' fragments are read
+    # (a resumed run has fragments of its earlier attempts), in one listing of the folder.
+    others = state.fragments(n for n in local.returned if n not in local.started)
+
     def ran(name: str) -> bool:
-        frag = state.read_fragment(name)
+        if name in local.started:
+            return True
+        frag = others.get(name)
         return frag is not None and frag.ended >= since
 
     seen: dict[str, Seen] = {}
@@ -131,6 +169,7 @@ class FlyteLocalRunner:
     def run(self, params: dict[str, Any]) -> RunResult:
         spec, options = self.spec, self.options
         started = time.time()
+        prefetch_git_info(spec)  # the receipt's git processes run alongside the steps
         state_dir = state_dir_of(options.run_dir)
         run = RunContext(spec.name, options.run_id, BACKEND, state_dir, retry_in_process=ALL_KINDS,
                          sleeper=options.sleeper, checkpoint_root=options.checkpoint_store)
@@ -157,7 +196,7 @@ class FlyteLocalRunner:
                 options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=BACKEND, state_dir=state_dir, params=params, status=outcome.status,
-            statuses=outcome.statuses, started=started,
+            statuses=outcome.statuses, started=started, fragments=outcome.fragments,
         )
         if outcome.error is not None:
             outcome.error.receipt_path = str(receipt)

@@ -107,8 +107,8 @@ _RUN_ID_VARS = (EnvName.RUN_ID, EnvName.ORCHESTRATOR_RUN_ID)
 def _local_run() -> LocalRun | None:
     if not _LOCAL_RUNS:  # a pod, a worker process: no flyte-local run in this process
         return None
-    # Once or twice per task: read only the run id's variables, as RunEnv reads them.
-    run_id = RunEnv.read({k: os.environ[k] for k in _RUN_ID_VARS if k in os.environ}).run_id
+    # Three times per task: the run id as RunEnv.read finds it, without reading the rest.
+    run_id = os.environ.get(_RUN_ID_VARS[0]) or os.environ.get(_RUN_ID_VARS[1])
     return _LOCAL_RUNS.get(run_id) if run_id else None
 
 
@@ -222,6 +222,19 @@ def _scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="interlock-out-", dir=base))
 
 
+class _LazyScratch(os.PathLike[str]):
+    """``_scratch()``, made when a codec first asks for it (``tempfile.mkdtemp(dir=...)``):
+    most steps return values, not directories, and need no folder per call."""
+
+    def __init__(self) -> None:
+        self._path: str | None = None
+
+    def __fspath__(self) -> str:
+        if self._path is None:
+            self._path = str(_scratch())
+        return self._path
+
+
 def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool, kwargs: dict[str, Any]) -> Any:
     """What a node's task does when flytekit calls it: the shim, with Flyte's values converted."""
     run = run_context(pipeline)
@@ -229,7 +242,7 @@ def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bo
 
     def write(outputs: dict[str, Any]) -> Any:
         # Inside the shim: an output that cannot be converted fails the attempt like any failure.
-        return outputs_to_flyte(step.outputs, outputs, ret_type, _scratch())
+        return outputs_to_flyte(step.outputs, outputs, ret_type, _LazyScratch())  # type: ignore[arg-type]
 
     name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
     local = _local_run()
