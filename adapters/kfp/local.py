@@ -30,7 +30,7 @@ from interlock.core import live
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.errors import InterlockError, StepFailed
 from interlock.core.fanout import reports
-from interlock.core.receipt import assemble_receipt
+from interlock.core.receipt import assemble_receipt, prefetch_git_info
 from interlock.core.redact import Redactor
 from interlock.core.runstate import (
     EnvName,
@@ -371,6 +371,7 @@ class KfpLocalRun:
 
         spec, options = self.spec, self.options
         started = time.time()
+        prefetch_git_info(spec)  # the receipt's git processes run alongside the tasks
         built = built_for(spec, self.kfp_options)  # under _RUN_LOCK: one run at a time
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.pipeline_root.mkdir(parents=True, exist_ok=True)

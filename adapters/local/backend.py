@@ -17,7 +17,7 @@ from interlock.core.bindings import gate_decisions, gate_open, node_inputs, reso
 from interlock.core.cache import LocalCache, cache_key
 from interlock.core.errors import SerializationError, StepFailed, StepStopped
 from interlock.core.failures import FailureKind, default_classifier
-from interlock.core.receipt import assemble_receipt
+from interlock.core.receipt import assemble_receipt, prefetch_git_info
 from interlock.core.redact import Redactor
 from interlock.core.runstate import RunContext, Seen, settle, state_dir_of
 from interlock.core.runtime import execute_step, record_cache_hit
@@ -96,6 +96,7 @@ class LocalBackend:
 
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
         started = time.time()
+        prefetch_git_info(spec)  # the receipt's git processes run alongside the steps
         run = RunContext(spec.name, options.run_id, self.name, state_dir_of(options.run_dir), sleeper=options.sleeper,
                          checkpoint_root=options.checkpoint_store)
         attempt = len(run.state.resumes())  # 0 for a new run; each resume (a reused id) opens another
