@@ -88,7 +88,10 @@ class OverlappedHash:
             self._queued += n
             if not self._draining:
                 self._draining = True
-                _hash_pool().submit(self._drain)
+                try:
+                    _hash_pool().submit(self._drain)
+                except RuntimeError:  # interpreter shutdown (a save in an atexit hook): no new threads
+                    self._drain()  # hash here instead (the lock is re-entrant)
 
     def update_now(self, chunk: bytes | bytearray | memoryview) -> None:
         """Hash ``chunk`` before returning (the caller may reuse the buffer at once)."""

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 from checkpoints import contract
@@ -61,3 +64,34 @@ def test_a_save_from_a_file_hashes_it_while_it_is_copied(tmp_path: Path) -> None
     store = LocalCheckpointStore(tmp_path / "s")
     info = store.save(contract.KEY, {"model.bin": src}, step=1)
     assert info.files["model.bin"].sha256 == contract.sha(content)
+
+
+def test_a_save_and_a_load_work_while_the_interpreter_shuts_down(tmp_path: Path) -> None:
+    # A last checkpoint written from an atexit hook: by then the thread pool takes no new
+    # work ("cannot schedule new futures after interpreter shutdown"); hash in place.
+    script = tmp_path / "last_save.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import atexit, sys
+            from interlock.core.checkpoint import Checkpointer
+            from interlock.core.checkpoint_local import LocalCheckpointStore
+
+            ck = Checkpointer(LocalCheckpointStore(sys.argv[1]), "k/run/step", keep=None)
+
+            def last():
+                ck.save(b"x" * (2 << 20), step=7)
+                assert ck.load() == b"x" * (2 << 20)
+                with ck.open_read() as f:
+                    assert f.read() == b"x" * (2 << 20)
+                print("saved and loaded", flush=True)
+
+            atexit.register(last)
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "store")], capture_output=True, text=True, timeout=120
+    )
+    assert "saved and loaded" in proc.stdout, proc.stderr
+    assert [i.step for i in LocalCheckpointStore(tmp_path / "store").list("k/run/step")] == [7]
