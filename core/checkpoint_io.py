@@ -230,7 +230,9 @@ class VerifyingReader(io.RawIOBase):
             data = self._raw_read(self._pos, end - self._pos)
             if len(data) < end - self._pos:
                 raise self._short(self._pos + len(data))
-            self._h.update(data)
+            # The final read waits for the digest anyway: hash it here, not on a worker
+            # that has to be woken (a scheduler tick or more on a busy machine).
+            (self._h.update_now if end == self.size else self._h.update)(data)
             self._hashed = self._pos = end
             if end == self.size:
                 self._finish()  # raises before the final bytes are returned
@@ -294,7 +296,8 @@ class VerifyingReader(io.RawIOBase):
             chunk = self._raw_read(self._hashed, min(IO_CHUNK, upto - self._hashed))
             if not chunk:
                 raise self._short(self._hashed)
-            self._h.update(chunk)
+            final = self._hashed + len(chunk) == self.size
+            (self._h.update_now if final else self._h.update)(chunk)
             self._hashed += len(chunk)
         if self._hashed == self.size and not self.verified:
             self._finish()
