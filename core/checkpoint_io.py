@@ -32,7 +32,8 @@ __all__ = ["IO_CHUNK", "WRITE_AHEAD", "HashingWriter", "OverlappedHash", "Verify
 
 IO_CHUNK = 8 << 20  # large enough that a thread hand-off per chunk costs nothing
 WRITE_AHEAD = 8 * IO_CHUNK  # how far a writer may run ahead of its hash (bytes queued)
-_SMALL = 256 << 10  # below this, hashing in place is cheaper than handing it over
+_SMALL = 256 << 10
+_SNAPSHOTS = 8  # buffers a writer copies mutable data into (each IO_CHUNK)  # below this, hashing in place is cheaper than handing it over
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -71,7 +72,8 @@ class OverlappedHash:
         self._draining = False
         self._error: BaseException | None = None
         self._cond = threading.Condition()
-        self.size = 0
+        self.size = 0  # bytes passed in
+        self.hashed = 0  # bytes hashed: a chunk's buffer may change once this passes its end
 
     def update(self, chunk: bytes | bytearray | memoryview) -> None:
         n = memoryview(chunk).nbytes
@@ -80,6 +82,7 @@ class OverlappedHash:
             self.size += n
             if not self._draining and n < _SMALL:
                 self._h.update(chunk)  # nothing queued: in order, and cheaper than a hand-off
+                self.hashed += n
                 return
             while self._queue and self._queued + n > self._ahead and self._error is None:
                 self._cond.wait()
@@ -96,8 +99,10 @@ class OverlappedHash:
     def update_now(self, chunk: bytes | bytearray | memoryview) -> None:
         """Hash ``chunk`` before returning (the caller may reuse the buffer at once)."""
         self.wait()
-        self.size += memoryview(chunk).nbytes
+        n = memoryview(chunk).nbytes
+        self.size += n
         self._h.update(chunk)
+        self.hashed += n
 
     def _drain(self) -> None:
         """The worker: hashes the queue in order until it is empty."""
@@ -115,12 +120,24 @@ class OverlappedHash:
                     self._error = exc
             with self._cond:
                 self._queue.popleft()
-                self._queued -= memoryview(chunk).nbytes
-                self._cond.notify_all()
+                n = memoryview(chunk).nbytes
+                self._queued -= n
+                self.hashed += n
+                # A waiting caller is woken once half the queue is hashed, not per chunk:
+                # each wake-up costs a trip through a busy scheduler.
+                if self._queued <= self._ahead // 2:
+                    self._cond.notify_all()
 
     def _raise_error(self) -> None:
         if self._error is not None:
             raise self._error
+
+    def wait_hashed(self, upto: int) -> None:
+        """Wait until the first ``upto`` bytes passed in are hashed."""
+        with self._cond:
+            while self.hashed < upto and self._draining:
+                self._cond.wait()
+            self._raise_error()
 
     def wait(self) -> None:
         with self._cond:
@@ -330,6 +347,7 @@ class HashingWriter(io.RawIOBase):
         self._durable = durable
         self._on_close = on_close
         self._h = OverlappedHash(ahead=WRITE_AHEAD)
+        self._ring: deque[tuple[bytearray, int]] = deque()  # snapshot buffers, and where each ends
         self.failed = False
 
     @property
@@ -355,12 +373,25 @@ class HashingWriter(io.RawIOBase):
         else:
             # The caller may reuse its buffer once we return (torch.save, a bytearray): hash a
             # snapshot of each piece on the worker while the piece is written, instead of
-            # hashing it first. A copy costs a tenth of a sha256 and one piece of memory.
+            # hashing it first. A copy costs a tenth of a sha256.
             for at in range(0, view.nbytes, IO_CHUNK):
-                piece = bytes(view[at : at + IO_CHUNK])
+                piece = self._snapshot(view[at : at + IO_CHUNK])
                 self._h.update(piece)
                 self._write(piece)
         return view.nbytes
+
+    def _snapshot(self, piece: memoryview) -> memoryview:
+        """``piece`` copied into one of a few buffers of this writer, reused once hashed
+        (fresh allocations cost page faults: as much CPU again as the copy)."""
+        if len(self._ring) < _SNAPSHOTS:
+            buf = bytearray(IO_CHUNK)
+        else:
+            buf, end = self._ring.popleft()
+            self._h.wait_hashed(end)
+        copy = memoryview(buf)[: piece.nbytes]
+        copy[:] = piece
+        self._ring.append((buf, self._h.size + piece.nbytes))
+        return copy
 
     def _write(self, data: bytes | memoryview) -> None:
         try:
@@ -377,6 +408,7 @@ class HashingWriter(io.RawIOBase):
             return
         try:
             self._h.wait()
+            self._ring.clear()
             self._out.flush()
             if self._durable and not self.failed:
                 os.fsync(self._out.fileno())
