@@ -18,8 +18,9 @@ import hashlib
 import io
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .errors import CheckpointError
@@ -27,10 +28,12 @@ from .errors import CheckpointError
 if TYPE_CHECKING:
     from .checkpoint import CheckpointInfo, FileEntry
 
-__all__ = ["IO_CHUNK", "HashingWriter", "OverlappedHash", "VerifyingReader"]
+__all__ = ["IO_CHUNK", "WRITE_AHEAD", "HashingWriter", "OverlappedHash", "VerifyingReader"]
 
 IO_CHUNK = 8 << 20  # large enough that a thread hand-off per chunk costs nothing
-_SMALL = 256 << 10  # below this, hashing in place is cheaper than handing it over
+WRITE_AHEAD = 8 * IO_CHUNK  # how far a writer may run ahead of its hash (bytes queued)
+_SMALL = 256 << 10
+_SNAPSHOTS = 8  # buffers a writer copies mutable data into (each IO_CHUNK)  # below this, hashing in place is cheaper than handing it over
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -45,37 +48,102 @@ def _hash_pool() -> ThreadPoolExecutor:
     return _pool
 
 
-class OverlappedHash:
-    """sha256 of chunks, hashed on a worker thread while the caller moves the next one.
+def _immutable(view: memoryview) -> bool:
+    """Whether nobody can change the bytes under ``view`` (a read-only view of ``bytes``)."""
+    return view.readonly and type(view.obj) is bytes
 
-    A chunk passed to ``update`` must not change until the next ``update`` or
-    ``hexdigest`` (pass ``bytes``, or a buffer the caller leaves alone until then).
+
+class OverlappedHash:
+    """sha256 of chunks, hashed in order on a worker thread while the caller moves the next.
+
+    The caller may run up to ``ahead`` bytes ahead of the hash (chunks queued, not yet
+    hashed): a writer then streams at the disk's pace while the hash catches up, instead of
+    waiting for each chunk's hash before writing the next (measured on 256 MiB written in
+    8 MiB chunks + fsync: 1.66x a plain write when it waits chunk by chunk, 1.2x with 64
+    MiB ahead). A chunk passed to ``update`` must not change until ``wait`` or
+    ``hexdigest`` returns (pass ``bytes``, or a buffer the caller leaves alone until then).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ahead: int = 2 * IO_CHUNK) -> None:
         self._h = hashlib.sha256()
-        self._pending: Future[None] | None = None
-        self.size = 0
+        self._ahead = ahead
+        self._queue: deque[bytes | bytearray | memoryview] = deque()
+        self._queued = 0  # bytes in the queue, the chunk being hashed included
+        self._draining = False
+        self._error: BaseException | None = None
+        self._cond = threading.Condition()
+        self.size = 0  # bytes passed in
+        self.hashed = 0  # bytes hashed: a chunk's buffer may change once this passes its end
 
     def update(self, chunk: bytes | bytearray | memoryview) -> None:
-        self.wait()
         n = memoryview(chunk).nbytes
-        self.size += n
-        if n < _SMALL:
-            self._h.update(chunk)
-        else:
-            self._pending = _hash_pool().submit(self._h.update, chunk)
+        with self._cond:
+            self._raise_error()
+            self.size += n
+            if not self._draining and n < _SMALL:
+                self._h.update(chunk)  # nothing queued: in order, and cheaper than a hand-off
+                self.hashed += n
+                return
+            while self._queue and self._queued + n > self._ahead and self._error is None:
+                self._cond.wait()
+            self._raise_error()
+            self._queue.append(chunk)
+            self._queued += n
+            if not self._draining:
+                self._draining = True
+                try:
+                    _hash_pool().submit(self._drain)
+                except RuntimeError:  # interpreter shutdown (a save in an atexit hook): no new threads
+                    self._drain()  # hash here instead (the lock is re-entrant)
 
     def update_now(self, chunk: bytes | bytearray | memoryview) -> None:
         """Hash ``chunk`` before returning (the caller may reuse the buffer at once)."""
         self.wait()
-        self.size += memoryview(chunk).nbytes
+        n = memoryview(chunk).nbytes
+        self.size += n
         self._h.update(chunk)
+        self.hashed += n
+
+    def _drain(self) -> None:
+        """The worker: hashes the queue in order until it is empty."""
+        while True:
+            with self._cond:
+                if not self._queue or self._error is not None:
+                    self._draining = False
+                    self._cond.notify_all()
+                    return
+                chunk = self._queue[0]
+            try:
+                self._h.update(chunk)  # releases the GIL on large buffers
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller by wait()
+                with self._cond:
+                    self._error = exc
+            with self._cond:
+                self._queue.popleft()
+                n = memoryview(chunk).nbytes
+                self._queued -= n
+                self.hashed += n
+                # A waiting caller is woken once half the queue is hashed, not per chunk:
+                # each wake-up costs a trip through a busy scheduler.
+                if self._queued <= self._ahead // 2:
+                    self._cond.notify_all()
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def wait_hashed(self, upto: int) -> None:
+        """Wait until the first ``upto`` bytes passed in are hashed."""
+        with self._cond:
+            while self.hashed < upto and self._draining:
+                self._cond.wait()
+            self._raise_error()
 
     def wait(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            pending.result()
+        with self._cond:
+            while self._draining:
+                self._cond.wait()
+            self._raise_error()
 
     def hexdigest(self) -> str:
         self.wait()
@@ -115,7 +183,9 @@ class VerifyingReader(io.RawIOBase):
         self.name_in_checkpoint = name
         self._entry = entry
         self._on_close = on_close
-        self._h = OverlappedHash()
+        # One chunk in flight: reading is cheaper than hashing, so running further ahead
+        # only holds more memory (measured: ~5% slower with two chunks queued).
+        self._h = OverlappedHash(ahead=0)
         self._pos = 0  # the consumer's position
         self._raw_pos = 0  # the underlying file's position
         self._hashed = 0  # bytes [0, _hashed) are in the hash
@@ -179,7 +249,9 @@ class VerifyingReader(io.RawIOBase):
             data = self._raw_read(self._pos, end - self._pos)
             if len(data) < end - self._pos:
                 raise self._short(self._pos + len(data))
-            self._h.update(data)
+            # The final read waits for the digest anyway: hash it here, not on a worker
+            # that has to be woken (a scheduler tick or more on a busy machine).
+            (self._h.update_now if end == self.size else self._h.update)(data)
             self._hashed = self._pos = end
             if end == self.size:
                 self._finish()  # raises before the final bytes are returned
@@ -243,7 +315,8 @@ class VerifyingReader(io.RawIOBase):
             chunk = self._raw_read(self._hashed, min(IO_CHUNK, upto - self._hashed))
             if not chunk:
                 raise self._short(self._hashed)
-            self._h.update(chunk)
+            final = self._hashed + len(chunk) == self.size
+            (self._h.update_now if final else self._h.update)(chunk)
             self._hashed += len(chunk)
         if self._hashed == self.size and not self.verified:
             self._finish()
@@ -275,7 +348,8 @@ class HashingWriter(io.RawIOBase):
         self._out = out
         self._durable = durable
         self._on_close = on_close
-        self._h = OverlappedHash()
+        self._h = OverlappedHash(ahead=WRITE_AHEAD)
+        self._ring: deque[tuple[bytearray, int]] = deque()  # snapshot buffers, and where each ends
         self.failed = False
 
     @property
@@ -292,16 +366,41 @@ class HashingWriter(io.RawIOBase):
         if self.closed:
             raise ValueError("write to a closed checkpoint file")
         view = memoryview(data).cast("B")
-        if isinstance(data, bytes):
-            self._h.update(data)  # immutable: hashed on the worker while it is written
+        if view.nbytes < _SMALL:
+            self._h.update_now(view)  # a record header: hashing it costs less than a hand-off
+            self._write(view)
+        elif _immutable(view):
+            self._h.update(view)  # hashed on the worker while it is written
+            self._write(view)
         else:
-            self._h.update_now(view)  # the caller may reuse its buffer once we return
+            # The caller may reuse its buffer once we return (torch.save, a bytearray): hash a
+            # snapshot of each piece on the worker while the piece is written, instead of
+            # hashing it first. A copy costs a tenth of a sha256.
+            for at in range(0, view.nbytes, IO_CHUNK):
+                piece = self._snapshot(view[at : at + IO_CHUNK])
+                self._h.update(piece)
+                self._write(piece)
+        return view.nbytes
+
+    def _snapshot(self, piece: memoryview) -> memoryview:
+        """``piece`` copied into one of a few buffers of this writer, reused once hashed
+        (fresh allocations cost page faults: as much CPU again as the copy)."""
+        if len(self._ring) < _SNAPSHOTS:
+            buf = bytearray(IO_CHUNK)
+        else:
+            buf, end = self._ring.popleft()
+            self._h.wait_hashed(end)
+        copy = memoryview(buf)[: piece.nbytes]
+        copy[:] = piece
+        self._ring.append((buf, self._h.size + piece.nbytes))
+        return copy
+
+    def _write(self, data: bytes | memoryview) -> None:
         try:
-            self._out.write(view)
+            self._out.write(data)
         except BaseException:
             self.failed = True
             raise
-        return view.nbytes
 
     def sha256(self) -> str:
         return self._h.hexdigest()
@@ -311,6 +410,7 @@ class HashingWriter(io.RawIOBase):
             return
         try:
             self._h.wait()
+            self._ring.clear()
             self._out.flush()
             if self._durable and not self.failed:
                 os.fsync(self._out.fileno())

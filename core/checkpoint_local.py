@@ -55,7 +55,7 @@ from .checkpoint import (
     validate_file_names,
     validate_key,
 )
-from .checkpoint_io import IO_CHUNK, HashingWriter, OverlappedHash
+from .checkpoint_io import IO_CHUNK, WRITE_AHEAD, HashingWriter, OverlappedHash
 from .errors import CheckpointError, SerializationError
 
 try:
@@ -82,7 +82,7 @@ def _fsync_dir(path: Path) -> None:
 def _write_durable(dest: Path, source: FileSource, durable: bool) -> FileEntry:
     """Write ``source`` to the new file ``dest`` and fsync it; sha256 computed on a worker
     thread meanwhile (it overlaps the write and the fsync instead of adding to them)."""
-    hasher = OverlappedHash()
+    hasher = OverlappedHash(ahead=WRITE_AHEAD)
     if not isinstance(source, bytes | bytearray | memoryview):
         # Checked before opening: opening a FIFO would block.
         if not stat.S_ISREG(os.stat(source).st_mode):

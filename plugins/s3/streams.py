@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import stat
@@ -10,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from interlock.core.checkpoint import FileSource
-from interlock.core.checkpoint_io import OverlappedHash
+from interlock.core.checkpoint_io import WRITE_AHEAD, OverlappedHash
 from interlock.core.errors import CheckpointError, SerializationError
 
 from .errors import S3StoreError, is_boto_error
@@ -20,12 +19,13 @@ class HashingReader:
     """A read-only, non-seekable view of a source that hashes what it hands out.
 
     Non-seekable on purpose: s3transfer then reads it once, in order, and retries from its
-    own buffers, so the digest covers exactly the bytes that were uploaded.
+    own buffers, so the digest covers exactly the bytes that were uploaded. Each part is
+    hashed on a worker while s3transfer reads the next one and sends the ones before it.
     """
 
     def __init__(self, source: BinaryIO) -> None:
         self._source = source
-        self.sha = hashlib.sha256()
+        self.sha = OverlappedHash(ahead=WRITE_AHEAD)
         self.size = 0
 
     def readable(self) -> bool:
