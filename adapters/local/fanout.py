@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from interlock.core import live
 from interlock.core.backends import RunOptions
 from interlock.core.cache import LocalCache, cache_key
 from interlock.core.errors import StepFailed
@@ -22,7 +23,7 @@ from interlock.core.runstate import RunContext, Seen
 from interlock.core.runtime import execute_step, record_cache_hit
 from interlock.core.spec import Node, PipelineSpec
 from interlock.core.status import Status
-from interlock.core.values import read_value, write_value
+from interlock.core.values import passed_value
 
 DEFAULT_CONCURRENCY = 8
 
@@ -66,10 +67,9 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             if not m.tolerant or len(errors) > m.allowed_failures(n):
                 stop.set()
             return
+        # As between containers, but a JSON value makes its round trip in memory (passed_value).
         values_dir = options.run_dir / "values" / node.name / str(i)
-        for port in step.outputs:
-            write_value(result.outputs[port.name], port.type, values_dir / port.name)
-        results[i] = {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
+        results[i] = {p.name: passed_value(result.outputs[p.name], p.type, values_dir / p.name) for p in step.outputs}
         if key:
             cache.put(step, key, results[i] or {},
                       {"run_id": options.run_id, "snapshots": result.snapshots, "facts": result.facts})
@@ -77,13 +77,15 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
     workers = min(m.concurrency or DEFAULT_CONCURRENCY, max(n, 1))
     if step.timeout_s is not None:
         workers = 1
-    if workers == 1:
-        for i in range(n):
-            one(i)
-    else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"il-map-{node.name}") as pool:
-            for f in [pool.submit(one, i) for i in range(n)]:
-                f.result()
+    # Held over the whole map, so that live output is set up once, not once per item.
+    with live.capture(node.name):
+        if workers == 1:
+            for i in range(n):
+                one(i)
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"il-map-{node.name}") as pool:
+                for f in [pool.submit(one, i) for i in range(n)]:
+                    f.result()
     report = aggregate(spec, run.state, node, n)
     if report is None:  # an empty list: the node succeeded with empty outputs
         report = MapReport(node.name, 0)
