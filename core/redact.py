@@ -21,6 +21,7 @@ Three rules, the same everywhere:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -78,7 +79,12 @@ def _words(key: str) -> list[str]:
 
 def is_secret_key(key: Any) -> bool:
     """Does this key (a parameter, a field, a fact, a tag) name a credential?"""
-    words = _words(str(key))
+    return _is_secret_name(str(key))
+
+
+@functools.lru_cache(maxsize=4096)  # a receipt asks about the same few keys once per step and item
+def _is_secret_name(key: str) -> bool:
+    words = _words(key)
     if not words:
         return False
     if any(w in _WORDS for w in words) or words[-1] in _LAST_ONLY:

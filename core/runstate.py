@@ -400,7 +400,8 @@ class RunState:
     run_id: str
 
     def fragment_path(self, node: str) -> Path:
-        return Path(self.state_dir) / "receipts" / f"{node}.json"
+        # One join, one Path: asked several times per step, and per item of an il.map.
+        return Path(os.path.join(self.state_dir, "receipts", f"{node}.json"))
 
     def marker_path(self, node: str, kind: StopMarker = StopMarker.FATAL) -> Path:
         return Path(self.state_dir) / "markers" / f"{node}.{kind.value}.json"

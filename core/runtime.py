@@ -334,13 +334,14 @@ def _execute_step(
     # since the run was last resumed (a resume opens a new budget).
     earlier = state.read_fragment(node)
     base = list(earlier.attempts) if earlier else []
-    tracker = RetryTracker.replay(step.retry, state.failures_since_resume(node))
+    tracker = RetryTracker.replay(step.retry, state.failures_since_resume(node) if earlier else [])
     attempts: list[Attempt] = []
     factor = 0.5**tracker.halvings  # an OOM remediation survives a backend retry too
     started = run.clock()
     ctx = StepContext(pipeline=run.pipeline, run_id=run.run_id, node=node, backend=run.backend)
-    ctx.checkpoint = _checkpointer(run, step, node, ctx)
-    ctx.metrics = MetricLog(node, state.metrics_path(node), rank=int(os.environ.get("RANK", "0") or 0))
+    if step.context_arg:  # only a step that takes the context can reach them (il.map: one per item)
+        ctx.checkpoint = _checkpointer(run, step, node, ctx)
+        ctx.metrics = MetricLog(node, state.metrics_path(node), rank=int(os.environ.get("RANK", "0") or 0))
     while True:
         ctx.attempt = len(attempts) + 1
         ctx.batch_size_factor = factor
