@@ -32,8 +32,8 @@ __all__ = ["IO_CHUNK", "WRITE_AHEAD", "HashingWriter", "OverlappedHash", "Verify
 
 IO_CHUNK = 8 << 20  # large enough that a thread hand-off per chunk costs nothing
 WRITE_AHEAD = 8 * IO_CHUNK  # how far a writer may run ahead of its hash (bytes queued)
-_SMALL = 256 << 10
-_SNAPSHOTS = 8  # buffers a writer copies mutable data into (each IO_CHUNK)  # below this, hashing in place is cheaper than handing it over
+_SMALL = 256 << 10  # below this, hashing in place is cheaper than handing it over
+_SNAPSHOTS = 8  # buffers a writer copies mutable data into (each IO_CHUNK)
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()

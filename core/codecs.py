@@ -182,14 +182,18 @@ def canonical_json(data: Any) -> bytes:
     return json.dumps(norm(data), sort_keys=True, separators=(",", ":")).encode()
 
 
-def _write_json(value: Any, t: TypeSpec, dest: Path) -> None:
+def json_text(value: Any, t: TypeSpec) -> str:
+    """The text of a value's ``value.json`` (also what il.map passes in memory)."""
     try:
         # Keys in the value's order: the next step gets the dict the step returned (hashes
         # use canonical_json, so the order does not change a cache key).
-        text = json.dumps(to_jsonable(value, t), allow_nan=True)
+        return json.dumps(to_jsonable(value, t), allow_nan=True)
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"value of type {t.describe()} is not JSON-able: {exc}") from exc
-    (dest / VALUE_FILE).write_text(text)
+
+
+def _write_json(value: Any, t: TypeSpec, dest: Path) -> None:
+    (dest / VALUE_FILE).write_text(json_text(value, t))
 
 
 def _read_json(t: TypeSpec, src: Path) -> Any:

@@ -53,7 +53,7 @@ def el(tag: str, body: str = "", **attrs: object) -> str:
     for key, value in attrs.items():
         if value is None:
             continue
-        name = _ATTR_NAMES.get(key) or _attr_name(key)
+        name = _attr_name(key)
         parts.append(f'{name}="{esc(value)}"')
     head = " ".join(parts)
     return f"<{head}>{body}</{tag}>" if body else f"<{head}/>"

@@ -61,7 +61,7 @@ def passed_value(value: Any, t: TypeSpec, dest: str | Path) -> Any:
     """What the next step reads once ``value`` is written to ``dest``: for a kind that moves as
     ``value.json`` alone, the same JSON text decoded in memory (no folder, file or read per
     value: il.map passes one per item); any other kind through ``dest``."""
-    from .codecs import _read_json, _write_json
+    from .codecs import _read_json, _write_json, json_text
 
     if value is None:
         return None
@@ -69,11 +69,7 @@ def passed_value(value: Any, t: TypeSpec, dest: str | Path) -> Any:
     if c.write is not _write_json or c.read is not _read_json:
         write_value(value, t, dest)
         return read_value(t, dest)
-    try:
-        text = json.dumps(to_jsonable(value, t), allow_nan=True)  # as _write_json writes it
-    except (TypeError, ValueError) as exc:
-        raise SerializationError(f"value of type {t.describe()} is not JSON-able: {exc}") from exc
-    return from_jsonable(json.loads(text), t)
+    return from_jsonable(json.loads(json_text(value, t)), t)
 
 
 def read_value(t: TypeSpec, src: str | Path) -> Any:
