@@ -145,16 +145,22 @@ def _tolerant_item(run: Any, step: StepSpec, name: str, inputs: Any) -> str:
 
     from .fanout import envelope_failed, envelope_ok
 
+    port = step.outputs[0] if step.outputs else None
+
+    def envelope(outputs: dict[str, Any]) -> str:
+        # Inside the attempt: a value that cannot be serialized fails the item (and is counted
+        # against the tolerance) instead of crashing the task after its fragment said success.
+        return envelope_ok(to_jsonable(outputs[port.name], port.type) if port is not None else None)
+
     try:
-        result = execute_step(replace(run, retry_in_process=ALL_KINDS), step, name, inputs)
+        result = execute_step(replace(run, retry_in_process=ALL_KINDS), step, name, inputs, write=envelope)
     except StepStopped:
         raise
     except StepFailed as exc:
         print(f"interlock: {exc.headline()} (tolerated by the map unless too many items fail)", file=sys.stderr,
               flush=True)
         return envelope_failed(f"{exc.kind}: {exc.reason}")
-    port = step.outputs[0] if step.outputs else None
-    return envelope_ok(to_jsonable(result.outputs[port.name], port.type) if port is not None else None)
+    return result.written
 
 
 def write_outputs(step: StepSpec, outputs: dict[str, Any], args: dict[str, Any]) -> Any:

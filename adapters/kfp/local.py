@@ -93,6 +93,10 @@ class _TaskObserver:
     # prints each line of the task's output: those lines go through the one redactor.
     redactor: Redactor = field(default_factory=Redactor)
     mapped: frozenset[str] = frozenset()  # il.map nodes: one kfp task per item; told once, as a node
+    # Every task kfp ended in failure (after its retries), items included: one of them means
+    # the run failed, even where every fragment says its step succeeded (the task died after
+    # the shim returned, e.g. writing its outputs).
+    failed_tasks: list[str] = field(default_factory=list)
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -172,6 +176,8 @@ class _TaskObserver:
             self.current = None
             rec.ended = time.time()
         rec.status = Status.SUCCEEDED if task_status == status.Status.SUCCESS else Status.FAILED
+        if rec.status is Status.FAILED:
+            self.failed_tasks.append(task_name)
         rec.outputs = dict(outputs or {})
         after = frag.stat().st_mtime_ns if frag.exists() else None
         # The shim writes a fragment whenever it runs; a success without one came from kfp's cache.
@@ -416,10 +422,15 @@ class KfpLocalRun:
             frag = observer.state.read_fragment(name)
             if frag is not None:
                 seen[name] = Seen(frag.status)
+        gates = self._gates(observer, params)
         outcome = settle(
-            spec, observer.state, seen, gates=self._gates(observer, params),
+            spec, observer.state, seen, gates=gates,
             failed=f"kfp-local could not run the pipeline: {crashed}" if crashed is not None else None,
         )
+        if outcome.error is None and observer.failed_tasks:
+            tasks = ", ".join(sorted(set(observer.failed_tasks)))
+            outcome = settle(spec, observer.state, seen, gates=gates, failed=(
+                f"kfp task(s) {tasks} failed after their step had succeeded (see the kfp log above)"))
         outcome = with_finally(spec, observer.state, outcome, observer.seen())  # il.finally_, if any
         for name, report in maps.items():  # live progress: each map node once, as it settled
             if name in outcome.steps:

@@ -8,7 +8,6 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,7 @@ from interlock.core.backends import Capabilities, RunOptions, RunResult
 from interlock.core.bindings import gate_decisions, gate_open, node_inputs, resolve
 from interlock.core.cache import LocalCache, cache_key
 from interlock.core.errors import SerializationError, StepFailed, StepStopped
-from interlock.core.failures import FailureKind, default_classifier
 from interlock.core.receipt import assemble_receipt, prefetch_git_info
-from interlock.core.redact import Redactor
 from interlock.core.runstate import RunContext, Seen, settle, state_dir_of
 from interlock.core.runtime import execute_step, record_cache_hit
 from interlock.core.spec import PipelineSpec, StepSpec
@@ -28,6 +25,7 @@ from interlock.core.values import read_value, value_hash, write_value
 from .distributed import run_distributed
 from .fanout import run_map
 from .finally_run import run_finally
+from .outputs import output_failed
 
 NATIVE = "native"
 
@@ -236,27 +234,6 @@ def _earlier_outputs(
         return {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
     except (OSError, ValueError, SerializationError):
         return None  # unreadable: run the step again
-
-
-def output_failed(run: RunContext, step: Any, node: str, exc: BaseException) -> StepFailed:
-    """The step ran, but its outputs could not be written: the step failed (its fragment and
-    the receipt say so), classified like any failure (a full disk is FATAL with its hint)."""
-    classified = Redactor().fields((run.classifier or default_classifier).classify(exc))
-    failure = replace(
-        classified, reason=f"its outputs could not be written after it returned: {classified.reason}",
-        kind=classified.kind if classified.kind is FailureKind.FATAL else FailureKind.FATAL,
-    )
-    state = run.state
-    frag = state.read_fragment(node)
-    if frag is not None:
-        if frag.attempts:
-            last = frag.attempts[-1]
-            last.status, last.failure, last.decision = Status.FAILED, failure.to_dict(), "output write failed: not retried"
-        state.write_fragment(replace(frag, status=Status.FAILED, ended=run.clock()))
-    return StepFailed(
-        node, failure.kind, failure.reason, hint=failure.hint, attempts=len(frag.attempts) if frag else 1,
-        pipeline=run.pipeline, failure=failure, attempt_log=frag.attempts if frag else (),
-    )
 
 
 def resolve_param(value: Any, t: Any) -> Any:

@@ -25,6 +25,8 @@ from interlock.core.spec import Node, PipelineSpec
 from interlock.core.status import Status
 from interlock.core.values import passed_value
 
+from .outputs import output_failed
+
 DEFAULT_CONCURRENCY = 8
 
 
@@ -69,7 +71,15 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             return
         # As between containers, but a JSON value makes its round trip in memory (passed_value).
         values_dir = options.run_dir / "values" / node.name / str(i)
-        results[i] = {p.name: passed_value(result.outputs[p.name], p.type, values_dir / p.name) for p in step.outputs}
+        try:
+            results[i] = {p.name: passed_value(result.outputs[p.name], p.type, values_dir / p.name)
+                          for p in step.outputs}
+        except Exception as exc:  # noqa: BLE001 - an unserializable value, a full disk: the item failed
+            errors[i] = output_failed(run, step, name, exc)
+            options.emit(name, Status.FAILED, f"{errors[i].kind}: {errors[i].reason}")
+            if not m.tolerant or len(errors) > m.allowed_failures(n):
+                stop.set()
+            return
         if key:
             cache.put(step, key, results[i] or {},
                       {"run_id": options.run_id, "snapshots": result.snapshots, "facts": result.facts})

@@ -89,6 +89,27 @@ def tolerant_exceeded(n: int = 8):
     return present(parts=il_map(fragile, over=numbers(n=n), tolerate=0.1))
 
 
+@il.step
+def unsendable(x: int) -> dict:
+    """Returns normally, but every fourth item's value cannot cross the step boundary (a set)."""
+    return {"x": x, "tags": {"a", "b"}} if x % 4 == 0 else {"x": x}
+
+
+@il.step
+def kept(parts: list[dict | None]) -> list[int]:
+    return [i for i, p in enumerate(parts) if p is not None]
+
+
+@il.pipeline(name="fan-unsendable-tolerated")
+def unsendable_tolerated(n: int = 8):
+    return kept(parts=il_map(unsendable, over=numbers(n=n), tolerate=0.25))
+
+
+@il.pipeline(name="fan-unsendable")
+def unsendable_strict(n: int = 5):
+    return kept(parts=il_map(unsendable, over=numbers(n=n)))
+
+
 @il.pipeline(name="fan-in-literal")
 def literal(x: int = 2):
     a = scale.named("a")(x=x, factor=1)

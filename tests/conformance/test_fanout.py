@@ -115,6 +115,28 @@ def test_more_failures_than_tolerated_fail_the_map(backend: str, tmp_path: Path)
     assert r.maps["fragile"].failed[:1] == [3] and r.maps["fragile"].allowed_failures == 0
 
 
+@pytest.mark.parametrize("backend", _backends())
+def test_an_item_whose_value_cannot_be_sent_is_a_tolerated_item_failure(backend: str, tmp_path: Path) -> None:
+    # The step returned, then its value could not be serialized: that item failed, counted
+    # against the tolerance like any other (kfp-local reported a succeeded run whose last step
+    # never ran; local raised out of il.run).
+    r = _run(fp.unsendable_tolerated, backend, tmp_path, n=8)
+    assert r.succeeded, r.error
+    _exact(r.outputs["o0"], [0, 1, 2, 4, 5, 6])
+    assert _statuses(r) == {"numbers": S, "unsendable": S, "kept": S}
+    assert r.maps["unsendable"].failed == [3, 7]
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_an_item_whose_value_cannot_be_sent_fails_a_strict_map(backend: str, tmp_path: Path) -> None:
+    r = _run(fp.unsendable_strict, backend, tmp_path, n=5)
+    assert r.status == F
+    assert _statuses(r) == {"numbers": S, "unsendable": F, "kept": N}
+    assert r.maps["unsendable"].failed == [3]
+    assert r.steps["unsendable"].failure["kind"] == il.FailureKind.FATAL
+    assert "JSON" in r.steps["unsendable"].failure["reason"]
+
+
 def test_kfp_renders_a_tolerant_map_as_a_loop_and_a_tolerance_task(tmp_path: Path) -> None:
     pytest.importorskip("kfp")
     import yaml
