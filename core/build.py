@@ -198,6 +198,13 @@ class Builder:
         self.finally_node: Node | None = None  # il.finally_ (core/finally_.py)
         self.subs: list[Any] = []  # sub-pipeline calls (core/subpipeline.py SubCall)
         self._sub_stack: list[str] = []  # the calls being recorded, outermost first
+        # il.finally_ bookkeeping (core/finally_.py, core/subpipeline.py): the whole-body finally
+        # not yet known to scope a block, whether a `with il.finally_` block is open, the blocks
+        # recorded, and for each sub-pipeline call being recorded the depth of the caller's gates.
+        self.finally_pending: Node | None = None
+        self.finally_open = False
+        self.finally_blocks: list[Any] = []  # FinallyBlock
+        self.sub_gate_depths: list[int] = []
 
     def sub_prefix(self) -> str:
         """What a node name gets in front inside a sub-pipeline call ("prep." in call "prep")."""

@@ -142,21 +142,21 @@ class _FinallyCall:
 
     def __enter__(self) -> None:
         b = self._builder
-        if getattr(b, "_il_finally_open", False):
+        if b.finally_open:
             raise PipelineDefinitionError(
                 "il.finally_ blocks cannot nest: KFP allows exit handlers at the outermost scope only",
                 pipeline=b.name, step=self._node.name, hint="give the inner block's cleanup to the outer finally step",
             )
         if b.finally_node is self._node:
             b.finally_node = None  # not the whole pipeline's: this block's
-        if getattr(b, "_il_finally_pending", None) is self._node:
-            b._il_finally_pending = None
-        b._il_finally_open = True
+        if b.finally_pending is self._node:
+            b.finally_pending = None
+        b.finally_open = True
         self._start = len(b.nodes)
 
     def __exit__(self, exc_type: Any, *_: Any) -> bool:
         b = self._builder
-        b._il_finally_open = False
+        b.finally_open = False
         if exc_type is not None:
             return False
         members = tuple(n.name for n in b.nodes[self._start or 0:])
@@ -167,19 +167,19 @@ class _FinallyCall:
             )
         # An il.elif_ after the block may not continue a chain from inside it (one exit handler group).
         b.last_block = None
-        b._il_finally_blocks = [*getattr(b, "_il_finally_blocks", []), FinallyBlock(self._node, members)]
+        b.finally_blocks.append(FinallyBlock(self._node, members))
         return False
 
 
 def finally_blocks_of(builder: Any) -> tuple[FinallyBlock, ...]:
     """The il.finally_ blocks a pipeline body recorded; refuses a second whole-pipeline one."""
-    pending = getattr(builder, "_il_finally_pending", None)
+    pending = builder.finally_pending
     if pending is not None:
         raise PipelineDefinitionError(
             "a pipeline has at most one il.finally_ step for the whole body", pipeline=builder.name, step=pending.name,
             hint="call the other cleanups from one finally step, or scope one to a block: `with il.finally_(step): ...`",
         )
-    return tuple(getattr(builder, "_il_finally_blocks", ()))
+    return tuple(builder.finally_blocks)
 
 
 def call_finally(builder: Any) -> Node | None:
@@ -226,13 +226,13 @@ def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
     if builder is None:
         raise PipelineDefinitionError("il.finally_ is only meaningful inside an @il.pipeline function")
     # Inside a sub-pipeline its scope is the call: the il.when blocks around the call are the caller's.
-    base = builder.__dict__.get("_il_sub_gates", [0])[-1] if builder._sub_stack else 0
+    base = builder.sub_gate_depths[-1] if builder._sub_stack else 0
     if len(builder._gate_stack) > base:
         raise PipelineDefinitionError(
             "il.finally_ inside an il.when block: its scope is the whole pipeline (or the sub-pipeline call)",
             pipeline=builder.name, step=step.spec.name, hint="call il.finally_ at the top level of the pipeline body",
         )
-    pending = getattr(builder, "_il_finally_pending", None)
+    pending = builder.finally_pending
     if pending is not None:
         raise PipelineDefinitionError(
             "a pipeline has at most one il.finally_ step for the whole body", pipeline=builder.name,
@@ -275,7 +275,7 @@ def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
             pipeline=builder.name, step=node.name, port=outputs[0],
         )
     if getattr(builder, "finally_node", None) is not None:
-        builder._il_finally_pending = node  # a second one: fine if it scopes a block (`with`), checked at the end
+        builder.finally_pending = node  # a second one: fine if it scopes a block (`with`), checked at the end
     else:
         builder.finally_node = node
     return _FinallyCall(builder, node)

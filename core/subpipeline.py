@@ -160,9 +160,9 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     parent = builder._sub_stack[-1] if builder._sub_stack else None
     # il.finally_ in the sub-pipeline's body is scoped to this call: the caller's own finally
     # state is set aside while the body is recorded (core/finally_.py), and so are its gates.
-    saved = builder.finally_node, getattr(builder, "_il_finally_pending", None)
-    builder.finally_node, builder._il_finally_pending = None, None
-    builder.__dict__.setdefault("_il_sub_gates", []).append(len(builder._gate_stack))
+    saved = builder.finally_node, builder.finally_pending
+    builder.finally_node, builder.finally_pending = None, None
+    builder.sub_gate_depths.append(len(builder._gate_stack))
     builder._sub_stack.append(name)
     active.append(sub.fn)
     try:
@@ -178,9 +178,9 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
         ) from exc
     finally:
         builder._sub_stack.pop()
-        builder._il_sub_gates.pop()
+        builder.sub_gate_depths.pop()
         active.pop()
-        builder.finally_node, builder._il_finally_pending = saved
+        builder.finally_node, builder.finally_pending = saved
     nodes = tuple(n.name for n in builder.nodes[before_nodes:])
     if not nodes:
         raise PipelineDefinitionError(f"{where} records no steps", pipeline=builder.name, step=name)
@@ -191,7 +191,7 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     if own_finally is not None:  # the call's finally: a block over every node of the call
         from .spec import FinallyBlock
 
-        builder._il_finally_blocks = [*getattr(builder, "_il_finally_blocks", []), FinallyBlock(own_finally, nodes)]
+        builder.finally_blocks.append(FinallyBlock(own_finally, nodes))
     builder.subs.append(SubCall(
         name=name, pipeline=sub.name, ref=sub.ref, parent=parent, gate=gate, inputs=tuple(inputs),
         outputs=tuple(outs), nodes=nodes, gates=tuple(g.id for g in builder.gates[before_gates:]),

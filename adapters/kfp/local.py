@@ -427,11 +427,11 @@ class KfpLocalRun:
             spec, observer.state, seen, gates=gates,
             failed=f"kfp-local could not run the pipeline: {crashed}" if crashed is not None else None,
         )
+        outcome = with_finally(spec, observer.state, outcome, observer.seen())  # il.finally_, if any
         if outcome.error is None and observer.failed_tasks:
             tasks = ", ".join(sorted(set(observer.failed_tasks)))
-            outcome = settle(spec, observer.state, seen, gates=gates, failed=(
-                f"kfp task(s) {tasks} failed after their step had succeeded (see the kfp log above)"))
-        outcome = with_finally(spec, observer.state, outcome, observer.seen())  # il.finally_, if any
+            outcome = with_finally(spec, observer.state, settle(spec, observer.state, seen, gates=gates, failed=(
+                f"kfp task(s) {tasks} failed after their step had succeeded (see the kfp log above)")), observer.seen())
         for name, report in maps.items():  # live progress: each map node once, as it settled
             if name in outcome.steps:
                 options.emit(name, outcome.steps[name].status, f"{report.items if report else 0} item(s)")
