@@ -76,9 +76,9 @@ def test_on_disk_layout_and_manifest(tmp_path: Path) -> None:
     assert sorted(os.listdir(cdir)) == ["data", "manifest.json"]
     assert (cdir / "data" / "a" / "b.bin").read_bytes() == b"xyz"
     doc = json.loads((cdir / "manifest.json").read_text())
-    assert doc["format"] == "interlock.checkpoint" and doc["version"] == 1
+    assert doc["format"] == "interlock.checkpoint" and doc["version"] == 2
     assert doc["key"] == KEY and doc["id"] == info.id and doc["step"] == 3
-    assert doc["files"] == {"a/b.bin": {"sha256": contract.sha(b"xyz"), "size": 3}}
+    assert doc["files"] == {"a/b.bin": {"digest": contract.digest(b"xyz"), "size": 3}}
     assert doc["metadata"] == {"m": 1} and len(doc["manifest_sha256"]) == 64
     # Nothing but the committed checkpoint and the lock file is left behind.
     assert sorted(os.listdir(kdir)) == [".lock", info.id]
