@@ -242,3 +242,17 @@ def test_an_unknown_digest_is_refused_before_anything_is_written(tmp_path: Path)
     with pytest.raises(CheckpointError, match=r"unknown checkpoint digest 'md5'; known: xxh3_128, sha256"):
         LocalCheckpointStore(tmp_path / "s", digest="md5")
     assert not (tmp_path / "s").exists()
+
+
+def test_the_documented_manifest_is_what_a_save_writes(tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "checkpoints.md").read_text()
+    block = doc.split("### Digests and the manifest", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    shown = json.loads(block)
+    store = LocalCheckpointStore(tmp_path / "s")
+    info = store.save(KEY, {"state.bin": b"abc"}, metadata={"interlock.kind": "bytes"})
+    written = json.loads((store.checkpoint_dir(KEY, info.id) / "manifest.json").read_bytes())
+    assert sorted(shown) == sorted(written)
+    assert shown["version"] == written["version"] == 2
+    assert shown["files"]["state.bin"] == written["files"]["state.bin"] == {
+        "digest": contract.digest(b"abc"), "size": 3,
+    }
