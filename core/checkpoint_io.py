@@ -287,9 +287,11 @@ class VerifyingReader(io.RawIOBase):
 
 
 class HashingWriter(io.RawIOBase):
-    """A new checkpoint file opened for writing: hashes and counts what is written, and
-    fsyncs on ``close`` (when ``durable``). ``torch.save(state, f)`` writes to it as to a
-    file; it does not seek (the hash follows the bytes in order).
+    """A new checkpoint file opened for writing: hashes and counts what is written.
+    ``torch.save(state, f)`` writes to it as to a file; it does not seek (the hash follows
+    the bytes in order). ``close`` flushes the file and hands it, still open, to
+    ``on_close(writer, file)``, which owns it from then on (the local store fsyncs it with
+    the rest of the checkpoint at the commit, then closes it).
 
     Each write is hashed before it returns, so the caller may reuse its buffer at once
     (``torch.save`` does). xxh3 costs a few percent of the write; no worker thread needed.
@@ -298,13 +300,11 @@ class HashingWriter(io.RawIOBase):
     def __init__(
         self,
         out: BinaryIO,
-        durable: bool,
-        on_close: Callable[[HashingWriter], None],
+        on_close: Callable[[HashingWriter, BinaryIO], None],
         algorithm: str = DEFAULT_DIGEST,
     ) -> None:
         super().__init__()
         self._out = out
-        self._durable = durable
         self._on_close = on_close
         self._h = Hasher(algorithm)
         self.failed = False
@@ -339,12 +339,9 @@ class HashingWriter(io.RawIOBase):
             return
         try:
             self._out.flush()
-            if self._durable and not self.failed:
-                os.fsync(self._out.fileno())
         except BaseException:
             self.failed = True
             raise
         finally:
-            self._out.close()
             super().close()
-            self._on_close(self)
+            self._on_close(self, self._out)

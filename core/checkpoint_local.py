@@ -11,9 +11,9 @@ nest into each other)::
           data/<file names>
         .tmp-<random>/             a save in progress, or one killed mid-way
 
-A save writes ``data/`` and fsyncs every file, writes and fsyncs ``manifest.json``, fsyncs
-the directories, then renames the temp directory to its id in the same directory (atomic on
-POSIX) and fsyncs the key directory. A prune renames a checkpoint back to a temp name
+A save writes ``data/`` and ``manifest.json``, fsyncs every file and directory in the temp
+directory (all at once: see ``_fsync_all``), then renames the temp directory to its id in
+the same directory (atomic on POSIX) and fsyncs the key directory. A prune renames a checkpoint back to a temp name
 before deleting it, so a reader never sees a half-deleted committed checkpoint.
 
 Writers of one key are serialised by an flock on ``.lock`` (released by the kernel when a
@@ -30,8 +30,9 @@ import errno
 import os
 import secrets
 import stat
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import quote
@@ -79,30 +80,29 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_durable(dest: Path, source: FileSource, durable: bool, algorithm: str) -> FileEntry:
-    """Write ``source`` to the new file ``dest`` and fsync it, hashing each chunk as it is
-    written (while it is still in the CPU's cache)."""
+# Files written but not yet fsynced, held open until the commit fsyncs them together; past
+# this many, a save fsyncs and closes those it holds (a sharded model must not run out of fds).
+_SYNC_BATCH = 32
+_FSYNC_WAVE = 16  # fsyncs in flight at once
+
+
+def _write_file(out: Any, source: FileSource, algorithm: str) -> FileEntry:
+    """Write ``source`` to the new unbuffered file ``out``, hashing each chunk as it is
+    written (while it is still in the CPU's cache). Not fsynced: the commit does that."""
     hasher = Hasher(algorithm)
-    if not isinstance(source, bytes | bytearray | memoryview):
-        # Checked before opening: opening a FIFO would block.
-        if not stat.S_ISREG(os.stat(source).st_mode):
-            raise SerializationError(f"cannot checkpoint {os.fspath(source)}: not a regular file")
-    with open(dest, "xb", buffering=0) as out:
-        if isinstance(source, bytes | bytearray | memoryview):
-            view = memoryview(source)
-            view = (view if view.c_contiguous else memoryview(view.tobytes())).cast("B")
-            for at in range(0, view.nbytes, IO_CHUNK):
-                piece = view[at : at + IO_CHUNK]
-                _write_all(out, piece)
-                hasher.update(piece)
-        else:
-            buf = memoryview(bytearray(IO_CHUNK))  # one buffer, reused: no fresh pages per chunk
-            with open(source, "rb", buffering=0) as src:
-                while n := src.readinto(buf):
-                    _write_all(out, buf[:n])
-                    hasher.update(buf[:n])
-        if durable:
-            os.fsync(out.fileno())
+    if isinstance(source, bytes | bytearray | memoryview):
+        view = memoryview(source)
+        view = (view if view.c_contiguous else memoryview(view.tobytes())).cast("B")
+        for at in range(0, view.nbytes, IO_CHUNK):
+            piece = view[at : at + IO_CHUNK]
+            _write_all(out, piece)
+            hasher.update(piece)
+    else:
+        buf = memoryview(bytearray(IO_CHUNK))  # one buffer, reused: no fresh pages per chunk
+        with open(source, "rb", buffering=0) as src:
+            while n := src.readinto(buf):
+                _write_all(out, buf[:n])
+                hasher.update(buf[:n])
     return FileEntry(digest=hasher.digest(), size=hasher.size)
 
 
@@ -110,6 +110,32 @@ def _write_all(out: Any, data: memoryview) -> None:
     """An unbuffered file's write may be partial: finish it."""
     while data:
         data = data[out.write(data) :]
+
+
+def _fsync_all(fds: list[int]) -> None:
+    """fsync every one of ``fds``, at once, and return when all are done (or raise the
+    first error). ext4 and XFS commit concurrent fsyncs in one journal transaction: here
+    the four of a one-file save (file, data/, manifest, temp dir) cost 16-21 ms one after
+    the other and 3-5 ms at once, as much as one."""
+    errors: list[BaseException] = []
+
+    def sync(fd: int) -> None:
+        try:
+            os.fsync(fd)
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller
+            errors.append(exc)
+
+    # Plain threads, not a pool: a last save from an atexit hook may still start them.
+    for at in range(0, len(fds), _FSYNC_WAVE):
+        wave = fds[at : at + _FSYNC_WAVE]
+        threads = [threading.Thread(target=sync, args=(fd,), name="interlock-fsync") for fd in wave[1:]]
+        for t in threads:
+            t.start()
+        sync(wave[0])
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
 
 
 _RESCANS = 100
@@ -413,6 +439,7 @@ class LocalCheckpointSession:
         self._dirs = {self._data}
         self._writing: dict[str, HashingWriter] = {}
         self._failed: list[str] = []
+        self._unsynced: list[Any] = []  # written, still open, fsynced at the commit
         self.done = False
 
     def _dest(self, name: str) -> Path:
@@ -429,29 +456,67 @@ class LocalCheckpointSession:
 
     def add(self, name: str, source: FileSource) -> FileEntry:
         """Write a whole file from bytes or a path."""
-        entry = _write_durable(self._dest(name), source, self._store.durable, self._store.digest)
+        dest = self._dest(name)
+        if not isinstance(source, bytes | bytearray | memoryview):
+            # Checked before opening: opening a FIFO would block.
+            if not stat.S_ISREG(os.stat(source).st_mode):
+                raise SerializationError(f"cannot checkpoint {os.fspath(source)}: not a regular file")
+        out = open(dest, "xb", buffering=0)  # noqa: SIM115 - held until the commit fsyncs it
+        try:
+            entry = _write_file(out, source, self._store.digest)
+        except BaseException:
+            out.close()
+            raise
+        self._hold(out)
         self._entries[name] = entry
         return entry
 
     def open(self, name: str) -> BinaryIO:
-        """A new file of this checkpoint, opened for writing (hashed as written, fsynced on
-        close). Close it before the commit."""
+        """A new file of this checkpoint, opened for writing (hashed as written, fsynced by
+        the commit). Close it before the commit."""
         dest = self._dest(name)
         writer = HashingWriter(
-            open(dest, "xb"),  # noqa: SIM115 - the writer closes it
-            self._store.durable,
-            lambda w: self._closed(name, w),
+            open(dest, "xb"),  # noqa: SIM115 - handed back to _closed, held until the commit
+            lambda w, out: self._closed(name, w, out),
             self._store.digest,
         )
         self._writing[name] = writer
         return writer  # type: ignore[return-value]
 
-    def _closed(self, name: str, writer: HashingWriter) -> None:
+    def _closed(self, name: str, writer: HashingWriter, out: Any) -> None:
         self._writing.pop(name, None)
         if writer.failed:
+            out.close()
             self._failed.append(name)
         else:
+            self._hold(out)
             self._entries[name] = FileEntry(digest=writer.digest(), size=writer.size)
+
+    def _hold(self, out: Any) -> None:
+        """Keep written file ``out`` open for the commit's fsync (closed at once when the
+        store is not durable)."""
+        if not self._store.durable:
+            out.close()
+            return
+        self._unsynced.append(out)
+        if len(self._unsynced) >= _SYNC_BATCH:
+            self._sync()
+
+    def _sync(self, dirs: Sequence[Path] = ()) -> None:
+        """fsync the files held open and ``dirs``, all at once; close them."""
+        fds = [os.open(d, os.O_RDONLY) for d in dirs]
+        try:
+            _fsync_all([f.fileno() for f in self._unsynced] + fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+            self._close_unsynced()
+
+    def _close_unsynced(self) -> None:
+        files, self._unsynced = self._unsynced, []
+        for f in files:
+            with contextlib.suppress(OSError):
+                f.close()
 
     def commit(self) -> CheckpointInfo:
         if self.done or self._tmp is None:
@@ -464,8 +529,6 @@ class LocalCheckpointSession:
                     + ("still open" if self._writing else "failed while being written")
                 )
             store, kdir, tmp = self._store, self._kdir, self._tmp
-            for d in sorted(p for p in self._dirs if p.is_relative_to(self._data)):
-                store._fsync_dir(d)
             # The id is chosen under the lock, above every id-named directory present
             # (even uncommitted ones), so the rename below never meets an existing name.
             existing = store._candidates(kdir)
@@ -479,12 +542,14 @@ class LocalCheckpointSession:
                 metadata=self._metadata,
             )
             manifest = encode_manifest(info)
-            with open(tmp / MANIFEST_NAME, "xb") as out:
-                out.write(manifest)
-                out.flush()
-                if store.durable:
-                    os.fsync(out.fileno())
-            store._fsync_dir(tmp)
+            out = open(tmp / MANIFEST_NAME, "xb", buffering=0)  # noqa: SIM115 - held for the fsync
+            self._unsynced.append(out)
+            _write_all(out, memoryview(manifest))
+            if store.durable:
+                # Every file, data directory, the manifest and the temp directory: durable
+                # before the rename makes them a checkpoint.
+                self._sync([*sorted(p for p in self._dirs if p.is_relative_to(self._data)), tmp])
+            self._close_unsynced()
             os.rename(tmp, kdir / info.id)  # the commit point
             self._tmp = None
             store._fsync_dir(kdir)
@@ -502,6 +567,7 @@ class LocalCheckpointSession:
             with contextlib.suppress(Exception):
                 writer.failed = True
                 writer.close()
+        self._close_unsynced()
         if self._tmp is not None:
             remove_tree(self._tmp)
             self._tmp = None

@@ -209,6 +209,54 @@ def test_save_fsyncs_data_and_manifest_before_the_commit_rename(tmp_path: Path, 
     assert [e for e in events if e[0] == "fsync"] == []
 
 
+def test_streamed_and_many_file_saves_fsync_everything_before_the_rename_together(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # The commit fsyncs the files, directories, manifest and temp dir at once (one journal
+    # commit instead of one each), the files of a large save in batches (bounded fds).
+    from interlock.core import checkpoint_local
+
+    events: list[tuple[str, str, int, int]] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"), threading.get_ident(), len(os.listdir("/proc/self/fd"))))
+        real_fsync(fd)
+
+    def rename(src, dst) -> None:
+        events.append(("rename", str(dst), 0, 0))
+        real_rename(src, dst)
+
+    store = LocalCheckpointStore(tmp_path / "s")
+    ck = Checkpointer(store, KEY, keep=None)
+    store.save(KEY, {"a.bin": b"1"})  # creates the key directory
+    baseline_fds = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    with ck.writer(step=2) as w:
+        for name in ("model/0.pt", "model/1.pt", "optim.pt"):
+            with w.open(name) as f:
+                f.write(name.encode() * 1000)
+    many = {f"shard/{i:03d}.bin": payload(i, 100) for i in range(checkpoint_local._SYNC_BATCH + 8)}
+    info3 = store.save(KEY, many, step=3)
+    monkeypatch.undo()
+    kdir = str(store.key_dir(KEY))
+    for cid, names in (("000000000002", ["model/0.pt", "model/1.pt", "optim.pt"]), (info3.id, list(many))):
+        commit = events.index(("rename", f"{kdir}/{cid}", 0, 0))
+        start = max((i for i, e in enumerate(events[:commit]) if e[0] == "rename"), default=-1) + 1
+        before = [e for e in events[start:commit] if e[0] == "fsync"]
+        synced = {p.split("/.tmp-", 1)[-1].split("/", 1)[-1] for _, p, _, _ in before}
+        for name in names:
+            assert f"data/{name}" in synced, (name, sorted(synced))
+        assert {"data", "manifest.json"} <= synced
+        assert len({tid for _, _, tid, _ in before}) > 1, "the commit's fsyncs run at once"
+        assert ("fsync", kdir) in [e[:2] for e in events[commit + 1 :]]
+    most_open = max(n for kind, _, _, n in events if kind == "fsync")
+    assert most_open - baseline_fds <= checkpoint_local._SYNC_BATCH + 8, most_open - baseline_fds
+    loaded = store.load_latest(KEY)
+    assert loaded is not None and {n: loaded.read_bytes(n) for n in loaded.names} == many
+
+
 def test_directory_checkpoint_refuses_symlinked_dirs(tmp_path: Path) -> None:
     src = tmp_path / "d"
     src.mkdir()
