@@ -282,6 +282,11 @@ def _canonical(body: Mapping[str, Any]) -> bytes:
 
 def encode_manifest(info: CheckpointInfo) -> bytes:
     """The manifest bytes for ``info``; carries its own checksum so that a flip is caught."""
+    for name, entry in info.files.items():
+        try:
+            check_digest(entry.digest)
+        except ValueError as exc:  # a store's bug: refuse to commit what no load could verify
+            raise CheckpointError(f"checkpoint of key {info.key!r}: file {name!r}: {exc}") from exc
     body = {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
@@ -317,7 +322,7 @@ def decode_manifest(data: bytes, *, key: str, checkpoint_id: str) -> CheckpointI
         if claimed != actual:
             raise ValueError(f"manifest checksum mismatch (expected {claimed}, got {actual})")
         version = doc["version"]
-        if doc["format"] != MANIFEST_FORMAT or version not in _READABLE_VERSIONS:
+        if doc["format"] != MANIFEST_FORMAT or type(version) is not int or version not in _READABLE_VERSIONS:
             raise ValueError(
                 f"unknown format {doc['format']!r} version {version!r} (this interlock reads "
                 f"{MANIFEST_FORMAT!r} versions {', '.join(map(str, _READABLE_VERSIONS))}; "

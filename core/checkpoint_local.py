@@ -13,8 +13,9 @@ nest into each other)::
 
 A save writes ``data/`` and ``manifest.json``, fsyncs every file and directory in the temp
 directory (all at once: see ``_fsync_all``), then renames the temp directory to its id in
-the same directory (atomic on POSIX) and fsyncs the key directory. A prune renames a checkpoint back to a temp name
-before deleting it, so a reader never sees a half-deleted committed checkpoint.
+the same directory (atomic on POSIX) and fsyncs the key directory. A prune renames a
+checkpoint back to a temp name before deleting it, so a reader never sees a half-deleted
+committed checkpoint.
 
 Writers of one key are serialised by an flock on ``.lock`` (released by the kernel when a
 writer dies), so any temp directory found while holding it is abandoned and is deleted.

@@ -192,9 +192,10 @@ def _body(version: int, entry: dict) -> dict:
         (2, {"digest": "xxh3_128:" + "0" * 32, "size": -1}, "bad size"),
         (2, {"digest": "xxh3_128:" + "0" * 32, "size": True}, "bad size"),
         (3, {"digest": "xxh3_128:" + "0" * 32, "size": 1}, "version 3 .*reads 'interlock.checkpoint' versions 1, 2"),
+        (True, {"sha256": "0" * 64, "size": 1}, "version True"),
     ],
 )
-def test_a_manifest_with_a_bad_digest_entry_is_refused(version: int, entry: dict, error: str) -> None:
+def test_a_manifest_with_a_bad_digest_entry_is_refused(version: object, entry: dict, error: str) -> None:
     data = _signed(_body(version, entry))
     with pytest.raises(CheckpointError, match=f"checkpoint 000000000001 of key .*invalid manifest: .*{error}"):
         decode_manifest(data, key=KEY, checkpoint_id="000000000001")
@@ -256,3 +257,14 @@ def test_the_documented_manifest_is_what_a_save_writes(tmp_path: Path) -> None:
     assert shown["files"]["state.bin"] == written["files"]["state.bin"] == {
         "digest": contract.digest(b"abc"), "size": 3,
     }
+
+
+def test_a_store_cannot_commit_a_digest_no_load_could_check() -> None:
+    from interlock.core.checkpoint import CheckpointInfo, FileEntry, encode_manifest
+
+    info = CheckpointInfo(
+        key=KEY, id="000000000001", step=None, created_at=1.0, metadata={},
+        files={"f.bin": FileEntry(digest="0" * 64, size=1)},  # a bare sha256, as v1 had it
+    )
+    with pytest.raises(CheckpointError, match=r"file 'f.bin': bad digest '0+' \(expected one of xxh3_128:<32 hex digits>"):
+        encode_manifest(info)
