@@ -257,6 +257,54 @@ def test_streamed_and_many_file_saves_fsync_everything_before_the_rename_togethe
     assert loaded is not None and {n: loaded.read_bytes(n) for n in loaded.names} == many
 
 
+def test_a_failed_write_or_fsync_commits_nothing_and_leaks_no_file(tmp_path: Path, monkeypatch) -> None:
+    # Written files are held open until the commit's fsync: a failure anywhere before the
+    # rename must close them and leave neither a checkpoint nor a temp directory.
+    import errno
+
+    store = LocalCheckpointStore(tmp_path / "s")
+    ck = Checkpointer(store, KEY, keep=None)
+    ck.save(b"first", step=1)
+    baseline = sorted(os.listdir("/proc/self/fd"))
+
+    class Full:
+        def __init__(self, inner) -> None:
+            self._inner = inner
+
+        def write(self, data) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    with pytest.raises(OSError, match="No space"), ck.writer(step=2) as w:
+        with w.open("a.pt") as f:
+            f.write(payload(1, 5000))  # written and held open for the commit
+        g = w.open("b.pt")
+        g._out = Full(g._out)  # the disk fills up during the second file
+        with g:
+            g.write(payload(2, 5000))
+
+    real_fsync = os.fsync
+    victim = {}
+
+    def failing_fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("/data/big.bin"):
+            victim["hit"] = True
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(CheckpointError, match="Input/output error") as caught:
+        store.save(KEY, {"big.bin": payload(3, 100_000), "small.bin": b"s"}, step=3)
+    monkeypatch.undo()
+    assert victim and caught.value.retryable
+    assert [i.step for i in store.list(KEY)] == [1]
+    assert not [n for n in os.listdir(store.key_dir(KEY)) if n.startswith(".tmp-")]
+    assert sorted(os.listdir("/proc/self/fd")) == baseline, "a held file was left open"
+    assert ck.load() == b"first"
+
+
 def test_directory_checkpoint_refuses_symlinked_dirs(tmp_path: Path) -> None:
     src = tmp_path / "d"
     src.mkdir()
