@@ -50,7 +50,7 @@ IO_CHUNK = 8 << 20  # large enough that the per-call cost vanishes, small enough
 DEFAULT_DIGEST = "xxh3_128"
 # Algorithm -> length of its hex digest. A manifest's per-file digest is "<name>:<hex>".
 DIGESTS: dict[str, int] = {"xxh3_128": 32, "sha256": 64}
-_HEX = re.compile(r"^[0-9a-f]+$")
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 def check_digest_algorithm(algorithm: str) -> str:
@@ -65,7 +65,7 @@ def check_digest_algorithm(algorithm: str) -> str:
 def check_digest(text: str) -> str:
     """``text`` if it is a digest of a known algorithm (``"xxh3_128:<32 hex>"``); else ValueError."""
     algorithm, sep, hexdigest = text.partition(":") if isinstance(text, str) else ("", "", "")
-    if not sep or DIGESTS.get(algorithm) != len(hexdigest) or not _HEX.match(hexdigest):
+    if not sep or DIGESTS.get(algorithm) != len(hexdigest) or not _HEX.fullmatch(hexdigest):
         known = ", ".join(f"{a}:<{n} hex digits>" for a, n in DIGESTS.items())
         raise ValueError(f"bad digest {text!r} (expected one of {known})")
     return text
