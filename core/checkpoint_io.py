@@ -14,9 +14,9 @@ Why xxh3_128 and not sha256: the digest guards against torn, truncated and corru
 files (a killed writer, a bad disk, a bit flip in transit), as S3's CRC32/CRC64, GCS's
 crc32c and Btrfs's crc32c do. It does not guard against someone who can write the store:
 they can rewrite the manifest as well. xxh3_128 hashes about 11-13 GB/s here, faster than
-a page-cache read, so hashing in line with each read or write costs a few percent; sha256
-(1.1-1.35 GB/s) cost more than the read itself and needed a worker thread to hide it
-behind a write. ``sha256`` stays available (``LocalCheckpointStore(root, digest="sha256")``)
+a page-cache read, so it is hashed in line with each read or write (a few percent of a
+write + fsync, about a fifth of a page-cache read); sha256 (1.1-1.35 GB/s) cost more than
+the read itself and needed a worker thread to hide it behind a write. ``sha256`` stays available (``LocalCheckpointStore(root, digest="sha256")``)
 and is what manifests of format version 1 recorded.
 """
 
