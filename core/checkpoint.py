@@ -2,7 +2,7 @@
 
 A checkpoint is a set of named files under a *key* (stable across the retries of one run,
 e.g. ``"fraud-retrain/run-42/train"``), committed by a JSON manifest that records every
-file's sha256 and size. Stores write the data first, make it durable, and commit the
+file's digest and size. Stores write the data first, make it durable, and commit the
 manifest last, so a reader sees either a whole checkpoint or none. Anything without a
 valid manifest is not a checkpoint.
 
@@ -26,6 +26,17 @@ tests/checkpoints/contract.py.
 
 Speed: every read hashes what it reads once (``checkpoint_io``), so ``Checkpointer.load``
 asks for ``verify=False`` and lets the reads check: one pass over the data, one buffer.
+
+Manifest format, version 2 (written since interlock hashed with xxh3_128)::
+
+    {"format": "interlock.checkpoint", "version": 2, "key": ..., "id": ..., "step": ...,
+     "created_at": ..., "metadata": {...},
+     "files": {"<name>": {"digest": "xxh3_128:<32 hex>", "size": <bytes>}, ...},
+     "manifest_sha256": "<sha256 of the canonical JSON of everything else>"}
+
+A file's digest names its algorithm (``checkpoint_io.DIGESTS``: ``xxh3_128``, the
+default, or ``sha256``). Version 1 manifests (``{"sha256": "<64 hex>", "size": ...}`` per
+file) still load and verify: they read as ``FileEntry("sha256:<hex>", size)``.
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Protocol, TypeVar, runtime_checkable
 
+from .checkpoint_io import check_digest, digest_detail, digest_of
 from .errors import CheckpointError, SerializationError
 from .scratch import make_temp_dir
 
@@ -79,7 +91,8 @@ __all__ = [
 log = logging.getLogger("interlock.checkpoint")
 
 MANIFEST_FORMAT = "interlock.checkpoint"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2  # what encode_manifest writes; decode_manifest reads 1 and 2
+_READABLE_VERSIONS = (1, 2)
 CHECKPOINT_ID_WIDTH = 12  # zero-padded so that ids sort as strings and as numbers alike
 CHUNK = 1 << 20  # kept for stores written against it; reads and writes use checkpoint_io.IO_CHUNK
 
@@ -93,8 +106,18 @@ _RESERVED_META = "interlock."
 
 @dataclass(frozen=True)
 class FileEntry:
-    sha256: str
+    """One file of a checkpoint as its manifest records it.
+
+    ``digest`` is ``"<algorithm>:<hex>"``: ``"xxh3_128:..."`` as interlock writes it,
+    ``"sha256:..."`` for a store opted in to sha256 or a manifest of format version 1.
+    """
+
+    digest: str
     size: int
+
+    @property
+    def algorithm(self) -> str:
+        return self.digest.partition(":")[0]
 
 
 @dataclass(frozen=True)
@@ -259,6 +282,11 @@ def _canonical(body: Mapping[str, Any]) -> bytes:
 
 def encode_manifest(info: CheckpointInfo) -> bytes:
     """The manifest bytes for ``info``; carries its own checksum so that a flip is caught."""
+    for name, entry in info.files.items():
+        try:
+            check_digest(entry.digest)
+        except ValueError as exc:  # a store's bug: refuse to commit what no load could verify
+            raise CheckpointError(f"checkpoint of key {info.key!r}: file {name!r}: {exc}") from exc
     body = {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
@@ -266,7 +294,7 @@ def encode_manifest(info: CheckpointInfo) -> bytes:
         "id": info.id,
         "step": info.step,
         "created_at": info.created_at,
-        "files": {n: {"sha256": e.sha256, "size": e.size} for n, e in sorted(info.files.items())},
+        "files": {n: {"digest": e.digest, "size": e.size} for n, e in sorted(info.files.items())},
         "metadata": info.metadata,
     }
     try:
@@ -293,8 +321,13 @@ def decode_manifest(data: bytes, *, key: str, checkpoint_id: str) -> CheckpointI
         actual = hashlib.sha256(_canonical(doc)).hexdigest()
         if claimed != actual:
             raise ValueError(f"manifest checksum mismatch (expected {claimed}, got {actual})")
-        if doc["format"] != MANIFEST_FORMAT or doc["version"] != MANIFEST_VERSION:
-            raise ValueError(f"unknown format {doc['format']!r} version {doc['version']!r}")
+        version = doc["version"]
+        if doc["format"] != MANIFEST_FORMAT or type(version) is not int or version not in _READABLE_VERSIONS:
+            raise ValueError(
+                f"unknown format {doc['format']!r} version {version!r} (this interlock reads "
+                f"{MANIFEST_FORMAT!r} versions {', '.join(map(str, _READABLE_VERSIONS))}; "
+                "a newer interlock may have written it)"
+            )
         if doc["key"] != key or doc["id"] != checkpoint_id:
             raise ValueError(f"manifest names key {doc['key']!r} id {doc['id']!r}")
         step = doc["step"]
@@ -303,12 +336,16 @@ def decode_manifest(data: bytes, *, key: str, checkpoint_id: str) -> CheckpointI
         files = {}
         for name, entry in doc["files"].items():
             validate_file_name(name)
-            sha, size = entry["sha256"], entry["size"]
-            if not (
-                isinstance(sha, str) and len(sha) == 64 and isinstance(size, int) and size >= 0
-            ):
-                raise ValueError(f"bad entry for file {name!r}")
-            files[name] = FileEntry(sha256=sha, size=size)
+            size = entry["size"]
+            if not (isinstance(size, int) and not isinstance(size, bool) and size >= 0):
+                raise ValueError(f"bad size for file {name!r}: {size!r}")
+            # Version 1 recorded a bare sha256; version 2 names the algorithm.
+            digest = f"sha256:{entry['sha256']}" if version == 1 else entry["digest"]
+            try:
+                check_digest(digest)
+            except ValueError as exc:
+                raise ValueError(f"file {name!r}: {exc}") from None
+            files[name] = FileEntry(digest=digest, size=size)
         if not isinstance(doc["metadata"], dict):
             raise ValueError("metadata is not an object")
         return CheckpointInfo(
@@ -452,9 +489,9 @@ class LoadedCheckpoint:
             raise mismatch_error(self.info, name, f"longer than {entry.size} bytes")
         if len(data) != entry.size:
             raise mismatch_error(self.info, name, f"size expected {entry.size}, got {len(data)}")
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != entry.sha256:
-            raise mismatch_error(self.info, name, f"sha256 expected {entry.sha256}, got {digest}")
+        digest = digest_of(entry.algorithm, data)
+        if digest != entry.digest:
+            raise mismatch_error(self.info, name, digest_detail(entry, digest))
         return data
 
     def copy_to(self, dest: str | os.PathLike) -> Path:

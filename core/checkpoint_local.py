@@ -11,10 +11,11 @@ nest into each other)::
           data/<file names>
         .tmp-<random>/             a save in progress, or one killed mid-way
 
-A save writes ``data/`` and fsyncs every file, writes and fsyncs ``manifest.json``, fsyncs
-the directories, then renames the temp directory to its id in the same directory (atomic on
-POSIX) and fsyncs the key directory. A prune renames a checkpoint back to a temp name
-before deleting it, so a reader never sees a half-deleted committed checkpoint.
+A save writes ``data/`` and ``manifest.json``, fsyncs every file and directory in the temp
+directory (all at once: see ``_fsync_all``), then renames the temp directory to its id in
+the same directory (atomic on POSIX) and fsyncs the key directory. A prune renames a
+checkpoint back to a temp name before deleting it, so a reader never sees a half-deleted
+committed checkpoint.
 
 Writers of one key are serialised by an flock on ``.lock`` (released by the kernel when a
 writer dies), so any temp directory found while holding it is abandoned and is deleted.
@@ -30,8 +31,9 @@ import errno
 import os
 import secrets
 import stat
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import quote
@@ -55,7 +57,7 @@ from .checkpoint import (
     validate_file_names,
     validate_key,
 )
-from .checkpoint_io import IO_CHUNK, WRITE_AHEAD, HashingWriter, OverlappedHash
+from .checkpoint_io import DEFAULT_DIGEST, IO_CHUNK, Hasher, HashingWriter, check_digest_algorithm
 from .errors import CheckpointError, SerializationError
 
 try:
@@ -79,29 +81,62 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_durable(dest: Path, source: FileSource, durable: bool) -> FileEntry:
-    """Write ``source`` to the new file ``dest`` and fsync it; sha256 computed on a worker
-    thread meanwhile (it overlaps the write and the fsync instead of adding to them)."""
-    hasher = OverlappedHash(ahead=WRITE_AHEAD)
-    if not isinstance(source, bytes | bytearray | memoryview):
-        # Checked before opening: opening a FIFO would block.
-        if not stat.S_ISREG(os.stat(source).st_mode):
-            raise SerializationError(f"cannot checkpoint {os.fspath(source)}: not a regular file")
-    with open(dest, "xb") as out:
-        if isinstance(source, bytes | bytearray | memoryview):
-            view = memoryview(source)
-            view = (view if view.c_contiguous else memoryview(view.tobytes())).cast("B")
-            hasher.update(view)  # the whole buffer, hashed while it is written and synced
-            out.write(view)
-        else:
-            with open(source, "rb") as src:
-                while chunk := src.read(IO_CHUNK):
-                    hasher.update(chunk)  # this chunk is hashed while it is written
-                    out.write(chunk)
-        out.flush()
-        if durable:
-            os.fsync(out.fileno())
-    return FileEntry(sha256=hasher.hexdigest(), size=hasher.size)
+# Files written but not yet fsynced, held open until the commit fsyncs them together; past
+# this many, a save fsyncs and closes those it holds (a sharded model must not run out of fds).
+_SYNC_BATCH = 32
+_FSYNC_WAVE = 16  # fsyncs in flight at once
+
+
+def _write_file(out: Any, source: FileSource, algorithm: str) -> FileEntry:
+    """Write ``source`` to the new unbuffered file ``out``, hashing each chunk as it is
+    written (while it is still in the CPU's cache). Not fsynced: the commit does that."""
+    hasher = Hasher(algorithm)
+    if isinstance(source, bytes | bytearray | memoryview):
+        view = memoryview(source)
+        view = (view if view.c_contiguous else memoryview(view.tobytes())).cast("B")
+        for at in range(0, view.nbytes, IO_CHUNK):
+            piece = view[at : at + IO_CHUNK]
+            _write_all(out, piece)
+            hasher.update(piece)
+    else:
+        buf = memoryview(bytearray(IO_CHUNK))  # one buffer, reused: no fresh pages per chunk
+        with open(source, "rb", buffering=0) as src:
+            while n := src.readinto(buf):
+                _write_all(out, buf[:n])
+                hasher.update(buf[:n])
+    return FileEntry(digest=hasher.digest(), size=hasher.size)
+
+
+def _write_all(out: Any, data: memoryview) -> None:
+    """An unbuffered file's write may be partial: finish it."""
+    while data:
+        data = data[out.write(data) :]
+
+
+def _fsync_all(fds: list[int]) -> None:
+    """fsync every one of ``fds``, at once, and return when all are done (or raise the
+    first error). ext4 and XFS commit concurrent fsyncs in one journal transaction: here
+    the four of a one-file save (file, data/, manifest, temp dir) cost 16-21 ms one after
+    the other and 3-5 ms at once, as much as one."""
+    errors: list[BaseException] = []
+
+    def sync(fd: int) -> None:
+        try:
+            os.fsync(fd)
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the caller
+            errors.append(exc)
+
+    # Plain threads, not a pool: a last save from an atexit hook may still start them.
+    for at in range(0, len(fds), _FSYNC_WAVE):
+        wave = fds[at : at + _FSYNC_WAVE]
+        threads = [threading.Thread(target=sync, args=(fd,), name="interlock-fsync") for fd in wave[1:]]
+        for t in threads:
+            t.start()
+        sync(wave[0])
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
 
 
 _RESCANS = 100
@@ -123,6 +158,7 @@ class LocalCheckpointStore:
         lock_timeout: float = 600.0,
         stale_after: float = 3600.0,
         durable: bool = True,
+        digest: str = DEFAULT_DIGEST,
     ) -> None:
         self.root = Path(root)
         self.lock_timeout = lock_timeout
@@ -130,6 +166,9 @@ class LocalCheckpointStore:
         # durable=False skips fsync: still atomic for readers and against a killed
         # process, but not against a power loss. For scratch space and tests only.
         self.durable = durable
+        # Each file's digest: xxh3_128 (fast, non-cryptographic: against torn and corrupt
+        # files) or "sha256" for a cryptographic one, at about a tenth of the speed.
+        self.digest = check_digest_algorithm(digest)
 
     def __repr__(self) -> str:
         return f"LocalCheckpointStore({str(self.root)!r})"
@@ -401,6 +440,7 @@ class LocalCheckpointSession:
         self._dirs = {self._data}
         self._writing: dict[str, HashingWriter] = {}
         self._failed: list[str] = []
+        self._unsynced: list[Any] = []  # written, still open, fsynced at the commit
         self.done = False
 
     def _dest(self, name: str) -> Path:
@@ -417,24 +457,67 @@ class LocalCheckpointSession:
 
     def add(self, name: str, source: FileSource) -> FileEntry:
         """Write a whole file from bytes or a path."""
-        entry = _write_durable(self._dest(name), source, self._store.durable)
+        dest = self._dest(name)
+        if not isinstance(source, bytes | bytearray | memoryview):
+            # Checked before opening: opening a FIFO would block.
+            if not stat.S_ISREG(os.stat(source).st_mode):
+                raise SerializationError(f"cannot checkpoint {os.fspath(source)}: not a regular file")
+        out = open(dest, "xb", buffering=0)  # noqa: SIM115 - held until the commit fsyncs it
+        try:
+            entry = _write_file(out, source, self._store.digest)
+        except BaseException:
+            out.close()
+            raise
+        self._hold(out)
         self._entries[name] = entry
         return entry
 
     def open(self, name: str) -> BinaryIO:
-        """A new file of this checkpoint, opened for writing (hashed as written, fsynced on
-        close). Close it before the commit."""
+        """A new file of this checkpoint, opened for writing (hashed as written, fsynced by
+        the commit). Close it before the commit."""
         dest = self._dest(name)
-        writer = HashingWriter(open(dest, "xb"), self._store.durable, lambda w: self._closed(name, w))  # noqa: SIM115
+        writer = HashingWriter(
+            open(dest, "xb"),  # noqa: SIM115 - handed back to _closed, held until the commit
+            lambda w, out: self._closed(name, w, out),
+            self._store.digest,
+        )
         self._writing[name] = writer
         return writer  # type: ignore[return-value]
 
-    def _closed(self, name: str, writer: HashingWriter) -> None:
+    def _closed(self, name: str, writer: HashingWriter, out: Any) -> None:
         self._writing.pop(name, None)
         if writer.failed:
+            out.close()
             self._failed.append(name)
         else:
-            self._entries[name] = FileEntry(sha256=writer.sha256(), size=writer.size)
+            self._hold(out)
+            self._entries[name] = FileEntry(digest=writer.digest(), size=writer.size)
+
+    def _hold(self, out: Any) -> None:
+        """Keep written file ``out`` open for the commit's fsync (closed at once when the
+        store is not durable)."""
+        if not self._store.durable:
+            out.close()
+            return
+        self._unsynced.append(out)
+        if len(self._unsynced) >= _SYNC_BATCH:
+            self._sync()
+
+    def _sync(self, dirs: Sequence[Path] = ()) -> None:
+        """fsync the files held open and ``dirs``, all at once; close them."""
+        fds = [os.open(d, os.O_RDONLY) for d in dirs]
+        try:
+            _fsync_all([f.fileno() for f in self._unsynced] + fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+            self._close_unsynced()
+
+    def _close_unsynced(self) -> None:
+        files, self._unsynced = self._unsynced, []
+        for f in files:
+            with contextlib.suppress(OSError):
+                f.close()
 
     def commit(self) -> CheckpointInfo:
         if self.done or self._tmp is None:
@@ -447,8 +530,6 @@ class LocalCheckpointSession:
                     + ("still open" if self._writing else "failed while being written")
                 )
             store, kdir, tmp = self._store, self._kdir, self._tmp
-            for d in sorted(p for p in self._dirs if p.is_relative_to(self._data)):
-                store._fsync_dir(d)
             # The id is chosen under the lock, above every id-named directory present
             # (even uncommitted ones), so the rename below never meets an existing name.
             existing = store._candidates(kdir)
@@ -462,12 +543,14 @@ class LocalCheckpointSession:
                 metadata=self._metadata,
             )
             manifest = encode_manifest(info)
-            with open(tmp / MANIFEST_NAME, "xb") as out:
-                out.write(manifest)
-                out.flush()
-                if store.durable:
-                    os.fsync(out.fileno())
-            store._fsync_dir(tmp)
+            out = open(tmp / MANIFEST_NAME, "xb", buffering=0)  # noqa: SIM115 - held for the fsync
+            self._unsynced.append(out)
+            _write_all(out, memoryview(manifest))
+            if store.durable:
+                # Every file, data directory, the manifest and the temp directory: durable
+                # before the rename makes them a checkpoint.
+                self._sync([*sorted(p for p in self._dirs if p.is_relative_to(self._data)), tmp])
+            self._close_unsynced()
             os.rename(tmp, kdir / info.id)  # the commit point
             self._tmp = None
             store._fsync_dir(kdir)
@@ -485,6 +568,7 @@ class LocalCheckpointSession:
             with contextlib.suppress(Exception):
                 writer.failed = True
                 writer.close()
+        self._close_unsynced()
         if self._tmp is not None:
             remove_tree(self._tmp)
             self._tmp = None

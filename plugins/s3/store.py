@@ -506,7 +506,7 @@ class S3CheckpointStore:
                         window.append((name, object_key, reader, future))
                     for name, object_key, reader, future in window:
                         self._finish_upload(key, name, object_key, future)
-                        done[name] = FileEntry(sha256=reader.sha.hexdigest(), size=reader.size)
+                        done[name] = reader.entry()
                     for stream in opened:  # every upload of the window is complete
                         stream.close()
                     opened.clear()

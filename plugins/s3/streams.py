@@ -8,8 +8,8 @@ import stat
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from interlock.core.checkpoint import FileSource
-from interlock.core.checkpoint_io import WRITE_AHEAD, OverlappedHash
+from interlock.core.checkpoint import FileEntry, FileSource
+from interlock.core.checkpoint_io import DEFAULT_DIGEST, Hasher
 from interlock.core.errors import CheckpointError, SerializationError
 
 from .errors import S3StoreError, is_boto_error
@@ -20,13 +20,20 @@ class HashingReader:
 
     Non-seekable on purpose: s3transfer then reads it once, in order, and retries from its
     own buffers, so the digest covers exactly the bytes that were uploaded. Each part is
-    hashed on a worker while s3transfer reads the next one and sends the ones before it.
+    hashed as it is read (xxh3: a few percent of reading it).
     """
 
-    def __init__(self, source: BinaryIO) -> None:
+    def __init__(self, source: BinaryIO, algorithm: str = DEFAULT_DIGEST) -> None:
         self._source = source
-        self.sha = OverlappedHash(ahead=WRITE_AHEAD)
-        self.size = 0
+        self.hash = Hasher(algorithm)
+
+    @property
+    def size(self) -> int:
+        return self.hash.size
+
+    def entry(self) -> FileEntry:
+        """What the manifest records for the bytes read so far (all of them, once uploaded)."""
+        return FileEntry(digest=self.hash.digest(), size=self.hash.size)
 
     def readable(self) -> bool:
         return True
@@ -46,20 +53,24 @@ class HashingReader:
                 parts.append(chunk)
                 want -= len(chunk)
             data = b"".join(parts)
-        self.sha.update(data)
-        self.size += len(data)
+        self.hash.update(data)
         return data
 
 
 class InMemory:
-    """What a HashingReader reports (``sha``, ``size``) for bytes uploaded as they are:
-    hashed on a worker thread while s3transfer sends them. A bytes object is immutable, so
-    its digest is what was sent."""
+    """What a HashingReader reports (``entry()``) for bytes uploaded as they are. A bytes
+    object is immutable, so its digest is what was sent."""
 
-    def __init__(self, data: bytes) -> None:
-        self.size = len(data)
-        self.sha = OverlappedHash()
-        self.sha.update(data)
+    def __init__(self, data: bytes, algorithm: str = DEFAULT_DIGEST) -> None:
+        self.hash = Hasher(algorithm)
+        self.hash.update(data)
+
+    @property
+    def size(self) -> int:
+        return self.hash.size
+
+    def entry(self) -> FileEntry:
+        return FileEntry(digest=self.hash.digest(), size=self.hash.size)
 
 
 class Body:

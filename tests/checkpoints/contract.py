@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import xxhash
 
 from interlock.core.checkpoint import (
     Checkpointer,
@@ -39,6 +40,12 @@ KEY = "fraud-retrain/run-1/train"
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def digest(data: bytes) -> str:
+    """What a manifest records for ``data`` by default: its xxh3_128, computed here with
+    xxhash directly (not through the store's code)."""
+    return "xxh3_128:" + xxhash.xxh3_128(data).hexdigest()
 
 
 def payload(seed: int, size: int = 4096) -> bytes:
@@ -132,8 +139,8 @@ class CheckpointStoreContract:
         assert info.key == KEY and info.step == 7
         assert info.metadata == {"epoch": 3, "note": "ünï"}
         expected = {n: (v.read_bytes() if isinstance(v, Path) else bytes(v)) for n, v in files.items()}
-        assert {n: (e.sha256, e.size) for n, e in info.files.items()} == {
-            n: (sha(b), len(b)) for n, b in expected.items()
+        assert {n: (e.digest, e.size) for n, e in info.files.items()} == {
+            n: (digest(b), len(b)) for n, b in expected.items()
         }
         loaded = store.load_latest(KEY)
         assert loaded is not None
@@ -491,7 +498,7 @@ class CheckpointStoreContract:
         self.flip_byte(store, info, "w.bin", len(big) - 1)  # the very last byte
         loaded = store.load_latest(KEY, verify=False)  # type: ignore[call-arg]
         assert loaded is not None  # present and of the right size: found out by the read
-        with pytest.raises(CheckpointError, match="w.bin.*sha256 expected"):
+        with pytest.raises(CheckpointError, match="w.bin.*xxh3_128 expected"):
             loaded.read_bytes("w.bin")
         with pytest.raises(CheckpointError, match="w.bin"):
             loaded.copy_to(tmp_path / "out")
@@ -508,7 +515,7 @@ class CheckpointStoreContract:
             assert b"".join(iter(lambda: f.read(1 << 20), b"")) == content
         self.flip_byte(store, info, "state.bin", 10)  # early: read and handed out long before the end
         handed: list[bytes] = []
-        with pytest.raises(CheckpointError, match="state.bin.*sha256"), \
+        with pytest.raises(CheckpointError, match="state.bin.*xxh3_128 expected"), \
                 Checkpointer(store, KEY).open_read(seekable=False) as f:
             while chunk := f.read(1 << 20):
                 handed.append(chunk)
@@ -530,7 +537,7 @@ class CheckpointStoreContract:
         whole = b"".join(parts) + b"mv"
         info = ck.latest
         assert info is not None and info.step == 3 and info.metadata["epoch"] == 3
-        assert info.files["model.pt"].sha256 == sha(whole)
+        assert info.files["model.pt"].digest == digest(whole)
         with ck.open_read() as f:  # the one file, seekable
             assert f.read(10) == whole[:10]
             f.seek(-7, os.SEEK_END)

@@ -1,5 +1,6 @@
-"""Hashing beside the I/O (issue 12): the digest is still of exactly the bytes written, in
-order, whatever the caller does with its buffers after a write returns."""
+"""Hashing as the bytes go by (issue 12): the digest is of exactly the bytes written, in
+order, whatever the caller does with its buffers after a write returns. (The worker-thread
+hashing these tests were written for is gone: xxh3 is hashed in line; they still hold.)"""
 
 from __future__ import annotations
 
@@ -10,65 +11,64 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from checkpoints import contract
 
 from interlock.core.checkpoint import Checkpointer
-from interlock.core.checkpoint_io import IO_CHUNK, OverlappedHash
+from interlock.core.checkpoint_io import IO_CHUNK, Hasher
 from interlock.core.checkpoint_local import LocalCheckpointStore
 
 MiB = 1 << 20
 
 
-def test_queued_chunks_are_hashed_in_order() -> None:
-    # Large chunks go to the worker; small ones arriving while it is busy must queue behind
-    # them, not be hashed at once (out of order).
-    chunks = []
-    for i in range(40):
-        size = (3 * MiB + i) if i % 3 == 0 else (i * 997 % 5000 + 1)
-        chunks.append(os.urandom(size))
-    h = OverlappedHash(ahead=4 * MiB)
-    for c in chunks:
-        h.update(c)
+@pytest.mark.parametrize("algorithm", ["xxh3_128", "sha256"])
+def test_chunks_of_any_size_hash_as_the_whole(algorithm: str) -> None:
+    chunks = [os.urandom((3 * MiB + i) if i % 3 == 0 else (i * 997 % 5000 + 1)) for i in range(40)]
+    h = Hasher(algorithm)
+    for i, c in enumerate(chunks):
+        h.update(c if i % 2 else memoryview(bytearray(c)))
     whole = b"".join(chunks)
-    assert h.hexdigest() == hashlib.sha256(whole).hexdigest()
+    expected = contract.digest(whole) if algorithm == "xxh3_128" else "sha256:" + hashlib.sha256(whole).hexdigest()
+    assert h.digest() == expected
     assert h.size == len(whole)
 
 
 def test_a_writer_hashes_what_it_wrote_although_the_caller_reuses_its_buffer(tmp_path: Path) -> None:
-    # torch.save-like: one mutable buffer, refilled after each write returns. The hash runs
-    # later, on a worker: it must see each write's bytes, not the buffer's later content.
+    # torch.save-like: one mutable buffer, refilled after each write returns. The digest
+    # must be of each write's bytes, not of the buffer's later content.
     ck = Checkpointer(LocalCheckpointStore(tmp_path / "s"), contract.KEY)
-    buf = bytearray(IO_CHUNK + 12345)  # over one piece: split and snapshotted piece by piece
+    buf = bytearray(IO_CHUNK + 12345)  # over one I/O chunk
     written = []
     with ck.open_write("state.pt", step=1) as f:
         for seed in range(6):
             buf[:] = contract.payload(seed, len(buf))
             f.write(buf)
             written.append(bytes(buf))
-            f.write(memoryview(buf)[5:300_000])  # a slice of it, large enough to be handed off
+            f.write(memoryview(buf)[5:300_000])  # a slice of it
             written.append(bytes(buf[5:300_000]))
-        buf[:] = b"\0" * len(buf)  # changed before the commit hashes the last pieces
+        buf[:] = b"\0" * len(buf)  # changed before the commit
     whole = b"".join(written)
     info = ck.latest
-    assert info is not None and info.files["state.pt"].sha256 == contract.sha(whole)
+    assert info is not None and info.files["state.pt"].digest == contract.digest(whole)
     with ck.open_read() as f:
         assert f.read() == whole
 
 
 def test_a_save_from_a_file_hashes_it_while_it_is_copied(tmp_path: Path) -> None:
-    # Chunks read from the source run ahead of the hash (several queued): still one digest
-    # of the whole file, in order.
+    # Copied through one reused buffer, chunk by chunk: still one digest of the whole
+    # file, in order.
     content = os.urandom(5 * IO_CHUNK + 3)
     src = tmp_path / "model.bin"
     src.write_bytes(content)
     store = LocalCheckpointStore(tmp_path / "s")
     info = store.save(contract.KEY, {"model.bin": src}, step=1)
-    assert info.files["model.bin"].sha256 == contract.sha(content)
+    assert info.files["model.bin"].digest == contract.digest(content)
 
 
 def test_a_save_and_a_load_work_while_the_interpreter_shuts_down(tmp_path: Path) -> None:
-    # A last checkpoint written from an atexit hook: by then the thread pool takes no new
-    # work ("cannot schedule new futures after interpreter shutdown"); hash in place.
+    # A last checkpoint written from an atexit hook: by then a thread pool takes no new
+    # work ("cannot schedule new futures after interpreter shutdown"). Hashing uses no
+    # threads now; this keeps it so.
     script = tmp_path / "last_save.py"
     script.write_text(
         textwrap.dedent(

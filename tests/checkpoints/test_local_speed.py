@@ -174,6 +174,6 @@ def test_save_hashes_what_it_writes(tmp_path: Path, source: str) -> None:
         src.write_bytes(content)
     store = LocalCheckpointStore(tmp_path / "s")
     info = store.save(KEY, {"f": src})  # type: ignore[dict-item]
-    assert info.files["f"].sha256 == contract.sha(content) and info.files["f"].size == len(content)
+    assert info.files["f"].digest == contract.digest(content) and info.files["f"].size == len(content)
     loaded = store.load_latest(KEY)
     assert loaded is not None and loaded.read_bytes("f") == content

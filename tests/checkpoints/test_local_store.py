@@ -76,9 +76,9 @@ def test_on_disk_layout_and_manifest(tmp_path: Path) -> None:
     assert sorted(os.listdir(cdir)) == ["data", "manifest.json"]
     assert (cdir / "data" / "a" / "b.bin").read_bytes() == b"xyz"
     doc = json.loads((cdir / "manifest.json").read_text())
-    assert doc["format"] == "interlock.checkpoint" and doc["version"] == 1
+    assert doc["format"] == "interlock.checkpoint" and doc["version"] == 2
     assert doc["key"] == KEY and doc["id"] == info.id and doc["step"] == 3
-    assert doc["files"] == {"a/b.bin": {"sha256": contract.sha(b"xyz"), "size": 3}}
+    assert doc["files"] == {"a/b.bin": {"digest": contract.digest(b"xyz"), "size": 3}}
     assert doc["metadata"] == {"m": 1} and len(doc["manifest_sha256"]) == 64
     # Nothing but the committed checkpoint and the lock file is left behind.
     assert sorted(os.listdir(kdir)) == [".lock", info.id]
@@ -207,6 +207,102 @@ def test_save_fsyncs_data_and_manifest_before_the_commit_rename(tmp_path: Path, 
     LocalCheckpointStore(tmp_path / "s", durable=False).save(KEY, {"a.bin": b"3"})
     monkeypatch.undo()
     assert [e for e in events if e[0] == "fsync"] == []
+
+
+def test_streamed_and_many_file_saves_fsync_everything_before_the_rename_together(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # The commit fsyncs the files, directories, manifest and temp dir at once (one journal
+    # commit instead of one each), the files of a large save in batches (bounded fds).
+    from interlock.core import checkpoint_local
+
+    events: list[tuple[str, str, int, int]] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"), threading.get_ident(), len(os.listdir("/proc/self/fd"))))
+        real_fsync(fd)
+
+    def rename(src, dst) -> None:
+        events.append(("rename", str(dst), 0, 0))
+        real_rename(src, dst)
+
+    store = LocalCheckpointStore(tmp_path / "s")
+    ck = Checkpointer(store, KEY, keep=None)
+    store.save(KEY, {"a.bin": b"1"})  # creates the key directory
+    baseline_fds = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    with ck.writer(step=2) as w:
+        for name in ("model/0.pt", "model/1.pt", "optim.pt"):
+            with w.open(name) as f:
+                f.write(name.encode() * 1000)
+    many = {f"shard/{i:03d}.bin": payload(i, 100) for i in range(checkpoint_local._SYNC_BATCH + 8)}
+    info3 = store.save(KEY, many, step=3)
+    monkeypatch.undo()
+    kdir = str(store.key_dir(KEY))
+    for cid, names in (("000000000002", ["model/0.pt", "model/1.pt", "optim.pt"]), (info3.id, list(many))):
+        commit = events.index(("rename", f"{kdir}/{cid}", 0, 0))
+        start = max((i for i, e in enumerate(events[:commit]) if e[0] == "rename"), default=-1) + 1
+        before = [e for e in events[start:commit] if e[0] == "fsync"]
+        synced = {p.split("/.tmp-", 1)[-1].split("/", 1)[-1] for _, p, _, _ in before}
+        for name in names:
+            assert f"data/{name}" in synced, (name, sorted(synced))
+        assert {"data", "manifest.json"} <= synced
+        assert len({tid for _, _, tid, _ in before}) > 1, "the commit's fsyncs run at once"
+        assert ("fsync", kdir) in [e[:2] for e in events[commit + 1 :]]
+    most_open = max(n for kind, _, _, n in events if kind == "fsync")
+    assert most_open - baseline_fds <= checkpoint_local._SYNC_BATCH + 8, most_open - baseline_fds
+    loaded = store.load_latest(KEY)
+    assert loaded is not None and {n: loaded.read_bytes(n) for n in loaded.names} == many
+
+
+def test_a_failed_write_or_fsync_commits_nothing_and_leaks_no_file(tmp_path: Path, monkeypatch) -> None:
+    # Written files are held open until the commit's fsync: a failure anywhere before the
+    # rename must close them and leave neither a checkpoint nor a temp directory.
+    import errno
+
+    store = LocalCheckpointStore(tmp_path / "s")
+    ck = Checkpointer(store, KEY, keep=None)
+    ck.save(b"first", step=1)
+    baseline = sorted(os.listdir("/proc/self/fd"))
+
+    class Full:
+        def __init__(self, inner) -> None:
+            self._inner = inner
+
+        def write(self, data) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    with pytest.raises(OSError, match="No space"), ck.writer(step=2) as w:
+        with w.open("a.pt") as f:
+            f.write(payload(1, 5000))  # written and held open for the commit
+        g = w.open("b.pt")
+        g._out = Full(g._out)  # the disk fills up during the second file
+        with g:
+            g.write(payload(2, 5000))
+
+    real_fsync = os.fsync
+    victim = {}
+
+    def failing_fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("/data/big.bin"):
+            victim["hit"] = True
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(CheckpointError, match="Input/output error") as caught:
+        store.save(KEY, {"big.bin": payload(3, 100_000), "small.bin": b"s"}, step=3)
+    monkeypatch.undo()
+    assert victim and caught.value.retryable
+    assert [i.step for i in store.list(KEY)] == [1]
+    assert not [n for n in os.listdir(store.key_dir(KEY)) if n.startswith(".tmp-")]
+    assert sorted(os.listdir("/proc/self/fd")) == baseline, "a held file was left open"
+    assert ck.load() == b"first"
 
 
 def test_directory_checkpoint_refuses_symlinked_dirs(tmp_path: Path) -> None:

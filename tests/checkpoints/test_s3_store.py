@@ -191,7 +191,7 @@ def test_object_layout_and_manifest(s3: str, bucket: str) -> None:
     assert get(store, f"{root}000000000001/data/a/b.bin") == b"xyz"
     doc = json.loads(get(store, f"{root}000000000001/manifest.json"))
     assert doc["format"] == "interlock.checkpoint" and doc["key"] == KEY and doc["id"] == info.id
-    assert doc["files"]["a/b.bin"] == {"sha256": contract.sha(b"xyz"), "size": 3}
+    assert doc["version"] == 2 and doc["files"]["a/b.bin"] == {"digest": contract.digest(b"xyz"), "size": 3}
     assert doc["step"] == 3 and doc["metadata"] == {"m": 1}
     # Key segments are encoded one by one: "@ckpt" can never be a key segment.
     assert KeyLayout("", "a b/@ckpt/x").root == "a%20b/%40ckpt/x/@ckpt/"
@@ -249,7 +249,7 @@ def test_truncated_and_replaced_objects_are_refused(s3: str, bucket: str) -> Non
     with pytest.raises(CheckpointError, match="longer than 1000 bytes"):
         store.load_latest(KEY)
     put(store, object_key, payload(2, 1000))  # same size, other content
-    with pytest.raises(CheckpointError, match=f"checkpoint {info.id} of key .*'s'.*sha256 expected"):
+    with pytest.raises(CheckpointError, match=f"checkpoint {info.id} of key .*'s'.*xxh3_128 expected"):
         store.load_latest(KEY)
 
 
@@ -391,7 +391,7 @@ def test_large_files_go_up_in_parts_and_verify(s3: str, bucket: str, tmp_path: P
     object_key = KeyLayout("", KEY).data(info.id, "w.bin")
     head = store.client.head_object(Bucket=bucket, Key=object_key)
     assert head["ETag"].strip('"').endswith("-2")  # two parts: 5 MiB + the rest
-    assert info.files["w.bin"].sha256 == contract.sha(content) and info.files["w.bin"].size == len(content)
+    assert info.files["w.bin"].digest == contract.digest(content) and info.files["w.bin"].size == len(content)
     loaded = store.load_latest(KEY)
     assert loaded is not None
     out = loaded.copy_to(tmp_path / "out")
@@ -446,8 +446,8 @@ def test_many_files_go_up_in_windows(s3: str, bucket: str, tmp_path: Path, monke
         (src / name).write_bytes(data)
     store = S3CheckpointStore(bucket, endpoint_url=s3)
     info = Checkpointer(store, KEY).save(src, step=1)
-    assert {n: (e.sha256, e.size) for n, e in info.files.items()} == {
-        n: (contract.sha(d), len(d)) for n, d in content.items()
+    assert {n: (e.digest, e.size) for n, e in info.files.items()} == {
+        n: (contract.digest(d), len(d)) for n, d in content.items()
     }
     restored = Checkpointer(store, KEY).load(tmp_path / "out")
     assert {p.name: p.read_bytes() for p in restored.iterdir()} == content
