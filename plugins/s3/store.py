@@ -74,6 +74,7 @@ _UNSUPPORTED = ("NotImplemented", "InvalidArgument", "InvalidRequest")
 _MANIFEST_CACHE = 256
 _UPLOAD_WINDOW = 32
 _COMMIT_TRIES = 3  # saves that lost their id to another writer start over under a new one
+_CHECKSUM_MODES = ("when_supported", "when_required")  # botocore's request_checksum_calculation
 _LOST = ("ClaimLost", "IdTaken")  # files open and in flight at once within one save
 T = TypeVar("T")
 
@@ -103,6 +104,12 @@ class S3CheckpointStore:
     tries of one request, the first included (botocore's standard retry mode). ``spool``: keep
     the files that a load verified in a temporary directory (under ``spool_dir``) while the
     loaded checkpoint is alive, so reading them does not download them a second time.
+    ``request_checksum_calculation``: botocore's setting of that name. ``"when_supported"``
+    (botocore's default, used on AWS) sends a CRC32 of every object and part, which the
+    server checks on arrival, as ``upload_fileobj`` does; ``"when_required"`` only where
+    the API demands one. Default: botocore's on AWS, ``"when_required"`` with an
+    ``endpoint_url`` (some S3-compatible servers refuse the checksums). Either way every
+    file is verified end to end against the manifest's digest when it is loaded.
     """
 
     def __init__(
@@ -120,7 +127,13 @@ class S3CheckpointStore:
         max_attempts: int = 5,
         spool: bool = True,
         spool_dir: str | os.PathLike | None = None,
+        request_checksum_calculation: str | None = None,
     ) -> None:
+        if request_checksum_calculation not in (None, *_CHECKSUM_MODES):
+            raise CheckpointError(
+                f"S3CheckpointStore request_checksum_calculation must be one of {_CHECKSUM_MODES} "
+                f"or None, got {request_checksum_calculation!r}"
+            )
         self.bucket, _ = parse_s3_uri(f"s3://{bucket}")
         self.prefix = normalise_prefix(prefix)
         self.endpoint_url = endpoint_url or None
@@ -132,6 +145,7 @@ class S3CheckpointStore:
         self.max_attempts = max_attempts
         self.spool = spool
         self.spool_dir = spool_dir
+        self.request_checksum_calculation = request_checksum_calculation
         self._client = client
         self._transfer: Any = None
         self._lock = threading.Lock()
@@ -178,9 +192,12 @@ class S3CheckpointStore:
         if self.endpoint_url:
             options["s3"] = {"addressing_style": "path"}  # MinIO, moto: no bucket subdomains
             # botocore's default CRC trailers (since 1.36) are refused by some S3-compatible
-            # servers; integrity does not rest on them (every file is sha256-verified).
+            # servers; integrity does not rest on them (every file is verified against the
+            # manifest's digest), so they are only sent on request.
             options["request_checksum_calculation"] = "when_required"
             options["response_checksum_validation"] = "when_required"
+        if self.request_checksum_calculation:
+            options["request_checksum_calculation"] = self.request_checksum_calculation
         return _session(boto3).client("s3", endpoint_url=self.endpoint_url, config=Config(**options))
 
     def _transfer_config(self) -> Any:
