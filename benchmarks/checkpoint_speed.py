@@ -24,7 +24,7 @@ and neighbours hit both alike):
   also hashes every file into the manifest and verifies it on every load, while boto3
   validates the stored CRC on download only for a single-part object (a multipart one's
   composite CRC is skipped: at these sizes, nothing is checked on the native load).
-  "s3 save, no wire CRC" is the store's default with an ``endpoint_url`` (no CRC sent)
+  "s3 save no CRC" is the store's default with an ``endpoint_url`` (no CRC sent)
   vs ``upload_fileobj`` through a client configured the same way. The notes give the CPU
   seconds of this process and of the moto server per operation (medians): on a shared
   machine they say more than the wall clock.
@@ -340,7 +340,7 @@ def s3_rows(mib: int, repeat: int, endpoint: str) -> list[dict]:
                     "Checkpointer.save(bytes), keep=2 vs upload_fileobj; both send a CRC32 per part; "
                     + clock.note(f"ours {id(ck)}", f"native {id(client)}")))
     s_ours, s_native = paired(save_with(plain_ck), upload_with(bare), repeat)
-    rows.append(row("s3 save, no wire CRC", mib, s_ours, s_native,
+    rows.append(row("s3 save no CRC", mib, s_ours, s_native,
                     "the store's default with an endpoint_url vs upload_fileobj, no CRC sent; "
                     + clock.note(f"ours {id(plain_ck)}", f"native {id(bare)}")))
     client.upload_fileobj(io.BytesIO(data), bucket, "plain/read.bin", Config=config)

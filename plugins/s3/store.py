@@ -108,7 +108,8 @@ class S3CheckpointStore:
     (botocore's default, used on AWS) sends a CRC32 of every object and part, which the
     server checks on arrival, as ``upload_fileobj`` does; ``"when_required"`` only where
     the API demands one. Default: botocore's on AWS, ``"when_required"`` with an
-    ``endpoint_url`` (some S3-compatible servers refuse the checksums). Either way every
+    ``endpoint_url`` (some S3-compatible servers refuse the checksums) unless botocore's
+    own setting says otherwise (``AWS_REQUEST_CHECKSUM_CALCULATION``). Either way every
     file is verified end to end against the manifest's digest when it is loaded.
     """
 
@@ -189,16 +190,19 @@ class S3CheckpointStore:
             "retries": {"mode": "standard", "total_max_attempts": self.max_attempts},
             "max_pool_connections": max(10, self.max_concurrency + 2),
         }
+        session = _session(boto3)
         if self.endpoint_url:
             options["s3"] = {"addressing_style": "path"}  # MinIO, moto: no bucket subdomains
             # botocore's default CRC trailers (since 1.36) are refused by some S3-compatible
             # servers; integrity does not rest on them (every file is verified against the
-            # manifest's digest), so they are only sent on request.
-            options["request_checksum_calculation"] = "when_required"
-            options["response_checksum_validation"] = "when_required"
+            # manifest's digest), so they are only sent on request: this store's setting,
+            # or botocore's own (AWS_REQUEST_CHECKSUM_CALCULATION, the profile's setting).
+            for name in ("request_checksum_calculation", "response_checksum_validation"):
+                if not _configured(session, name):
+                    options[name] = "when_required"
         if self.request_checksum_calculation:
             options["request_checksum_calculation"] = self.request_checksum_calculation
-        return _session(boto3).client("s3", endpoint_url=self.endpoint_url, config=Config(**options))
+        return session.client("s3", endpoint_url=self.endpoint_url, config=Config(**options))
 
     def _transfer_config(self) -> Any:
         if self._transfer is None:
@@ -736,6 +740,16 @@ def _session(boto3: Any) -> Any:
         # Each boto3 session appends its data path to the loader: keep the list from growing.
         _LOADER.search_paths[:] = list(dict.fromkeys(_LOADER.search_paths))
     return session
+
+
+def _configured(session: Any, name: str) -> bool:
+    """Whether the user set botocore's ``name`` (its environment variable or the profile)."""
+    if os.environ.get(f"AWS_{name.upper()}"):
+        return True
+    try:
+        return bool(session._session.get_scoped_config().get(name))
+    except Exception:  # noqa: BLE001 - no readable profile: not set there
+        return False
 
 
 def _server_time(page: dict[str, Any]) -> float | None:

@@ -452,6 +452,18 @@ def test_crc32_on_every_upload_when_asked_as_upload_fileobj_sends_it(
         S3CheckpointStore(bucket, endpoint_url=s3, request_checksum_calculation="always")
 
 
+def test_botocore_checksum_setting_is_honoured_with_an_endpoint(
+    s3: str, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a user of CheckpointPolicy(store="s3://...") can set without code: botocore's
+    # own variable; the store's endpoint default must not override it.
+    monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported")
+    store = S3CheckpointStore.from_uri(f"s3://{bucket}/ckpts", endpoint_url=s3)
+    sent = _checksums_sent(store)
+    Checkpointer(store, KEY).save(b"state" * 1000, step=1)
+    assert sent and all(value for _, value in sent), sent
+
+
 def test_a_load_downloads_each_file_once(s3: str, bucket: str, tmp_path: Path) -> None:
     spool_dir = tmp_path / "spool"
     spool_dir.mkdir()
