@@ -432,12 +432,14 @@ def test_crc32_on_every_upload_when_asked_as_upload_fileobj_sends_it(
     sent = _checksums_sent(store)
     big = tmp_path / "big.bin"
     content = os.urandom(6 * MiB + 3)
-    big.write_bytes(content)  # a file: read through the non-seekable hashing reader
-    info = store.save(KEY, {"w.bin": big, "small": b"x" * 100})
+    big.write_bytes(content)  # files: read through the non-seekable hashing reader
+    small_file = tmp_path / "small.txt"
+    small_file.write_bytes(b"y" * 100)
+    info = store.save(KEY, {"w.bin": big, "small": b"x" * 100, "small.txt": small_file})
     assert [op for op, _ in sent].count("UploadPart") == 2
-    assert all(value for _, value in sent), sent  # claim, parts, small file, manifest
+    assert all(value for _, value in sent), sent  # claim, parts, small files, manifest
     layout = KeyLayout("", KEY)
-    for name in ("w.bin", "small"):
+    for name in ("w.bin", "small", "small.txt"):
         head = store.client.head_object(Bucket=bucket, Key=layout.data(info.id, name), ChecksumMode="ENABLED")
         assert head.get("ChecksumCRC32"), name  # stored by the server beside the object
     loaded = store.load_latest(KEY)
