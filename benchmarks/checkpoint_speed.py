@@ -17,9 +17,19 @@ neighbours hit both alike):
   same writes + fsync of a plain file; ``with ck.open_read() as f`` read in 8 MiB chunks
   vs the same reads of a plain file (only when the streaming API is present).
 - s3 save / s3 load: ``S3CheckpointStore`` against a moto server (its own process) vs
-  boto3's ``upload_fileobj`` / ``get_object()["Body"].read()`` with boto3's default
-  ``TransferConfig``, same bytes, same server; s3 stream load: ``open_read(seekable=False)``
-  vs ``get_object()["Body"].iter_chunks()``, both in 8 MiB chunks.
+  boto3's ``upload_fileobj`` / ``get_object()["Body"].read()`` with boto3's defaults
+  (client config and ``TransferConfig``), same bytes, same server; s3 stream load:
+  ``open_read(seekable=False)`` vs ``get_object()["Body"].iter_chunks()``, both in 8 MiB
+  chunks. The same checks on the wire: the store is made with
+  ``request_checksum_calculation="when_supported"`` (boto3's default, which it uses on AWS),
+  so both sides send a CRC32 of every part that the server checks on arrival; interlock
+  also hashes every file into the manifest and verifies it on every load, while boto3
+  validates the stored CRC on download only for a single-part object (a multipart one's
+  composite CRC is skipped: at these sizes, nothing is checked on the native load).
+  "s3 save no CRC" is the store's default with an ``endpoint_url`` (no CRC sent)
+  vs ``upload_fileobj`` through a client configured the same way. The notes give the CPU
+  seconds of this process and of the moto server per operation (medians): on a shared
+  machine they say more than the wall clock.
 
 The per-file digest is what a verified load pays on top of a read: the "digest alone" row
 shows the cost of the digest the store actually uses (``store.digest``: xxh3_128 unless
@@ -35,6 +45,7 @@ import hashlib
 import io
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -218,6 +229,9 @@ def local_rows(mib: int, repeat: int, work: Path) -> list[dict]:
     return rows
 
 
+_MOTO_PIDS: dict[str, int] = {}  # endpoint -> the moto server's pid (its CPU time is reported)
+
+
 @contextlib.contextmanager
 def moto_server() -> Iterator[str]:
     with socket.socket() as s:
@@ -232,81 +246,159 @@ def moto_server() -> Iterator[str]:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
                 break
             time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
+        endpoint = f"http://127.0.0.1:{port}"
+        _MOTO_PIDS[endpoint] = proc.pid
+        yield endpoint
     finally:
         proc.terminate()
         proc.wait(10)
 
 
+def _process_cpu(pid: int | None) -> float:
+    """CPU seconds used so far by process ``pid`` (None: this one, all threads)."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _S3Timer:
+    """Wall seconds of each call, and the CPU seconds of this process and of the server."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self.cpu: dict[str, list[tuple[float, float]]] = {}
+
+    def __call__(self, side: str, fn: Callable[[], object]) -> float:
+        c0, s0 = _process_cpu(None), _process_cpu(self.server_pid)
+        t = timed(fn)
+        self.cpu.setdefault(side, []).append(
+            (_process_cpu(None) - c0, _process_cpu(self.server_pid) - s0)
+        )
+        return t
+
+    def note(self, ours: str, native: str) -> str:
+        def med(side: str) -> str:
+            pairs = self.cpu.pop(side, [])
+            if not pairs:
+                return "-"
+            client = statistics.median(p[0] for p in pairs)
+            server = statistics.median(p[1] for p in pairs)
+            return f"{client:.2f}+{server:.2f}"
+
+        return f"CPU s client+server: interlock {med(ours)}, native {med(native)}"
+
+
 def s3_rows(mib: int, repeat: int, endpoint: str) -> list[dict]:
     import boto3
     from boto3.s3.transfer import TransferConfig
+    from botocore.config import Config
 
     from interlock.plugins.s3 import S3CheckpointStore
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")  # boto3's defaults
+    bare = boto3.client(  # what the store uses with an endpoint_url and no setting
+        "s3", endpoint_url=endpoint, region_name="us-east-1",
+        config=Config(request_checksum_calculation="when_required",
+                      response_checksum_validation="when_required"),
+    )
     bucket = f"bench-{mib}"
     client.create_bucket(Bucket=bucket)
     config = TransferConfig()  # what a user gets by default
     data = os.urandom(mib * MiB)
-    store = S3CheckpointStore(bucket, "ckpts", endpoint_url=endpoint)
+    # The same CRC32 per part on the wire as upload_fileobj sends with boto3's defaults.
+    store = S3CheckpointStore(bucket, "ckpts", endpoint_url=endpoint,
+                              request_checksum_calculation="when_supported")
     ck = Checkpointer(store, f"bench/s3-{mib}/train", keep=2)
     ck.save(data, step=0)
+    plain_ck = Checkpointer(S3CheckpointStore(bucket, "plain-ckpts", endpoint_url=endpoint),
+                            f"bench/s3-{mib}/train", keep=2)
+    plain_ck.save(data, step=0)
     step = iter(range(1, 1000))
     n = iter(range(1000))
+    clock = _S3Timer(_MOTO_PIDS.get(endpoint))
 
-    def ours_save() -> float:
-        t = timed(lambda: ck.save(data, step=next(step)))
-        wait = getattr(ck, "flush", None)
-        if wait:
-            wait()
-        return t
+    def save_with(c: Checkpointer) -> Callable[[], float]:
+        def go() -> float:
+            t = clock(f"ours {id(c)}", lambda: c.save(data, step=next(step)))
+            c.flush()  # the prune runs after the commit, outside the save; let it end first
+            return t
+        return go
 
-    def native_save() -> float:
-        key = f"plain/{next(n)}.bin"
-        return timed(lambda: client.upload_fileobj(io.BytesIO(data), bucket, key, Config=config))
+    def upload_with(c: object) -> Callable[[], float]:
+        def go() -> float:
+            key = f"plain/{next(n)}.bin"
+            t = clock(f"native {id(c)}", lambda: c.upload_fileobj(io.BytesIO(data), bucket, key, Config=config))
+            c.delete_object(Bucket=bucket, Key=key)  # as the store's keep=2 prunes its own
+            return t
+        return go
 
     rows = []
-    s_ours, s_native = paired(ours_save, native_save, repeat)
-    rows.append(row("s3 save", mib, s_ours, s_native, "Checkpointer.save(bytes), keep=2 vs upload_fileobj"))
+    s_ours, s_native = paired(save_with(ck), upload_with(client), repeat)
+    rows.append(row("s3 save", mib, s_ours, s_native,
+                    "Checkpointer.save(bytes), keep=2 vs upload_fileobj; both send a CRC32 per part; "
+                    + clock.note(f"ours {id(ck)}", f"native {id(client)}")))
+    s_ours, s_native = paired(save_with(plain_ck), upload_with(bare), repeat)
+    rows.append(row("s3 save no CRC", mib, s_ours, s_native,
+                    "the store's default with an endpoint_url vs upload_fileobj, no CRC sent; "
+                    + clock.note(f"ours {id(plain_ck)}", f"native {id(bare)}")))
     client.upload_fileobj(io.BytesIO(data), bucket, "plain/read.bin", Config=config)
     data = b""  # free the state before the loads
 
     def ours_load() -> float:
-        t0 = time.perf_counter()
-        got = ck.load()
-        t = time.perf_counter() - t0
-        assert len(got) == mib * MiB
+        got = None
+
+        def go() -> None:
+            nonlocal got
+            got = ck.load()
+
+        t = clock("ours load", go)
+        assert got is not None and len(got) == mib * MiB
         return t
 
     def native_load() -> float:
-        t0 = time.perf_counter()
-        got = client.get_object(Bucket=bucket, Key="plain/read.bin")["Body"].read()
-        t = time.perf_counter() - t0
-        assert len(got) == mib * MiB
+        got = None
+
+        def go() -> None:
+            nonlocal got
+            got = client.get_object(Bucket=bucket, Key="plain/read.bin")["Body"].read()
+
+        t = clock("native load", go)
+        assert got is not None and len(got) == mib * MiB
         return t
 
     l_ours, l_native = paired(ours_load, native_load, repeat)
-    rows.append(row("s3 load", mib, l_ours, l_native, "Checkpointer.load() vs get_object().read()"))
+    rows.append(row("s3 load", mib, l_ours, l_native,
+                    "Checkpointer.load() (digest verified) vs get_object().read() (boto3 checks "
+                    "the CRC of a single-part object, not a multipart one's composite CRC); "
+                    + clock.note("ours load", "native load")))
     if hasattr(ck, "open_read"):
         def ours_stream() -> float:
-            t0 = time.perf_counter()
-            with ck.open_read(seekable=False) as f:
-                assert chunked_read(f) == mib * MiB
-            return time.perf_counter() - t0
+            def go() -> None:
+                with ck.open_read(seekable=False) as f:
+                    assert chunked_read(f) == mib * MiB
+
+            return clock("ours stream", go)
 
         def native_stream() -> float:
-            t0 = time.perf_counter()
-            body = client.get_object(Bucket=bucket, Key="plain/read.bin")["Body"]
-            assert sum(len(c) for c in body.iter_chunks(CHUNK)) == mib * MiB
-            return time.perf_counter() - t0
+            def go() -> None:
+                body = client.get_object(Bucket=bucket, Key="plain/read.bin")["Body"]
+                assert sum(len(c) for c in body.iter_chunks(CHUNK)) == mib * MiB
+
+            return clock("native stream", go)
 
         st_ours, st_native = paired(ours_stream, native_stream, repeat)
         rows.append(row("s3 stream load", mib, st_ours, st_native,
-                        "ck.open_read(seekable=False) in 8 MiB chunks vs get_object Body.iter_chunks"))
+                        "ck.open_read(seekable=False) in 8 MiB chunks vs get_object Body.iter_chunks; "
+                        + clock.note("ours stream", "native stream")))
+    rows[-1]["note"] += f"; load average {os.getloadavg()[0]:.1f}"
     return rows
 
 

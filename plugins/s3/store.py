@@ -74,6 +74,7 @@ _UNSUPPORTED = ("NotImplemented", "InvalidArgument", "InvalidRequest")
 _MANIFEST_CACHE = 256
 _UPLOAD_WINDOW = 32
 _COMMIT_TRIES = 3  # saves that lost their id to another writer start over under a new one
+_CHECKSUM_MODES = ("when_supported", "when_required")  # botocore's request_checksum_calculation
 _LOST = ("ClaimLost", "IdTaken")  # files open and in flight at once within one save
 T = TypeVar("T")
 
@@ -103,6 +104,13 @@ class S3CheckpointStore:
     tries of one request, the first included (botocore's standard retry mode). ``spool``: keep
     the files that a load verified in a temporary directory (under ``spool_dir``) while the
     loaded checkpoint is alive, so reading them does not download them a second time.
+    ``request_checksum_calculation``: botocore's setting of that name. ``"when_supported"``
+    (botocore's default, used on AWS) sends a CRC32 of every object and part, which the
+    server checks on arrival, as ``upload_fileobj`` does; ``"when_required"`` only where
+    the API demands one. Default: botocore's on AWS, ``"when_required"`` with an
+    ``endpoint_url`` (some S3-compatible servers refuse the checksums) unless botocore's
+    own setting says otherwise (``AWS_REQUEST_CHECKSUM_CALCULATION``). Either way every
+    file is verified end to end against the manifest's digest when it is loaded.
     """
 
     def __init__(
@@ -120,7 +128,13 @@ class S3CheckpointStore:
         max_attempts: int = 5,
         spool: bool = True,
         spool_dir: str | os.PathLike | None = None,
+        request_checksum_calculation: str | None = None,
     ) -> None:
+        if request_checksum_calculation not in (None, *_CHECKSUM_MODES):
+            raise CheckpointError(
+                f"S3CheckpointStore request_checksum_calculation must be one of {_CHECKSUM_MODES} "
+                f"or None, got {request_checksum_calculation!r}"
+            )
         self.bucket, _ = parse_s3_uri(f"s3://{bucket}")
         self.prefix = normalise_prefix(prefix)
         self.endpoint_url = endpoint_url or None
@@ -132,6 +146,7 @@ class S3CheckpointStore:
         self.max_attempts = max_attempts
         self.spool = spool
         self.spool_dir = spool_dir
+        self.request_checksum_calculation = request_checksum_calculation
         self._client = client
         self._transfer: Any = None
         self._lock = threading.Lock()
@@ -175,13 +190,19 @@ class S3CheckpointStore:
             "retries": {"mode": "standard", "total_max_attempts": self.max_attempts},
             "max_pool_connections": max(10, self.max_concurrency + 2),
         }
+        session = _session(boto3)
         if self.endpoint_url:
             options["s3"] = {"addressing_style": "path"}  # MinIO, moto: no bucket subdomains
             # botocore's default CRC trailers (since 1.36) are refused by some S3-compatible
-            # servers; integrity does not rest on them (every file is sha256-verified).
-            options["request_checksum_calculation"] = "when_required"
-            options["response_checksum_validation"] = "when_required"
-        return _session(boto3).client("s3", endpoint_url=self.endpoint_url, config=Config(**options))
+            # servers; integrity does not rest on them (every file is verified against the
+            # manifest's digest), so they are only sent on request: this store's setting,
+            # or botocore's own (AWS_REQUEST_CHECKSUM_CALCULATION, the profile's setting).
+            for name in ("request_checksum_calculation", "response_checksum_validation"):
+                if not _configured(session, name):
+                    options[name] = "when_required"
+        if self.request_checksum_calculation:
+            options["request_checksum_calculation"] = self.request_checksum_calculation
+        return session.client("s3", endpoint_url=self.endpoint_url, config=Config(**options))
 
     def _transfer_config(self) -> Any:
         if self._transfer is None:
@@ -192,7 +213,7 @@ class S3CheckpointStore:
                 multipart_chunksize=self.multipart_chunksize,
                 max_concurrency=self.max_concurrency,
                 # s3transfer itself (not the CRT client): it reads our non-seekable
-                # hashing readers once, in order, which the sha256 relies on.
+                # hashing readers once, in order, which the file digest relies on.
                 preferred_transfer_client="classic",
             )
         return self._transfer
@@ -474,7 +495,7 @@ class S3CheckpointStore:
     def _upload_all(
         self, key: str, layout: KeyLayout, cid: str, files: Mapping[str, FileSource]
     ) -> dict[str, FileEntry]:
-        """Upload every file under checkpoint ``cid``; each file's sha256 and size as sent.
+        """Upload every file under checkpoint ``cid``; each file's digest and size as sent.
 
         One transfer manager for the whole save, so many small files (a sharded model) go
         up concurrently; a bounded window of them is open at a time. Large files go up in
@@ -719,6 +740,16 @@ def _session(boto3: Any) -> Any:
         # Each boto3 session appends its data path to the loader: keep the list from growing.
         _LOADER.search_paths[:] = list(dict.fromkeys(_LOADER.search_paths))
     return session
+
+
+def _configured(session: Any, name: str) -> bool:
+    """Whether the user set botocore's ``name`` (its environment variable or the profile)."""
+    if os.environ.get(f"AWS_{name.upper()}"):
+        return True
+    try:
+        return bool(session._session.get_scoped_config().get(name))
+    except Exception:  # noqa: BLE001 - no readable profile: not set there
+        return False
 
 
 def _server_time(page: dict[str, Any]) -> float | None:
