@@ -63,10 +63,12 @@ def layout(sizes: dict[str, tuple[float, float]], edges: Sequence[tuple[str, str
     rank = {n: i for i, n in enumerate(order)}
     edges = [(a, b) for a, b in edges if rank[a] < rank[b]]  # drop back edges of a cycle
     layer = {n: 0 for n in ids}
+    outs: dict[str, list[str]] = {n: [] for n in ids}
+    for a, b in edges:  # one pass over the edges, not one per node (O(N*E) at scale)
+        outs[a].append(b)
     for n in order:
-        for a, b in edges:
-            if a == n:
-                layer[b] = max(layer[b], layer[n] + 1)
+        for b in outs[n]:
+            layer[b] = max(layer[b], layer[n] + 1)
     boxes = {n: Box(n, *sizes[n], layer=layer[n]) for n in ids}
     # Dummy points for long edges: chains of one-layer edges.
     chains: list[tuple[str, str, list[str]]] = []
