@@ -115,6 +115,8 @@ def layout(sizes: dict[str, tuple[float, float]], edges: Sequence[tuple[str, str
 def _order_layers(layers: list[list[str]], ups: dict[str, list[str]], downs: dict[str, list[str]]) -> None:
     def sweep(rows: list[list[str]], nbrs: dict[str, list[str]]) -> None:
         for i in range(1, len(rows)):
+            if len(rows[i]) < 2:  # nothing to order (a chain's every layer)
+                continue
             pos = {n: k for k, n in enumerate(rows[i - 1])}
             here = {n: k for k, n in enumerate(rows[i])}
             keys = {}
@@ -140,6 +142,12 @@ def _place_x(layers: list[list[str]], boxes: dict[str, Box], ups: dict[str, list
         rows = layers if it % 2 == 0 else layers[::-1]
         nbrs = ups if it % 2 == 0 else downs
         for row in rows:
+            if len(row) == 1:  # alone in its layer: where its neighbours pull it (what _fit gives)
+                n = row[0]
+                ps = [boxes[m].x for m in nbrs[n]]
+                if ps:
+                    boxes[n].x = sum(ps) / len(ps)
+                continue
             want = []
             for n in row:
                 ps = [boxes[m].x for m in nbrs[n]]
