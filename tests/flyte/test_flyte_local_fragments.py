@@ -70,6 +70,74 @@ def test_a_step_killed_mid_call_on_flyte_local_leaves_its_started_record(tmp_pat
     assert "no end was recorded" in train["attempts"][0]["decision"]
 
 
+KILLED_ON_RETRY = """
+import os
+import signal
+from pathlib import Path
+
+import interlock as il
+
+
+@il.step(retry=il.Retry(transient=2))
+def train(x: int, marker: str) -> int:
+    if not Path(marker).exists():
+        Path(marker).write_text("failed once")
+        raise ConnectionResetError("a flake")  # TRANSIENT: retried in-process on flyte-local
+    if Path(marker).read_text() == "failed once":
+        Path(marker).write_text("killed once")
+        os.kill(os.getpid(), signal.SIGKILL)  # the retry is killed: its fragment existed already
+    return x * 10
+
+
+@il.pipeline(name="killed-on-retry")
+def killed_on_retry(x: int = 1, marker: str = "m"):
+    return train(x=x, marker=marker)
+"""
+
+
+def test_a_retry_killed_mid_call_is_swapped_into_the_existing_fragment(tmp_path: Path) -> None:
+    source = tmp_path / f"killed_retry_{tmp_path.name.replace('-', '_')}.py"
+    source.write_text(KILLED_ON_RETRY)
+    work, marker = tmp_path / "work", tmp_path / "marker"
+    argv = [sys.executable, "-m", "interlock.core.cli", "run", str(source), "--backend", "flyte-local",
+            "--workdir", str(work), "--run-id", "r-retry", "-p", f"marker={marker}"]
+    killed = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    receipts = work / "runs" / "r-retry" / "state" / "receipts"
+    fragment = json.loads((receipts / "train.json").read_text())
+    assert [a["status"] for a in fragment["attempts"]] == ["failed", "killed"]
+    assert fragment["attempts"][0]["failure"]["kind"] == "TRANSIENT"
+
+    resumed = il.run(load_pipeline(str(source)), backend="flyte-local", workdir=work, run_id="r-retry",
+                     marker=str(marker), progress=False)
+    assert resumed.outputs == {"o0": 10}
+    train = next(s for s in json.loads(Path(resumed.receipt_path).read_text())["steps"] if s["node"] == "train")
+    assert [a["status"] for a in train["attempts"]] == ["failed", "killed", "succeeded"]
+    assert not [p.name for p in receipts.iterdir() if not p.name.endswith(".json")]  # no old copy left
+
+
+def test_swap_into_replaces_whole_and_falls_back_to_a_rename(tmp_path: Path) -> None:
+    from interlock.core import swap_rename
+
+    path, tmp = tmp_path / "f.json", tmp_path / ".f.json.1.tmp"
+    tmp.write_text("new")
+    swap_rename.swap_into(str(tmp), str(path))  # nothing there yet: a rename
+    assert path.read_text() == "new" and not tmp.exists()
+    tmp.write_text("newer")
+    swap_rename.swap_into(str(tmp), str(path))  # swapped, and the old copy removed
+    assert path.read_text() == "newer" and not tmp.exists()
+    if sys.platform.startswith("linux"):
+        assert swap_rename._lookup(), "glibc has renameat2: the swap is used here"
+    saved = swap_rename._renameat2
+    try:
+        swap_rename._renameat2 = False  # a platform without it
+        tmp.write_text("newest")
+        swap_rename.swap_into(str(tmp), str(path))
+        assert path.read_text() == "newest" and not tmp.exists()
+    finally:
+        swap_rename._renameat2 = saved
+
+
 def _fragment(run_id: str, node: str, attempts: int) -> Fragment:
     from interlock.core.runstate import Attempt
 
