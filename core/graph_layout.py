@@ -63,10 +63,12 @@ def layout(sizes: dict[str, tuple[float, float]], edges: Sequence[tuple[str, str
     rank = {n: i for i, n in enumerate(order)}
     edges = [(a, b) for a, b in edges if rank[a] < rank[b]]  # drop back edges of a cycle
     layer = {n: 0 for n in ids}
+    outs: dict[str, list[str]] = {n: [] for n in ids}
+    for a, b in edges:  # one pass over the edges, not one per node (O(N*E) at scale)
+        outs[a].append(b)
     for n in order:
-        for a, b in edges:
-            if a == n:
-                layer[b] = max(layer[b], layer[n] + 1)
+        for b in outs[n]:
+            layer[b] = max(layer[b], layer[n] + 1)
     boxes = {n: Box(n, *sizes[n], layer=layer[n]) for n in ids}
     # Dummy points for long edges: chains of one-layer edges.
     chains: list[tuple[str, str, list[str]]] = []
@@ -113,6 +115,8 @@ def layout(sizes: dict[str, tuple[float, float]], edges: Sequence[tuple[str, str
 def _order_layers(layers: list[list[str]], ups: dict[str, list[str]], downs: dict[str, list[str]]) -> None:
     def sweep(rows: list[list[str]], nbrs: dict[str, list[str]]) -> None:
         for i in range(1, len(rows)):
+            if len(rows[i]) < 2:  # nothing to order (a chain's every layer)
+                continue
             pos = {n: k for k, n in enumerate(rows[i - 1])}
             here = {n: k for k, n in enumerate(rows[i])}
             keys = {}
@@ -138,6 +142,12 @@ def _place_x(layers: list[list[str]], boxes: dict[str, Box], ups: dict[str, list
         rows = layers if it % 2 == 0 else layers[::-1]
         nbrs = ups if it % 2 == 0 else downs
         for row in rows:
+            if len(row) == 1:  # alone in its layer: where its neighbours pull it (what _fit gives)
+                n = row[0]
+                ps = [boxes[m].x for m in nbrs[n]]
+                if ps:
+                    boxes[n].x = sum(ps) / len(ps)
+                continue
             want = []
             for n in row:
                 ps = [boxes[m].x for m in nbrs[n]]

@@ -32,6 +32,7 @@ from .errors import PolicyError, RunFailed, StepFailed, StepStopped
 from .failures import Failure
 from .spec import PipelineSpec
 from .status import FailureKind, Status
+from .swap_rename import swap_into
 
 log = logging.getLogger("interlock.runstate")
 
@@ -455,11 +456,17 @@ class RunState:
             return {}
         return {n: f for n in nodes if f"{n}.json" in present and (f := self.read_fragment(n)) is not None}
 
-    def write_fragment(self, fragment: Fragment) -> Path:
+    def write_fragment(self, fragment: Fragment, *, new: bool = False) -> Path:
+        """``new``: the caller found no fragment for the node; written in place if still none
+        is there (``create_text``), else (or not ``new``) replaced atomically."""
         path = self.fragment_path(fragment.node)
         # Compact: json's C encoder only writes without indent; two writes per step (one
         # before the call, one after) made the pure-Python encoder a fifth of the shim's cost.
-        write_json_atomic(path, fragment.to_dict(), indent=None)
+        text = json.dumps(fragment.to_dict(), sort_keys=True, default=str)
+        if not (new and create_text(path, text)):
+            # Swapped in, not renamed over: a fragment must survive a killed process, and a
+            # step's second write replaces the first a moment later (see swap_rename.py).
+            write_text_atomic(path, text, swap=True)
         return path
 
     def write_marker(self, node: str, failure: Failure, kind: StopMarker = StopMarker.FATAL) -> Path:
@@ -612,14 +619,58 @@ def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1) -> None:
     write_text_atomic(path, json.dumps(data, sort_keys=True, indent=indent, default=str))
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def write_text_atomic(path: Path, text: str, *, swap: bool = False) -> None:
+    """Write a temporary file next to ``path``, then rename it over ``path``: a reader, or a
+    process killed at any point, sees the old file or the new one, never half of one. No
+    fsync: the state must survive the process (a kill, an eviction), not the machine.
+    ``swap``: exchange the names instead of renaming over (``swap_rename.swap_into``): as
+    atomic, without the flush ext4 starts on a rename over a file (receipt fragments)."""
+    where = os.fspath(path)
+    head, name = os.path.split(where)
+    tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
+    data = text.encode()
     try:  # the folder exists but for a node's first write: make it only then (a step writes twice)
-        tmp.write_text(text)
+        _write_bytes(tmp, data, os.O_TRUNC)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-    os.replace(tmp, path)
+        os.makedirs(head or ".", exist_ok=True)
+        _write_bytes(tmp, data, os.O_TRUNC)
+    if swap:
+        swap_into(tmp, where)
+    else:
+        os.replace(tmp, where)
+
+
+def create_text(path: Path, text: str) -> bool:
+    """Write ``path`` only if no file is there (O_EXCL); False if one is. For a file's first
+    write: a rename has nothing to replace, so it buys nothing. A reader, or a process killed
+    mid-write, may see the file empty or cut short: readers take an unreadable file for an
+    absent one (``RunState._read``), which is what it was a moment before, and the next write
+    (``write_text_atomic``) replaces it whole. Half a file is never taken for a record."""
+    where = os.fspath(path)
+    data = text.encode()
+    try:
+        _write_bytes(where, data, os.O_EXCL)
+    except FileExistsError:
+        return False
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(where) or ".", exist_ok=True)
+        try:
+            _write_bytes(where, data, os.O_EXCL)
+        except FileExistsError:
+            return False
+    return True
+
+
+def _write_bytes(path: str, data: bytes, mode: int) -> None:
+    # os-level: pathlib's write_text and its TextIOWrapper cost as much as the write itself
+    # (two fragment writes per step).
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def json_by_lines(data: Mapping[str, Any]) -> str:

@@ -354,7 +354,7 @@ def _execute_step(
         # next read (a resume, a backend retry, the receipt) still shows the attempt, as killed.
         begun = Attempt(len(attempts) + 1, t0, t0, Status.KILLED, decision=KILLED_DECISION, batch_size_factor=factor)
         _write_fragment(run, step, StepResult(node, step.name, {}, [*attempts, begun], started, t0, ctx.snapshots),
-                        Status.FAILED, base=base)
+                        Status.FAILED, base=base, new=earlier is None and not attempts)
         kwargs = dict(inputs)
         if step.context_arg:
             kwargs[step.context_arg] = ctx
@@ -471,9 +471,11 @@ def record_cache_hit(run: RunContext, step: StepSpec, node: str, provenance: dic
 
 def _write_fragment(
     run: RunContext, step: StepSpec, result: StepResult, status: Status, *, base: list[Attempt] | None = None,
+    new: bool = False,
 ) -> None:
     """One receipt fragment per node; a backend retry of the step appends its attempts to
-    ``base`` (the attempts recorded before this execution; default: what the fragment holds)."""
+    ``base`` (the attempts recorded before this execution; default: what the fragment holds).
+    ``new``: no fragment was found for the node (its first write needs no rename)."""
     state = run.state
     previous = state.read_fragment(result.node) if base is None else None
     state.write_fragment(Fragment(
@@ -491,4 +493,4 @@ def _write_fragment(
         device=result.device,
         resources=step.resources.to_json(),
         distributed=step.distributed.to_json() if step.distributed else None,
-    ))
+    ), new=new)

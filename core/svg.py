@@ -50,15 +50,16 @@ def el(tag: str, body: str = "", **attrs: object) -> str:
     """``<tag a="b">body</tag>``; attribute names use ``_`` for ``-`` (``stroke_width``),
     a trailing ``_`` is dropped (``class_``), and None values are left out."""
     parts = [tag]
+    names = _ATTR_NAMES
     for key, value in attrs.items():
         if value is None:
             continue
-        name = _attr_name(key)
-        parts.append(f'{name}="{esc(value)}"')
+        parts.append(f'{names.get(key) or _attr_name(key)}="{esc(value)}"')
     head = " ".join(parts)
     return f"<{head}>{body}</{tag}>" if body else f"<{head}/>"
 
 
 def num(value: float) -> str:
     """A coordinate, short: SVG files stay small and diff-able."""
-    return f"{value:.1f}".rstrip("0").rstrip(".")
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text  # one decimal always: "12.0" -> "12"
