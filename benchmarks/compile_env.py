@@ -22,7 +22,18 @@ def child_env(tmp: Path, work: Path) -> dict[str, str]:
     return env | {"PYTHONPATH": str(work), "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
 
 
-# Pasted into both runners: the interlock side binds every public name of the package before
-# the clock, as ``import flytekit`` / ``from kfp import dsl`` load theirs (``interlock``
-# resolves its names lazily, on first use, which would otherwise happen inside the clock).
-IMPORT_INTERLOCK = "import interlock as il\nfor _name in il.__all__:\n    getattr(il, _name)\n"
+# Pasted into both runners (``{adapter}``: flyte or kfp), run on both sides: interlock's
+# public names bound, and every module of interlock.core and of the adapter under test
+# imported, before the clock, as ``import flytekit`` / ``from kfp import dsl`` load theirs.
+# interlock loads modules on first use (``import interlock`` stays light), which would
+# otherwise happen inside the clock on its side only.
+IMPORT_INTERLOCK = """\
+import importlib, pkgutil
+import interlock as il
+import interlock.adapters.{adapter}, interlock.core
+for _name in il.__all__:
+    getattr(il, _name)
+for _pkg in (interlock.core, interlock.adapters.{adapter}):
+    for _mod in pkgutil.iter_modules(_pkg.__path__, _pkg.__name__ + "."):
+        importlib.import_module(_mod.name)
+"""

@@ -5,10 +5,10 @@
 For each size N both sides get a generated module of N distinct step functions (step i reads
 steps i-1 and i-2), import it (decorators run), build the workflow and write registrable
 protobufs (tasks, workflow, default launch plan) to a directory. Each side runs in a fresh
-interpreter so neither warms the other's imports (flytekit and interlock, every public name of
-it, are imported outside the timed region on both sides; bytecode is cached as for an installed
-package: see compile_env.py); the time covers import of the pipeline module through the last
-file written, best of --repeat, the two sides alternating. One row per size: figure
+interpreter so neither warms the other's imports (flytekit, and interlock's public names and
+every module of interlock.core and of the Flyte adapter, are imported outside the timed region
+on both sides, bytecode cached as for an installed package: see compile_env.py); the time
+covers import of the pipeline module through the last file written, best of --repeat, the two sides alternating. One row per size: figure
 "flyte compile", the CPU seconds of interlock's process and of flytekit's (steadier than
 wall time on a shared machine; the wall times are in the note) and their ratio.
 """
@@ -78,7 +78,7 @@ RUNNER = textwrap.dedent('''
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     in_clock = sorted(set(sys.modules) - loaded - {mod})
     print(json.dumps({"seconds": seconds, "cpu": cpu, "files": len(files), "in_clock": in_clock}))
-''').replace("#IMPORT_INTERLOCK\n", IMPORT_INTERLOCK)
+''').replace("#IMPORT_INTERLOCK\n", IMPORT_INTERLOCK.format(adapter="flyte"))
 
 
 def _runner(work: Path) -> Path:

@@ -7,9 +7,9 @@ the outputs of nodes i-1 and i//2): interlock steps on one side, ``@dsl.componen
 other (one component per step, as interlock emits), with the same per-task settings (caching,
 retry with backoff, cpu/memory, the env the shim reads, the run-id downward-API env, the
 pipeline root). The kfp pipeline is built by a function the runner calls after the import
-(see generate()). Each side runs in a fresh interpreter with kfp and interlock (every public
-name of it) imported before the clock starts, bytecode cached as for an installed package
-(compile_env.py); the time covers importing the module (decorators run), building the
+(see generate()). Each side runs in a fresh interpreter with kfp and interlock (its public
+names, every module of interlock.core and of the KFP adapter) imported before the clock
+starts, bytecode cached as for an installed package (compile_env.py); the time covers importing the module (decorators run), building the
 pipeline and writing the IR YAML, best of --repeat, the sides alternating. One row per size:
 figure "kfp compile", the CPU seconds of each side's process (steadier than wall time on a
 shared machine; the wall times are in the note). (No ``from __future__ import annotations`` in the generated kfp module:
@@ -112,7 +112,7 @@ RUNNER = textwrap.dedent('''
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     in_clock = sorted(set(sys.modules) - loaded - {mod})
     print(json.dumps({"seconds": seconds, "cpu": cpu, "bytes": Path(out).stat().st_size, "in_clock": in_clock}))
-''').replace("#IMPORT_INTERLOCK\n", IMPORT_INTERLOCK)
+''').replace("#IMPORT_INTERLOCK\n", IMPORT_INTERLOCK.format(adapter="kfp"))
 
 
 def _runner(work: Path) -> Path:
