@@ -22,6 +22,7 @@ from .errors import PipelineDefinitionError, PolicyError
 from .names import check_step_name
 from .policies import Cache, CheckpointPolicy, Resources, Secret, Torchrun, check_labels
 from .retry import Retry
+from .source import function_source
 from .spec import Port, StepSpec
 from .types import TypeKind, is_named_tuple, type_of, value_matches
 
@@ -33,7 +34,7 @@ def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
     reviewer sees change. Falls back to the code object when no source is available.
     """
     try:
-        body = textwrap.dedent(inspect.getsource(fn)).encode()
+        body = textwrap.dedent(function_source(fn)).encode()  # = inspect.getsource, without its tokenizer
     except (OSError, TypeError):
         code = fn.__code__
         body = code.co_code + repr(code.co_consts).encode()

@@ -108,15 +108,41 @@ def python_literal(value: Any) -> str:
     it as one string (``repr`` of this), not as a dict display: kfp tokenizes every
     component's source, and a display is hundreds of tokens.
     """
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{python_literal(k)}:{python_literal(v)}" for k, v in sorted(value.items())) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(python_literal(v) for v in value) + "]"
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"float({str(value)!r})"  # inf, nan: no literal
-    if value is None or isinstance(value, str | int | float):  # bool is an int
-        return repr(value)
-    raise TypeError(f"{type(value).__name__} in a node task: not JSON data")
+    out: list[str] = []
+    _write_literal(value, out)
+    return "".join(out)
+
+
+_LEAVES = frozenset({str, int, bool, type(None)})  # exact types whose repr is their literal
+
+
+def _write_literal(value: Any, out: list[str]) -> None:
+    # One list for the whole text: a component's payload is ~90 values, and a string built
+    # per level cost 80 us per node (2% of a KFP compile).
+    if type(value) in _LEAVES:
+        out.append(repr(value))
+    elif isinstance(value, dict):
+        out.append("{")
+        for i, (k, v) in enumerate(sorted(value.items())):
+            if i:
+                out.append(",")
+            _write_literal(k, out)
+            out.append(":")
+            _write_literal(v, out)
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for i, v in enumerate(value):
+            if i:
+                out.append(",")
+            _write_literal(v, out)
+        out.append("]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        out.append(f"float({str(value)!r})")  # inf, nan: no literal
+    elif value is None or isinstance(value, str | int | float):  # bool is an int
+        out.append(repr(value))
+    else:
+        raise TypeError(f"{type(value).__name__} in a node task: not JSON data")
 
 # StepSpec.from_json reads these with d[...]; the rest it fills with the field's default.
 _REQUIRED = ("name", "ref", "inputs", "outputs", "fingerprint", "retry")
