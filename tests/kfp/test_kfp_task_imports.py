@@ -24,10 +24,10 @@ from interlock.core.spec import PipelineSpec
 # decorator's module loads, and only when the step's module itself declares a pipeline.
 NOT_FOR_A_STEP = ("interlock.core.api", "interlock.core.backends", "interlock.core.receipt", "interlock.core.plugins",
                   "interlock.core.trackers", "uuid")
-# Loaded only by a step that uses them (a context, a state store, a GPU request, a timedelta):
+# Loaded only by a step that uses them (a context, a state store, a timedelta, a scratch dir):
 # each is paid by every task process otherwise.
 ONLY_WHEN_USED = ("interlock.core.checkpoint", "interlock.core.metrics", "interlock.core.statestore", "datetime",
-                  "tempfile", "glob")
+                  "tempfile")
 BUILDER = ("interlock.core.pipeline", "interlock.core.build", "interlock.core.graph", "interlock.core.conditions")
 
 STEPS = textwrap.dedent("""
