@@ -6,9 +6,12 @@
 The shape is a chain of N trivial steps (``x + 1``), one task per step:
 - flyte-local: ``il.run(..., backend="flyte-local")`` vs a hand-written flytekit ``@task``
   called N times in a ``@workflow``, cached with ``Cache(version=...)``, local execution;
-- kfp-local: ``il.run(..., backend="kfp-local")`` vs a hand-written ``@dsl.component``
-  called N times in a ``@dsl.pipeline`` on ``kfp.local.SubprocessRunner(use_venv=False)``
-  with caching on.
+- kfp-local: ``il.run(..., backend="kfp-local")`` of the chain in ``overhead_chain.py`` (a
+  pipeline module of its own: every task process imports its step's module) vs N
+  hand-written ``@dsl.component``s, one per step as interlock emits, chained in a
+  ``@dsl.pipeline`` on ``kfp.local.SubprocessRunner(use_venv=False)`` with caching on (the
+  earlier shape: ``--kfp-step-in-harness``, ``--kfp-native-one-component``). The CPU clock
+  counts the parent and every task process (kfp.local waits for each).
 Each side runs in a fresh interpreter with its imports done before the clock starts; the
 first run starts from an empty cache, the rerun repeats it in the same process (all cache
 hits; ``--reruns K``: the median of K reruns). The figure is the whole run's seconds at size
@@ -69,6 +72,16 @@ def flytekit_module(n: int) -> str:
     return "\n".join(lines)
 
 
+def kfp_module(n: int) -> str:
+    """A hand-written kfp module: N lightweight components, each one step of the chain."""
+    lines = ["from kfp import dsl\n"]
+    for i in range(n):
+        lines.append(f"@dsl.component(base_image='python:3.11', install_kfp_package=False)\n"
+                     f"def s{i}(x: int) -> int:\n    return x + 1\n")
+    lines.append(f"STEPS = [{', '.join(f's{i}' for i in range(n))}]\n")
+    return "\n".join(lines)
+
+
 def cpu_clock() -> float:
     """CPU seconds of this process (all its threads) and of the children it waited for."""
     import resource  # os.times() counts in 10 ms ticks: too coarse for a cached rerun
@@ -90,9 +103,14 @@ def worker(side: str, n: int, work: str, reruns: int = 1) -> dict[str, list[floa
             import kfp.local  # noqa: F401  (kfp's own import, ~2 s, as the native side has it done)
 
             import interlock.adapters.kfp.local  # noqa: F401
+        pipeline = bench
+        if side == "kfp-local" and not STEP_IN_HARNESS:
+            import overhead_chain  # the step in a module of its own, as a team's pipeline module
+
+            pipeline = overhead_chain.bench
         for _ in range(1 + reruns):
             t0 = times.start()
-            r = il.run(bench, backend=side, workdir=work)
+            r = il.run(pipeline, backend=side, workdir=work)
             times.append(time.perf_counter() - t0)
             assert r.outputs["o0"] == n, r.outputs
     elif side == "flytekit":
@@ -121,19 +139,23 @@ def worker(side: str, n: int, work: str, reruns: int = 1) -> dict[str, list[floa
 
         local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=os.path.join(work, "root"),
                    enable_caching=True, cache_root=os.path.join(work, "kfp-cache"))
-        # Defining the component and the pipeline (kfp compiles it then) is inside the first
-        # run's clock, as interlock's compile is.
-        t0 = times.start()
+        # Defining the components and the pipeline (kfp compiles it then) is inside the first
+        # run's clock, as interlock's compile is. One component per step, as interlock emits
+        # (issue 12: "the same shape: one component per step on KFP"), from a generated module
+        # as the flytekit side's tasks; --kfp-native-one-component: the one shared component
+        # of the earlier measurements.
+        import importlib
 
-        @dsl.component(base_image="python:3.11", install_kfp_package=False)
-        def kinc(x: int) -> int:
-            return x + 1
+        Path(work, "kfp_chain.py").write_text(kfp_module(1 if NATIVE_ONE_COMPONENT else n))
+        sys.path.insert(0, work)
+        t0 = times.start()
+        steps = importlib.import_module("kfp_chain").STEPS
 
         @dsl.pipeline(name="overhead")
         def kchain(x: int = 0) -> int:
-            t = kinc(x=x)
-            for _ in range(n - 1):
-                t = kinc(x=t.output)
+            t = steps[0](x=x)
+            for i in range(1, n):
+                t = steps[i % len(steps)](x=t.output)
             return t.output
 
         for _ in range(1 + reruns):
@@ -161,8 +183,14 @@ class _Times(list):  # type: ignore[type-arg]
         super().append(wall)
 
 
-WORKER = ("import json, sys, backend_overhead as b; "
+WORKER = ("import json, sys, backend_overhead as b; b.STEP_IN_HARNESS = sys.argv[5] == '1'; "
+          "b.NATIVE_ONE_COMPONENT = sys.argv[6] == '1'; "
           "print(json.dumps(b.worker(sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))))")
+# kfp-local: the step in this harness module (every task imports argparse, statistics,
+# subprocess... with it), as measured before; default: in overhead_chain.py.
+STEP_IN_HARNESS = False
+# kfp.local: one component called N times (the measurement before one component per step).
+NATIVE_ONE_COMPONENT = False
 CLOCK = "wall"
 RERUNS = 1
 STAT = statistics.median
@@ -176,7 +204,8 @@ def measure(side: str, n: int) -> tuple[float, float]:
         # compile interlock's sources on every start, when PYTHONDONTWRITEBYTECODE is set).
         base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env = {**base, SIZE_ENV: str(n), "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-        proc = subprocess.run([sys.executable, "-c", WORKER, side, str(n), work, str(RERUNS)], env=env, cwd=work,
+        proc = subprocess.run([sys.executable, "-c", WORKER, side, str(n), work, str(RERUNS),
+                               "1" if STEP_IN_HARNESS else "0", "1" if NATIVE_ONE_COMPONENT else "0"], env=env, cwd=work,
                               capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise RuntimeError(f"{side} N={n} failed:\n{proc.stderr[-3000:]}")
@@ -204,10 +233,17 @@ def main() -> None:
                     help="wall seconds, or CPU seconds of each side's process and its children")
     ap.add_argument("--stat", choices=("median", "min"), default="median",
                     help="of the repeats (and reruns): the median, or the fastest")
+    ap.add_argument("--kfp-step-in-harness", action="store_true",
+                    help="kfp-local: define the step in this module, so that every task imports the harness "
+                         "(the measurement before overhead_chain.py)")
+    ap.add_argument("--kfp-native-one-component", action="store_true",
+                    help="kfp.local: one component called N times instead of one per step "
+                         "(the baseline before; interlock emits one per step)")
     ap.add_argument("--json", default=None, metavar="PATH")
     args = ap.parse_args()
-    global CLOCK, RERUNS, STAT
-    CLOCK, RERUNS = args.clock, max(1, args.reruns)
+    global CLOCK, RERUNS, STAT, STEP_IN_HARNESS, NATIVE_ONE_COMPONENT
+    CLOCK, RERUNS, STEP_IN_HARNESS = args.clock, max(1, args.reruns), args.kfp_step_in_harness
+    NATIVE_ONE_COMPONENT = args.kfp_native_one_component
     STAT = min if args.stat == "min" else statistics.median
     command = "python benchmarks/backend_overhead.py " + " ".join(sys.argv[1:])
     natives = {"flyte-local": "flytekit", "kfp-local": "kfp.local"}

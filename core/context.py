@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .checkpoint import Checkpointer
-from .metrics import PROGRESS, MetricLog
-from .scratch import make_temp_dir
+# The checkpoint and metrics modules load when a step uses them: every KFP task process
+# makes a context, most never checkpoint.
+if TYPE_CHECKING:
+    from .checkpoint import Checkpointer
+    from .metrics import MetricLog
 
 
 @dataclass
@@ -41,10 +43,14 @@ class StepContext:
     def progress(self, done: float, of: float | None = None, *, unit: str = "step") -> None:
         """Say how far the step is (``ctx.progress(epoch, of=epochs)``); live progress
         shows it in the step's heartbeat."""
+        from .metrics import PROGRESS
+
         self._metric_log().log(unit, done, kind=PROGRESS, of=of)
 
     def _metric_log(self) -> MetricLog:
         if self.metrics is None:
+            from .metrics import MetricLog
+
             self.metrics = MetricLog(self.node, attempt=self.attempt)
         self.metrics.attempt = self.attempt
         return self.metrics
@@ -97,7 +103,9 @@ class StepContext:
     @classmethod
     def local(cls, node: str) -> StepContext:
         """A context for calling a step function directly (tests, notebooks)."""
+        from .checkpoint import Checkpointer
         from .checkpoint_local import LocalCheckpointStore
+        from .scratch import make_temp_dir
 
         root = make_temp_dir("interlock-direct-")  # removed when the process exits
         return cls(

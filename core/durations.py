@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import timedelta
+import sys
+from typing import TYPE_CHECKING
 
 from .errors import PolicyError
+
+if TYPE_CHECKING:
+    from datetime import timedelta
 
 # Largest unit first; a duration string must list its parts in this order, each at most once.
 _UNITS: tuple[tuple[str, float], ...] = (
@@ -28,6 +32,19 @@ _PART = re.compile(r"\s*(?P<num>[0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*(?P<unit>ms|d|h|
 _EXAMPLES = 'write e.g. "30s", "5m", "1h30m", "2d", "250ms", or a number of seconds'
 
 
+def timedelta_seconds(value: object) -> float | None:
+    """``value.total_seconds()`` for a ``datetime.timedelta`` (or a subclass), else None.
+
+    Without importing datetime: a timedelta exists only once datetime (or its C half) is
+    loaded, and a task process that parses "5m" need not load it.
+    """
+    for name in ("datetime", "_datetime"):
+        mod = sys.modules.get(name)
+        if mod is not None and isinstance(value, mod.timedelta):
+            return float(value.total_seconds())
+    return None
+
+
 def _fail(value: object, what: str | None, why: str) -> PolicyError:
     name = f"{what}={value!r}" if what else f"duration {value!r}"
     return PolicyError(f"{name} {why}", hint=_EXAMPLES)
@@ -42,8 +59,8 @@ def parse_duration(value: str | int | float | timedelta, what: str | None = None
     """
     if isinstance(value, bool):  # bool is an int; True seconds is never meant
         raise _fail(value, what, "is a bool, not a duration")
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
+    if (td := timedelta_seconds(value)) is not None:
+        seconds = td
     elif isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str):
@@ -84,8 +101,8 @@ def format_duration(seconds: float | int | timedelta) -> str:
     Rounded to the millisecond; ``parse_duration(format_duration(x))`` gives ``x`` back for
     any ``x`` with millisecond resolution.
     """
-    if isinstance(seconds, timedelta):
-        seconds = seconds.total_seconds()
+    if (td := timedelta_seconds(seconds)) is not None:
+        seconds = td
     seconds = float(seconds)
     if math.isnan(seconds):
         return "nan"

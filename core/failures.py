@@ -46,6 +46,7 @@ from .errors import (
     SerializationError,
     ValidationFailed,
 )
+from .lazyre import LazyPattern
 from .status import FailureKind  # defined there so that errors.py can use it too
 
 __all__ = [
@@ -235,7 +236,7 @@ def _safe_str(exc: BaseException) -> str:
         return f"<unprintable {qualified_name(type(exc))}>"
 
 
-_CREDENTIALS_IN_URL = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
+_CREDENTIALS_IN_URL = LazyPattern(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
 
 
 def _clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
@@ -274,7 +275,7 @@ class Rule:
     reason: str
     hint: str | None = None
     types: tuple[type[BaseException] | str, ...] = ()
-    pattern: str | re.Pattern[str] | None = None
+    pattern: str | re.Pattern[str] | LazyPattern | None = None
     when: Predicate | None = field(default=None, compare=False)
     remediation: str | None = None
 
@@ -303,7 +304,7 @@ class Rule:
                 object.__setattr__(self, "pattern", re.compile(self.pattern))
             except re.error as exc:
                 raise PolicyError(f"Rule {self.name!r} pattern={self.pattern!r} is not a regex: {exc}") from exc
-        elif self.pattern is not None and not isinstance(self.pattern, re.Pattern):
+        elif self.pattern is not None and not isinstance(self.pattern, re.Pattern | LazyPattern):
             raise PolicyError(f"Rule {self.name!r} pattern={self.pattern!r} must be a regex string")
         if self.when is not None and not callable(self.when):
             raise PolicyError(f"Rule {self.name!r} when={self.when!r} must be callable")
@@ -317,7 +318,7 @@ class Rule:
             if not (isinstance(exc, classes) or (names and _is_named(exc, names))):
                 return False
         if self.pattern is not None:
-            assert isinstance(self.pattern, re.Pattern)
+            assert isinstance(self.pattern, re.Pattern | LazyPattern)
             if not self.pattern.search(_safe_str(exc)):
                 return False
         if self.when is not None:
@@ -536,7 +537,7 @@ def _is_retryable_response(exc: BaseException) -> bool:
     return _http_status(exc) in _RETRYABLE_HTTP
 
 
-_TLS_EOF = re.compile(r"UNEXPECTED_EOF|EOF occurred in violation of protocol")
+_TLS_EOF = LazyPattern(r"UNEXPECTED_EOF|EOF occurred in violation of protocol")
 
 
 def _is_dns_temporary(exc: BaseException) -> bool:
@@ -564,24 +565,30 @@ _CORDON = (
     "a retry on the same node fails again"
 )
 
+def _builtin(*args: Any, pattern: str | None = None, **kw: Any) -> Rule:
+    """A built-in rule: its pattern (a literal of this module, tested) compiles when first
+    searched, so a task process that never fails never compiles the twenty of them."""
+    return Rule(*args, pattern=LazyPattern(pattern) if pattern is not None else None, **kw)
+
+
 DEFAULT_RULES: tuple[Rule, ...] = (
     # Preemption first: whatever broke while the node was being reclaimed, the cause is the
     # reclaim.
-    Rule(
+    _builtin(
         "preempted",
         FailureKind.PREEMPTED,
         "preempted (SIGTERM: spot reclaim or node drain)",
         "resumes from the latest committed checkpoint; save often with ctx.checkpoint.save",
         types=(Preempted,),
     ),
-    Rule(
+    _builtin(
         "step-timeout",
         FailureKind.TIMEOUT,
         "the step ran past its timeout",
         "raise the step's timeout=..., make it faster, or retry it with il.Retry(timeout=N)",
         types=(StepTimeout,),
     ),
-    Rule(
+    _builtin(
         "sigterm-exit",
         FailureKind.PREEMPTED,
         "exited on SIGTERM (spot reclaim or node drain)",
@@ -590,7 +597,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         when=_is_sigterm_exit,
     ),
     # Hardware and driver: FATAL, and before the network rules (see module doc).
-    Rule(
+    _builtin(
         "gpu-ecc",
         FailureKind.FATAL,
         "uncorrectable GPU ECC error (hardware)",
@@ -598,7 +605,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)uncorrectable ECC error",
     ),
-    Rule(
+    _builtin(
         "gpu-xid",
         FailureKind.FATAL,
         "GPU Xid error (hardware or driver fault)",
@@ -606,7 +613,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"\bXid\b",
     ),
-    Rule(
+    _builtin(
         "gpu-lost",
         FailureKind.FATAL,
         "GPU fell off the bus (hardware)",
@@ -614,7 +621,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)fallen off the bus",
     ),
-    Rule(
+    _builtin(
         "cuda-illegal-address",
         FailureKind.FATAL,
         "CUDA illegal memory access (kernel bug or faulty GPU)",
@@ -622,7 +629,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)illegal memory access",
     ),
-    Rule(
+    _builtin(
         "cuda-device-assert",
         FailureKind.FATAL,
         "CUDA device-side assert (a bug, often an index or label out of range)",
@@ -630,7 +637,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)device-side assert",
     ),
-    Rule(
+    _builtin(
         "cuda-driver-mismatch",
         FailureKind.FATAL,
         "CUDA driver too old for the image's CUDA runtime",
@@ -643,7 +650,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             r"|forward compatibility was attempted on non supported HW"
         ),
     ),
-    Rule(
+    _builtin(
         "cuda-arch-mismatch",
         FailureKind.FATAL,
         "no CUDA kernel for this GPU architecture",
@@ -652,7 +659,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)no kernel image is available for execution on the device",
     ),
-    Rule(
+    _builtin(
         "no-gpu",
         FailureKind.FATAL,
         "the container sees no GPU",
@@ -661,7 +668,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         pattern=r"(?i)no CUDA-capable device is detected|Found no NVIDIA driver on your system",
     ),
     # Out of memory: FATAL (the same batch fails the same way), remediable on opt-in.
-    Rule(
+    _builtin(
         "cuda-oom",
         FailureKind.FATAL,
         "CUDA out of memory",
@@ -670,7 +677,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=("torch.OutOfMemoryError", "torch.cuda.OutOfMemoryError"),
         remediation=HALVE_BATCH,
     ),
-    Rule(
+    _builtin(
         "cuda-oom-text",
         FailureKind.FATAL,
         "CUDA out of memory",
@@ -680,7 +687,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         pattern=r"(?i)CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
         remediation=HALVE_BATCH,
     ),
-    Rule(
+    _builtin(
         "host-oom",
         FailureKind.FATAL,
         "host out of memory (MemoryError)",
@@ -688,22 +695,22 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=(MemoryError,),
     ),
     # interlock's own errors: the exception's hint says what to fix.
-    Rule("validation-failed", FailureKind.FATAL, "data validation failed", types=(ValidationFailed,)),
-    Rule(
+    _builtin("validation-failed", FailureKind.FATAL, "data validation failed", types=(ValidationFailed,)),
+    _builtin(
         "config-error",
         FailureKind.FATAL,
         "invalid pipeline or policy configuration",
         types=(PipelineDefinitionError,),
     ),
-    Rule("checkpoint-error", FailureKind.FATAL, "checkpoint unreadable", types=(CheckpointError,)),
-    Rule(
+    _builtin("checkpoint-error", FailureKind.FATAL, "checkpoint unreadable", types=(CheckpointError,)),
+    _builtin(
         "serialization-error",
         FailureKind.FATAL,
         "a value cannot cross the step boundary",
         types=(SerializationError,),
     ),
     # Before "quota-exceeded": a full disk does not free itself.
-    Rule(
+    _builtin(
         "disk-quota",
         FailureKind.FATAL,
         "disk quota exceeded",
@@ -713,7 +720,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
     # Before the network rules: requests' SSLError is a ConnectionError, but an untrusted
     # certificate stays untrusted however often the step reruns.
-    Rule(
+    _builtin(
         "tls-verify",
         FailureKind.FATAL,
         "TLS certificate verification failed",
@@ -723,7 +730,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         pattern=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError",
     ),
     # Contention: capacity may come back; retry with backoff.
-    Rule(
+    _builtin(
         "gpu-capacity",
         FailureKind.CONTENTION,
         "no GPU capacity available",
@@ -734,7 +741,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             r"|does not have enough resources available to fulfill the request"
         ),
     ),
-    Rule(
+    _builtin(
         "unschedulable",
         FailureKind.CONTENTION,
         "pod cannot be scheduled now",
@@ -742,7 +749,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"\b0/\d+ nodes are available|FailedScheduling|\bUnschedulable\b",
     ),
-    Rule(
+    _builtin(
         "quota-exceeded",
         FailureKind.CONTENTION,
         "resource quota exceeded",
@@ -750,7 +757,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)quota exceeded|exceeded quota|QuotaExceeded|exceeds? (?:the )?(?:\w+ )?quota|(?:Vcpu|Instance)LimitExceeded",
     ),
-    Rule(
+    _builtin(
         "gpu-busy",
         FailureKind.CONTENTION,
         "GPU busy or unavailable (held by another process)",
@@ -759,7 +766,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         pattern=r"(?i)CUDA-capable device.{0,12}?busy or unavailable",
     ),
     # Transient: flakes; retry at once.
-    Rule(
+    _builtin(
         "nccl-watchdog-timeout",
         FailureKind.TRANSIENT,
         "NCCL watchdog timeout",
@@ -767,7 +774,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"Watchdog caught collective operation timeout",
     ),
-    Rule(
+    _builtin(
         "nccl-timeout",
         FailureKind.TRANSIENT,
         "NCCL timeout",
@@ -775,7 +782,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?is)NCCL.{0,300}?\btime[d ]?[ -]?out",
     ),
-    Rule(
+    _builtin(
         "nccl-network",
         FailureKind.TRANSIENT,
         "NCCL network error (a peer exited or a link dropped)",
@@ -788,7 +795,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             r"|remote process exited or there was a network error"
         ),
     ),
-    Rule(
+    _builtin(
         "gloo-network",
         FailureKind.TRANSIENT,
         "gloo collective failed (a peer exited, a link dropped, or a rank stalled past the timeout)",
@@ -797,20 +804,20 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=(RuntimeError,),  # gloo raises RuntimeError
         pattern=r"(?is)gloo.{0,300}?(?:connection (?:reset|refused)|timed out|read error|write error)",
     ),
-    Rule(
+    _builtin(
         "dist-network",
         FailureKind.TRANSIENT,
         "torch.distributed network error",
         types=("torch.distributed.DistNetworkError",),
     ),
-    Rule(
+    _builtin(
         "dist-store",
         FailureKind.TRANSIENT,
         "torch.distributed store (rendezvous) error",
         "if it recurs, check that the master address is reachable from every rank",
         types=("torch.distributed.DistStoreError",),
     ),
-    Rule(
+    _builtin(
         "peer-connection-closed",
         FailureKind.TRANSIENT,
         "a peer closed the connection (gloo, a worker or a server went away)",
@@ -818,7 +825,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=(RuntimeError,),  # gloo and torch raise RuntimeError; sockets have connection-dropped
         pattern=r"(?i)connection (?:closed|reset) by (?:remote )?peer|\bBroken pipe\b",
     ),
-    Rule(
+    _builtin(
         "throttled",
         FailureKind.TRANSIENT,
         "throttled by the service",
@@ -830,7 +837,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             r"|\bHTTP Error (?:429|503)\b|\b(?:429|503) (?:Client|Server) Error\b"
         ),
     ),
-    Rule(
+    _builtin(
         "http-retryable-status",
         FailureKind.TRANSIENT,
         "throttled, timed out or server error (HTTP 408/429/5xx, or an AWS transient error code)",
@@ -838,7 +845,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         when=_is_retryable_response,
     ),
-    Rule(
+    _builtin(
         "dns-temporary",
         FailureKind.TRANSIENT,
         "temporary DNS failure (EAI_AGAIN)",
@@ -846,21 +853,21 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         when=_is_dns_temporary,
     ),
-    Rule(
+    _builtin(
         "tls-eof",
         FailureKind.TRANSIENT,
         "TLS connection closed mid-stream (unexpected EOF)",
         types=TEXT_ERROR_TYPES,
         when=_is_tls_eof,
     ),
-    Rule(
+    _builtin(
         "client-retries-exhausted",
         FailureKind.TRANSIENT,
         "the HTTP client gave up after its own retries (connection or server errors)",
         "if it recurs, check the service's health and the network path to it",
         types=("urllib3.exceptions.MaxRetryError",),
     ),
-    Rule(
+    _builtin(
         "connection-dropped",
         FailureKind.TRANSIENT,
         "network connection dropped",
@@ -879,8 +886,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             "requests.exceptions.Timeout",
         ),
     ),
-    Rule("timeout", FailureKind.TRANSIENT, "operation timed out", types=(TimeoutError,)),
-    Rule(
+    _builtin("timeout", FailureKind.TRANSIENT, "operation timed out", types=(TimeoutError,)),
+    _builtin(
         "interrupted",
         FailureKind.FATAL,
         "interrupted (KeyboardInterrupt)",

@@ -7,15 +7,18 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .build import Builder, NodeHandle, Outputs, Promise, building
 from .errors import PipelineDefinitionError
-from .graph import topological_order, validate
 from .policies import check_labels
 from .refs import importable_module
 from .spec import Binding, PipelineSpec, Port
 from .types import TypeSpec, is_named_tuple, type_of, value_matches
+
+# The builder and the graph checks load when a pipeline is traced (il.spec, il.run, compile),
+# not when a module declares one: a KFP task imports the step's module, often the pipeline's.
+if TYPE_CHECKING:
+    from .build import Builder
 
 _NAME_OK = "abcdefghijklmnopqrstuvwxyz0123456789-"
 
@@ -115,6 +118,9 @@ class Pipeline:
         return params
 
     def _build(self) -> PipelineSpec:
+        from .build import Builder, Promise, building
+        from .graph import topological_order, validate
+
         params = self._params()
         builder = Builder(self.name)
         with building(builder):
@@ -151,6 +157,8 @@ class Pipeline:
         return validate(spec)
 
     def _outputs(self, builder: Builder, returned: Any) -> tuple[list[tuple[str, Binding]], list[tuple[str, TypeSpec]]]:
+        from .build import NodeHandle, Outputs, Promise
+
         if returned is None or isinstance(returned, NodeHandle):
             return [], []
         if isinstance(returned, Promise):
@@ -226,6 +234,8 @@ def pipeline(
 
 def spec(p: Pipeline | PipelineSpec) -> PipelineSpec:
     """The validated, backend-neutral PipelineSpec of a pipeline."""
+    from .graph import validate
+
     if isinstance(p, PipelineSpec):
         return validate(p)
     if not isinstance(p, Pipeline):

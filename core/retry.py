@@ -30,12 +30,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
-from .durations import format_duration, parse_duration
+from .durations import format_duration, parse_duration, timedelta_seconds
 from .errors import PolicyError
 from .failures import HALVE_BATCH, Failure, FailureKind
+
+if TYPE_CHECKING:
+    from datetime import timedelta
 
 __all__ = ["Backoff", "Decision", "Retry", "RetryTracker", "decide", "MAX_OOM_HALVINGS", "NO_RETRY"]
 
@@ -46,7 +48,8 @@ MAX_CONTENTION_ATTEMPTS = 100
 # A model that still does not fit at 1/256 of its batch will not fit by halving again.
 MAX_OOM_HALVINGS = 8
 
-Duration = str | int | float | timedelta
+# "timedelta": datetime is imported only where one is given (durations.timedelta_seconds).
+Duration = Union[str, int, float, "timedelta"]  # noqa: UP007 - a forward reference needs Union
 ALL_FAILURE_KINDS = frozenset(FailureKind)
 
 
@@ -60,9 +63,8 @@ def _count(owner: str, name: str, value: Any, low: int, high: int) -> int:
 
 def _duration_json(value: Duration | None) -> str | float | int | None:
     # Keep what the user wrote ("5m") so compiled specs stay readable; timedelta is not JSON.
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return value
+    seconds = timedelta_seconds(value)
+    return value if seconds is None else seconds
 
 
 @dataclass(frozen=True)

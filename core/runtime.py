@@ -15,15 +15,15 @@ import functools
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import live
-from .checkpoint import Checkpointer, CheckpointInfo, store_for_uri, wait_for_prunes
 from .context import StepContext
 from .devices import DEVICE_FACT, detected_device
 from .errors import StepFailed, StepStopped
@@ -35,15 +35,19 @@ from .failures import (
     default_classifier,
     qualified_name,
 )
-from .metrics import MetricLog
 from .redact import Redactor
 from .retry import RetryTracker
 from .runstate import ALL_KINDS, Attempt, Fragment, RunContext, StopMarker
 from .spec import StepSpec
-from .statestore import DurableState
 from .status import Status
 from .tracebacks import user_traceback
 from .values import check_output
+
+# Checkpoints, metric logs and the durable state store load when a step uses them (a step
+# that takes the context, a run with a state store): a KFP task process runs one step, and
+# most steps use none of them.
+if TYPE_CHECKING:
+    from .checkpoint import Checkpointer
 
 log = logging.getLogger("interlock.runtime")
 
@@ -104,26 +108,35 @@ def _output_error(step: StepSpec, msg: str) -> StepFailed:
 
 
 def _checkpointer(run: RunContext, step: StepSpec, node: str, ctx: StepContext) -> Checkpointer:
+    from .checkpoint import store_for_uri
+
     policy = step.checkpoint
     root = (policy.store if policy and policy.store else None) or run.checkpoint_root or str(run.state.checkpoints_dir)
-    return _RuntimeCheckpointer(store_for_uri(root), f"{run.pipeline}/{run.run_id}/{node}", keep=policy.keep if policy else 2, ctx=ctx)
+    return _runtime_checkpointer()(store_for_uri(root), f"{run.pipeline}/{run.run_id}/{node}", keep=policy.keep if policy else 2, ctx=ctx)
 
 
-class _RuntimeCheckpointer(Checkpointer):
-    """A checkpointer that yields to a pending preemption or stop right after a committed save."""
+@functools.cache
+def _runtime_checkpointer() -> type[Checkpointer]:
+    """The class, made on first use (it subclasses Checkpointer, whose module loads then)."""
+    from .checkpoint import Checkpointer, CheckpointInfo
 
-    def __init__(self, *args: Any, ctx: StepContext, **kw: Any):
-        super().__init__(*args, **kw)
-        self.ctx = ctx
+    class _RuntimeCheckpointer(Checkpointer):
+        """A checkpointer that yields to a pending preemption or stop right after a committed save."""
 
-    def committed(self, info: CheckpointInfo) -> None:  # after save() and streamed writes alike
-        super().committed(info)
-        self.ctx.mark_checkpointed()
-        if self.ctx.facts.get("_preemption_requested"):
-            raise Preempted(f"preempted: SIGTERM received; checkpoint {info.id} committed before yielding")
-        stop = self.ctx.facts.get("_stop_requested")
-        if stop:
-            raise StopRequested(stop, checkpoint=info.id)
+        def __init__(self, *args: Any, ctx: StepContext, **kw: Any):
+            super().__init__(*args, **kw)
+            self.ctx = ctx
+
+        def committed(self, info: CheckpointInfo) -> None:  # after save() and streamed writes alike
+            super().committed(info)
+            self.ctx.mark_checkpointed()
+            if self.ctx.facts.get("_preemption_requested"):
+                raise Preempted(f"preempted: SIGTERM received; checkpoint {info.id} committed before yielding")
+            stop = self.ctx.facts.get("_stop_requested")
+            if stop:
+                raise StopRequested(stop, checkpoint=info.id)
+
+    return _RuntimeCheckpointer
 
 
 class StopRequested(BaseException):
@@ -280,7 +293,10 @@ def _waits_for_prunes(fn: Callable[..., StepResult]) -> Callable[..., StepResult
         try:
             return fn(*args, **kwargs)
         finally:
-            wait_for_prunes()
+            # Prunes start only from a checkpoint save: none if its module never loaded.
+            checkpoint = sys.modules.get(f"{__package__}.checkpoint")
+            if checkpoint is not None:
+                checkpoint.wait_for_prunes()
 
     return run_then_wait
 
@@ -312,7 +328,11 @@ def _execute_step(
     write: Callable[[dict[str, Any]], Any] | None,
 ) -> StepResult:
     state = run.state
-    durable = DurableState(run.state_store, run.pipeline, run.run_id) if run.state_store else None
+    durable = None
+    if run.state_store:
+        from .statestore import DurableState
+
+        durable = DurableState(run.state_store, run.pipeline, run.run_id)
     if durable is not None:
         durable.pull(state, node)  # a retry in a fresh pod sees what earlier attempts decided
     prior = state.stop_marker(node)
@@ -341,6 +361,8 @@ def _execute_step(
     ctx = StepContext(pipeline=run.pipeline, run_id=run.run_id, node=node, backend=run.backend)
     if step.context_arg:  # only a step that takes the context can reach them (il.map: one per item)
         ctx.checkpoint = _checkpointer(run, step, node, ctx)
+        from .metrics import MetricLog
+
         ctx.metrics = MetricLog(node, state.metrics_path(node), rank=int(os.environ.get("RANK", "0") or 0))
     while True:
         ctx.attempt = len(attempts) + 1

@@ -53,7 +53,7 @@ class TaskOutput:
         elif live.verbose():
             print(self.redactor.text(text if _colour() else _ANSI.sub("", text)), **kw)
         elif text.strip():
-            self.kept.append(self.redactor.text(_ANSI.sub("", text.rstrip("\n"))))
+            self.kept.append(text.rstrip("\n"))  # redacted if ever shown (most tasks never fail before the step)
 
     def failed_before_the_step(self, node: str) -> None:
         """The task failed and its shim never ran: kfp's log is all there is to go on."""
@@ -61,7 +61,7 @@ class TaskOutput:
             return
         live.publish(StepLine(node, "the task failed before the step ran; kfp's log of it:", live.STDERR), relay=False)
         for text in self.kept:
-            live.publish(StepLine(node, text, live.STDERR), relay=False)
+            live.publish(StepLine(node, self.redactor.text(_ANSI.sub("", text)), live.STDERR), relay=False)
         self.kept.clear()
 
 

@@ -20,10 +20,14 @@ from interlock.adapters.kfp.node_task import NodeTask
 from interlock.core.runstate import RunEnv, RunState
 from interlock.core.spec import PipelineSpec
 
-# Not needed to run one node from its compiled slice. The pipeline builder is needed only
-# when the step's module itself declares a pipeline (then decorating it imports the builder).
+# Not needed to run one node from its compiled slice. Of the pipeline builder, only the
+# decorator's module loads, and only when the step's module itself declares a pipeline.
 NOT_FOR_A_STEP = ("interlock.core.api", "interlock.core.backends", "interlock.core.receipt", "interlock.core.plugins",
                   "interlock.core.trackers", "uuid")
+# Loaded only by a step that uses them (a context, a state store, a timedelta, a scratch dir):
+# each is paid by every task process otherwise.
+ONLY_WHEN_USED = ("interlock.core.checkpoint", "interlock.core.metrics", "interlock.core.statestore", "datetime",
+                  "tempfile")
 BUILDER = ("interlock.core.pipeline", "interlock.core.build", "interlock.core.graph", "interlock.core.conditions")
 
 STEPS = textwrap.dedent("""
@@ -71,7 +75,8 @@ def loaded_in_task(module: str, source: str, tmp_path: Path) -> dict:
     state = tmp_path / "state"
     env = {**os.environ, **RunEnv(run_id="r-imports", state_dir=state, backend="kfp").to_env(),
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    call = [f"{module}:inc", "inc", spec.step_of("inc").fingerprint, {"x": 1}, task, [*NOT_FOR_A_STEP, *BUILDER]]
+    call = [f"{module}:inc", "inc", spec.step_of("inc").fingerprint, {"x": 1}, task,
+            [*NOT_FOR_A_STEP, *BUILDER, *ONLY_WHEN_USED]]
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(call)], capture_output=True, text=True,
                           timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -86,9 +91,17 @@ def test_a_task_of_a_steps_module_imports_no_builder_and_no_run_machinery(tmp_pa
     assert loaded_in_task("task_steps_only", STEPS, tmp_path)["loaded"] == []
 
 
-def test_a_module_that_declares_its_pipeline_imports_the_builder_alone(tmp_path: Path) -> None:
-    # The probe sees an import: declaring the pipeline needs the builder, and nothing of il.run.
-    assert loaded_in_task("task_steps_and_pipeline", WITH_PIPELINE, tmp_path)["loaded"] == sorted(BUILDER)
+def test_a_module_that_declares_its_pipeline_imports_the_decorator_alone(tmp_path: Path) -> None:
+    # The probe sees an import: declaring the pipeline needs il.pipeline's module; the builder
+    # and the graph checks load when the pipeline is traced, which a task never does.
+    assert loaded_in_task("task_steps_and_pipeline", WITH_PIPELINE, tmp_path)["loaded"] == ["interlock.core.pipeline"]
+
+
+def test_a_plain_step_loads_no_checkpoint_metrics_or_state_store(tmp_path: Path) -> None:
+    # The step takes no context and the run has no state store: the shim runs it, writes its
+    # fragment (checked in loaded_in_task), and none of these modules is imported.
+    loaded = loaded_in_task("task_plain_step", STEPS, tmp_path)["loaded"]
+    assert [m for m in loaded if m in ONLY_WHEN_USED] == []
 
 
 def test_entry_still_offers_the_loader() -> None:
