@@ -65,8 +65,8 @@ BENCHMARKS: list[Bench] = [
     Bench("reference_pipeline", sizes=None, slow=True),
     # Checkpoint speed (MiB per state; local and S3 through a moto server) and backend
     # overhead (flyte-local steps; kfp-local tasks, every one a process) and start-up.
-    Bench("checkpoint_speed", sizes="64,256", quick="16,64", args=("--repeat", "3")),
-    Bench("backend_overhead", sizes="10,50,100", quick="10,20", args=("--kfp-sizes", "3,6", "--clock", "cpu", "--stat", "min", "--reruns", "3")),
+    Bench("checkpoint_speed", sizes="64,256", quick="16,64", args=("--repeat", "5", "--stat", "min")),
+    Bench("backend_overhead", sizes="10,50,100", quick="10,20", args=("--kfp-sizes", "2,12", "--clock", "cpu", "--stat", "min", "--reruns", "3")),
     Bench("startup", sizes=None, args=("--repeat", "5")),
 ]
 
