@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DIGEST",
     "DIGESTS",
+    "HASH_SLICE",
     "IO_CHUNK",
     "Hasher",
     "HashingWriter",
@@ -46,6 +47,9 @@ __all__ = [
 ]
 
 IO_CHUNK = 8 << 20  # large enough that the per-call cost vanishes, small enough to stay cached
+# readinto reads and hashes this much at a time: hashed right after it lands, a slice is still
+# in the core's L2 (xxh3_128 hashes ~60 GB/s from L2 here, ~27 GB/s from L3 or memory).
+HASH_SLICE = 1 << 20
 
 DEFAULT_DIGEST = "xxh3_128"
 # Algorithm -> length of its hex digest. A manifest's per-file digest is "<name>:<hex>".
@@ -188,10 +192,42 @@ class VerifyingReader(io.RawIOBase):
         return target
 
     def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read(view.nbytes)
-        view[: len(data)] = data
-        return len(data)
+        """Read into ``buffer`` (reused by the caller) without an intermediate copy, hashing
+        each slice right after it lands (``HASH_SLICE``, while it is in the CPU's cache).
+
+        The same check as ``read``: the call that reaches the end verifies the file first;
+        on a mismatch it overwrites what it wrote into ``buffer`` with zeros and raises, so
+        the final bytes of a corrupt file are never left there as if valid.
+        """
+        self._check_open()
+        with memoryview(buffer) as outer, outer.cast("B") as view:
+            end = min(self._pos + view.nbytes, self.size)
+            if self._pos >= self.size or view.nbytes == 0:
+                if not self.verified and self._pos >= self.size:
+                    self._extend(self.size)
+                return 0
+            n = end - self._pos
+            if self.verified or end <= self._hashed:
+                got = self._raw_readinto(self._pos, view[:n], None)
+                self._pos += got
+                return got
+            if self._pos != self._hashed:  # seeked past what is hashed: hash the gap first
+                self._extend(end)
+                got = self._raw_readinto(self._pos, view[:n], None)
+                self._pos += got
+                return got
+            got = self._raw_readinto(self._pos, view[:n], self._h)
+            if got < n:
+                view[:got] = bytes(got)
+                raise self._short(self._pos + got)
+            self._pos = end
+            if end == self.size:
+                try:
+                    self._finish()
+                except CheckpointError:
+                    view[:n] = bytes(n)  # leave nothing of a corrupt file's end behind
+                    raise
+            return n
 
     def readall(self) -> bytes:
         return self.read(-1)
@@ -257,6 +293,38 @@ class VerifyingReader(io.RawIOBase):
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         self._raw_pos += len(data)
         return data
+
+    def _raw_readinto(self, pos: int, view: memoryview, hasher: Hasher | None) -> int:
+        """Fill ``view`` from ``pos`` (less only at the end of the file); with ``hasher``,
+        hash each ``HASH_SLICE`` as soon as it is read."""
+        if pos != self._raw_pos:
+            if not self._seekable:
+                raise io.UnsupportedOperation("this checkpoint stream reads front to back only")
+            self._raw.seek(pos)
+            self._raw_pos = pos
+        readinto = getattr(self._raw, "readinto", None)
+        got, total = 0, view.nbytes
+        try:
+            while got < total:
+                part = view[got : min(got + HASH_SLICE, total)]
+                if readinto is not None:
+                    n = readinto(part)
+                else:  # a stream without readinto (some object-store bodies)
+                    data = self._raw.read(part.nbytes)
+                    n = len(data)
+                    part[:n] = data
+                if not n:
+                    break
+                if hasher is not None:
+                    hasher.update(part[:n] if n < part.nbytes else part)
+                got += n
+        except OSError as exc:
+            raise CheckpointError(
+                f"checkpoint {self._info.id} of key {self._info.key!r}: cannot read file "
+                f"{self.name_in_checkpoint!r}: {exc}"
+            ) from exc
+        self._raw_pos += got
+        return got
 
     def _serve(self, end: int) -> bytes:
         data = self._raw_read(self._pos, end - self._pos)

@@ -527,6 +527,35 @@ class CheckpointStoreContract:
         with pytest.raises(CheckpointError, match="state.bin"):
             Checkpointer(store, KEY).load()
 
+    @pytest.mark.parametrize("seekable", [True, False], ids=["seekable", "front-to-back"])
+    def test_readinto_a_reused_buffer_checks_like_read(self, store: CheckpointStore, seekable: bool) -> None:
+        size = 3 * (1 << 20) + 12345  # several hash slices, a short final call
+        content = os.urandom(size)  # no repeating pattern: the buffer shows which bytes it holds
+        info = store.save(KEY, {"state.bin": content}, step=1, metadata={"interlock.kind": "bytes"})
+        buf = bytearray(1 << 20)
+        with Checkpointer(store, KEY).open_read(seekable=seekable) as f:
+            got = bytearray()
+            while n := f.readinto(buf):
+                got += buf[:n]
+            assert bytes(got) == content and f.readinto(buf) == 0
+        for offset in (10, size - 1):  # early (handed out long before the end) and the very last byte
+            self.flip_byte(store, info, "state.bin", offset)
+            accepted = 0
+            buf[:] = b"\xff" * len(buf)
+            with pytest.raises(CheckpointError, match="state.bin.*xxh3_128 expected"), \
+                    Checkpointer(store, KEY).open_read(seekable=seekable) as f:
+                while n := f.readinto(buf):
+                    accepted += n
+            assert accepted < size, "the call that reaches the end must raise, not return"
+            tail = size % len(buf)  # what the failing call would have filled: the file's end
+            assert bytes(buf[: tail - 1]) != content[-tail:-1], "a corrupt file's end is left in the buffer"
+            self.flip_byte(store, info, "state.bin", offset)  # back to the committed bytes
+        self.flip_byte(store, info, "state.bin", 5)
+        with pytest.raises(CheckpointError, match="state.bin"):  # a seek to the end verifies first
+            with Checkpointer(store, KEY).open_read() as f:
+                f.seek(size - 4)
+                f.readinto(bytearray(4))
+
     def test_open_write_and_open_read_round_trip(self, store: CheckpointStore, tmp_path: Path) -> None:
         ck = Checkpointer(store, KEY, keep=2)
         parts = [payload(i, 1 << 20) for i in range(5)] + [b"tail"]

@@ -83,6 +83,17 @@ def test_peak_memory_of_a_load_stays_near_the_state_size(tmp_path: Path) -> None
     peak = _peak_of(stream)
     assert peak < 24 * MiB, f"a streamed read peaked at {peak / MiB:.1f} MiB"  # a few chunks, not the state
 
+    buf = bytearray(16 * MiB)
+
+    def stream_into() -> None:
+        with ck.open_read() as f:
+            while f.readinto(buf):
+                pass
+
+    peak = _peak_of(stream_into)
+    # straight into the caller's buffer: no chunk-sized bytes allocated on the way
+    assert peak < 2 * MiB, f"readinto a reused buffer peaked at {peak / MiB:.1f} MiB"
+
     big = tmp_path / "model.bin"
     big.write_bytes(os.urandom(size))
     ck.save(big, step=2)
