@@ -15,7 +15,8 @@ neighbours hit both alike):
   memory of the load (tracemalloc) is in the note.
 - local stream save / load: ``with ck.open_write() as f`` written in 8 MiB chunks vs the
   same writes + fsync of a plain file; ``with ck.open_read() as f`` read in 8 MiB chunks
-  vs the same reads of a plain file (only when the streaming API is present).
+  vs the same reads of a plain file (only when the streaming API is present); local stream
+  readinto: ``f.readinto(buf)`` into one reused 8 MiB buffer, both sides.
 - s3 save / s3 load: ``S3CheckpointStore`` against a moto server (its own process) vs
   boto3's ``upload_fileobj`` / ``get_object()["Body"].read()`` with boto3's defaults
   (client config and ``TransferConfig``), same bytes, same server; s3 stream load:
@@ -208,6 +209,26 @@ def local_rows(mib: int, repeat: int, work: Path) -> list[dict]:
         st_ours, st_native = paired(ours_stream, native_stream, repeat)
         rows.append(row("local stream load", mib, st_ours, st_native,
                         "ck.open_read() read in 8 MiB chunks vs the same reads of a plain file"))
+
+        chunk = bytearray(CHUNK)  # one buffer, reused by both sides (np.empty / torch.empty alike)
+
+        def into(f: io.RawIOBase) -> int:
+            n = 0
+            while got := f.readinto(chunk):
+                n += got
+            return n
+
+        def ours_into() -> float:
+            with ck.open_read() as f:
+                return timed(lambda: into(f))
+
+        def native_into() -> float:
+            with open(plain, "rb") as f:
+                return timed(lambda: into(f))
+
+        ri_ours, ri_native = paired(ours_into, native_into, repeat)
+        rows.append(row("local stream readinto", mib, ri_ours, ri_native,
+                        "ck.open_read() readinto one reused 8 MiB buffer vs the same of a plain file"))
 
     buf = plain_read(plain)
     algorithm = store.digest
