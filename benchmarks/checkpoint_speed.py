@@ -16,7 +16,9 @@ neighbours hit both alike):
 - local stream save / load: ``with ck.open_write() as f`` written in 8 MiB chunks vs the
   same writes + fsync of a plain file; ``with ck.open_read() as f`` read in 8 MiB chunks
   vs the same reads of a plain file (only when the streaming API is present); local stream
-  readinto: ``f.readinto(buf)`` into one reused 8 MiB buffer, both sides.
+  readinto: ``f.readinto(buf)`` into one reused 8 MiB buffer, both sides; local torch.load
+  (when torch is installed): ``torch.load(f)`` of one uint8 tensor of the size, from
+  ``ck.open_read()`` vs from ``open()`` of a plain file (torch reads the end first).
 - s3 save / s3 load: ``S3CheckpointStore`` against a moto server (its own process) vs
   boto3's ``upload_fileobj`` / ``get_object()["Body"].read()`` with boto3's defaults
   (client config and ``TransferConfig``), same bytes, same server; s3 stream load:
@@ -106,6 +108,35 @@ def chunked_read(f: io.BufferedIOBase) -> int:
     while chunk := f.read(CHUNK):
         n += len(chunk)
     return n
+
+
+def torch_rows(mib: int, repeat: int, ck: Checkpointer, work: Path) -> list[dict]:
+    """torch.load through ``ck.open_read()`` vs from a plain file: torch reads the zip's
+    directory at the end first, so the stream checks the whole file before it answers."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    state = {"w": torch.frombuffer(bytearray(os.urandom(mib * MiB)), dtype=torch.uint8)}
+    with ck.open_write("state.pt", step=10_000) as f:
+        torch.save(state, f)
+    ck.flush()
+    plain = work / "plain-state.pt"
+    torch.save(state, plain)
+    del state
+
+    def ours() -> float:
+        with ck.open_read() as f:
+            return timed(lambda: torch.load(f, weights_only=True))
+
+    def native() -> float:
+        with open(plain, "rb") as f:
+            return timed(lambda: torch.load(f, weights_only=True))
+
+    t_ours, t_native = paired(ours, native, repeat)
+    plain.unlink()
+    return [row("local torch.load", mib, t_ours, t_native,
+                "torch.load(ck.open_read()) vs torch.load(open(plain file)), one uint8 tensor")]
 
 
 def local_rows(mib: int, repeat: int, work: Path) -> list[dict]:
@@ -229,6 +260,7 @@ def local_rows(mib: int, repeat: int, work: Path) -> list[dict]:
         ri_ours, ri_native = paired(ours_into, native_into, repeat)
         rows.append(row("local stream readinto", mib, ri_ours, ri_native,
                         "ck.open_read() readinto one reused 8 MiB buffer vs the same of a plain file"))
+        rows += torch_rows(mib, repeat, ck, work)
 
     buf = plain_read(plain)
     algorithm = store.digest

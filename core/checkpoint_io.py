@@ -332,12 +332,16 @@ class VerifyingReader(io.RawIOBase):
         return data
 
     def _extend(self, upto: int) -> None:
-        """Hash bytes [_hashed, upto) from the underlying file; verify at the end."""
-        while self._hashed < upto:
-            chunk = self._raw_read(self._hashed, min(IO_CHUNK, upto - self._hashed))
-            if not chunk:
-                raise self._short(self._hashed)
-            self._h.update(chunk)
+        """Hash bytes [_hashed, upto) from the underlying file; verify at the end.
+
+        Nothing is handed out here (``torch.load`` seeks to the end first: this pass checks
+        the whole file), so it reads into one small scratch buffer, hashed while in L2."""
+        if self._hashed < upto:
+            scratch = memoryview(bytearray(min(HASH_SLICE, upto - self._hashed)))
+            while self._hashed < upto:
+                want = min(scratch.nbytes, upto - self._hashed)
+                if not self._raw_readinto(self._hashed, scratch[:want], self._h):
+                    raise self._short(self._hashed)
         if self._hashed == self.size and not self.verified:
             self._finish()
 
