@@ -41,9 +41,18 @@ def rich_available() -> bool:
 class _Tail:
     """The last progress point of one step, read incrementally from its metrics file."""
 
-    def __init__(self, path: Path):
-        self.path, self.offset = path, 0
+    def __init__(self, state_dir: Path, node: str):
+        # The path is made at the first poll (a heartbeat, the live footer): most steps end
+        # before one, and a step's "started" line should not pay for building it.
+        self.state_dir, self.node, self.offset = state_dir, node, 0
+        self._path: Path | None = None
         self.last: MetricPoint | None = None
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = metrics_path(self.state_dir, self.node)
+        return self._path
 
     def poll(self) -> MetricPoint | None:
         try:
@@ -156,7 +165,7 @@ class RunConsole:
         with self._lock:
             now = time.monotonic()
             if event == "started":
-                tail = _Tail(metrics_path(self._state_dir, node)) if self._state_dir else None
+                tail = _Tail(self._state_dir, node) if self._state_dir else None
                 self._running[node] = _Running(now, now, tail)
             elif event in ENDED:
                 self._running.pop(node, None)

@@ -214,6 +214,18 @@ class _LogHandler(logging.Handler):
             publish(StepLine(node, part, LOG, record.levelname, record.name, record.created))
 
 
+_HANDLER: list[_LogHandler] = []
+
+
+def _log_handler() -> _LogHandler:
+    """One handler for the process: it keeps no state of its own (the node comes from the
+    thread), and making one (its lock, its formatter, its weak reference in logging's list)
+    was a tenth of installing the capture, which happens at every step."""
+    if not _HANDLER:
+        _HANDLER.append(_LogHandler())
+    return _HANDLER[0]
+
+
 _active: dict[str, int] = {}  # node -> threads capturing it
 _installed: dict[str, Any] = {}
 
@@ -234,7 +246,7 @@ def _set_levels(levels: dict[logging.Logger, int], changed: bool = False) -> boo
 def _install() -> None:
     """Routers on stdout/stderr and a handler on the root logger, while any step is captured."""
     root = logging.getLogger()
-    handler = _LogHandler()
+    handler = _log_handler()
     _installed.update(stdout=sys.stdout, stderr=sys.stderr, handler=handler, root_level=root.level)
     sys.stdout = _Router(sys.stdout, STDOUT)  # type: ignore[assignment]
     sys.stderr = _Router(sys.stderr, STDERR)  # type: ignore[assignment]

@@ -126,6 +126,11 @@ class Redactor:
     def text(self, text: str) -> str:
         if not text:
             return text
+        if type(text) is str and len(text) <= _MEMO_MAX_LEN:
+            return _masked(self, text)
+        return self._text(text)
+
+    def _text(self, text: str) -> str:
         # Longest first: a known value that contains another is masked whole.
         for value in sorted(self.known, key=len, reverse=True):
             if value in text:
@@ -160,6 +165,13 @@ class Redactor:
         """A copy of a JSON-like value (dataclasses become objects) with secrets masked."""
         if key and is_secret_key(key) and value not in (None, ""):
             return self.mask
+        kind = type(value)  # plain JSON first: a receipt walks thousands of these
+        if kind is dict:
+            return {k: self(v, k if type(k) is str else str(k)) for k, v in value.items()}
+        if kind is str:
+            return self.text(value)
+        if value is None or kind is int or kind is float or kind is bool:
+            return value
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             value = dataclasses.asdict(value)
         if isinstance(value, Mapping):
@@ -169,6 +181,17 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         return value
+
+
+# Short texts (statuses, decisions, names, messages) repeat run after run and step after step;
+# masking one is four regex passes. A pure function of the redactor (its known secrets and
+# mask) and the text, so the answer is kept; long texts (tracebacks) are not.
+_MEMO_MAX_LEN = 512
+
+
+@functools.lru_cache(maxsize=8192)
+def _masked(redactor: Redactor, text: str) -> str:
+    return redactor._text(text)
 
 
 def _secrets_in(values: Mapping[str, Any], key: str = "") -> frozenset[str]:

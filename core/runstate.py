@@ -427,10 +427,11 @@ class RunState:
         return self if rank == 0 else RunState(Path(self.state_dir) / "ranks" / str(rank), self.run_id)
 
     def _read(self, path: Path) -> dict[str, Any] | None:
-        if not path.exists():
-            return None
+        # Opened without a stat first (settle reads every node's fragment; a missing file is
+        # an OSError like any unreadable one) and os-level (pathlib's read_text decodes twice).
         try:
-            data = json.loads(path.read_text())
+            with open(path, "rb") as f:
+                data = json.loads(f.read())
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or data.get("run_id", self.run_id) != self.run_id:

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from flytekit import conditional
 from flytekit.core.docstring import Docstring
@@ -26,7 +26,7 @@ from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.errors import PipelineDefinitionError
 from interlock.core.fanout import list_of
 from interlock.core.graph import binding_type
-from interlock.core.spec import Binding, BindingKind, PipelineSpec
+from interlock.core.spec import Binding, BindingKind, Node, PipelineSpec
 
 from . import fanout, subworkflow
 from .tasks import TaskOptions, build_noop, build_task, py_ident
@@ -53,6 +53,15 @@ def _key(b: Binding) -> str:
     return py_ident("__".join([b.node or "", b.port or "", *b.field]))
 
 
+class _NodePlan(NamedTuple):
+    """What emitting a node reads from the spec: the node, its inputs (port, binding, the
+    binding's key among the workflow's values, the port's type) and its output ports."""
+
+    node: Node
+    inputs: tuple[tuple[str, Binding, str, Any], ...]
+    ports: tuple[str, ...]
+
+
 class _Builder:
     def __init__(self, spec: PipelineSpec, options: TaskOptions):
         self.spec = spec
@@ -62,6 +71,7 @@ class _Builder:
             if n.map is not None:  # il.map: an array node over the per-item task
                 self.tasks[n.name] = fanout.map_task(spec, n.name, self.tasks[n.name])
         self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
+        self._plans: dict[str, _NodePlan] = {}  # node -> what emit_node looks up, once per workflow
         self.noop = build_noop(spec.name, options) if spec.gates else None
         self.finally_task = None
         if spec.finally_ is not None:
@@ -226,8 +236,8 @@ class _Builder:
     def nodes_gates(self, gate: str) -> set[str]:
         return set(self._nested.get(gate, ()))
 
-    def value_of(self, b: Binding, values: dict[str, Any], node_outputs: dict[str, Any]) -> Any:
-        key = _key(b)
+    def value_of(self, b: Binding, values: dict[str, Any], node_outputs: dict[str, Any], key: str | None = None) -> Any:
+        key = _key(b) if key is None else key  # emit_node passes the key it planned
         if key in values:  # a workflow input: a parameter, or a value passed into a sub-workflow
             return values[key]
         if b.kind is BindingKind.OUTPUT:
@@ -240,15 +250,26 @@ class _Builder:
             return [self.value_of(item, values, node_outputs) for item in b.items]
         return b.value
 
-    def emit_node(self, name: str, values: dict[str, Any], handles: dict[str, Any]) -> None:
+    def _plan(self, name: str) -> _NodePlan:
         node = self.spec.node(name)
         step = self.spec.step_of(node)
-        kwargs = {}
+        inputs = []
         for port, b in node.inputs:
-            v = self.value_of(b, values, values.setdefault("__outputs__", {}))
             t = step.input(port).type
             if node.map is not None and port == node.map.item:
                 t = list_of(t)
+            inputs.append((port, b, _key(b), t))
+        plan = self._plans[name] = _NodePlan(node, tuple(inputs), tuple(p.name for p in step.outputs))
+        return plan
+
+    def emit_node(self, name: str, values: dict[str, Any], handles: dict[str, Any]) -> None:
+        # The workflow body runs at every flyte-local run (flytekit calls it): the lookups a
+        # node needs are made once per workflow, not once per node per run.
+        node, inputs, ports = self._plans.get(name) or self._plan(name)
+        outputs = values.setdefault("__outputs__", {})
+        kwargs = {}
+        for port, b, key, t in inputs:
+            v = self.value_of(b, values, outputs, key)
             if b.kind is BindingKind.CONST:
                 v = to_flyte(v, t)  # dataclass from its JSON form, untyped list/dict as JSON text
             kwargs[port] = v
@@ -259,11 +280,10 @@ class _Builder:
             if up in handles and hasattr(handles[up], "runs_before") and not _is_local(result):
                 handles[up] >> result
         handles[name] = result
-        ports = [p.name for p in step.outputs]
         if len(ports) == 1 and ports[0] == "o0":
-            values["__outputs__"][name] = {"o0": result}
+            outputs[name] = {"o0": result}
         elif ports:
-            values["__outputs__"][name] = {p: getattr(result, p) for p in ports}
+            outputs[name] = {p: getattr(result, p) for p in ports}
 
     def emit_gate(self, gate_id: str, values: dict[str, Any]) -> None:
         if gate_id in self.blocks:  # il.finally_ around a block: no condition, its sub-workflow

@@ -1,0 +1,24 @@
+"""Redactor.text keeps its answers for short texts: the answer must be this redactor's (its
+known secrets and its mask), never another's for the same text."""
+
+from __future__ import annotations
+
+from interlock.core.redact import Redactor
+
+
+def test_the_same_text_is_masked_by_each_redactor_as_its_own_secrets_say() -> None:
+    text = "connected with hunter2-hunter2 as alice"
+    knows = Redactor.for_values({"db_password": "hunter2-hunter2"})
+    blind = Redactor()
+    for _ in range(2):  # the second round answers from what was kept
+        assert "hunter2-hunter2" not in knows.text(text)
+        assert blind.text(text) == text
+        assert Redactor(knows.known, mask="###").text(text) == "connected with ### as alice"
+
+
+def test_structures_keep_their_shape_and_mask_under_secret_keys() -> None:
+    r = Redactor.for_values({"api_token": "tok-123456789"})
+    value = {"n": 1, "x": 0.5, "ok": True, "none": None, "api_token": "anything",
+             "nested": [{"msg": "sent tok-123456789"}, ("a", 2)], 3: "three"}
+    assert r(value) == {"n": 1, "x": 0.5, "ok": True, "none": None, "api_token": r.mask,
+                        "nested": [{"msg": f"sent {r.mask}"}, ["a", 2]], 3: "three"}
