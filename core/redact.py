@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -112,6 +112,10 @@ class Redactor:
 
     known: frozenset[str] = frozenset()
     mask: str = MASK
+    # Short texts (statuses, decisions, names, messages) repeat step after step; masking one
+    # is four regex passes, so this redactor keeps its answers. Per instance, not a module
+    # cache: what a run's redactor knows (its secrets, the texts it saw) goes with it.
+    _memo: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @classmethod
     def for_values(cls, values: Mapping[str, Any] | None, *, mask: str = MASK) -> Redactor:
@@ -127,7 +131,13 @@ class Redactor:
         if not text:
             return text
         if type(text) is str and len(text) <= _MEMO_MAX_LEN:
-            return _masked(self, text)
+            memo = self._memo
+            hit = memo.get(text)
+            if hit is None:
+                if len(memo) >= _MEMO_SIZE:
+                    memo.clear()
+                hit = memo[text] = self._text(text)
+            return hit
         return self._text(text)
 
     def _text(self, text: str) -> str:
@@ -183,15 +193,8 @@ class Redactor:
         return value
 
 
-# Short texts (statuses, decisions, names, messages) repeat run after run and step after step;
-# masking one is four regex passes. A pure function of the redactor (its known secrets and
-# mask) and the text, so the answer is kept; long texts (tracebacks) are not.
-_MEMO_MAX_LEN = 512
-
-
-@functools.lru_cache(maxsize=8192)
-def _masked(redactor: Redactor, text: str) -> str:
-    return redactor._text(text)
+_MEMO_MAX_LEN = 512  # longer texts (tracebacks) are rarely repeated: not kept
+_MEMO_SIZE = 4096
 
 
 def _secrets_in(values: Mapping[str, Any], key: str = "") -> frozenset[str]:

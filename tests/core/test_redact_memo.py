@@ -22,3 +22,17 @@ def test_structures_keep_their_shape_and_mask_under_secret_keys() -> None:
              "nested": [{"msg": "sent tok-123456789"}, ("a", 2)], 3: "three"}
     assert r(value) == {"n": 1, "x": 0.5, "ok": True, "none": None, "api_token": r.mask,
                         "nested": [{"msg": f"sent {r.mask}"}, ["a", 2]], 3: "three"}
+
+
+def test_a_dropped_redactor_takes_its_secrets_and_texts_with_it() -> None:
+    # What a run's redactor knew must not outlive it in a module-level cache (a long-lived
+    # process: an Airflow worker, a notebook, runs many pipelines with different secrets).
+    import gc
+
+    secret = "s3cr3t-" + "x" * 12
+    r = Redactor.for_values({"db_password": secret})
+    assert secret not in r.text(f"login with {secret}")
+    del r
+    gc.collect()
+    alive = [o for o in gc.get_objects() if type(o) is Redactor and secret in o.known]
+    assert alive == []
