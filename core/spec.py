@@ -11,12 +11,14 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .fanout import MapSpec
 from .policies import Cache, CheckpointPolicy, Resources, Secret, Torchrun
 from .retry import Retry
 from .types import TypeSpec
+
+if TYPE_CHECKING:  # il.map's spec loads with the first Node read (a task process reads none)
+    from .fanout import MapSpec
 
 SPEC_VERSION = 1
 
@@ -330,6 +332,8 @@ class Node:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Node:
+        from .fanout import MapSpec
+
         return cls(
             d["name"],
             d["step"],
