@@ -32,8 +32,8 @@ from .failures import (
     FailureKind,
     Preempted,
     StepTimeout,
-    default_classifier,
     qualified_name,
+    the_default_classifier,
 )
 from .redact import Redactor
 from .retry import RetryTracker
@@ -345,7 +345,7 @@ def _execute_step(
     if callable(inputs):
         inputs = inputs()
     fn = fn or resolve_function(step)
-    classifier = run.classifier or default_classifier
+    classifier = run.classifier  # None: the default rule table, built at the first failure
     # Inputs under credential names (a password parameter passed through) are masked in
     # failure messages and facts, which land in fragments, logs and the receipt.
     redactor = Redactor.for_values(inputs)
@@ -405,7 +405,7 @@ def _execute_step(
             raise _stopped(run, step, node, stop, attempts, started, ctx, base) from stop
         except (Exception, SystemExit, StepTimeout) as exc:  # SystemExit(143) on a cluster: preempted
             # The traceback quotes the exception's message: redact after adding it.
-            failure: Failure = redactor.fields(replace(classifier.classify(exc), traceback=user_traceback(exc) or None))
+            failure: Failure = redactor.fields(replace((classifier or the_default_classifier()).classify(exc), traceback=user_traceback(exc) or None))
             decision = tracker.decide(failure)
             retry_here = decision.retry and step.retry.retried_in_process(failure.kind, run.retry_in_process)
             attempts.append(Attempt(

@@ -29,7 +29,9 @@ NOT_FOR_A_STEP = ("interlock.core.api", "interlock.core.backends", "interlock.co
 ONLY_WHEN_USED = ("interlock.core.checkpoint", "interlock.core.metrics", "interlock.core.statestore", "datetime",
                   "tempfile",
                   # CheckpointPolicy, Torchrun, Secret, Toleration: a step that sets none never creates them
-                  "interlock.core.policies_opt_in")
+                  "interlock.core.policies_opt_in",
+                  # the failure rule table: built when a failure is classified, never for a step that succeeds
+                  "interlock.core.failure_rules")
 # il.map's modules (MapSpec, the KFP loop's envelopes): loaded by an item's task, not a plain step's.
 ONLY_FOR_A_MAP = ("interlock.core.fanout", "interlock.adapters.kfp.fanout")
 BUILDER = ("interlock.core.pipeline", "interlock.core.build", "interlock.core.graph", "interlock.core.conditions")
