@@ -31,7 +31,9 @@ ONLY_WHEN_USED = ("interlock.core.checkpoint", "interlock.core.metrics", "interl
                   # CheckpointPolicy, Torchrun, Secret, Toleration: a step that sets none never creates them
                   "interlock.core.policies_opt_in",
                   # the failure rule table: built when a failure is classified, never for a step that succeeds
-                  "interlock.core.failure_rules")
+                  "interlock.core.failure_rules",
+                  # what the shim decides after a failure (Decision, RetryTracker)
+                  "interlock.core.retry_decisions")
 # il.map's modules (MapSpec, the KFP loop's envelopes): loaded by an item's task, not a plain step's.
 ONLY_FOR_A_MAP = ("interlock.core.fanout", "interlock.adapters.kfp.fanout")
 BUILDER = ("interlock.core.pipeline", "interlock.core.build", "interlock.core.graph", "interlock.core.conditions")
