@@ -6,7 +6,6 @@ from typing import Any
 
 from .codecs import revive
 from .errors import PipelineDefinitionError
-from .fanout import list_of
 from .spec import Binding, BindingKind, PipelineSpec
 from .types import TypeSpec
 
@@ -45,7 +44,12 @@ def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outp
         port = step.input(name)
         if port is None:
             raise PipelineDefinitionError("unknown argument", pipeline=spec.name, step=node_name, port=name)
-        t = list_of(port.type) if node.map is not None and name == node.map.item else port.type
+        t = port.type
+        if node.map is not None and name == node.map.item:
+            # il.map's module, imported here: a KFP task (types.follow) needs none of it.
+            from .fanout import list_of
+
+            t = list_of(port.type)
         values[name] = resolve(b, params, outputs, t)
     for port in step.inputs:
         if port.name not in values and port.has_default:

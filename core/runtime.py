@@ -32,11 +32,10 @@ from .failures import (
     FailureKind,
     Preempted,
     StepTimeout,
-    default_classifier,
     qualified_name,
+    the_default_classifier,
 )
 from .redact import Redactor
-from .retry import RetryTracker
 from .runstate import ALL_KINDS, Attempt, Fragment, RunContext, StopMarker
 from .spec import StepSpec
 from .status import Status
@@ -48,6 +47,7 @@ from .values import check_output
 # most steps use none of them.
 if TYPE_CHECKING:
     from .checkpoint import Checkpointer
+    from .retry import RetryTracker
 
 log = logging.getLogger("interlock.runtime")
 
@@ -345,7 +345,7 @@ def _execute_step(
     if callable(inputs):
         inputs = inputs()
     fn = fn or resolve_function(step)
-    classifier = run.classifier or default_classifier
+    classifier = run.classifier  # None: the default rule table, built at the first failure
     # Inputs under credential names (a password parameter passed through) are masked in
     # failure messages and facts, which land in fragments, logs and the receipt.
     redactor = Redactor.for_values(inputs)
@@ -354,9 +354,11 @@ def _execute_step(
     # since the run was last resumed (a resume opens a new budget).
     earlier = state.read_fragment(node)
     base = list(earlier.attempts) if earlier else []
-    tracker = RetryTracker.replay(step.retry, state.failures_since_resume(node) if earlier else [])
+    # The tracker (retry_decisions) is made at the first failure unless earlier ones must replay.
+    history = state.failures_since_resume(node) if earlier else []
+    tracker = _retry_tracker(step, history) if history else None
     attempts: list[Attempt] = []
-    factor = 0.5**tracker.halvings  # an OOM remediation survives a backend retry too
+    factor = 0.5**tracker.halvings if tracker else 1.0  # an OOM remediation survives a backend retry too
     started = run.clock()
     ctx = StepContext(pipeline=run.pipeline, run_id=run.run_id, node=node, backend=run.backend)
     if step.context_arg:  # only a step that takes the context can reach them (il.map: one per item)
@@ -405,7 +407,8 @@ def _execute_step(
             raise _stopped(run, step, node, stop, attempts, started, ctx, base) from stop
         except (Exception, SystemExit, StepTimeout) as exc:  # SystemExit(143) on a cluster: preempted
             # The traceback quotes the exception's message: redact after adding it.
-            failure: Failure = redactor.fields(replace(classifier.classify(exc), traceback=user_traceback(exc) or None))
+            failure: Failure = redactor.fields(replace((classifier or the_default_classifier()).classify(exc), traceback=user_traceback(exc) or None))
+            tracker = tracker or _retry_tracker(step, [])
             decision = tracker.decide(failure)
             retry_here = decision.retry and step.retry.retried_in_process(failure.kind, run.retry_in_process)
             attempts.append(Attempt(
@@ -450,6 +453,12 @@ def _execute_step(
         if durable is not None:
             durable.push(state, node)
         return result
+
+
+def _retry_tracker(step: StepSpec, history: list[Failure]) -> RetryTracker:
+    from .retry import RetryTracker
+
+    return RetryTracker.replay(step.retry, history)
 
 
 def _stopped(

@@ -11,12 +11,15 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .fanout import MapSpec
-from .policies import Cache, CheckpointPolicy, Resources, Secret, Torchrun
+from .policies import Cache, Resources
 from .retry import Retry
 from .types import TypeSpec
+
+if TYPE_CHECKING:  # il.map's spec loads with the first Node read (a task process reads none)
+    from .fanout import MapSpec
+    from .policies import CheckpointPolicy, Secret, Torchrun
 
 SPEC_VERSION = 1
 
@@ -118,6 +121,14 @@ class StepSpec:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> StepSpec:
+        checkpoint, secrets, distributed = None, (), None
+        if d.get("checkpoint") or d.get("secrets") or d.get("distributed"):
+            # Opt-in policies, their module loaded only by a step that has one (policies_opt_in).
+            from .policies import CheckpointPolicy, Secret, Torchrun
+
+            checkpoint = CheckpointPolicy.from_json(d["checkpoint"]) if d.get("checkpoint") else None
+            secrets = tuple(Secret(**s) for s in d.get("secrets", ()))
+            distributed = Torchrun.from_json(d["distributed"]) if d.get("distributed") else None
         return cls(
             name=d["name"],
             ref=d["ref"],
@@ -129,15 +140,15 @@ class StepSpec:
             resources=Resources.from_json(d.get("resources", {})),
             retry=Retry.from_dict(d["retry"]),
             cache=Cache.from_json(d["cache"]) if d.get("cache") else None,
-            checkpoint=CheckpointPolicy.from_json(d["checkpoint"]) if d.get("checkpoint") else None,
+            checkpoint=checkpoint,
             interruptible=d.get("interruptible", False),
             timeout_s=d.get("timeout_s"),
             image=d.get("image"),
             labels=tuple(sorted(d.get("labels", {}).items())),
             annotations=tuple(sorted(d.get("annotations", {}).items())),
             env=tuple(sorted(d.get("env", {}).items())),
-            secrets=tuple(Secret(**s) for s in d.get("secrets", ())),
-            distributed=Torchrun.from_json(d["distributed"]) if d.get("distributed") else None,
+            secrets=secrets,
+            distributed=distributed,
             doc=d.get("doc", ""),
         )
 
@@ -330,6 +341,8 @@ class Node:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Node:
+        from .fanout import MapSpec
+
         return cls(
             d["name"],
             d["step"],

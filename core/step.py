@@ -15,16 +15,19 @@ import inspect
 import textwrap
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from .durations import parse_duration
 from .errors import PipelineDefinitionError, PolicyError
 from .names import check_step_name
-from .policies import Cache, CheckpointPolicy, Resources, Secret, Torchrun, check_labels
+from .policies import Cache, Resources, check_labels
 from .retry import Retry
 from .source import function_source
 from .spec import Port, StepSpec
 from .types import TypeKind, is_named_tuple, type_of, value_matches
+
+if TYPE_CHECKING:
+    from .policies import CheckpointPolicy, Secret, Torchrun
 
 
 def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
@@ -55,6 +58,14 @@ def _jsonable_default(value: Any) -> Any:
         return dataclasses.asdict(value)
     return value
 
+
+
+def _opt_in_policy(name: str) -> type:
+    """CheckpointPolicy, Torchrun or Secret: read only for a step that sets one, so that a plain
+    step's process never loads their module (policies_opt_in)."""
+    from . import policies
+
+    return getattr(policies, name)
 
 def build_step_spec(fn: Callable[..., Any], name: str, **policy: Any) -> StepSpec:
     where = f" in step {name!r}"
@@ -122,10 +133,10 @@ def build_step_spec(fn: Callable[..., Any], name: str, **policy: Any) -> StepSpe
     if not isinstance(resources, Resources):
         raise PolicyError(f"resources={resources!r} must be il.Resources(...)", step=name)
     checkpoint = policy.get("checkpoint")
-    if checkpoint is not None and not isinstance(checkpoint, CheckpointPolicy):
+    if checkpoint is not None and not isinstance(checkpoint, _opt_in_policy("CheckpointPolicy")):
         raise PolicyError(f"checkpoint={checkpoint!r} must be il.CheckpointPolicy(...)", step=name)
     distributed = policy.get("distributed")
-    if distributed is not None and not isinstance(distributed, Torchrun):
+    if distributed is not None and not isinstance(distributed, _opt_in_policy("Torchrun")):
         raise PolicyError(f"distributed={distributed!r} must be il.Torchrun(...)", step=name)
     timeout = policy.get("timeout")
     timeout_s = parse_duration(timeout) if timeout is not None else None
@@ -133,7 +144,7 @@ def build_step_spec(fn: Callable[..., Any], name: str, **policy: Any) -> StepSpe
         raise PolicyError(f"timeout={timeout!r} must be positive", step=name)
     secrets = tuple(policy.get("secrets") or ())
     for s in secrets:
-        if not isinstance(s, Secret):
+        if not isinstance(s, _opt_in_policy("Secret")):
             raise PolicyError(f"secrets entries must be il.Secret(group, key); got {s!r}", step=name)
     try:
         labels = check_labels(dict(policy.get("labels") or {}))

@@ -20,7 +20,6 @@ from interlock.core.runtime import execute_step
 from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.values import from_jsonable
 
-from .fanout import unpack_item
 from .names import io_names, single_return
 from .node_task import NodeTask
 from .types import read_artifact, to_parameter, to_value, write_artifact
@@ -80,6 +79,8 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
         _differs(t, fingerprint, step.fingerprint)
     name = node
     if t.map_item is not None:  # il.map: this iteration runs one enumerated item (fanout.py)
+        from .fanout import unpack_item  # here: a plain step's task never loads il.map's modules
+
         kname = io_names(step)[0][t.map_item]
         name, item = unpack_item(node, args[kname])
         args = {**args, kname: item}

@@ -27,7 +27,15 @@ NOT_FOR_A_STEP = ("interlock.core.api", "interlock.core.backends", "interlock.co
 # Loaded only by a step that uses them (a context, a state store, a timedelta, a scratch dir):
 # each is paid by every task process otherwise.
 ONLY_WHEN_USED = ("interlock.core.checkpoint", "interlock.core.metrics", "interlock.core.statestore", "datetime",
-                  "tempfile")
+                  "tempfile",
+                  # CheckpointPolicy, Torchrun, Secret, Toleration: a step that sets none never creates them
+                  "interlock.core.policies_opt_in",
+                  # the failure rule table: built when a failure is classified, never for a step that succeeds
+                  "interlock.core.failure_rules",
+                  # what the shim decides after a failure (Decision, RetryTracker)
+                  "interlock.core.retry_decisions")
+# il.map's modules (MapSpec, the KFP loop's envelopes): loaded by an item's task, not a plain step's.
+ONLY_FOR_A_MAP = ("interlock.core.fanout", "interlock.adapters.kfp.fanout")
 BUILDER = ("interlock.core.pipeline", "interlock.core.build", "interlock.core.graph", "interlock.core.conditions")
 
 STEPS = textwrap.dedent("""
@@ -76,7 +84,7 @@ def loaded_in_task(module: str, source: str, tmp_path: Path) -> dict:
     env = {**os.environ, **RunEnv(run_id="r-imports", state_dir=state, backend="kfp").to_env(),
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     call = [f"{module}:inc", "inc", spec.step_of("inc").fingerprint, {"x": 1}, task,
-            [*NOT_FOR_A_STEP, *BUILDER, *ONLY_WHEN_USED]]
+            [*NOT_FOR_A_STEP, *BUILDER, *ONLY_WHEN_USED, *ONLY_FOR_A_MAP]]
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(call)], capture_output=True, text=True,
                           timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
