@@ -115,7 +115,7 @@ class Redactor:
     # Short texts (statuses, decisions, names, messages) repeat step after step; masking one
     # is four regex passes, so this redactor keeps its answers. Per instance, not a module
     # cache: what a run's redactor knows (its secrets, the texts it saw) goes with it.
-    _memo: dict[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    _memo: dict[str, str] = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     @classmethod
     def for_values(cls, values: Mapping[str, Any] | None, *, mask: str = MASK) -> Redactor:

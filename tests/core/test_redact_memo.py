@@ -36,3 +36,15 @@ def test_a_dropped_redactor_takes_its_secrets_and_texts_with_it() -> None:
     gc.collect()
     alive = [o for o in gc.get_objects() if type(o) is Redactor and secret in o.known]
     assert alive == []
+
+
+def test_a_redactor_made_by_replace_does_not_share_the_memo() -> None:
+    # dataclasses.replace copies init fields: a memo among them would hand a redactor that
+    # knows a secret the answers of one that did not (the secret left unmasked).
+    import dataclasses
+
+    text = "token tok-abcdef123456 used"
+    blind = Redactor()
+    assert blind.text(text) == text
+    knows = dataclasses.replace(blind, known=frozenset({"tok-abcdef123456"}))
+    assert "tok-abcdef123456" not in knows.text(text)
