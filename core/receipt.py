@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import git_state
 from .devices import billed_gpus, group_device
 from .errors import PolicyError
 from .policies import parse_quantity
@@ -122,15 +123,34 @@ def git_info(start: str | Path | None = None, files: list[Path] | tuple[Path, ..
     file (``files[0]``, else ``start``, else the current directory), not wherever the command
     ran. Dirty when a tracked file changed, or when one of ``files`` (the pipeline's and its
     steps' sources) is untracked or modified. Containers have no .git: they pass
-    INTERLOCK_GIT_SHA (and INTERLOCK_GIT_DIRTY=1)."""
+    INTERLOCK_GIT_SHA (and INTERLOCK_GIT_DIRTY=1).
+
+    A clean checkout is proven from the repository's files, as git proves it (core/git_state.py:
+    HEAD from the refs, every index entry's stat, the index's tree against HEAD's); whatever
+    that cannot prove (a changed or racily new file, an untracked source) is asked of git."""
     if os.environ.get("INTERLOCK_GIT_SHA"):
         return {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
     cwd = Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
+    found = git_state.probe(cwd, files)
+    if found is not None and found.clean:
+        return {"sha": found.sha, "dirty": False}
     try:
-        top_line, sha = _git(cwd, "rev-parse", "--show-toplevel", "HEAD").splitlines()  # one process, not two
-        top = Path(top_line).resolve()
-        dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=no"))
+        if found is None:  # git finds the repository some other way (environment, layout): ask it all
+            top_line, sha = _git(cwd, "rev-parse", "--show-toplevel", "HEAD").splitlines()  # one process, not two
+            top = Path(top_line).resolve()
+        else:
+            top, sha = found.top, found.sha
+        # One process for HEAD (when the refs did not say) and the tracked changes.
+        porcelain = _git(cwd, "status", "--porcelain=v2", "--branch", "--untracked-files=no").splitlines()
+        head = next((line.split()[2] for line in porcelain if line.startswith("# branch.oid ")), None)
+        if head is None or head == "(initial)":
+            return {"sha": None, "dirty": None}  # no commit yet: nothing to point at
+        sha = head  # git's word, at the time it looked
+        dirty = any(not line.startswith("#") for line in porcelain)
         ours = [str(f) for f in files if f.is_relative_to(top)]
+        if found is not None and found.tracked is not None:
+            # A tracked source's changes are in the status above; only an untracked one is not.
+            ours = [f for f in ours if Path(f).resolve().relative_to(top).as_posix() not in found.tracked]
         if ours and not dirty:
             dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=all", "--", *ours))
     except (OSError, subprocess.SubprocessError, ValueError):

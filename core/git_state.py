@@ -1,0 +1,295 @@
+"""The receipt's git facts read from the repository's files, as git itself reads them.
+
+``git rev-parse`` and ``git status`` cost three processes per run (4-7 ms of CPU, more than
+the rest of a cached rerun). Most runs happen in a clean checkout, and git's own answer to
+"is it clean?" is a stat comparison: every index entry whose file's lstat still matches the
+stat data the index recorded (and is not racily newer than the index) is unchanged, and the
+index equals HEAD when its cache tree's root (the TREE extension) is HEAD's tree. This module
+does exactly that, in Python, and answers only what it can prove:
+
+- ``Probe.sha``: HEAD resolved through the ref files (loose, then packed-refs);
+- ``Probe.clean``: True only when every entry matches its file (no racy entry), the index's
+  root tree is HEAD's tree and every given source file is tracked. Anything else (a stat
+  mismatch, a missing file, an unmerged, skip-worktree or intent-to-add entry, a submodule,
+  index v4, a split or sparse index, a SHA-256 repository, an object it cannot read without
+  deltas) leaves ``clean`` None, and the caller asks git, which then also hashes contents.
+
+Nothing is cached across runs except what cannot go stale: a parsed index keyed on the index
+file's identity (git replaces the index by rename, so any change is a new inode), and a
+commit's tree keyed on the commit's SHA (content-addressed). The stat of every tracked file
+is taken at each call, so a file edited between two runs is seen, as git sees it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+# Environment that changes where git finds the repository, index, objects, refs or config:
+# with any of these set, only git knows.
+_GIT_ENV_PREFIXES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX", "GIT_OBJECT", "GIT_ALTERNATE", "GIT_COMMON",
+                     "GIT_CEILING", "GIT_DISCOVERY", "GIT_NAMESPACE", "GIT_CONFIG")
+# Repository config that moves the work tree or changes formats: leave those to git.
+_CONFIG_TOKENS = (b"worktree", b"objectformat", b"refstorage", b"bare=true", b"[include", b"splitindex",
+                  b"sparsecheckout")
+_HEX = frozenset("0123456789abcdef")
+_ENTRY = struct.Struct(">10I20sH")  # ctime s/ns, mtime s/ns, dev, ino, mode, uid, gid, size; sha; flags
+
+
+@dataclass(frozen=True)
+class Probe:
+    top: Path  # the work tree's root (where .git is)
+    sha: str | None  # HEAD's commit, None when it could not be read from the files
+    clean: bool | None  # True: proven clean as git would say; None: ask git
+    tracked: frozenset[str] | None  # the index's paths (stage 0), None when it was not read
+
+
+@dataclass(frozen=True)
+class _Index:
+    entries: tuple[tuple[str, tuple[int, ...]], ...]  # (path, the 10 stat words), stage-0 entries
+    paths: frozenset[str]
+    root_tree: str | None  # the cache tree's root, None when invalid or absent
+    plain: bool  # no entry or extension that git treats specially
+
+
+_INDEX_CACHE: dict[tuple[str, int, int, int, int], _Index | None] = {}
+_TREE_OF: dict[str, str] = {}  # commit SHA -> tree SHA: a SHA names its content, never stale
+
+
+def probe(start: Path, files: Iterable[Path] = ()) -> Probe | None:
+    """What the repository's files say about the work tree holding ``start``; None where git's
+    own discovery could differ (environment, ownership, unusual layouts): then ask git."""
+    if any(k.startswith(_GIT_ENV_PREFIXES) for k in os.environ):
+        return None
+    try:
+        return _probe(start.resolve(), files)
+    except (OSError, ValueError, struct.error, zlib.error, UnicodeDecodeError):
+        return None
+
+
+def _probe(start: Path, files: Iterable[Path]) -> Probe | None:
+    if ".git" in start.parts:
+        return None  # inside a git directory: git answers differently
+    found = _find_top(start)
+    if found is None:
+        return None
+    top, gitdir = found
+    common = gitdir
+    if (gitdir / "commondir").is_file():  # a linked worktree: refs, objects, config are shared
+        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
+    config = (common / "config").read_bytes().lower().replace(b" ", b"").replace(b"\t", b"")
+    if any(t in config for t in _CONFIG_TOKENS) or (common / "refs" / "replace").is_dir() and \
+            any((common / "refs" / "replace").iterdir()):
+        return None
+    sha = _head(gitdir, common)
+    if sha is None:
+        return Probe(top, None, None, None)
+    index = _read_index(gitdir / "index")
+    if index is None:
+        return Probe(top, sha, None, None)
+    ours = []
+    for f in files:
+        try:
+            ours.append(Path(f).resolve().relative_to(top).as_posix())
+        except ValueError:
+            continue  # outside this repository: not its code
+    clean = (index.plain and all(p in index.paths for p in ours) and index.root_tree is not None
+             and index.root_tree == _tree_of(common, sha) and _worktree_matches(top, gitdir / "index", index))
+    return Probe(top, sha, True if clean else None, index.paths)
+
+
+def _find_top(start: Path) -> tuple[Path, Path] | None:
+    dev = start.stat().st_dev
+    for d in (start, *start.parents):
+        dot = d / ".git"
+        try:
+            st = dot.stat()
+        except FileNotFoundError:
+            if d.stat().st_dev != dev:
+                return None  # git stops at a filesystem boundary
+            continue
+        if d.stat().st_uid != os.geteuid():
+            return None  # git's safe.directory rule may refuse it
+        if stat.S_ISDIR(st.st_mode):
+            return d, dot
+        text = dot.read_text().strip()
+        if not text.startswith("gitdir: "):
+            return None
+        gitdir = (d / text[len("gitdir: "):]).resolve()
+        return d, gitdir
+    return None
+
+
+def _head(gitdir: Path, common: Path) -> str | None:
+    ref = "HEAD"
+    for _ in range(5):
+        where = gitdir if ref == "HEAD" else common
+        try:
+            text = (where / ref).read_text().strip()
+        except (FileNotFoundError, NotADirectoryError):
+            text = _packed(common, ref)
+            if text is None:
+                return None  # unborn branch, reftable, or a ref git knows another way
+        if text.startswith("ref: "):
+            ref = text[5:]
+            if not ref.startswith("refs/") or ".." in ref:
+                return None
+            continue
+        return text if len(text) == 40 and set(text) <= _HEX else None
+    return None
+
+
+def _packed(common: Path, ref: str) -> str | None:
+    try:
+        lines = (common / "packed-refs").read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines:
+        if line and line[0] not in "#^":
+            sha, _, name = line.partition(" ")
+            if name == ref:
+                return sha
+    return None
+
+
+def _read_index(path: Path) -> _Index | None:
+    st = path.stat()
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _INDEX_CACHE:
+        if len(_INDEX_CACHE) > 16:
+            _INDEX_CACHE.clear()
+        _INDEX_CACHE[key] = _parse_index(path.read_bytes())
+    return _INDEX_CACHE[key]
+
+
+def _parse_index(data: bytes) -> _Index | None:
+    if data[:4] != b"DIRC":
+        return None
+    version, count = struct.unpack_from(">II", data, 4)
+    if version not in (2, 3):
+        return None  # v4 compresses paths; rare enough to leave to git
+    pos, end = 12, len(data) - 20
+    entries: list[tuple[str, tuple[int, ...]]] = []
+    plain = True
+    for _ in range(count):
+        *words, _sha, flags = _ENTRY.unpack_from(data, pos)
+        head = 62
+        if flags & 0x4000:  # extended flags (skip-worktree, intent-to-add): git's business
+            if version < 3:
+                return None
+            plain = False
+            head += 2
+        nul = data.index(b"\0", pos + head)
+        name = data[pos + head:nul].decode("utf-8", "surrogateescape")
+        pos += (nul - pos + 8) & ~7  # the entry and its 1-8 NUL bytes of padding
+        if flags & 0x8000 or (flags >> 12) & 3 or words[6] & 0o170000 not in (0o100000, 0o120000):
+            plain = False  # assume-valid, an unmerged stage, a submodule
+        if not (flags >> 12) & 3:
+            entries.append((name, tuple(words)))
+    root_tree = None
+    while pos + 8 <= end:
+        sig, size = data[pos:pos + 4], struct.unpack_from(">I", data, pos + 4)[0]
+        body = data[pos + 8:pos + 8 + size]
+        if sig == b"TREE" and body[:1] == b"\0":
+            counts, _, rest = body[1:].partition(b"\n")
+            if int(counts.split(b" ")[0]) >= 0:
+                root_tree = rest[:20].hex()
+        elif not sig[:1].isupper():
+            plain = False  # a mandatory extension (split index "link", sparse "sdir")
+        pos += 8 + size
+    return _Index(tuple(entries), frozenset(n for n, _ in entries), root_tree, plain)
+
+
+def _worktree_matches(top: Path, index_path: Path, index: _Index) -> bool:
+    """git's ce_match_stat for every entry, with its racy-timestamp rule: an entry whose file
+    was modified no earlier than the index was written is one git would hash: not proven."""
+    ist = index_path.stat()
+    index_time = (ist.st_mtime_ns // 10**9, ist.st_mtime_ns % 10**9)
+    lstat = os.lstat
+    base = str(top) + os.sep
+    mask = 0xFFFFFFFF
+    for name, w in index.entries:
+        try:
+            st = lstat(base + name)
+        except FileNotFoundError:
+            return False
+        mode = w[6]
+        if stat.S_ISLNK(st.st_mode):
+            if mode & 0o170000 != 0o120000:
+                return False
+        elif not stat.S_ISREG(st.st_mode) or mode & 0o170000 != 0o100000 or (st.st_mode & 0o100) != (mode & 0o100):
+            return False
+        m_ns, c_ns = st.st_mtime_ns, st.st_ctime_ns
+        if (w[2], w[3]) != (m_ns // 10**9 & mask, m_ns % 10**9) or (w[0], w[1]) != (c_ns // 10**9 & mask, c_ns % 10**9) \
+                or w[5] != st.st_ino & mask or w[7] != st.st_uid or w[8] != st.st_gid or w[9] != st.st_size & mask:
+            return False
+        if (w[2], w[3]) >= index_time:
+            return False  # racy: modified in the same instant the index was written
+    return True
+
+
+def _tree_of(common: Path, commit: str) -> str | None:
+    if commit not in _TREE_OF:
+        raw = _read_commit(common / "objects", commit)
+        if raw is None or not raw.startswith(b"tree ") or len(raw) < 45:
+            return None
+        _TREE_OF[commit] = raw[5:45].decode()
+    return _TREE_OF[commit]
+
+
+def _read_commit(objects: Path, sha: str) -> bytes | None:
+    """The start of a commit's body: a loose object, or a whole (undeltified) one in a pack."""
+    loose = objects / sha[:2] / sha[2:]
+    if loose.is_file():
+        data = zlib.decompressobj().decompress(loose.read_bytes(), 256)
+        header, _, body = data.partition(b"\0")
+        return body if header.startswith(b"commit ") else None
+    want = bytes.fromhex(sha)
+    packs = objects / "pack"
+    for idx in packs.glob("*.idx") if packs.is_dir() else ():
+        offset = _pack_offset(idx, want)
+        if offset is None:
+            continue
+        with open(idx.with_suffix(".pack"), "rb") as fh:
+            fh.seek(offset)
+            chunk = fh.read(512)
+        kind = (chunk[0] >> 4) & 7
+        i = 0
+        while chunk[i] & 0x80:
+            i += 1
+        if kind != 1:
+            return None  # deltified (or not a commit): git knows
+        return zlib.decompressobj().decompress(chunk[i + 1:], 256)
+    return None
+
+
+def _pack_offset(idx: Path, want: bytes) -> int | None:
+    with open(idx, "rb") as fh:
+        data = fh.read()
+    if data[:8] != b"\377tOc\0\0\0\2":
+        return None
+    first = want[0]
+    lo = struct.unpack_from(">I", data, 8 + 4 * (first - 1))[0] if first else 0
+    hi = struct.unpack_from(">I", data, 8 + 4 * first)[0]
+    total = struct.unpack_from(">I", data, 8 + 4 * 255)[0]
+    names = 8 + 256 * 4
+    while lo < hi:
+        mid = (lo + hi) // 2
+        got = data[names + 20 * mid:names + 20 * mid + 20]
+        if got == want:
+            offsets = names + 24 * total  # after the names and the CRCs
+            off = struct.unpack_from(">I", data, offsets + 4 * mid)[0]
+            if off & 0x80000000:
+                large = offsets + 4 * total + 8 * (off & 0x7FFFFFFF)
+                off = struct.unpack_from(">Q", data, large)[0]
+            return off
+        if got < want:
+            lo = mid + 1
+        else:
+            hi = mid
+    return None
