@@ -51,10 +51,11 @@ class Probe:
 
 @dataclass(frozen=True)
 class _Index:
-    entries: tuple[tuple[str, tuple[int, ...]], ...]  # (path, the 10 stat words), stage-0 entries
+    entries: tuple[tuple[str, tuple[int, ...]], ...]  # (path, the lstat it recorded: _stat_key), stage 0
     paths: frozenset[str]
     root_tree: str | None  # the cache tree's root, None when invalid or absent
     plain: bool  # no entry or extension that git treats specially
+    racy: bool  # an entry's file changed no earlier than the index was written
 
 
 _INDEX_CACHE: dict[tuple[str, int, int, int, int], _Index | None] = {}
@@ -99,7 +100,7 @@ def _probe(start: Path, files: Iterable[Path]) -> Probe | None:
         except ValueError:
             continue  # outside this repository: not its code
     clean = (index.plain and all(p in index.paths for p in ours) and index.root_tree is not None
-             and index.root_tree == _tree_of(common, sha) and _worktree_matches(top, gitdir / "index", index))
+             and index.root_tree == _tree_of(common, sha) and _worktree_matches(top, index))
     return Probe(top, sha, True if clean else None, index.paths)
 
 
@@ -163,11 +164,11 @@ def _read_index(path: Path) -> _Index | None:
     if key not in _INDEX_CACHE:
         if len(_INDEX_CACHE) > 16:
             _INDEX_CACHE.clear()
-        _INDEX_CACHE[key] = _parse_index(path.read_bytes())
+        _INDEX_CACHE[key] = _parse_index(path.read_bytes(), st.st_mtime_ns)
     return _INDEX_CACHE[key]
 
 
-def _parse_index(data: bytes) -> _Index | None:
+def _parse_index(data: bytes, written_ns: int) -> _Index | None:
     if data[:4] != b"DIRC":
         return None
     version, count = struct.unpack_from(">II", data, 4)
@@ -190,7 +191,7 @@ def _parse_index(data: bytes) -> _Index | None:
         if flags & 0x8000 or (flags >> 12) & 3 or words[6] & 0o170000 not in (0o100000, 0o120000):
             plain = False  # assume-valid, an unmerged stage, a submodule
         if not (flags >> 12) & 3:
-            entries.append((name, tuple(words)))
+            entries.append((name, _recorded(words)))
     root_tree = None
     while pos + 8 <= end:
         sig, size = data[pos:pos + 4], struct.unpack_from(">I", data, pos + 4)[0]
@@ -202,34 +203,41 @@ def _parse_index(data: bytes) -> _Index | None:
         elif not sig[:1].isupper():
             plain = False  # a mandatory extension (split index "link", sparse "sdir")
         pos += 8 + size
-    return _Index(tuple(entries), frozenset(n for n, _ in entries), root_tree, plain)
+    # git's racy-timestamp rule: a file modified no earlier than the index was written may
+    # have changed again in that same instant without its stat showing it; git hashes it.
+    racy = any(want[0] >= written_ns for _, want in entries)
+    return _Index(tuple(entries), frozenset(n for n, _ in entries), root_tree, plain, racy)
 
 
-def _worktree_matches(top: Path, index_path: Path, index: _Index) -> bool:
-    """git's ce_match_stat for every entry, with its racy-timestamp rule: an entry whose file
-    was modified no earlier than the index was written is one git would hash: not proven."""
-    ist = index_path.stat()
-    index_time = (ist.st_mtime_ns // 10**9, ist.st_mtime_ns % 10**9)
-    lstat = os.lstat
-    base = str(top) + os.sep
-    mask = 0xFFFFFFFF
-    for name, w in index.entries:
-        try:
-            st = lstat(base + name)
-        except FileNotFoundError:
-            return False
-        mode = w[6]
-        if stat.S_ISLNK(st.st_mode):
-            if mode & 0o170000 != 0o120000:
+_MASK = 0xFFFFFFFF  # the index keeps the low 32 bits of inode and size
+_KIND = 0o170000 | 0o100  # file type and owner-exec bit: what git's mode records
+
+
+def _recorded(w: list[int]) -> tuple[int, ...]:
+    """An index entry's stat words as ``_stat_key`` of an unchanged file gives them (git's
+    ce_match_stat: mtime and ctime to the nanosecond, inode, owner, group, size, type and
+    executable bit). A symlink's own mode is 0777 on Linux, so its exec bit is set."""
+    kind = w[6] & 0o170000
+    mode = kind | (0o100 if kind == 0o120000 else w[6] & 0o100)
+    return (w[2] * 10**9 + w[3], w[0] * 10**9 + w[1], w[5], w[7], w[8], w[9], mode)
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_ino & _MASK, st.st_uid, st.st_gid, st.st_size & _MASK,
+            st.st_mode & _KIND)
+
+
+def _worktree_matches(top: Path, index: _Index) -> bool:
+    """Every entry's file has the lstat the index recorded for it, and none is racy."""
+    if index.racy:
+        return False
+    lstat, base = os.lstat, str(top) + os.sep
+    try:
+        for name, want in index.entries:
+            if _stat_key(lstat(base + name)) != want:
                 return False
-        elif not stat.S_ISREG(st.st_mode) or mode & 0o170000 != 0o100000 or (st.st_mode & 0o100) != (mode & 0o100):
-            return False
-        m_ns, c_ns = st.st_mtime_ns, st.st_ctime_ns
-        if (w[2], w[3]) != (m_ns // 10**9 & mask, m_ns % 10**9) or (w[0], w[1]) != (c_ns // 10**9 & mask, c_ns % 10**9) \
-                or w[5] != st.st_ino & mask or w[7] != st.st_uid or w[8] != st.st_gid or w[9] != st.st_size & mask:
-            return False
-        if (w[2], w[3]) >= index_time:
-            return False  # racy: modified in the same instant the index was written
+    except (FileNotFoundError, NotADirectoryError):
+        return False
     return True
 
 
