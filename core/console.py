@@ -131,12 +131,13 @@ class RunConsole:
         return live.real(self.out or sys.stdout)
 
     def uses_rich(self) -> bool:
-        if self.style == "plain" or not rich_available():
+        if self.style == "plain":
             return False
-        if self.style == "rich":
-            return True
-        isatty = getattr(self._err(), "isatty", None)
-        return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+        if self.style == "auto":  # the terminal first: looking for rich costs a sys.path search a run
+            isatty = getattr(self._err(), "isatty", None)
+            if not (isatty and isatty()) or os.environ.get("TERM") == "dumb":
+                return False
+        return rich_available()
 
     def _stamp(self) -> str:
         return f"[{time.monotonic() - self.t0:6.1f}s]"
