@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Environment that changes where git finds the repository, index, objects, refs or config:
-# with any of these set, only git knows.
-_GIT_ENV_PREFIXES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX", "GIT_OBJECT", "GIT_ALTERNATE", "GIT_COMMON",
-                     "GIT_CEILING", "GIT_DISCOVERY", "GIT_NAMESPACE", "GIT_CONFIG")
+# with any of these set, only git knows (GIT_CONFIG_KEY_n counts only with GIT_CONFIG_COUNT).
+_GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+            "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_NAMESPACE",
+            "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+            "GIT_CONFIG_NOSYSTEM", "GIT_REPLACE_REF_BASE", "GIT_NO_REPLACE_OBJECTS", "GIT_TEST_ASSUME_DIFFERENT_OWNER")
 # Repository config that moves the work tree or changes formats: leave those to git.
 _CONFIG_TOKENS = (b"worktree", b"objectformat", b"refstorage", b"bare=true", b"[include", b"splitindex",
                   b"sparsecheckout")
@@ -65,7 +67,8 @@ _TREE_OF: dict[str, str] = {}  # commit SHA -> tree SHA: a SHA names its content
 def probe(start: Path, files: Iterable[Path] = ()) -> Probe | None:
     """What the repository's files say about the work tree holding ``start``; None where git's
     own discovery could differ (environment, ownership, unusual layouts): then ask git."""
-    if any(k.startswith(_GIT_ENV_PREFIXES) for k in os.environ):
+    environ = os.environ
+    if any(k in environ for k in _GIT_ENV):
         return None
     try:
         return _probe(start.resolve(), files)
@@ -228,13 +231,16 @@ def _stat_key(st: os.stat_result) -> tuple[int, ...]:
 
 
 def _worktree_matches(top: Path, index: _Index) -> bool:
-    """Every entry's file has the lstat the index recorded for it, and none is racy."""
+    """Every entry's file has the lstat the index recorded for it (``_stat_key``, inlined:
+    this loop is most of a clean probe), and none is racy."""
     if index.racy:
         return False
-    lstat, base = os.lstat, str(top) + os.sep
+    lstat, base, mask, kind = os.lstat, str(top) + os.sep, _MASK, _KIND
     try:
         for name, want in index.entries:
-            if _stat_key(lstat(base + name)) != want:
+            st = lstat(base + name)
+            if (st.st_mtime_ns, st.st_ctime_ns, st.st_ino & mask, st.st_uid, st.st_gid, st.st_size & mask,
+                    st.st_mode & kind) != want:
                 return False
     except (FileNotFoundError, NotADirectoryError):
         return False
