@@ -73,6 +73,7 @@ def test_a_clean_checkout_is_proven_without_a_git_process(repo: Path, git_calls:
 @pytest.mark.parametrize("change", [
     "edit", "same-size-edit-with-the-old-mtime", "delete", "staged", "staged-then-restored", "chmod",
     "untracked-source", "retarget-link", "new-commit-on-branch", "detached", "unmerged",
+    "rm-cached", "reset-soft", "intent-to-add", "assume-unchanged", "skip-worktree", "file-became-directory",
 ])
 def test_every_change_is_seen(repo: Path, change: str) -> None:
     source = repo / "pkg" / "pipe.py"
@@ -117,6 +118,26 @@ def test_every_change_is_seen(repo: Path, change: str) -> None:
         source.write_text("x = 'main'\n")
         git(repo, "commit", "-q", "-am", "main")
         subprocess.run([*GIT, "merge", "-q", "other"], cwd=repo, capture_output=True)  # a conflict
+    elif change == "rm-cached":  # out of the index, still on disk: a staged deletion
+        git(repo, "rm", "-q", "--cached", "README")
+    elif change == "reset-soft":  # HEAD moves back, the index keeps the later tree
+        source.write_text("x = 22\n")
+        settle()
+        git(repo, "commit", "-q", "-am", "two")
+        settle()
+        git(repo, "reset", "-q", "--soft", "HEAD~1")
+    elif change == "intent-to-add":
+        (repo / "later.py").write_text("z = 1\n")
+        git(repo, "add", "-N", "later.py")
+    elif change == "assume-unchanged":  # git itself calls this clean: the receipt says what git says
+        git(repo, "update-index", "--assume-unchanged", "README")
+        (repo / "README").write_text("changed\n")
+    elif change == "skip-worktree":
+        git(repo, "update-index", "--skip-worktree", "README")
+        (repo / "README").write_text("changed\n")
+    elif change == "file-became-directory":
+        (repo / "README").unlink()
+        (repo / "README").mkdir()
     expected = truth(repo, files)
     assert git_info(repo, files) == expected
     assert git_info(repo, files) == expected  # and again: nothing remembered goes stale
@@ -180,3 +201,19 @@ def test_git_environment_is_left_to_git(repo: Path, tmp_path: Path, monkeypatch:
     monkeypatch.setenv("GIT_WORK_TREE", str(repo))
     assert git_state.probe(tmp_path, []) is None
     assert git_info(tmp_path) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": False}
+
+
+def test_a_change_inside_a_submodule_is_seen(repo: Path, tmp_path: Path) -> None:
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    git(inner, "init", "-q")
+    (inner / "lib.py").write_text("v = 1\n")
+    git(inner, "add", ".")
+    git(inner, "commit", "-q", "-m", "inner")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "sub")
+    settle()
+    git(repo, "commit", "-q", "-m", "with a submodule")
+    settle()
+    assert git_info(repo) == truth(repo, []) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": False}
+    (repo / "sub" / "lib.py").write_text("v = 2\n")
+    assert git_info(repo) == truth(repo, []) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": True}
