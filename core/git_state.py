@@ -64,77 +64,84 @@ _INDEX_CACHE: dict[tuple[str, int, int, int, int], _Index | None] = {}
 _TREE_OF: dict[str, str] = {}  # commit SHA -> tree SHA: a SHA names its content, never stale
 
 
-def probe(start: Path, files: Iterable[Path] = ()) -> Probe | None:
+def probe(start: Path | str, files: Iterable[Path | str] = ()) -> Probe | None:
     """What the repository's files say about the work tree holding ``start``; None where git's
     own discovery could differ (environment, ownership, unusual layouts): then ask git."""
     environ = os.environ
     if any(k in environ for k in _GIT_ENV):
         return None
     try:
-        return _probe(start.resolve(), files)
+        return _probe(os.path.realpath(start), files)
     except (OSError, ValueError, struct.error, zlib.error, UnicodeDecodeError):
         return None
 
 
-def _probe(start: Path, files: Iterable[Path]) -> Probe | None:
-    if ".git" in start.parts:
+# Paths here are strings (os.path), not pathlib: this runs once a run, and pathlib's parsing
+# cost as much as the reads.
+def _probe(start: str, files: Iterable[Path | str]) -> Probe | None:
+    if ".git" in start.split(os.sep):
         return None  # inside a git directory: git answers differently
     found = _find_top(start)
     if found is None:
         return None
     top, gitdir = found
     common = gitdir
-    if (gitdir / "commondir").is_file():  # a linked worktree: refs, objects, config are shared
-        common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
-    config = (common / "config").read_bytes().lower().replace(b" ", b"").replace(b"\t", b"")
-    if any(t in config for t in _CONFIG_TOKENS) or (common / "refs" / "replace").is_dir() and \
-            any((common / "refs" / "replace").iterdir()):
+    try:  # a linked worktree: refs, objects and config are shared with the main one
+        common = os.path.realpath(os.path.join(gitdir, _read(os.path.join(gitdir, "commondir")).decode().strip()))
+    except FileNotFoundError:
+        pass
+    config = _read(os.path.join(common, "config")).lower().replace(b" ", b"").replace(b"\t", b"")
+    replace = os.path.join(common, "refs", "replace")
+    if any(t in config for t in _CONFIG_TOKENS) or os.path.isdir(replace) and os.listdir(replace):
         return None
     sha = _head(gitdir, common)
     if sha is None:
-        return Probe(top, None, None, None)
-    index = _read_index(gitdir / "index")
+        return Probe(Path(top), None, None, None)
+    index = _read_index(os.path.join(gitdir, "index"))
     if index is None:
-        return Probe(top, sha, None, None)
-    ours = []
-    for f in files:
-        try:
-            ours.append(Path(f).resolve().relative_to(top).as_posix())
-        except ValueError:
-            continue  # outside this repository: not its code
+        return Probe(Path(top), sha, None, None)
+    prefix = top.rstrip(os.sep) + os.sep
+    ours = [real[len(prefix):].replace(os.sep, "/") for real in map(os.path.realpath, files) if real.startswith(prefix)]
     clean = (index.plain and all(p in index.paths for p in ours) and index.root_tree is not None
-             and index.root_tree == _tree_of(common, sha) and _worktree_matches(top, index))
-    return Probe(top, sha, True if clean else None, index.paths)
+             and index.root_tree == _tree_of(common, sha) and _worktree_matches(prefix, index))
+    return Probe(Path(top), sha, True if clean else None, index.paths)
 
 
-def _find_top(start: Path) -> tuple[Path, Path] | None:
-    dev = start.stat().st_dev
-    for d in (start, *start.parents):
-        dot = d / ".git"
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _find_top(start: str) -> tuple[str, str] | None:
+    """git's discovery: the nearest folder up from ``start`` holding ``.git`` (a folder, or a
+    file naming one), on the same file system, owned by us."""
+    dev = os.stat(start).st_dev
+    d = start
+    while True:
+        dot = os.path.join(d, ".git")
         try:
-            st = dot.stat()
+            st = os.stat(dot)
         except FileNotFoundError:
-            if d.stat().st_dev != dev:
-                return None  # git stops at a filesystem boundary
+            parent = os.path.dirname(d)
+            if parent == d or os.stat(parent).st_dev != dev:
+                return None  # the root, or a file system boundary, where git stops too
+            d = parent
             continue
-        if d.stat().st_uid != os.geteuid():
+        if os.stat(d).st_uid != os.geteuid():
             return None  # git's safe.directory rule may refuse it
         if stat.S_ISDIR(st.st_mode):
             return d, dot
-        text = dot.read_text().strip()
+        text = _read(dot).decode().strip()
         if not text.startswith("gitdir: "):
             return None
-        gitdir = (d / text[len("gitdir: "):]).resolve()
-        return d, gitdir
-    return None
+        return d, os.path.realpath(os.path.join(d, text[len("gitdir: "):]))
 
 
-def _head(gitdir: Path, common: Path) -> str | None:
+def _head(gitdir: str, common: str) -> str | None:
     ref = "HEAD"
     for _ in range(5):
-        where = gitdir if ref == "HEAD" else common
         try:
-            text = (where / ref).read_text().strip()
+            text = _read(os.path.join(gitdir if ref == "HEAD" else common, ref)).decode().strip()
         except (FileNotFoundError, NotADirectoryError):
             text = _packed(common, ref)
             if text is None:
@@ -148,9 +155,9 @@ def _head(gitdir: Path, common: Path) -> str | None:
     return None
 
 
-def _packed(common: Path, ref: str) -> str | None:
+def _packed(common: str, ref: str) -> str | None:
     try:
-        lines = (common / "packed-refs").read_text().splitlines()
+        lines = _read(os.path.join(common, "packed-refs")).decode().splitlines()
     except FileNotFoundError:
         return None
     for line in lines:
@@ -161,13 +168,13 @@ def _packed(common: Path, ref: str) -> str | None:
     return None
 
 
-def _read_index(path: Path) -> _Index | None:
-    st = path.stat()
-    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+def _read_index(path: str) -> _Index | None:
+    st = os.stat(path)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if key not in _INDEX_CACHE:
         if len(_INDEX_CACHE) > 16:
             _INDEX_CACHE.clear()
-        _INDEX_CACHE[key] = _parse_index(path.read_bytes(), st.st_mtime_ns)
+        _INDEX_CACHE[key] = _parse_index(_read(path), st.st_mtime_ns)
     return _INDEX_CACHE[key]
 
 
@@ -230,12 +237,12 @@ def _stat_key(st: os.stat_result) -> tuple[int, ...]:
             st.st_mode & _KIND)
 
 
-def _worktree_matches(top: Path, index: _Index) -> bool:
+def _worktree_matches(base: str, index: _Index) -> bool:
     """Every entry's file has the lstat the index recorded for it (``_stat_key``, inlined:
     this loop is most of a clean probe), and none is racy."""
     if index.racy:
         return False
-    lstat, base, mask, kind = os.lstat, str(top) + os.sep, _MASK, _KIND
+    lstat, mask, kind = os.lstat, _MASK, _KIND
     try:
         for name, want in index.entries:
             st = lstat(base + name)
@@ -247,9 +254,9 @@ def _worktree_matches(top: Path, index: _Index) -> bool:
     return True
 
 
-def _tree_of(common: Path, commit: str) -> str | None:
+def _tree_of(common: str, commit: str) -> str | None:
     if commit not in _TREE_OF:
-        raw = _read_commit(common / "objects", commit)
+        raw = _read_commit(Path(common) / "objects", commit)
         if raw is None or not raw.startswith(b"tree ") or len(raw) < 45:
             return None
         _TREE_OF[commit] = raw[5:45].decode()
