@@ -217,3 +217,11 @@ def test_a_change_inside_a_submodule_is_seen(repo: Path, tmp_path: Path) -> None
     assert git_info(repo) == truth(repo, []) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": False}
     (repo / "sub" / "lib.py").write_text("v = 2\n")
     assert git_info(repo) == truth(repo, []) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": True}
+
+
+def test_each_index_entry_records_its_files_stat_key(repo: Path) -> None:
+    index = git_state._read_index(str(repo / ".git" / "index"))
+    assert index is not None and index.plain and not index.racy
+    assert {name for name, _ in index.entries} == {"README", "link", "pkg/pipe.py", "run.sh"}
+    for name, recorded in index.entries:  # regular, executable and symlink entries alike
+        assert git_state._stat_key(os.lstat(repo / name)) == recorded, name
