@@ -22,6 +22,7 @@ is taken at each call, so a file edited between two runs is seen, as git sees it
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 import struct
@@ -40,6 +41,7 @@ _GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"
 _CONFIG_TOKENS = (b"worktree", b"objectformat", b"refstorage", b"bare=true", b"[include", b"splitindex",
                   b"sparsecheckout")
 _HEX = frozenset("0123456789abcdef")
+_MAX_ENTRIES = 50_000  # beyond this, git's own status (parallel stat, fsmonitor) is the better judge
 _ENTRY = struct.Struct(">10I20sH")  # ctime s/ns, mtime s/ns, dev, ino, mode, uid, gid, size; sha; flags
 
 
@@ -182,8 +184,8 @@ def _parse_index(data: bytes, written_ns: int) -> _Index | None:
     if data[:4] != b"DIRC":
         return None
     version, count = struct.unpack_from(">II", data, 4)
-    if version not in (2, 3):
-        return None  # v4 compresses paths; rare enough to leave to git
+    if version not in (2, 3) or count > _MAX_ENTRIES:
+        return None  # v4 compresses paths (rare); a huge tree is git's, with its threads and fsmonitor
     pos, end = 12, len(data) - 20
     entries: list[tuple[str, tuple[int, ...]]] = []
     plain = True
@@ -290,8 +292,11 @@ def _read_commit(objects: Path, sha: str) -> bytes | None:
 
 
 def _pack_offset(idx: Path, want: bytes) -> int | None:
-    with open(idx, "rb") as fh:
-        data = fh.read()
+    with open(idx, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return _idx_lookup(data, want)  # mapped: a big repository's index is tens of MB
+
+
+def _idx_lookup(data: mmap.mmap, want: bytes) -> int | None:
     if data[:8] != b"\377tOc\0\0\0\2":
         return None
     first = want[0]

@@ -21,7 +21,7 @@ from .durations import format_duration
 from .html_page import legend, page
 from .metrics import MetricPoint
 from .run_data import REPORT_FILE, Curve, curves, find_run, gate_outcomes, load_spec, read_receipt
-from .runstate import RunState
+from .runstate import RunState, write_text_atomic
 from .spec import PipelineSpec
 from .svg import esc
 from .svg_chart import Series, line_chart
@@ -235,10 +235,7 @@ def report_html(state_dir: Path, spec: PipelineSpec | None = None) -> str:
 def write_report(state_dir: Path, spec: PipelineSpec | None = None, out: Path | None = None) -> Path:
     """Write the run's report (default ``<state>/report.html``, next to receipt.json)."""
     path = Path(out) if out else Path(state_dir) / REPORT_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(report_html(state_dir, spec), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, report_html(state_dir, spec))  # its folder made only when missing
     return path
 
 
