@@ -129,7 +129,8 @@ def _find_top(start: str) -> tuple[str, str] | None:
                 return None  # the root, or a file system boundary, where git stops too
             d = parent
             continue
-        if os.stat(d).st_uid != os.geteuid():
+        geteuid = getattr(os, "geteuid", None)  # POSIX; elsewhere git decides
+        if geteuid is None or os.stat(d).st_uid != geteuid():
             return None  # git's safe.directory rule may refuse it
         if stat.S_ISDIR(st.st_mode):
             return d, dot
