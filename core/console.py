@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +122,7 @@ class RunConsole:
         self._lock = threading.RLock()
         self._rich: Any = None  # rich Console while watching in rich style
         self._live: Any = None
+        self._start_beat: Callable[[], None] | None = None  # while watching, until the first step starts
 
     # -- where lines go --------------------------------------------------------------------
     def _err(self) -> Any:
@@ -131,12 +132,13 @@ class RunConsole:
         return live.real(self.out or sys.stdout)
 
     def uses_rich(self) -> bool:
-        if self.style == "plain" or not rich_available():
+        if self.style == "plain":
             return False
-        if self.style == "rich":
-            return True
-        isatty = getattr(self._err(), "isatty", None)
-        return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+        if self.style == "auto":  # the terminal first: looking for rich costs a sys.path search a run
+            isatty = getattr(self._err(), "isatty", None)
+            if not (isatty and isatty()) or os.environ.get("TERM") == "dumb":
+                return False
+        return rich_available()
 
     def _stamp(self) -> str:
         return f"[{time.monotonic() - self.t0:6.1f}s]"
@@ -167,6 +169,9 @@ class RunConsole:
             if event == "started":
                 tail = _Tail(self._state_dir, node) if self._state_dir else None
                 self._running[node] = _Running(now, now, tail)
+                if self._start_beat is not None:
+                    self._start_beat()
+                    self._start_beat = None
             elif event in ENDED:
                 self._running.pop(node, None)
             self._emit(f"{node:<24} {event}{'  ' + detail if detail else ''}", mark=mark)
@@ -245,10 +250,18 @@ class RunConsole:
                         while not stop.wait(tick):
                             self.heartbeat()
 
-                    beat = threading.Thread(target=loop, name="interlock-heartbeat", daemon=True)
-                    beat.start()
+                    def start_beat() -> None:
+                        # At the first step that starts: a beat is about running steps, and a
+                        # run served all from the cache has none (no thread to start and join).
+                        nonlocal beat
+                        beat = threading.Thread(target=loop, name="interlock-heartbeat", daemon=True)
+                        beat.start()
+
+                    self._start_beat = start_beat
                 yield self
             finally:
+                with self._lock:
+                    self._start_beat = None
                 stop.set()
                 if beat is not None:
                     beat.join()

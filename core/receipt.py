@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import git_state
 from .devices import billed_gpus, group_device
 from .errors import PolicyError
 from .policies import parse_quantity
@@ -82,13 +83,25 @@ class PriceTable:
                  nodes: int = 1) -> float:
         """``resources`` are per node; ``gpus`` is the step's total (what its ranks saw)."""
         hours = seconds / 3600.0 * nodes
-        cpu = parse_quantity(resources.get("cpu", "1"), "cpu")
-        mem_gib = parse_quantity(resources.get("memory", "1Gi"), "memory") / 2**30
+        cpu = _quantity(resources.get("cpu", "1"), "cpu")
+        mem_gib = _quantity(resources.get("memory", "1Gi"), "memory") / 2**30
         cost = hours * (cpu * self.prices["cpu_core_hour"] + mem_gib * self.prices["memory_gib_hour"])
         cost += seconds / 3600.0 * gpus * self.gpu_hour(resources.get("accelerator"))
         if interruptible:
             cost *= 1.0 - self.prices.get("interruptible_discount", 0.0)
         return round(cost, 6)
+
+
+_QUANTITIES: dict[tuple[str, str], float] = {}  # "500m" -> 0.5: a pure function, asked twice a node
+
+
+def _quantity(value: str | int | float, field_name: str) -> float:
+    if not isinstance(value, str):
+        return parse_quantity(value, field_name)
+    key = (value, field_name)
+    if key not in _QUANTITIES:
+        _QUANTITIES[key] = parse_quantity(value, field_name)  # an invalid one raises, and is not kept
+    return _QUANTITIES[key]
 
 
 def _ranks_device(state: RunState, node: str, world: int, own: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -100,13 +113,21 @@ def _ranks_device(state: RunState, node: str, world: int, own: dict[str, Any] | 
     return group_device(found) or own
 
 
+_RESOLVED: dict[str, Path] = {}  # a module's __file__ -> where it was imported from (twice per run)
+
+
 def code_files(spec: PipelineSpec) -> list[Path]:
     """The source files of a pipeline and its steps, as this process imported them."""
     files: list[Path] = []
-    for ref in [spec.ref or "", *(s.ref for s in spec.steps)]:
+    for ref in dict.fromkeys([spec.ref or "", *(s.ref for s in spec.steps)]):
         module = sys.modules.get(ref.partition(":")[0])
         source = getattr(module, "__file__", None)
-        if source and (path := Path(source).resolve()) not in files:
+        if not source:
+            continue
+        path = _RESOLVED.get(source)
+        if path is None:
+            path = _RESOLVED[source] = Path(source).resolve()
+        if path not in files:
             files.append(path)
     return files
 
@@ -122,53 +143,84 @@ def git_info(start: str | Path | None = None, files: list[Path] | tuple[Path, ..
     file (``files[0]``, else ``start``, else the current directory), not wherever the command
     ran. Dirty when a tracked file changed, or when one of ``files`` (the pipeline's and its
     steps' sources) is untracked or modified. Containers have no .git: they pass
-    INTERLOCK_GIT_SHA (and INTERLOCK_GIT_DIRTY=1)."""
-    if os.environ.get("INTERLOCK_GIT_SHA"):
-        return {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
+    INTERLOCK_GIT_SHA (and INTERLOCK_GIT_DIRTY=1).
+
+    A clean checkout is proven from the repository's files, as git proves it (core/git_state.py:
+    HEAD from the refs, every index entry's stat, the index's tree against HEAD's); whatever
+    that cannot prove (a changed or racily new file, an untracked source) is asked of git."""
+    cwd, found, known = _git_probe(start, files)
+    return known if known is not None else _ask_git(cwd, files, found)
+
+
+def _git_probe(start: str | Path | None, files: list[Path] | tuple[Path, ...],
+               ) -> tuple[Path, git_state.Probe | None, dict[str, Any] | None]:
+    """What is known without a git process: the container's word, or a proven clean checkout."""
     cwd = Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
+    if os.environ.get("INTERLOCK_GIT_SHA"):
+        return cwd, None, {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
+    found = git_state.probe(cwd, files)
+    if found is not None and found.clean:
+        return cwd, found, {"sha": found.sha, "dirty": False}
+    return cwd, found, None
+
+
+def _ask_git(cwd: Path, files: list[Path] | tuple[Path, ...], found: git_state.Probe | None) -> dict[str, Any]:
     try:
-        top_line, sha = _git(cwd, "rev-parse", "--show-toplevel", "HEAD").splitlines()  # one process, not two
-        top = Path(top_line).resolve()
-        dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=no"))
+        # git finds the repository some other way (environment, layout): ask it where
+        top = found.top if found is not None else Path(_git(cwd, "rev-parse", "--show-toplevel")).resolve()
+        # One process for HEAD and the tracked changes, git's word at the time it looked.
+        porcelain = _git(cwd, "status", "--porcelain=v2", "--branch", "--untracked-files=no").splitlines()
+        head = next((line.split()[2] for line in porcelain if line.startswith("# branch.oid ")), None)
+        if head is None or head == "(initial)":
+            return {"sha": None, "dirty": None}  # no commit yet: nothing to point at
+        dirty = any(not line.startswith("#") for line in porcelain)
         ours = [str(f) for f in files if f.is_relative_to(top)]
+        if found is not None and found.tracked is not None:
+            # A tracked source's changes are in the status above; only an untracked one is not.
+            ours = [f for f in ours if Path(f).resolve().relative_to(top).as_posix() not in found.tracked]
         if ours and not dirty:
             dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=all", "--", *ours))
     except (OSError, subprocess.SubprocessError, ValueError):
         return {"sha": None, "dirty": None}
-    return {"sha": sha, "dirty": dirty}
+    return {"sha": head, "dirty": dirty}
 
 
 class _GitLookup(threading.Thread):
-    """``git_info`` in a thread: its git processes run while the run's steps do."""
+    """The git processes of ``git_info`` in a thread: they run while the run's steps do."""
 
-    def __init__(self, start: str | Path | None, files: tuple[Path, ...]):
+    def __init__(self, cwd: Path, files: tuple[Path, ...], found: git_state.Probe | None):
         super().__init__(name="interlock-git-info", daemon=True)
-        self.args = (start, files)
+        self.args = (cwd, files, found)
         self.result: dict[str, Any] | None = None
 
     def run(self) -> None:
-        self.result = git_info(*self.args)
+        self.result = _ask_git(*self.args)
 
 
-_LOOKUPS: dict[tuple[str, tuple[Path, ...]], _GitLookup] = {}
+_LOOKUPS: dict[tuple[str, tuple[Path, ...]], _GitLookup | dict[str, Any]] = {}
 _LOOKUPS_LOCK = threading.Lock()
 
 
 def prefetch_git_info(spec: PipelineSpec, code_dir: str | Path | None = None) -> None:
-    """Start the receipt's git lookup now, off the run's critical path (10-20 ms of git
-    processes per run); ``assemble_receipt`` for the same code takes its answer. What the
-    receipt records is then the code as the run started, which is the code that ran."""
+    """Take the receipt's git facts now, as the run starts: ``assemble_receipt`` for the same
+    code takes this answer. What the receipt records is then the code as the run started,
+    which is the code that ran. A clean checkout is proven here from the repository's files
+    (well under a millisecond); git processes, when needed, run in a thread alongside the steps."""
     files = tuple(code_files(spec))
     key = (str(code_dir), files)
-    lookup = _GitLookup(code_dir, files)
+    cwd, found, known = _git_probe(code_dir, files)
+    lookup = known if known is not None else _GitLookup(cwd, files, found)
     with _LOOKUPS_LOCK:
         _LOOKUPS[key] = lookup  # a lookup nobody took (a run that failed early) is replaced
-    lookup.start()
+    if isinstance(lookup, _GitLookup):
+        lookup.start()
 
 
 def _git_for(code_dir: str | Path | None, files: list[Path]) -> dict[str, Any]:
     with _LOOKUPS_LOCK:
         lookup = _LOOKUPS.pop((str(code_dir), tuple(files)), None)
+    if isinstance(lookup, dict):
+        return lookup
     if lookup is not None:
         lookup.join()
         if lookup.result is not None:

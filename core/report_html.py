@@ -19,8 +19,9 @@ from typing import Any
 from . import graph_model
 from .durations import format_duration
 from .html_page import legend, page
-from .run_data import REPORT_FILE, curves, find_run, gate_outcomes, load_spec, read_receipt
-from .runstate import RunState
+from .metrics import MetricPoint
+from .run_data import REPORT_FILE, Curve, curves, find_run, gate_outcomes, load_spec, read_receipt
+from .runstate import RunState, write_text_atomic
 from .spec import PipelineSpec
 from .svg import esc
 from .svg_chart import Series, line_chart
@@ -153,8 +154,7 @@ def _timeline(receipt: dict[str, Any], state_dir: Path) -> str:
     return f'<div class="card">{timeline(rows, t0, t1)}</div>'
 
 
-def _curves(state_dir: Path) -> str:
-    found, singles, _ = curves(state_dir)
+def _curves(found: list[Curve], singles: list[MetricPoint]) -> str:
     charts = []
     for c in found:
         series = [Series(f"attempt {a}", tuple(pts)) for a, pts in c.by_attempt.items()]
@@ -211,7 +211,7 @@ def report_html(state_dir: Path, spec: PipelineSpec | None = None) -> str:
     state_dir = Path(state_dir)
     spec = spec or load_spec(state_dir)
     receipt, final = read_receipt(state_dir, spec)
-    _, _, progress = curves(state_dir)
+    found, singles, progress = curves(state_dir)  # read once: the graph's notes and the charts
     status = str(receipt.get("status", "?"))
     started, ended = receipt.get("started"), receipt.get("ended")
     took = format_duration(round(float(ended) - float(started), 3)) if started and ended else "?"
@@ -224,7 +224,7 @@ def report_html(state_dir: Path, spec: PipelineSpec | None = None) -> str:
         + _failure_box(receipt)
         + "<h2>Graph</h2>" + _graph(spec, receipt, progress)
         + "<h2>Timeline</h2>" + _timeline(receipt, state_dir)
-        + "<h2>Training curves</h2>" + _curves(state_dir)
+        + "<h2>Training curves</h2>" + _curves(found, singles)
         + "<h2>Cost</h2>" + _cost_table(receipt)
         + "<h2>Receipt</h2>" + _facts(receipt)
         + '<p class="sub">The whole receipt: <a href="receipt.json">receipt.json</a> (next to this page).</p>'
@@ -235,10 +235,7 @@ def report_html(state_dir: Path, spec: PipelineSpec | None = None) -> str:
 def write_report(state_dir: Path, spec: PipelineSpec | None = None, out: Path | None = None) -> Path:
     """Write the run's report (default ``<state>/report.html``, next to receipt.json)."""
     path = Path(out) if out else Path(state_dir) / REPORT_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(report_html(state_dir, spec), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, report_html(state_dir, spec))  # its folder made only when missing
     return path
 
 

@@ -59,6 +59,13 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
             # rerun draws the same rows run after run.
             parts.append(_still_row(i, row.node, row.status, row.note, width))
             continue
+        if not row.attempts:  # a cache hit at its time: only the marker moves from run to run
+            head, tail, mid, colour = _hit_row_parts(i, row.node, row.status, row.note, width)
+            x = px(row.at)  # type: ignore[arg-type]  # a cached row with a time, from the test above
+            parts.append(head + el("path", d=f"M{num(x)},{num(mid - 7)} l7,7 l-7,7 l-7,-7 z", fill=colour,
+                                   class_="cache-hit")
+                         + el("text", "cache hit", x=num(x + 10), y=num(mid + 4), font_size="11", fill=colour) + tail)
+            continue
         y = 26 + ROW_H * i
         mid = y + ROW_H / 2
         colour = STATUS_COLOURS.get(row.status, ("#fff", "#546e7a"))[1]
@@ -131,3 +138,24 @@ def _still_row(i: int, node: str, status: str, note: str, width: float) -> str:
         body += el("text", esc(note), x=num(width - 8), y=num(mid + 4), text_anchor="end", font_size="11",
                    fill="#546e7a")
     return el("g", body, class_="row", data_node=node, data_status=status)
+
+
+_CUT = "\x00"  # never in a node's name or a note's text (drawn in between, then cut out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _hit_row_parts(i: int, node: str, status: str, note: str, width: float) -> tuple[str, str, float, str]:
+    """A cache hit's row around its marker (its name, its dot, its note), as ``timeline``
+    draws it: ``head + marker + tail``; with the row's middle and colour for the marker."""
+    y = 26 + ROW_H * i
+    mid = y + ROW_H / 2
+    colour = STATUS_COLOURS.get(status, ("#fff", "#546e7a"))[1]
+    body = el("text", esc(fit(node, 12, LABEL_W - 16)), x="4", y=num(mid + 4), font_size="12",
+              fill="#263238", font_weight="600")
+    body += el("circle", cx=num(LABEL_W - 8), cy=num(mid), r="4", fill=colour)
+    body += _CUT
+    if note:
+        body += el("text", esc(note), x=num(width - 8), y=num(mid + 4), text_anchor="end", font_size="11",
+                   fill="#546e7a")
+    head, tail = el("g", body, class_="row", data_node=node, data_status=status).split(_CUT)
+    return head, tail, mid, colour

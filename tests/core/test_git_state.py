@@ -1,0 +1,227 @@
+"""The receipt's git facts read from the repository's files (core/git_state.py) agree with
+git's own answer in every state a checkout can be in, and prove "clean" without starting a
+git process; whatever they cannot prove is left to git."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from interlock.core import git_state, receipt
+from interlock.core.receipt import git_info
+
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false",
+       "-c", "init.defaultBranch=main"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run([*GIT, *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def settle() -> None:
+    time.sleep(0.05)  # the index is written after the files, not in the same clock tick (racy git)
+
+
+def truth(cwd: Path, files: list[Path]) -> dict[str, object]:
+    """git's own answer, the way receipts asked it before: rev-parse, then status."""
+    sha = git(cwd, "rev-parse", "HEAD")
+    dirty = bool(git(cwd, "status", "--porcelain", "--untracked-files=no"))
+    if not dirty and files:
+        dirty = bool(git(cwd, "status", "--porcelain", "--untracked-files=all", "--", *map(str, files)))
+    return {"sha": sha, "dirty": dirty}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    (path / "pkg").mkdir(parents=True)
+    git(path, "init", "-q")
+    (path / "README").write_text("r\n")
+    (path / "pkg" / "pipe.py").write_text("x = 1\n")
+    os.symlink("README", path / "link")
+    (path / "run.sh").write_text("#!/bin/sh\n")
+    (path / "run.sh").chmod(0o755)
+    settle()
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "init")
+    return path
+
+
+@pytest.fixture
+def git_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    calls: list[tuple[str, ...]] = []
+    real = receipt._git
+
+    def counting(cwd: Path | str, *args: str) -> str:
+        calls.append(args)
+        return real(cwd, *args)
+
+    monkeypatch.setattr(receipt, "_git", counting)
+    return calls
+
+
+def test_a_clean_checkout_is_proven_without_a_git_process(repo: Path, git_calls: list) -> None:
+    source = repo / "pkg" / "pipe.py"
+    assert git_info(files=[source]) == truth(repo, [source]) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": False}
+    assert git_calls == []
+
+
+@pytest.mark.parametrize("change", [
+    "edit", "same-size-edit-with-the-old-mtime", "delete", "staged", "staged-then-restored", "chmod",
+    "untracked-source", "retarget-link", "new-commit-on-branch", "detached", "unmerged",
+    "rm-cached", "reset-soft", "intent-to-add", "assume-unchanged", "skip-worktree", "file-became-directory",
+])
+def test_every_change_is_seen(repo: Path, change: str) -> None:
+    source = repo / "pkg" / "pipe.py"
+    files = [source]
+    if change == "edit":
+        source.write_text("x = 22\n")
+    elif change == "same-size-edit-with-the-old-mtime":
+        st = source.stat()
+        source.write_text("x = 2\n")  # same size, mtime put back: only ctime (and git's hash) can tell
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
+    elif change == "delete":
+        (repo / "README").unlink()
+    elif change == "staged":
+        source.write_text("x = 22\n")
+        git(repo, "add", "pkg/pipe.py")
+    elif change == "staged-then-restored":  # index differs from HEAD, the file from the index too
+        source.write_text("x = 22\n")
+        git(repo, "add", "pkg/pipe.py")
+        source.write_text("x = 1\n")
+    elif change == "chmod":
+        (repo / "README").chmod(0o755)
+    elif change == "untracked-source":
+        files = [repo / "pkg" / "new.py"]
+        files[0].write_text("y = 1\n")
+    elif change == "retarget-link":
+        (repo / "link").unlink()
+        os.symlink("run.sh", repo / "link")
+    elif change == "new-commit-on-branch":
+        source.write_text("x = 22\n")
+        settle()
+        git(repo, "commit", "-q", "-am", "two")
+    elif change == "detached":
+        source.write_text("x = 22\n")
+        settle()
+        git(repo, "commit", "-q", "-am", "two")
+        git(repo, "checkout", "-q", "--detach", "HEAD~1")
+    elif change == "unmerged":
+        git(repo, "checkout", "-q", "-b", "other")
+        source.write_text("x = 'other'\n")
+        git(repo, "commit", "-q", "-am", "other")
+        git(repo, "checkout", "-q", "main")
+        source.write_text("x = 'main'\n")
+        git(repo, "commit", "-q", "-am", "main")
+        subprocess.run([*GIT, "merge", "-q", "other"], cwd=repo, capture_output=True)  # a conflict
+    elif change == "rm-cached":  # out of the index, still on disk: a staged deletion
+        git(repo, "rm", "-q", "--cached", "README")
+    elif change == "reset-soft":  # HEAD moves back, the index keeps the later tree
+        source.write_text("x = 22\n")
+        settle()
+        git(repo, "commit", "-q", "-am", "two")
+        settle()
+        git(repo, "reset", "-q", "--soft", "HEAD~1")
+    elif change == "intent-to-add":
+        (repo / "later.py").write_text("z = 1\n")
+        git(repo, "add", "-N", "later.py")
+    elif change == "assume-unchanged":  # git itself calls this clean: the receipt says what git says
+        git(repo, "update-index", "--assume-unchanged", "README")
+        (repo / "README").write_text("changed\n")
+    elif change == "skip-worktree":
+        git(repo, "update-index", "--skip-worktree", "README")
+        (repo / "README").write_text("changed\n")
+    elif change == "file-became-directory":
+        (repo / "README").unlink()
+        (repo / "README").mkdir()
+    expected = truth(repo, files)
+    assert git_info(repo, files) == expected
+    assert git_info(repo, files) == expected  # and again: nothing remembered goes stale
+    if expected["dirty"]:
+        probed = git_state.probe(repo, files)
+        assert probed is not None and probed.clean is None  # never claims clean
+
+
+def test_an_edit_between_two_runs_is_seen(repo: Path) -> None:
+    source = repo / "pkg" / "pipe.py"
+    assert git_info(repo, [source])["dirty"] is False
+    source.write_text("x = 3\n")
+    assert git_info(repo, [source]) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": True}
+    source.write_text("x = 1\n")  # back to the committed text: git hashes it and says clean
+    assert git_info(repo, [source]) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": False}
+
+
+def test_a_file_changed_in_the_same_instant_as_the_index_is_left_to_git(repo: Path) -> None:
+    source = repo / "pkg" / "pipe.py"
+    index = repo / ".git" / "index"
+    assert git_state.probe(repo, [source]).clean is True
+    # The index written in the same clock tick as the file's last change: git cannot tell a
+    # later same-size edit in that tick from its stat, so it hashes the file; so must we.
+    os.utime(index, ns=(index.stat().st_atime_ns, source.stat().st_mtime_ns))
+    probed = git_state.probe(repo, [source])
+    assert probed is not None and probed.clean is None
+    assert git_info(repo, [source]) == truth(repo, [source])
+
+
+def test_packed_objects_and_refs(repo: Path, git_calls: list) -> None:
+    git(repo, "gc", "-q")
+    assert not (repo / ".git" / "refs" / "heads" / "main").exists()  # in packed-refs now
+    assert git_info(repo) == truth(repo, [])
+    assert git_calls == []
+
+
+def test_a_linked_worktree(repo: Path, tmp_path: Path, git_calls: list) -> None:
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "side"))
+    side = tmp_path / "side"
+    (side / "pkg" / "pipe.py").write_text("x = 5\n")
+    settle()
+    git(side, "commit", "-q", "-am", "side")
+    settle()
+    git(side, "status")  # refresh the index past the commit's instant
+    git_calls.clear()
+    assert git_info(side, [side / "pkg" / "pipe.py"]) == truth(side, [side / "pkg" / "pipe.py"])
+    assert git_info(side)["sha"] != git(repo, "rev-parse", "HEAD")
+    assert git_calls == []
+
+
+def test_no_commit_yet_and_no_repository(tmp_path: Path) -> None:
+    (tmp_path / "new").mkdir()
+    (tmp_path / "plain").mkdir()
+    git(tmp_path / "new", "init", "-q")
+    assert git_info(tmp_path / "new") == {"sha": None, "dirty": None}
+    assert git_info(tmp_path / "plain") == {"sha": None, "dirty": None}
+
+
+def test_git_environment_is_left_to_git(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(repo))
+    assert git_state.probe(tmp_path, []) is None
+    assert git_info(tmp_path) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": False}
+
+
+def test_a_change_inside_a_submodule_is_seen(repo: Path, tmp_path: Path) -> None:
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    git(inner, "init", "-q")
+    (inner / "lib.py").write_text("v = 1\n")
+    git(inner, "add", ".")
+    git(inner, "commit", "-q", "-m", "inner")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "sub")
+    settle()
+    git(repo, "commit", "-q", "-m", "with a submodule")
+    settle()
+    assert git_info(repo) == truth(repo, []) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": False}
+    (repo / "sub" / "lib.py").write_text("v = 2\n")
+    assert git_info(repo) == truth(repo, []) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": True}
+
+
+def test_each_index_entry_records_its_files_stat_key(repo: Path) -> None:
+    index = git_state._read_index(str(repo / ".git" / "index"))
+    assert index is not None and index.plain and not index.racy
+    assert {name for name, _ in index.entries} == {"README", "link", "pkg/pipe.py", "run.sh"}
+    for name, recorded in index.entries:  # regular, executable and symlink entries alike
+        assert git_state._stat_key(os.lstat(repo / name)) == recorded, name
