@@ -15,9 +15,7 @@ pandas is imported only inside the dataframe row's functions, when a DataFrame c
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import math
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .artifacts import Dataset, Metrics, Model
+from .digest import sha256
 from .errors import SerializationError
 
 if TYPE_CHECKING:
@@ -171,7 +170,7 @@ def canonical_json(data: Any) -> bytes:
     """Stable bytes for hashing: sorted keys, no spaces, NaN/inf spelled out."""
 
     def norm(x: Any) -> Any:
-        if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        if isinstance(x, float) and not x - x == 0:  # nan, inf (math.isfinite without math)
             return repr(x)
         if isinstance(x, dict):
             return {k: norm(v) for k, v in x.items()}
@@ -204,7 +203,7 @@ def _read_json(t: TypeSpec, src: Path) -> Any:
 
 
 def _hash_json(value: Any, t: TypeSpec) -> str:
-    return hashlib.sha256(canonical_json(to_jsonable(value, t))).hexdigest()
+    return sha256(canonical_json(to_jsonable(value, t))).hexdigest()
 
 
 def _json_row(kind: TypeKind, **kw: Any) -> Codec:
@@ -357,6 +356,8 @@ def dataframe_hash(df: Any) -> str:
     """Content hash of a DataFrame: every value, and everything that gives the values their
     meaning: column labels with their types, dtypes in full (categories and their order,
     the ordered flag), and the index's names and dtypes. Not object identity."""
+    import hashlib  # here: OpenSSL's, fast on large inputs; loads only when a frame is hashed
+
     import pandas as pd
 
     h = hashlib.sha256()
@@ -383,6 +384,8 @@ def _frame_read(t: TypeSpec, src: Path) -> Any:
 
 # -- Dataset, Model: directories with metadata -------------------------------------------------
 def directory_hash(path: str | Path) -> str:
+    import hashlib  # here: OpenSSL's, fast on large files; loads only when a directory is hashed
+
     root = Path(path)
     h = hashlib.sha256()
     for f in sorted(p for p in root.rglob("*") if p.is_file() and p.name != ARTIFACT_META):
@@ -406,7 +409,7 @@ def _directory_row(kind: TypeKind, cls: type[Dataset] | type[Model], label: str)
         return cls(src, meta)
 
     def content_hash(value: Any, t: TypeSpec) -> str:
-        h = hashlib.sha256(directory_hash(value.path).encode())
+        h = sha256(directory_hash(value.path).encode())
         h.update(canonical_json(value.metadata))
         return h.hexdigest()
 
@@ -458,7 +461,7 @@ def _artifacts_read(t: TypeSpec, src: Path) -> Any:
 def _artifacts_hash(value: Any, t: TypeSpec) -> str:
     from .values import value_hash
 
-    return hashlib.sha256(canonical_json([value_hash(v, t.args[0]) for v in value])).hexdigest()
+    return sha256(canonical_json([value_hash(v, t.args[0]) for v in value])).hexdigest()
 
 
 # -- the table ---------------------------------------------------------------------------------

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import inspect
 import textwrap
 import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
+from .digest import sha256
 from .durations import parse_duration
 from .errors import PipelineDefinitionError, PolicyError
 from .names import check_step_name
@@ -41,7 +41,7 @@ def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
     except (OSError, TypeError):
         code = fn.__code__
         body = code.co_code + repr(code.co_consts).encode()
-    h = hashlib.sha256(body)
+    h = sha256(body)
     if version:
         h.update(b"\0version\0" + version.encode())
     return h.hexdigest()
