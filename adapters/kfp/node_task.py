@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from interlock.core.spec import Binding, PipelineSpec, StepSpec
+from interlock.core.spec import Binding, StepSpec
 from interlock.core.types import TypeSpec
+
+if TYPE_CHECKING:
+    from interlock.core.spec import PipelineSpec
 
 VERSION = 1
 
