@@ -18,7 +18,6 @@ import dataclasses
 import json
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,31 +54,75 @@ class TypeKind(StrEnum):
     ARTIFACTS = "artifacts"  # a list of artifacts (list[il.Dataset], list[pd.DataFrame]...): files
 
 
-@dataclass(frozen=True)
+def _as_is(value: Any, t: TypeSpec) -> Any:
+    return value
+
+
 class Codec:
     """Everything core does with values of one kind. Functions never see None: the dispatchers
-    below handle it once for every kind (an Optional port's None is ``null`` everywhere)."""
+    below handle it once for every kind (an Optional port's None is ``null`` everywhere).
+
+    A row of the table below, read-only once made. A plain class, not a dataclass: nothing
+    compares or prints rows, and generating a dataclass's methods is paid by every process
+    that imports this module (every KFP task).
+
+    kind: the TypeKind. describe: the type as a person reads it (no Optional[]). matches: does
+    a (returned) value fit the type. write / read: the value into a port's directory and back.
+    hash: content hash, for cache keys. artifact: a value of this kind moves as files (never a
+    constant, a parameter or plain JSON). recognizes: a leaf annotation that means this kind
+    (None: structural, recognised by types.type_of). to_jsonable / from_jsonable: the JSON
+    form and back (None: no JSON form; the value only crosses as files). parse: how a command
+    line spells a value (`-p key=value`). revive: a value that may still be in its JSON form
+    (a default, a -p value, a constant) as the value the step declared; only kinds whose JSON
+    form is a different Python type need it. json_problem: why a JSON value cannot become this
+    type, member by member (None: it does not match).
+    """
+
+    __slots__ = ("kind", "describe", "matches", "write", "read", "hash", "artifact", "recognizes", "to_jsonable",
+                 "from_jsonable", "parse", "revive", "json_problem")
 
     kind: TypeKind
-    describe: Callable[[TypeSpec], str]  # the type as a person reads it (no Optional[])
-    matches: Callable[[Any, TypeSpec], bool]  # does a (returned) value fit the type
-    write: Callable[[Any, TypeSpec, Path], None]  # the value into a port's directory
-    read: Callable[[TypeSpec, Path], Any]  # ... and back
-    hash: Callable[[Any, TypeSpec], str]  # content hash, for cache keys
-    # A value of this kind moves as files (never a constant, a parameter or plain JSON).
-    artifact: bool = False
-    # A leaf annotation that means this kind; None: structural, recognised by types.type_of.
-    recognizes: Callable[[Any], bool] | None = None
-    # The JSON form and back; None: no JSON form (the value only crosses as files).
-    to_jsonable: Callable[[Any, TypeSpec], Any] | None = None
-    from_jsonable: Callable[[Any, TypeSpec], Any] | None = None
-    # How a command line spells a value (`-p key=value`).
-    parse: Callable[[str], Any] = json.loads
-    # A value that may still be in its JSON form (a default, a -p value, a constant) as the
-    # value the step declared. Only kinds whose JSON form is a different Python type need it.
-    revive: Callable[[Any, TypeSpec], Any] = lambda value, t: value
-    # Why a JSON value cannot become this type, member by member; default: it does not match.
-    json_problem: Callable[[Any, TypeSpec, str], str | None] | None = None
+    describe: Callable[[TypeSpec], str]
+    matches: Callable[[Any, TypeSpec], bool]
+    write: Callable[[Any, TypeSpec, Path], None]
+    read: Callable[[TypeSpec, Path], Any]
+    hash: Callable[[Any, TypeSpec], str]
+    artifact: bool
+    recognizes: Callable[[Any], bool] | None
+    to_jsonable: Callable[[Any, TypeSpec], Any] | None
+    from_jsonable: Callable[[Any, TypeSpec], Any] | None
+    parse: Callable[[str], Any]
+    revive: Callable[[Any, TypeSpec], Any]
+    json_problem: Callable[[Any, TypeSpec, str], str | None] | None
+
+    def __init__(
+        self,
+        kind: TypeKind,
+        describe: Callable[[TypeSpec], str],
+        matches: Callable[[Any, TypeSpec], bool],
+        write: Callable[[Any, TypeSpec, Path], None],
+        read: Callable[[TypeSpec, Path], Any],
+        hash: Callable[[Any, TypeSpec], str],  # noqa: A002 - the row's field
+        artifact: bool = False,
+        recognizes: Callable[[Any], bool] | None = None,
+        to_jsonable: Callable[[Any, TypeSpec], Any] | None = None,
+        from_jsonable: Callable[[Any, TypeSpec], Any] | None = None,
+        parse: Callable[[str], Any] = json.loads,
+        revive: Callable[[Any, TypeSpec], Any] = _as_is,
+        json_problem: Callable[[Any, TypeSpec, str], str | None] | None = None,
+    ) -> None:
+        for name, value in (
+            ("kind", kind), ("describe", describe), ("matches", matches), ("write", write), ("read", read),
+            ("hash", hash), ("artifact", artifact), ("recognizes", recognizes), ("to_jsonable", to_jsonable),
+            ("from_jsonable", from_jsonable), ("parse", parse), ("revive", revive), ("json_problem", json_problem),
+        ):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a codec row is read-only ({self.kind}.{name})")
+
+    def __repr__(self) -> str:
+        return f"Codec({self.kind!r})"
 
     @property
     def has_json(self) -> bool:

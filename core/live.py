@@ -308,10 +308,14 @@ def capture(node: str) -> Iterator[None]:
                 _uninstall()
 
 
-@dataclass
 class _Quiet:
-    levels: dict[str, int]
-    env: dict[str, str | None]
+    """What quiet_foreign_start changed, for quiet_foreign_end to restore. A plain class: made
+    at every step, and a dataclass's generated methods cost every task process at import."""
+
+    __slots__ = ("levels", "env")
+
+    def __init__(self, levels: dict[str, int], env: dict[str, str | None]) -> None:
+        self.levels, self.env = levels, env
 
 
 def quiet_foreign_start(levels: dict[logging.Logger, int] | None = None) -> _Quiet:
