@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import PolicyError
-from .failures import Failure
 from .status import FailureKind, Status
 from .swap_rename import swap_into
 
 if TYPE_CHECKING:
+    from .failure_record import Failure
+
     # Static re-export for type checkers; at run time __getattr__ below serves them.
+    from .marker import Marker  # noqa: F401
     from .outcomes import RunOutcome, Seen, StepOutcome, gate_closed, settle  # noqa: F401
 
 log = logging.getLogger("interlock.runstate")
@@ -50,6 +52,11 @@ def __getattr__(name: str) -> Any:  # PEP 562: `from .runstate import settle` st
 
         value = globals()[name] = getattr(outcomes, name)
         return value
+    if name == "Marker":  # marker.py: made when a marker is read, which a step's first try never does
+        from .marker import Marker
+
+        globals()[name] = Marker
+        return Marker
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -286,6 +293,8 @@ class Attempt:
         """The recorded failure, typed; None when there is none or it cannot be read back."""
         if not self.failure:
             return None
+        from .failure_record import Failure  # here: a step's first try reads no failure
+
         try:
             return Failure.from_dict(self.failure)
         except (PolicyError, TypeError, ValueError):
@@ -376,32 +385,6 @@ class StopMarker(StrEnum):
     # The run was stopped (SIGTERM, Ctrl-C) while it ran: a backend retry must not restart it
     # behind the user's back; resuming the run clears it.
     STOPPED = "stopped"
-
-
-@dataclass(frozen=True)
-class Marker:
-    kind: StopMarker
-    node: str
-    run_id: str
-    failure: Failure
-
-    def refusal(self) -> Failure:
-        """The failure the shim reports when it refuses to run the node again."""
-        f = self.failure
-        why = {
-            StopMarker.FATAL: "a retry cannot fix it",
-            StopMarker.EXHAUSTED: "its retry budget is spent",
-            StopMarker.STOPPED: "the run was stopped",
-        }[self.kind]
-        did = "was stopped" if self.kind is StopMarker.STOPPED else f"already failed {f.kind}"
-        resume = f"`interlock run ... --resume {self.run_id}`"
-        return replace(
-            f, reason=(
-                f"{did} earlier in run {self.run_id}: {f.reason} (not re-running: {why}; "
-                f"fix the cause, then {resume} keeps its checkpoints and finished steps)"
-            ),
-            hint=f.hint or f"fix the cause, then {resume} (or il.run(..., resume={self.run_id!r}))",
-        )
 
 
 # -- one run's directory -----------------------------------------------------------------------
@@ -497,6 +480,9 @@ class RunState:
         if data is None:
             return None
         try:
+            from .failure_record import Failure
+            from .marker import Marker
+
             return Marker(kind, node, self.run_id, Failure.from_dict(data.get("failure")))  # type: ignore[arg-type]
         except (PolicyError, TypeError, ValueError):
             return None
