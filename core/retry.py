@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
-from .durations import parse_duration, timedelta_seconds
 from .errors import PolicyError
 from .failures import FailureKind
 
@@ -77,6 +76,8 @@ def _count(owner: str, name: str, value: Any, low: int, high: int) -> int:
 
 def _duration_json(value: Duration | None) -> str | float | int | None:
     # Keep what the user wrote ("5m") so compiled specs stay readable; timedelta is not JSON.
+    from .durations import timedelta_seconds  # here: only a Backoff has durations
+
     seconds = timedelta_seconds(value)
     return value if seconds is None else seconds
 
@@ -102,6 +103,8 @@ class Backoff:
 
     def __post_init__(self) -> None:
         _count("Backoff", "attempts", self.attempts, 0, MAX_CONTENTION_ATTEMPTS)
+        from .durations import parse_duration  # here: a step without a Backoff never parses one
+
         first_s = parse_duration(self.first, "Backoff first")
         if first_s <= 0:
             raise PolicyError(f"Backoff first={self.first!r} must be longer than 0s")
