@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .runstate import EnvName
@@ -309,14 +310,10 @@ def capture(node: str) -> Iterator[None]:
                 _uninstall()
 
 
+@dataclass
 class _Quiet:
-    """What quiet_foreign_start changed, for quiet_foreign_end to restore. A plain class: made
-    at every step, and a dataclass's generated methods cost every task process at import."""
-
-    __slots__ = ("levels", "env")
-
-    def __init__(self, levels: dict[str, int], env: dict[str, str | None]) -> None:
-        self.levels, self.env = levels, env
+    levels: dict[str, int]
+    env: dict[str, str | None]
 
 
 def quiet_foreign_start(levels: dict[logging.Logger, int] | None = None) -> _Quiet:
