@@ -38,7 +38,9 @@ ONLY_WHEN_USED = ("interlock.core.checkpoint", "interlock.core.metrics", "interl
                   # stop marker as read back (a retry of a node stopped earlier in the run)
                   "interlock.core.failure_record", "interlock.core.marker",
                   # durations: parsed for a step's timeout or a Backoff, neither of which this step sets
-                  "interlock.core.durations")
+                  "interlock.core.durations",
+                  # Backoff: only a policy that retries contention has one
+                  "interlock.core.backoff")
 # il.map's modules (MapSpec, the KFP loop's envelopes): loaded by an item's task, not a plain step's.
 ONLY_FOR_A_MAP = ("interlock.core.fanout", "interlock.adapters.kfp.fanout")
 BUILDER = ("interlock.core.pipeline", "interlock.core.build", "interlock.core.graph", "interlock.core.conditions")
