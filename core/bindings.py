@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .codecs import revive
 from .errors import PipelineDefinitionError
-from .spec import Binding, BindingKind, PipelineSpec
+from .spec import Binding, BindingKind
 from .types import TypeSpec
+
+if TYPE_CHECKING:
+    from .spec import PipelineSpec
 
 
 def follow(value: Any, fields: tuple[str, ...]) -> Any:

@@ -15,17 +15,15 @@ pandas is imported only inside the dataframe row's functions, when a DataFrame c
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import math
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .artifacts import Dataset, Metrics, Model
+from .digest import sha256
 from .errors import SerializationError
 
 if TYPE_CHECKING:
@@ -56,31 +54,75 @@ class TypeKind(StrEnum):
     ARTIFACTS = "artifacts"  # a list of artifacts (list[il.Dataset], list[pd.DataFrame]...): files
 
 
-@dataclass(frozen=True)
+def _as_is(value: Any, t: TypeSpec) -> Any:
+    return value
+
+
 class Codec:
     """Everything core does with values of one kind. Functions never see None: the dispatchers
-    below handle it once for every kind (an Optional port's None is ``null`` everywhere)."""
+    below handle it once for every kind (an Optional port's None is ``null`` everywhere).
+
+    A row of the table below, read-only once made. A plain class, not a dataclass: nothing
+    compares or prints rows, and generating a dataclass's methods is paid by every process
+    that imports this module (every KFP task).
+
+    kind: the TypeKind. describe: the type as a person reads it (no Optional[]). matches: does
+    a (returned) value fit the type. write / read: the value into a port's directory and back.
+    hash: content hash, for cache keys. artifact: a value of this kind moves as files (never a
+    constant, a parameter or plain JSON). recognizes: a leaf annotation that means this kind
+    (None: structural, recognised by types.type_of). to_jsonable / from_jsonable: the JSON
+    form and back (None: no JSON form; the value only crosses as files). parse: how a command
+    line spells a value (`-p key=value`). revive: a value that may still be in its JSON form
+    (a default, a -p value, a constant) as the value the step declared; only kinds whose JSON
+    form is a different Python type need it. json_problem: why a JSON value cannot become this
+    type, member by member (None: it does not match).
+    """
+
+    __slots__ = ("kind", "describe", "matches", "write", "read", "hash", "artifact", "recognizes", "to_jsonable",
+                 "from_jsonable", "parse", "revive", "json_problem")
 
     kind: TypeKind
-    describe: Callable[[TypeSpec], str]  # the type as a person reads it (no Optional[])
-    matches: Callable[[Any, TypeSpec], bool]  # does a (returned) value fit the type
-    write: Callable[[Any, TypeSpec, Path], None]  # the value into a port's directory
-    read: Callable[[TypeSpec, Path], Any]  # ... and back
-    hash: Callable[[Any, TypeSpec], str]  # content hash, for cache keys
-    # A value of this kind moves as files (never a constant, a parameter or plain JSON).
-    artifact: bool = False
-    # A leaf annotation that means this kind; None: structural, recognised by types.type_of.
-    recognizes: Callable[[Any], bool] | None = None
-    # The JSON form and back; None: no JSON form (the value only crosses as files).
-    to_jsonable: Callable[[Any, TypeSpec], Any] | None = None
-    from_jsonable: Callable[[Any, TypeSpec], Any] | None = None
-    # How a command line spells a value (`-p key=value`).
-    parse: Callable[[str], Any] = json.loads
-    # A value that may still be in its JSON form (a default, a -p value, a constant) as the
-    # value the step declared. Only kinds whose JSON form is a different Python type need it.
-    revive: Callable[[Any, TypeSpec], Any] = lambda value, t: value
-    # Why a JSON value cannot become this type, member by member; default: it does not match.
-    json_problem: Callable[[Any, TypeSpec, str], str | None] | None = None
+    describe: Callable[[TypeSpec], str]
+    matches: Callable[[Any, TypeSpec], bool]
+    write: Callable[[Any, TypeSpec, Path], None]
+    read: Callable[[TypeSpec, Path], Any]
+    hash: Callable[[Any, TypeSpec], str]
+    artifact: bool
+    recognizes: Callable[[Any], bool] | None
+    to_jsonable: Callable[[Any, TypeSpec], Any] | None
+    from_jsonable: Callable[[Any, TypeSpec], Any] | None
+    parse: Callable[[str], Any]
+    revive: Callable[[Any, TypeSpec], Any]
+    json_problem: Callable[[Any, TypeSpec, str], str | None] | None
+
+    def __init__(
+        self,
+        kind: TypeKind,
+        describe: Callable[[TypeSpec], str],
+        matches: Callable[[Any, TypeSpec], bool],
+        write: Callable[[Any, TypeSpec, Path], None],
+        read: Callable[[TypeSpec, Path], Any],
+        hash: Callable[[Any, TypeSpec], str],  # noqa: A002 - the row's field
+        artifact: bool = False,
+        recognizes: Callable[[Any], bool] | None = None,
+        to_jsonable: Callable[[Any, TypeSpec], Any] | None = None,
+        from_jsonable: Callable[[Any, TypeSpec], Any] | None = None,
+        parse: Callable[[str], Any] = json.loads,
+        revive: Callable[[Any, TypeSpec], Any] = _as_is,
+        json_problem: Callable[[Any, TypeSpec, str], str | None] | None = None,
+    ) -> None:
+        for name, value in (
+            ("kind", kind), ("describe", describe), ("matches", matches), ("write", write), ("read", read),
+            ("hash", hash), ("artifact", artifact), ("recognizes", recognizes), ("to_jsonable", to_jsonable),
+            ("from_jsonable", from_jsonable), ("parse", parse), ("revive", revive), ("json_problem", json_problem),
+        ):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a codec row is read-only ({self.kind}.{name})")
+
+    def __repr__(self) -> str:
+        return f"Codec({self.kind!r})"
 
     @property
     def has_json(self) -> bool:
@@ -171,7 +213,7 @@ def canonical_json(data: Any) -> bytes:
     """Stable bytes for hashing: sorted keys, no spaces, NaN/inf spelled out."""
 
     def norm(x: Any) -> Any:
-        if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        if isinstance(x, float) and not x - x == 0:  # nan, inf (math.isfinite without math)
             return repr(x)
         if isinstance(x, dict):
             return {k: norm(v) for k, v in x.items()}
@@ -204,7 +246,7 @@ def _read_json(t: TypeSpec, src: Path) -> Any:
 
 
 def _hash_json(value: Any, t: TypeSpec) -> str:
-    return hashlib.sha256(canonical_json(to_jsonable(value, t))).hexdigest()
+    return sha256(canonical_json(to_jsonable(value, t))).hexdigest()
 
 
 def _json_row(kind: TypeKind, **kw: Any) -> Codec:
@@ -357,6 +399,8 @@ def dataframe_hash(df: Any) -> str:
     """Content hash of a DataFrame: every value, and everything that gives the values their
     meaning: column labels with their types, dtypes in full (categories and their order,
     the ordered flag), and the index's names and dtypes. Not object identity."""
+    import hashlib  # here: OpenSSL's, fast on large inputs; loads only when a frame is hashed
+
     import pandas as pd
 
     h = hashlib.sha256()
@@ -383,6 +427,8 @@ def _frame_read(t: TypeSpec, src: Path) -> Any:
 
 # -- Dataset, Model: directories with metadata -------------------------------------------------
 def directory_hash(path: str | Path) -> str:
+    import hashlib  # here: OpenSSL's, fast on large files; loads only when a directory is hashed
+
     root = Path(path)
     h = hashlib.sha256()
     for f in sorted(p for p in root.rglob("*") if p.is_file() and p.name != ARTIFACT_META):
@@ -406,7 +452,7 @@ def _directory_row(kind: TypeKind, cls: type[Dataset] | type[Model], label: str)
         return cls(src, meta)
 
     def content_hash(value: Any, t: TypeSpec) -> str:
-        h = hashlib.sha256(directory_hash(value.path).encode())
+        h = sha256(directory_hash(value.path).encode())
         h.update(canonical_json(value.metadata))
         return h.hexdigest()
 
@@ -458,7 +504,7 @@ def _artifacts_read(t: TypeSpec, src: Path) -> Any:
 def _artifacts_hash(value: Any, t: TypeSpec) -> str:
     from .values import value_hash
 
-    return hashlib.sha256(canonical_json([value_hash(v, t.args[0]) for v in value])).hexdigest()
+    return sha256(canonical_json([value_hash(v, t.args[0]) for v in value])).hexdigest()
 
 
 # -- the table ---------------------------------------------------------------------------------

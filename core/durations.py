@@ -6,7 +6,6 @@ the policy is written, instead of turning into a surprising wait on a cluster la
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from typing import TYPE_CHECKING
@@ -67,7 +66,7 @@ def parse_duration(value: str | int | float | timedelta, what: str | None = None
         seconds = _parse_text(value, what)
     else:
         raise _fail(value, what, f"has type {type(value).__name__}; expected str, number or timedelta")
-    if math.isnan(seconds) or math.isinf(seconds):
+    if not seconds - seconds == 0:  # nan, inf (math.isfinite without loading math in every task)
         raise _fail(value, what, "is not a finite duration")
     if seconds < 0:
         raise _fail(value, what, "is negative")
@@ -95,6 +94,9 @@ def _parse_text(text: str, what: str | None) -> float:
     return total
 
 
+_INF = float("inf")
+
+
 def format_duration(seconds: float | int | timedelta) -> str:
     """Format seconds for messages: 300 -> "5m", 5400 -> "1h30m", 1.5 -> "1.5s", 0.25 -> "250ms".
 
@@ -104,9 +106,9 @@ def format_duration(seconds: float | int | timedelta) -> str:
     if (td := timedelta_seconds(seconds)) is not None:
         seconds = td
     seconds = float(seconds)
-    if math.isnan(seconds):
+    if seconds != seconds:  # nan
         return "nan"
-    if math.isinf(seconds):
+    if seconds in (_INF, -_INF):
         return "inf" if seconds > 0 else "-inf"
     sign = "-" if seconds < 0 else ""
     ms = round(abs(seconds) * 1000)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import InterlockError, PolicyError
@@ -42,6 +41,7 @@ from .status import FailureKind  # defined there so that errors.py can use it to
 
 if TYPE_CHECKING:
     # Static re-export for type checkers; at run time __getattr__ below serves them.
+    from .failure_record import Failure  # noqa: F401
     from .failure_rules import (  # noqa: F401
         DEFAULT_RULES,
         TEXT_ERROR_TYPES,
@@ -63,6 +63,11 @@ def __getattr__(name: str) -> Any:  # PEP 562: `from .failures import Rule` stil
 
         value = globals()[name] = getattr(failure_rules, name)
         return value
+    if name == "Failure":  # failure_record.py: made when a step fails, not by every task process
+        from .failure_record import Failure
+
+        globals()[name] = Failure
+        return Failure
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
@@ -94,56 +99,6 @@ def _kind(value: Any, where: str) -> FailureKind:
     except ValueError:
         kinds = ", ".join(k.value for k in FailureKind)
         raise PolicyError(f"{where}={value!r} is not a failure kind; use one of {kinds}") from None
-
-
-@dataclass(frozen=True)
-class Failure:
-    """The classification of one exception, JSON-able for receipts and markers.
-
-    ``exc_type`` and ``message`` describe the exception in the chain that the rule matched
-    (the root cause when a wrapper was raised ``from`` it); ``remediation`` is set when the
-    runtime may change something and retry (``"halve_batch"`` for CUDA OOM).
-    """
-
-    kind: FailureKind
-    reason: str
-    hint: str | None = None
-    rule: str = "unclassified"
-    exc_type: str = ""
-    message: str = ""
-    remediation: str | None = None
-    # The step's traceback, interlock's and the orchestrator's frames trimmed (tracebacks.py);
-    # not part of what makes two failures the same.
-    traceback: str | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", _kind(self.kind, "Failure.kind"))
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {
-            "kind": self.kind.value,
-            "reason": self.reason,
-            "hint": self.hint,
-            "rule": self.rule,
-            "exc_type": self.exc_type,
-            "message": self.message,
-            "remediation": self.remediation,
-        }
-        if self.traceback:
-            data["traceback"] = self.traceback
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Failure:
-        """Read a recorded failure back; fields it does not know are ignored.
-
-        Failures are machine-written (receipts, markers): a receipt from a newer interlock
-        must still replay, so unknown fields are skipped rather than refused.
-        """
-        if not isinstance(data, dict) or "kind" not in data or "reason" not in data:
-            raise PolicyError(f"a recorded failure needs at least kind and reason, got {data!r}")
-        known = {"kind", "reason", "hint", "rule", "exc_type", "message", "remediation", "traceback"}
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class Preempted(InterlockError):

@@ -23,10 +23,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .runstate import EnvName
+
+if TYPE_CHECKING:
+    from .live_line import StepLine
 
 STDOUT, STDERR, LOG = "stdout", "stderr", "log"
 RELAY, RELAY_VERBOSE = "relay", "relay-verbose"  # values of INTERLOCK_LIVE
@@ -43,19 +46,18 @@ QUIET_LOGGERS = (
 _ENV_LEVELS = {"MLFLOW_LOGGING_LEVEL": "WARNING"}
 
 
-@dataclass(frozen=True)
-class StepLine:
-    """One line a step printed or logged. ``node`` is "" for a record outside any step."""
+def _step_line() -> type[StepLine]:
+    """The StepLine class, made on first use (live_line.py): a step that prints nothing never needs it."""
+    from .live_line import StepLine
 
-    node: str
-    text: str
-    stream: str = STDOUT  # STDOUT, STDERR or LOG
-    level: str = ""  # a log record's level name
-    logger: str = ""
-    at: float = 0.0
+    return StepLine
 
-    def encode(self) -> str:
-        return TAG + json.dumps(asdict(self), separators=(",", ":"))
+
+def __getattr__(name: str) -> Any:  # PEP 562: `from .live import StepLine` still works
+    if name == "StepLine":
+        value = globals()[name] = _step_line()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def decode(text: str) -> StepLine | None:
@@ -64,12 +66,12 @@ def decode(text: str) -> StepLine | None:
     if start < 0:
         return None
     try:
-        return StepLine(**json.loads(text[start + len(TAG):]))
+        return _step_line()(**json.loads(text[start + len(TAG):]))
     except (ValueError, TypeError):
         return None
 
 
-Sink = Callable[[StepLine], None]
+Sink = Callable[["StepLine"], None]  # a string: the class is made on first use
 _sinks: list[Sink] = []
 _lock = threading.RLock()
 _verbose = False
@@ -169,7 +171,7 @@ class _Router:
             if rest:
                 self._pending[key] = rest
         for raw in lines:
-            publish(StepLine(node, _visible(raw), self.stream, at=time.time()))
+            publish(_step_line()(node, _visible(raw), self.stream, at=time.time()))
         return len(text)
 
     def end(self, node: str) -> None:
@@ -177,7 +179,7 @@ class _Router:
         with _lock:
             rest = self._pending.pop((threading.get_ident(), node), "")
         if rest:
-            publish(StepLine(node, _visible(rest), self.stream, at=time.time()))
+            publish(_step_line()(node, _visible(rest), self.stream, at=time.time()))
 
     def flush(self) -> None:
         self.original.flush()
@@ -211,7 +213,7 @@ class _LogHandler(logging.Handler):
         except Exception:  # noqa: BLE001 - a bad format string must not fail the step
             text = str(record.msg)
         for part in text.splitlines() or [""]:
-            publish(StepLine(node, part, LOG, record.levelname, record.name, record.created))
+            publish(_step_line()(node, part, LOG, record.levelname, record.name, record.created))
 
 
 _HANDLER: list[_LogHandler] = []

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InterlockError, PipelineDefinitionError
 from .refs import module_name_for
-from .spec import PipelineSpec
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
+    from .spec import PipelineSpec
 
 
 def import_ref(ref: str) -> Any:
@@ -44,6 +44,7 @@ def load_spec(ref: str) -> PipelineSpec:
             hint="the pipeline's module must be importable in the step's image (installed or on PYTHONPATH)",
         ) from exc
     from .pipeline import Pipeline  # here: a KFP task imports this module for import_ref alone
+    from .pipeline_spec import PipelineSpec
 
     if isinstance(obj, PipelineSpec):
         return obj

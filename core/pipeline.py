@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 from .errors import PipelineDefinitionError
 from .policies import check_labels
 from .refs import importable_module
-from .spec import Binding, PipelineSpec, Port
+from .spec import Binding, Port
 from .types import TypeSpec, is_named_tuple, type_of, value_matches
 
 # The builder and the graph checks load when a pipeline is traced (il.spec, il.run, compile),
 # not when a module declares one: a KFP task imports the step's module, often the pipeline's.
 if TYPE_CHECKING:
     from .build import Builder
+    from .spec import PipelineSpec
 
 _NAME_OK = "abcdefghijklmnopqrstuvwxyz0123456789-"
 
@@ -120,6 +121,7 @@ class Pipeline:
     def _build(self) -> PipelineSpec:
         from .build import Builder, Promise, building
         from .graph import topological_order, validate
+        from .pipeline_spec import PipelineSpec
 
         params = self._params()
         builder = Builder(self.name)
@@ -235,6 +237,7 @@ def pipeline(
 def spec(p: Pipeline | PipelineSpec) -> PipelineSpec:
     """The validated, backend-neutral PipelineSpec of a pipeline."""
     from .graph import validate
+    from .pipeline_spec import PipelineSpec
 
     if isinstance(p, PipelineSpec):
         return validate(p)

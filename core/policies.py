@@ -68,7 +68,9 @@ def _quantity_str(value: str | int | float | None, field_name: str) -> str | Non
     return str(value)
 
 
-@dataclass(frozen=True)
+# init=False: the class writes its own __init__ (validation); dataclass would generate one,
+# then throw it away, in every process that imports this module (every KFP task).
+@dataclass(frozen=True, init=False)
 class Resources:
     """Requests (and optional limits) for one step's container.
 

@@ -9,7 +9,7 @@ directory per run:
 
 A child process (a kfp subprocess, a container, a torch worker) finds the run through the
 environment: ``RunEnv`` is the only code that spells those variable names, and
-``RunContext.to_env()/from_env()`` the only way across. At the end of a run ``settle``
+``RunContext.to_env()/from_env()`` the only way across. At the end of a run ``settle`` (outcomes.py)
 turns the spec, the fragments and what the backend saw into each step's outcome and the
 first failure, with one rule for every backend: a node behind a closed ``il.when`` gate is
 SKIPPED, a node an earlier failure kept from running is NOT_RUN.
@@ -26,15 +26,39 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import PolicyError, RunFailed, StepFailed, StepStopped
-from .failures import Failure
-from .spec import PipelineSpec
+from .errors import PolicyError
 from .status import FailureKind, Status
 from .swap_rename import swap_into
 
+if TYPE_CHECKING:
+    from .failure_record import Failure
+
+    # Static re-export for type checkers; at run time __getattr__ below serves them.
+    from .marker import Marker  # noqa: F401
+    from .outcomes import RunOutcome, Seen, StepOutcome, gate_closed, settle  # noqa: F401
+
 log = logging.getLogger("interlock.runstate")
+
+# A run's outcome (settle() and its classes) lives in outcomes.py and loads on first use: only
+# the process that watches a run settles it, and every KFP task process imports this module.
+_OUTCOMES = ("RunOutcome", "Seen", "StepOutcome", "gate_closed", "settle")
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: `from .runstate import settle` still works
+    if name in _OUTCOMES:
+        from . import outcomes
+
+        value = globals()[name] = getattr(outcomes, name)
+        return value
+    if name == "Marker":  # marker.py: made when a marker is read, which a step's first try never does
+        from .marker import Marker
+
+        globals()[name] = Marker
+        return Marker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 ALL_KINDS = frozenset(FailureKind)
 
@@ -269,6 +293,8 @@ class Attempt:
         """The recorded failure, typed; None when there is none or it cannot be read back."""
         if not self.failure:
             return None
+        from .failure_record import Failure  # here: a step's first try reads no failure
+
         try:
             return Failure.from_dict(self.failure)
         except (PolicyError, TypeError, ValueError):
@@ -359,32 +385,6 @@ class StopMarker(StrEnum):
     # The run was stopped (SIGTERM, Ctrl-C) while it ran: a backend retry must not restart it
     # behind the user's back; resuming the run clears it.
     STOPPED = "stopped"
-
-
-@dataclass(frozen=True)
-class Marker:
-    kind: StopMarker
-    node: str
-    run_id: str
-    failure: Failure
-
-    def refusal(self) -> Failure:
-        """The failure the shim reports when it refuses to run the node again."""
-        f = self.failure
-        why = {
-            StopMarker.FATAL: "a retry cannot fix it",
-            StopMarker.EXHAUSTED: "its retry budget is spent",
-            StopMarker.STOPPED: "the run was stopped",
-        }[self.kind]
-        did = "was stopped" if self.kind is StopMarker.STOPPED else f"already failed {f.kind}"
-        resume = f"`interlock run ... --resume {self.run_id}`"
-        return replace(
-            f, reason=(
-                f"{did} earlier in run {self.run_id}: {f.reason} (not re-running: {why}; "
-                f"fix the cause, then {resume} keeps its checkpoints and finished steps)"
-            ),
-            hint=f.hint or f"fix the cause, then {resume} (or il.run(..., resume={self.run_id!r}))",
-        )
 
 
 # -- one run's directory -----------------------------------------------------------------------
@@ -480,6 +480,9 @@ class RunState:
         if data is None:
             return None
         try:
+            from .failure_record import Failure
+            from .marker import Marker
+
             return Marker(kind, node, self.run_id, Failure.from_dict(data.get("failure")))  # type: ignore[arg-type]
         except (PolicyError, TypeError, ValueError):
             return None
@@ -687,137 +690,3 @@ def json_by_lines(data: Mapping[str, Any]) -> str:
         return enc(value)
 
     return "{\n" + ",\n".join(f" {enc(str(k))}: {member(data[k])}" for k in sorted(data)) + "\n}\n"
-
-
-# -- outcomes ----------------------------------------------------------------------------------
-@dataclass
-class StepOutcome:
-    status: Status
-    attempts: int = 0
-    cached: bool = False
-    failure: dict[str, Any] | None = None  # Failure.to_dict() of the failure that ended the step
-    duration_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.status = Status(self.status)
-        self.cached = self.cached or self.status is Status.CACHED
-
-
-@dataclass(frozen=True)
-class Seen:
-    """What a backend saw of a node it reached; everything else comes from the fragments.
-
-    ``status`` is SUCCEEDED, FAILED or CACHED as the orchestrator saw it. ``error`` is the
-    StepFailed the backend caught, when it ran the node in-process. ``shim_ran`` is False
-    when the backend knows the task ended without the shim writing its fragment (the shim
-    refused a node that a stop marker stops). ``detail`` explains a failure that the shim did
-    not record; ``duration_s`` is the backend's wall time, used when there is no fragment.
-    """
-
-    status: Status
-    error: StepFailed | None = None
-    shim_ran: bool = True
-    detail: str | None = None
-    duration_s: float | None = None
-
-
-@dataclass
-class RunOutcome:
-    status: Status  # SUCCEEDED | FAILED | STOPPED
-    steps: dict[str, StepOutcome]
-    error: RunFailed | None = None
-    fragments: dict[str, Fragment] = field(default_factory=dict)
-
-    @property
-    def statuses(self) -> dict[str, Status]:
-        return {k: v.status for k, v in self.steps.items()}
-
-
-def gate_closed(spec: PipelineSpec, node: str, gates: Mapping[str, bool]) -> bool:
-    """True when an il.when block enclosing ``node`` had a condition that came out false."""
-    return any(gates.get(g.id) is False for g in spec.gate_chain(spec.node(node).gate))
-
-
-def settle(
-    spec: PipelineSpec,
-    state: RunState,
-    seen: Mapping[str, Seen] | None,
-    *,
-    gates: Mapping[str, bool] | None = None,
-    failed: str | None = None,
-) -> RunOutcome:
-    """Each step's outcome, the run's status and its first failure; one rule for every backend.
-
-    ``seen``: the nodes the backend reached, with what it saw; None when it observed nothing
-    (a KFP exit task reads only fragments). ``gates``: each il.when condition the backend
-    could evaluate (its condition node produced a value), by gate id. ``failed``: why the
-    run failed outside any step, if it did.
-
-    A node the backend reached has the status it saw, with attempts and failure from its
-    fragment. A node it did not reach is SKIPPED when an enclosing gate's condition was
-    false, else NOT_RUN (an earlier failure stopped the run first).
-    """
-    gates = gates or {}
-    fragments = state.fragments(n.name for n in spec.nodes)
-    steps: dict[str, StepOutcome] = {}
-    error: RunFailed | None = None
-    for node in spec.nodes:
-        frag = fragments.get(node.name)
-        saw = (seen or {}).get(node.name)
-        if saw is None and seen is None and frag is not None:
-            saw = Seen(frag.status)
-        if saw is None:
-            closed = gate_closed(spec, node.name, gates)
-            steps[node.name] = StepOutcome(Status.SKIPPED if closed else Status.NOT_RUN)
-            continue
-        ran = frag is not None and saw.status is not Status.CACHED
-        attempts = len(frag.attempts) if ran and frag else 0
-        duration = frag.duration_s if ran and frag else round(saw.duration_s or 0.0, 6)
-        if _stopped(saw, frag):  # told to stop: not a failure, and what the run ended with
-            steps[node.name] = StepOutcome(Status.STOPPED, attempts=attempts, duration_s=duration)
-            if error is None:
-                error = saw.error if isinstance(saw.error, StepStopped) else StepStopped(
-                    node.name, (frag.facts.get("stopped_by") if frag else None) or saw.detail or "a signal",
-                    attempts=max(attempts, 1), pipeline=spec.name,
-                    attempt_log=frag.attempts if frag else (),
-                )
-                error.pipeline = error.pipeline or spec.name
-            continue
-        if saw.status is not Status.FAILED:
-            steps[node.name] = StepOutcome(saw.status, attempts=attempts, duration_s=duration)
-            continue
-        failure = _failure_of(state, node.name, frag, saw)
-        steps[node.name] = StepOutcome(Status.FAILED, attempts=attempts, failure=failure.to_dict(), duration_s=duration)
-        if error is None:
-            error = saw.error or StepFailed(
-                node.name, failure.kind, failure.reason, hint=failure.hint, attempts=max(attempts, 1),
-                pipeline=spec.name, failure=failure, attempt_log=frag.attempts if frag else (),
-            )
-            if error.pipeline is None:
-                error.pipeline = spec.name
-    if error is None and failed is not None:
-        error = RunFailed(failed, pipeline=spec.name)
-    status = Status.SUCCEEDED if error is None else Status.STOPPED if isinstance(error, StepStopped) else Status.FAILED
-    return RunOutcome(status, steps, error, fragments)
-
-
-def _stopped(saw: Seen, frag: Fragment | None) -> bool:
-    if saw.status is Status.STOPPED or isinstance(saw.error, StepStopped):
-        return True
-    return saw.status is Status.FAILED and saw.shim_ran and frag is not None and frag.status is Status.STOPPED
-
-
-def _failure_of(state: RunState, node: str, frag: Fragment | None, saw: Seen) -> Failure:
-    """Why a node the backend saw fail failed: the error in hand, the marker, or the fragment."""
-    if saw.error is not None:
-        if saw.error.failure is not None:
-            return saw.error.failure
-        return Failure(saw.error.kind, saw.error.reason, saw.error.hint)
-    marker = state.stop_marker(node) if not saw.shim_ran else None
-    if marker is not None:  # the shim refused at once: this node gave up earlier in this run
-        return marker.refusal()
-    # The fragment's failures explain this one only when the shim itself ended the step failed.
-    recorded = frag.failures() if frag is not None and saw.shim_ran and frag.status is Status.FAILED else []
-    if recorded:
-        return recorded[-1]
-    return Failure(FailureKind.FATAL, saw.detail or "the task failed before the shim ran (see the backend's log above)")

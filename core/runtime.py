@@ -28,7 +28,6 @@ from .context import StepContext
 from .devices import DEVICE_FACT, detected_device
 from .errors import StepFailed, StepStopped
 from .failures import (
-    Failure,
     FailureKind,
     Preempted,
     StepTimeout,
@@ -47,6 +46,7 @@ from .values import check_output
 # most steps use none of them.
 if TYPE_CHECKING:
     from .checkpoint import Checkpointer
+    from .failure_record import Failure
     from .retry import RetryTracker
 
 log = logging.getLogger("interlock.runtime")
@@ -472,6 +472,8 @@ def _stopped(
         ctx.facts["checkpoint_at_stop"] = stop.checkpoint
     result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots, _public(ctx.facts))
     _write_fragment(run, step, result, Status.STOPPED, base=base)
+    from .failure_record import Failure  # here: made on this path, not by a step that succeeds
+
     run.state.write_marker(node, Failure(
         FailureKind.FATAL, str(stop), hint="resume the run to continue", rule="stopped",
         exc_type=qualified_name(StopRequested), message=stop.signal,

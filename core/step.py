@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import inspect
 import textwrap
 import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
-from .durations import parse_duration
+from .digest import sha256
 from .errors import PipelineDefinitionError, PolicyError
 from .names import check_step_name
 from .policies import Cache, Resources, check_labels
@@ -41,7 +40,7 @@ def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
     except (OSError, TypeError):
         code = fn.__code__
         body = code.co_code + repr(code.co_consts).encode()
-    h = hashlib.sha256(body)
+    h = sha256(body)
     if version:
         h.update(b"\0version\0" + version.encode())
     return h.hexdigest()
@@ -139,7 +138,12 @@ def build_step_spec(fn: Callable[..., Any], name: str, **policy: Any) -> StepSpe
     if distributed is not None and not isinstance(distributed, _opt_in_policy("Torchrun")):
         raise PolicyError(f"distributed={distributed!r} must be il.Torchrun(...)", step=name)
     timeout = policy.get("timeout")
-    timeout_s = parse_duration(timeout) if timeout is not None else None
+    if timeout is not None:
+        from .durations import parse_duration  # here: most steps set no timeout
+
+        timeout_s: float | None = parse_duration(timeout)
+    else:
+        timeout_s = None
     if timeout_s is not None and timeout_s <= 0:
         raise PolicyError(f"timeout={timeout!r} must be positive", step=name)
     secrets = tuple(policy.get("secrets") or ())

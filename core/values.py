@@ -9,7 +9,6 @@ actually crosses.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from .codecs import (
     revive,
     to_jsonable,
 )
+from .digest import sha256
 from .errors import SerializationError
 from .types import TypeSpec
 
@@ -83,5 +83,5 @@ def read_value(t: TypeSpec, src: str | Path) -> Any:
 # -- hashing (cache keys) -----------------------------------------------------------------
 def value_hash(value: Any, t: TypeSpec) -> str:
     if value is None:
-        return hashlib.sha256(b"null").hexdigest()
+        return sha256(b"null").hexdigest()
     return codec(t).hash(value, t)

@@ -11,18 +11,20 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlock.core.errors import StepFailed, StepStopped
 from interlock.core.failures import FailureKind
 from interlock.core.runstate import RunContext, RunEnv, state_dir_under
 from interlock.core.runtime import execute_step
-from interlock.core.spec import PipelineSpec, StepSpec
 from interlock.core.values import from_jsonable
 
 from .names import io_names, single_return
 from .node_task import NodeTask
 from .types import read_artifact, to_parameter, to_value, write_artifact
+
+if TYPE_CHECKING:
+    from interlock.core.spec import PipelineSpec, StepSpec
 
 log = logging.getLogger("interlock.kfp")
 

@@ -303,7 +303,9 @@ class _Clock:
 
 def _child_pythonpath() -> str:
     # The component subprocess must import the team's modules exactly as this process does.
-    paths = [str(Path(p or ".").resolve()) for p in sys.path if Path(p or ".").exists()]
+    # Absolute (the task runs elsewhere), not resolved: realpath walks every component of
+    # every entry, each run, and a symlinked entry imports the same modules either way.
+    paths = [os.path.abspath(p or ".") for p in sys.path if os.path.exists(p or ".")]
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in paths]
     return os.pathsep.join([*extra, *paths])
 

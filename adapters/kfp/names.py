@@ -23,9 +23,11 @@ from __future__ import annotations
 import keyword
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from interlock.core.spec import PipelineSpec, StepSpec
-from interlock.core.types import TypeSpec
+if TYPE_CHECKING:
+    from interlock.core.spec import PipelineSpec, StepSpec
+    from interlock.core.types import TypeSpec
 
 SINGLE = "Output"  # kfp's name for a component's one returned value
 

@@ -19,12 +19,14 @@ pipeline's: the compiled YAML stays linear in the number of nodes.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from interlock.core.spec import Binding, PipelineSpec, StepSpec
+from interlock.core.spec import Binding, StepSpec
 from interlock.core.types import TypeSpec
+
+if TYPE_CHECKING:
+    from interlock.core.spec import PipelineSpec
 
 VERSION = 1
 
@@ -137,7 +139,7 @@ def _write_literal(value: Any, out: list[str]) -> None:
                 out.append(",")
             _write_literal(v, out)
         out.append("]")
-    elif isinstance(value, float) and not math.isfinite(value):
+    elif isinstance(value, float) and not value - value == 0:  # inf, nan (math.isfinite without math)
         out.append(f"float({str(value)!r})")  # inf, nan: no literal
     elif value is None or isinstance(value, str | int | float):  # bool is an int
         out.append(repr(value))

@@ -58,17 +58,18 @@ def test_device_records(device: str, count: int | None, expected: tuple[str, int
 
 
 def test_visible_gpus_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    import glob  # devices imports it where it looks (a task that requests no GPU never does)
     import sys
 
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    monkeypatch.setattr(devices.glob, "glob", lambda pattern: ["/dev/nvidia0", "/dev/nvidia1"])
+    monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/nvidia0", "/dev/nvidia1"])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert devices.visible_gpus() == 2
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert devices.visible_gpus() == 1
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert devices.visible_gpus() == 0
-    monkeypatch.setattr(devices.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(glob, "glob", lambda pattern: [])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert devices.visible_gpus() == 0
 

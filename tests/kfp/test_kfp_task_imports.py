@@ -33,10 +33,26 @@ ONLY_WHEN_USED = ("interlock.core.checkpoint", "interlock.core.metrics", "interl
                   # the failure rule table: built when a failure is classified, never for a step that succeeds
                   "interlock.core.failure_rules",
                   # what the shim decides after a failure (Decision, RetryTracker)
-                  "interlock.core.retry_decisions")
+                  "interlock.core.retry_decisions",
+                  # a Failure (made when a step fails or a recorded one is read back) and a
+                  # stop marker as read back (a retry of a node stopped earlier in the run)
+                  "interlock.core.failure_record", "interlock.core.marker",
+                  # durations: parsed for a step's timeout or a Backoff, neither of which this step sets
+                  "interlock.core.durations",
+                  # Backoff: only a policy that retries contention has one
+                  "interlock.core.backoff")
 # il.map's modules (MapSpec, the KFP loop's envelopes): loaded by an item's task, not a plain step's.
 ONLY_FOR_A_MAP = ("interlock.core.fanout", "interlock.adapters.kfp.fanout")
 BUILDER = ("interlock.core.pipeline", "interlock.core.build", "interlock.core.graph", "interlock.core.conditions")
+# Only the process that watches a run needs the whole pipeline's graph (PipelineSpec, Node,
+# Gate: pipeline_spec.py) and settles it (outcomes.py); a task reads its own node's slice.
+# hashlib loads OpenSSL (2.5 ms a task): a step's fingerprint is hashed without it (digest.py).
+PARENT_ONLY = ("interlock.core.pipeline_spec", "interlock.core.outcomes", "hashlib", "_hashlib", "math", "glob")
+# The same, by name: the classes moved out of spec.py and runstate.py, still served from there
+# on first use (PEP 562); a task must not have asked for them.
+PARENT_ONLY_NAMES = (("interlock.core.spec", "PipelineSpec"), ("interlock.core.spec", "Node"),
+                     ("interlock.core.spec", "Gate"), ("interlock.core.runstate", "settle"),
+                     ("interlock.core.runstate", "RunOutcome"), ("interlock.core.runstate", "StepOutcome"))
 
 STEPS = textwrap.dedent("""
     import interlock as il
@@ -55,9 +71,10 @@ WITH_PIPELINE = STEPS + textwrap.dedent("""
 CHILD = textwrap.dedent("""
     import json, sys
     from interlock.adapters.kfp.entry import run_node
-    ref, node, fp, args, task, watch = json.loads(sys.argv[1])
+    ref, node, fp, args, task, watch, names = json.loads(sys.argv[1])
     returned = run_node(ref, node, fp, args, task)
-    print(json.dumps({"returned": returned, "loaded": sorted(m for m in watch if m in sys.modules)}))
+    made = [f"{m}.{n}" for m, n in names if n in vars(sys.modules.get(m, sys))]
+    print(json.dumps({"returned": returned, "loaded": sorted(m for m in watch if m in sys.modules), "made": made}))
 """)
 
 
@@ -84,7 +101,7 @@ def loaded_in_task(module: str, source: str, tmp_path: Path) -> dict:
     env = {**os.environ, **RunEnv(run_id="r-imports", state_dir=state, backend="kfp").to_env(),
            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     call = [f"{module}:inc", "inc", spec.step_of("inc").fingerprint, {"x": 1}, task,
-            [*NOT_FOR_A_STEP, *BUILDER, *ONLY_WHEN_USED, *ONLY_FOR_A_MAP]]
+            [*NOT_FOR_A_STEP, *BUILDER, *ONLY_WHEN_USED, *ONLY_FOR_A_MAP, *PARENT_ONLY], PARENT_ONLY_NAMES]
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(call)], capture_output=True, text=True,
                           timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -103,6 +120,13 @@ def test_a_module_that_declares_its_pipeline_imports_the_decorator_alone(tmp_pat
     # The probe sees an import: declaring the pipeline needs il.pipeline's module; the builder
     # and the graph checks load when the pipeline is traced, which a task never does.
     assert loaded_in_task("task_steps_and_pipeline", WITH_PIPELINE, tmp_path)["loaded"] == ["interlock.core.pipeline"]
+
+
+def test_a_task_neither_builds_the_pipeline_graph_nor_settles_nor_loads_hashlib(tmp_path: Path) -> None:
+    # With a pipeline declared in the step's module too: decorating one needs none of them.
+    out = loaded_in_task("task_parent_only", WITH_PIPELINE, tmp_path)
+    assert [m for m in out["loaded"] if m in PARENT_ONLY] == []
+    assert out["made"] == []
 
 
 def test_a_plain_step_loads_no_checkpoint_metrics_or_state_store(tmp_path: Path) -> None:

@@ -1,0 +1,28 @@
+"""``StepLine``: one line a running step printed or logged (core/live.py relays and routes it).
+
+Apart from live.py, which every KFP task imports to capture its step: the class is made when
+a step first prints or logs, not by every task process (most steps of a pipeline print
+nothing). ``interlock.core.live`` still serves ``StepLine``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from .live import STDOUT, TAG
+
+
+@dataclass(frozen=True)
+class StepLine:
+    """One line a step printed or logged. ``node`` is "" for a record outside any step."""
+
+    node: str
+    text: str
+    stream: str = STDOUT  # STDOUT, STDERR or LOG
+    level: str = ""  # a log record's level name
+    logger: str = ""
+    at: float = 0.0
+
+    def encode(self) -> str:
+        return TAG + json.dumps(asdict(self), separators=(",", ":"))
