@@ -83,15 +83,20 @@ def installed(group: PluginGroup) -> dict[str, Any]:
     return dict(sorted(found.items()))
 
 
-# Reading entry points scans every installed distribution (20-60 ms); a run asks two or three
-# times (its backend, the lineage provider). The scan is kept while no folder on sys.path
-# changed: installing or removing a package changes its site-packages folder's mtime.
-_SCANNED: dict[str, tuple[tuple[tuple[str, int], ...], tuple[tuple[str, Any], ...]]] = {}
+# Reading entry points scans every installed distribution (5-60 ms), whichever group is asked
+# for; a run asks for two or three groups (its backend, the lineage provider, a checkpoint
+# store). So one scan serves every group, and it is kept while no folder on sys.path changed:
+# installing or removing a package changes its site-packages folder's mtime.
+_scanned_under: tuple[tuple[str, int], ...] | None = None  # sys.path's folders and mtimes at the scan
+_scanned: Any = None  # every installed entry point (importlib.metadata's EntryPoints)
+_by_group: dict[str, tuple[tuple[str, Any], ...]] = {}
 
 
 def _entry_points(group: str) -> tuple[tuple[str, Any], ...]:
     import os
     import sys
+
+    global _scanned_under, _scanned
 
     def stamp(path: str) -> int:
         try:
@@ -100,14 +105,14 @@ def _entry_points(group: str) -> tuple[tuple[str, Any], ...]:
             return -1
 
     paths = tuple((p, stamp(p)) for p in sys.path)
-    held = _SCANNED.get(group)
-    if held is not None and held[0] == paths:
-        return held[1]
-    from importlib.metadata import entry_points  # not at import time: it costs ~40 ms
+    if paths != _scanned_under:
+        from importlib.metadata import entry_points  # not at import time: it costs ~40 ms
 
-    eps = tuple((ep.name, ep) for ep in entry_points(group=group))
-    _SCANNED[group] = (paths, eps)
-    return eps
+        _scanned, _scanned_under = entry_points(), paths  # every group: ``select`` only filters
+        _by_group.clear()
+    if group not in _by_group:
+        _by_group[group] = tuple((ep.name, ep) for ep in _scanned.select(group=group))
+    return _by_group[group]
 
 
 def load(group: PluginGroup, name: str) -> Any:
