@@ -382,7 +382,7 @@ class KfpLocalRun:
 
         spec, options = self.spec, self.options
         started = time.time()
-        prefetch_git_info(spec)  # the receipt's git processes run alongside the tasks
+        prefetch_git_info(spec)  # the receipt takes the code as the run starts (git, if needed, in a thread)
         built = built_for(spec, self.kfp_options)  # under _RUN_LOCK: one run at a time
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.pipeline_root.mkdir(parents=True, exist_ok=True)

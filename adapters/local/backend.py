@@ -94,7 +94,7 @@ class LocalBackend:
 
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
         started = time.time()
-        prefetch_git_info(spec)  # the receipt's git processes run alongside the steps
+        prefetch_git_info(spec)  # the receipt takes the code as the run starts (git, if needed, in a thread)
         run = RunContext(spec.name, options.run_id, self.name, state_dir_of(options.run_dir), sleeper=options.sleeper,
                          checkpoint_root=options.checkpoint_store)
         attempt = len(run.state.resumes())  # 0 for a new run; each resume (a reused id) opens another
