@@ -15,6 +15,7 @@ environment alone.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import tempfile
@@ -285,6 +286,13 @@ def _default(p: Any) -> Any:
     return revive(p.default, p.type)
 
 
+@functools.lru_cache(maxsize=64)
+def _container_env(pipeline: str, in_process: frozenset[FailureKind]) -> dict[str, str]:
+    """The env contract of a task's container: the same for every node of a pipeline (copied
+    into each task's env, never handed out itself)."""
+    return RunEnv(pipeline=pipeline, backend=BACKEND, retry_in_process=in_process, on_cluster=True).to_env()
+
+
 def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None) -> PythonFunctionTask:
     from .resolver import resolver
 
@@ -294,8 +302,7 @@ def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None
     body = step_body(spec.name, node, step, ret_type, mapped=spec.node(node).map is not None)
     # The container's env (flyte-local runs in this process and never applies it): on a cluster
     # SIGTERM to an interruptible step is a spot reclaim (checkpoint, PREEMPTED, Flyte retries).
-    env = {**RunEnv(pipeline=spec.name, backend=BACKEND, retry_in_process=options.in_process, on_cluster=True).to_env(),
-           **options.environment}
+    env = {**_container_env(spec.name, options.in_process), **options.environment}
     kwargs = policies.task_kwargs(
         step, in_process=options.in_process, cache=options.cache, image=options.image,
         environment=env,
