@@ -406,9 +406,9 @@ class RunState:
         return Path(self._fragment_file(node))
 
     def _fragment_file(self, node: str) -> str:
-        # A str: the shim reads and writes a node's fragment three times per step, and a Path
-        # costs more to make than the join.
-        return os.path.join(self.state_dir, "receipts", f"{node}.json")
+        # A str, by format: the shim reads and writes a node's fragment three times per step,
+        # and a Path (or os.path.join's checks) cost more than the file's own read.
+        return f"{os.fspath(self.state_dir) or '.'}{os.sep}receipts{os.sep}{node}.json"
 
     def marker_path(self, node: str, kind: StopMarker = StopMarker.FATAL) -> Path:
         return Path(self.state_dir) / "markers" / f"{node}.{kind.value}.json"
@@ -494,7 +494,7 @@ class RunState:
     def stop_marker(self, node: str) -> Marker | None:
         """The marker that stops ``node`` in this run, whatever its kind (FATAL first)."""
         try:  # one listing: the shim asks before every step, and most runs have no markers
-            present = set(os.listdir(os.path.join(self.state_dir, "markers")))
+            present = set(os.listdir(f"{os.fspath(self.state_dir) or '.'}{os.sep}markers"))
         except OSError:
             return None
         for kind in StopMarker:

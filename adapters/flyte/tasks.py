@@ -127,6 +127,7 @@ def task_name(spec: PipelineSpec, node: str) -> str:
     return f"{spec.name}.{node}"
 
 
+@functools.lru_cache(maxsize=4096)  # asked three times per node when its task is built
 def py_ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
 
@@ -188,9 +189,14 @@ def _task_class(base: type) -> Any:
     return _classes[base]
 
 
-def run_context(pipeline: str) -> RunContext:
-    """The run's context inside a Flyte task: from the environment, else from Flyte's own ids."""
-    local = _local_run()
+_UNSET: Any = object()
+
+
+def run_context(pipeline: str, local: LocalRun | None = _UNSET) -> RunContext:
+    """The run's context inside a Flyte task: from the environment, else from Flyte's own ids.
+    ``local``: the flyte-local run, where the caller has looked it up already."""
+    if local is _UNSET:
+        local = _local_run()
     if local is not None and distributed.rank() == 0 and "LOCAL_RANK" not in os.environ:
         return local.run
     seen = RunEnv.read()
@@ -238,7 +244,8 @@ class _LazyScratch(os.PathLike[str]):
 
 def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool, kwargs: dict[str, Any]) -> Any:
     """What a node's task does when flytekit calls it: the shim, with Flyte's values converted."""
-    run = run_context(pipeline)
+    local = _local_run()
+    run = run_context(pipeline, local)
     inputs = {p.name: from_flyte(kwargs[p.name], p.type) for p in step.inputs if p.name in kwargs}
 
     def write(outputs: dict[str, Any]) -> Any:
@@ -246,7 +253,6 @@ def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bo
         return outputs_to_flyte(step.outputs, outputs, ret_type, _LazyScratch())  # type: ignore[arg-type]
 
     name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
-    local = _local_run()
     if local is not None:  # flyte-local: say "started" as flytekit reaches the node
         local.step_started(node)
     try:
