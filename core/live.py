@@ -230,6 +230,7 @@ def _log_handler() -> _LogHandler:
 
 _active: dict[str, int] = {}  # node -> threads capturing it
 _installed: dict[str, Any] = {}
+_holds = 0  # open ``held()`` blocks: the capture stays installed between their steps
 
 
 def _set_levels(levels: dict[logging.Logger, int], changed: bool = False) -> bool:
@@ -290,7 +291,7 @@ def capture(node: str) -> Iterator[None]:
         yield
         return
     with _lock:
-        if not _active:
+        if not _installed:
             _install()
         _active[node] = _active.get(node, 0) + 1
     saved = getattr(_thread, "node", None)
@@ -306,7 +307,28 @@ def capture(node: str) -> Iterator[None]:
             _active[node] -= 1
             if not _active[node]:
                 del _active[node]
-            if not _active:
+            if not _active and not _holds:
+                _uninstall()
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Keep the capture installed from a block's first captured step to its end, instead of
+    installing and removing it around each step (a flyte-local run calls its steps one after
+    another in this process). Installing swaps the streams, adds the root handler and moves
+    logger levels, and each level move flushes logging's caches over every logger (flytekit
+    alone has dozens): a tenth of a trivial step's overhead. Between the steps nothing is
+    captured (no node is active: prints pass through, records without a step are dropped
+    below WARNING as before)."""
+    global _holds
+    with _lock:
+        _holds += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _holds -= 1
+            if not _holds and not _active and _installed:
                 _uninstall()
 
 

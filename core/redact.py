@@ -201,6 +201,13 @@ def _secrets_in(values: Mapping[str, Any], key: str = "") -> frozenset[str]:
     found: set[str] = set()
 
     def walk(value: Any, key: str) -> None:
+        kind = type(value)  # plain values first: the shim asks for every step's inputs
+        if value is None or kind is int or kind is float or kind is bool:
+            return
+        if kind is dict:
+            for k, v in value.items():
+                walk(v, k if type(k) is str else str(k))
+            return
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             value = dataclasses.asdict(value)
         if isinstance(value, Mapping):

@@ -256,7 +256,8 @@ class Attempt:
     batch_size_factor: float = 1.0
 
     def __post_init__(self) -> None:
-        self.status = Status(self.status)
+        if type(self.status) is not Status:  # the shim passes a Status (Status() of one is a lookup)
+            self.status = Status(self.status)
 
     @property
     def duration_s(self) -> float:
@@ -321,7 +322,8 @@ class Fragment:
     device: dict[str, Any] | None = None  # what the step ran on (core/devices.py): GPU billing
 
     def __post_init__(self) -> None:
-        self.status = Status(self.status)
+        if type(self.status) is not Status:  # the shim passes a Status (Status() of one is a lookup)
+            self.status = Status(self.status)
 
     @property
     def duration_s(self) -> float:
@@ -401,8 +403,12 @@ class RunState:
     run_id: str
 
     def fragment_path(self, node: str) -> Path:
-        # One join, one Path: asked several times per step, and per item of an il.map.
-        return Path(os.path.join(self.state_dir, "receipts", f"{node}.json"))
+        return Path(self._fragment_file(node))
+
+    def _fragment_file(self, node: str) -> str:
+        # A str, by format: the shim reads and writes a node's fragment three times per step,
+        # and a Path (or os.path.join's checks) cost more than the file's own read.
+        return f"{os.fspath(self.state_dir) or '.'}{os.sep}receipts{os.sep}{node}.json"
 
     def marker_path(self, node: str, kind: StopMarker = StopMarker.FATAL) -> Path:
         return Path(self.state_dir) / "markers" / f"{node}.{kind.value}.json"
@@ -426,7 +432,7 @@ class RunState:
         """Where a distributed step's rank other than 0 keeps its state: one fragment per node."""
         return self if rank == 0 else RunState(Path(self.state_dir) / "ranks" / str(rank), self.run_id)
 
-    def _read(self, path: Path) -> dict[str, Any] | None:
+    def _read(self, path: str | Path) -> dict[str, Any] | None:
         # Opened without a stat first (settle reads every node's fragment; a missing file is
         # an OSError like any unreadable one) and os-level (pathlib's read_text decodes twice).
         try:
@@ -439,7 +445,7 @@ class RunState:
         return data
 
     def read_fragment(self, node: str) -> Fragment | None:
-        data = self._read(self.fragment_path(node))
+        data = self._read(self._fragment_file(node))
         if data is None:
             return None
         try:
@@ -457,10 +463,11 @@ class RunState:
             return {}
         return {n: f for n in nodes if f"{n}.json" in present and (f := self.read_fragment(n)) is not None}
 
-    def write_fragment(self, fragment: Fragment, *, new: bool = False) -> Path:
+    def write_fragment(self, fragment: Fragment, *, new: bool = False) -> str:
         """``new``: the caller found no fragment for the node; written in place if still none
-        is there (``create_text``), else (or not ``new``) replaced atomically."""
-        path = self.fragment_path(fragment.node)
+        is there (``create_text``), else (or not ``new``) replaced atomically. Returns the
+        file's path (``fragment_path``, as a str)."""
+        path = self._fragment_file(fragment.node)
         # Compact: json's C encoder only writes without indent; two writes per step (one
         # before the call, one after) made the pure-Python encoder a fifth of the shim's cost.
         text = json.dumps(fragment.to_dict(), sort_keys=True, default=str)
@@ -490,7 +497,7 @@ class RunState:
     def stop_marker(self, node: str) -> Marker | None:
         """The marker that stops ``node`` in this run, whatever its kind (FATAL first)."""
         try:  # one listing: the shim asks before every step, and most runs have no markers
-            present = set(os.listdir(Path(self.state_dir) / "markers"))
+            present = set(os.listdir(f"{os.fspath(self.state_dir) or '.'}{os.sep}markers"))
         except OSError:
             return None
         for kind in StopMarker:
@@ -623,7 +630,7 @@ def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1) -> None:
     write_text_atomic(path, json.dumps(data, sort_keys=True, indent=indent, default=str))
 
 
-def write_text_atomic(path: Path, text: str, *, swap: bool = False) -> None:
+def write_text_atomic(path: str | Path, text: str, *, swap: bool = False) -> None:
     """Write a temporary file next to ``path``, then rename it over ``path``: a reader, or a
     process killed at any point, sees the old file or the new one, never half of one. No
     fsync: the state must survive the process (a kill, an eviction), not the machine.
@@ -644,7 +651,7 @@ def write_text_atomic(path: Path, text: str, *, swap: bool = False) -> None:
         os.replace(tmp, where)
 
 
-def create_text(path: Path, text: str) -> bool:
+def create_text(path: str | Path, text: str) -> bool:
     """Write ``path`` only if no file is there (O_EXCL); False if one is. For a file's first
     write: a rename has nothing to replace, so it buys nothing. A reader, or a process killed
     mid-write, may see the file empty or cut short: readers take an unreadable file for an

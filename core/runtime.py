@@ -11,6 +11,7 @@ failure's traceback. flytekit's and kfp's local executions do none of this thems
 
 from __future__ import annotations
 
+import _signal
 import functools
 import logging
 import os
@@ -159,6 +160,9 @@ DUPLICATE_SIGNAL_S = 1.0
 TIMEOUT_REARM_S = 0.5
 
 
+_SIGALRM, _SIGTERM, _SIGINT = int(signal.SIGALRM), int(signal.SIGTERM), int(signal.SIGINT)
+
+
 def _signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
@@ -230,17 +234,19 @@ def _signals(ctx: StepContext, timeout_s: float | None, grace_s: float, *, preem
         if due is not None:
             signal.setitimer(signal.ITIMER_REAL, max(0.001, due - time.monotonic()))
 
-    old_alarm = signal.signal(signal.SIGALRM, on_alarm)
-    old_term = signal.signal(signal.SIGTERM, on_signal)
-    old_int = signal.signal(signal.SIGINT, on_signal)
+    # _signal, not signal.signal: the wrapper turns each returned handler back into an enum
+    # (a raised and caught ValueError for a Python handler), six times per step.
+    old_alarm = _signal.signal(_SIGALRM, on_alarm)
+    old_term = _signal.signal(_SIGTERM, on_signal)
+    old_int = _signal.signal(_SIGINT, on_signal)
     _arm()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old_alarm)
-        signal.signal(signal.SIGTERM, old_term)
-        signal.signal(signal.SIGINT, old_int)
+        _signal.signal(_SIGALRM, old_alarm)
+        _signal.signal(_SIGTERM, old_term)
+        _signal.signal(_SIGINT, old_int)
 
 
 @contextmanager
@@ -511,6 +517,7 @@ def _write_fragment(
     ``new``: no fragment was found for the node (its first write needs no rename)."""
     state = run.state
     previous = state.read_fragment(result.node) if base is None else None
+    _, resources, distributed = _recorded(step)
     state.write_fragment(Fragment(
         run_id=run.run_id,
         node=result.node,
@@ -524,6 +531,22 @@ def _write_fragment(
         snapshots=result.snapshots,
         facts=result.facts,
         device=result.device,
-        resources=step.resources.to_json(),
-        distributed=step.distributed.to_json() if step.distributed else None,
+        resources=resources,
+        distributed=distributed,
     ), new=new)
+
+
+# What a fragment records of a step's policies, per step spec (specs are frozen): two
+# fragment writes per step made each a tenth of the write's cost.
+_RECORDED: dict[int, tuple[StepSpec, dict[str, Any], dict[str, Any] | None]] = {}
+
+
+def _recorded(step: StepSpec) -> tuple[StepSpec, dict[str, Any], dict[str, Any] | None]:
+    held = _RECORDED.get(id(step))
+    if held is None or held[0] is not step:
+        if len(_RECORDED) >= 4096:  # a process that builds specs without end keeps few
+            _RECORDED.clear()
+        held = _RECORDED[id(step)] = (
+            step, step.resources.to_json(), step.distributed.to_json() if step.distributed else None,
+        )
+    return held

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from interlock.core import live
 from interlock.core.backends import RunOptions, RunResult
 from interlock.core.finally_ import with_finally
 from interlock.core.receipt import assemble_receipt, prefetch_git_info
@@ -178,7 +179,8 @@ class FlyteLocalRunner:
         error: BaseException | None = None
         returned: Any = None
         dirs = (options.cache_dir / "flyte", options.cache_dir / "flyte-data", options.run_dir / "tmp")
-        with isolated_flyte(*dirs), run_state(run, options.emit) as local:
+        # live.held(): the steps' output capture is installed once for the run, not per step.
+        with isolated_flyte(*dirs), run_state(run, options.emit) as local, live.held():
             try:
                 returned = entities.workflow(**inputs)
             except Exception as exc:  # flytekit wraps the step's StepFailed; the observer has it

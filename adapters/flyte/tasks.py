@@ -15,6 +15,7 @@ environment alone.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import tempfile
@@ -126,6 +127,7 @@ def task_name(spec: PipelineSpec, node: str) -> str:
     return f"{spec.name}.{node}"
 
 
+@functools.lru_cache(maxsize=4096)  # asked three times per node when its task is built
 def py_ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
 
@@ -187,9 +189,14 @@ def _task_class(base: type) -> Any:
     return _classes[base]
 
 
-def run_context(pipeline: str) -> RunContext:
-    """The run's context inside a Flyte task: from the environment, else from Flyte's own ids."""
-    local = _local_run()
+_UNSET: Any = object()
+
+
+def run_context(pipeline: str, local: LocalRun | None = _UNSET) -> RunContext:
+    """The run's context inside a Flyte task: from the environment, else from Flyte's own ids.
+    ``local``: the flyte-local run, where the caller has looked it up already."""
+    if local is _UNSET:
+        local = _local_run()
     if local is not None and distributed.rank() == 0 and "LOCAL_RANK" not in os.environ:
         return local.run
     seen = RunEnv.read()
@@ -237,7 +244,8 @@ class _LazyScratch(os.PathLike[str]):
 
 def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool, kwargs: dict[str, Any]) -> Any:
     """What a node's task does when flytekit calls it: the shim, with Flyte's values converted."""
-    run = run_context(pipeline)
+    local = _local_run()
+    run = run_context(pipeline, local)
     inputs = {p.name: from_flyte(kwargs[p.name], p.type) for p in step.inputs if p.name in kwargs}
 
     def write(outputs: dict[str, Any]) -> Any:
@@ -245,7 +253,6 @@ def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bo
         return outputs_to_flyte(step.outputs, outputs, ret_type, _LazyScratch())  # type: ignore[arg-type]
 
     name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
-    local = _local_run()
     if local is not None:  # flyte-local: say "started" as flytekit reaches the node
         local.step_started(node)
     try:
@@ -285,6 +292,13 @@ def _default(p: Any) -> Any:
     return revive(p.default, p.type)
 
 
+@functools.lru_cache(maxsize=64)
+def _container_env(pipeline: str, in_process: frozenset[FailureKind]) -> dict[str, str]:
+    """The env contract of a task's container: the same for every node of a pipeline (copied
+    into each task's env, never handed out itself)."""
+    return RunEnv(pipeline=pipeline, backend=BACKEND, retry_in_process=in_process, on_cluster=True).to_env()
+
+
 def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None) -> PythonFunctionTask:
     from .resolver import resolver
 
@@ -294,8 +308,7 @@ def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None
     body = step_body(spec.name, node, step, ret_type, mapped=spec.node(node).map is not None)
     # The container's env (flyte-local runs in this process and never applies it): on a cluster
     # SIGTERM to an interruptible step is a spot reclaim (checkpoint, PREEMPTED, Flyte retries).
-    env = {**RunEnv(pipeline=spec.name, backend=BACKEND, retry_in_process=options.in_process, on_cluster=True).to_env(),
-           **options.environment}
+    env = {**_container_env(spec.name, options.in_process), **options.environment}
     kwargs = policies.task_kwargs(
         step, in_process=options.in_process, cache=options.cache, image=options.image,
         environment=env,
