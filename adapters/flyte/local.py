@@ -170,7 +170,7 @@ class FlyteLocalRunner:
     def run(self, params: dict[str, Any]) -> RunResult:
         spec, options = self.spec, self.options
         started = time.time()
-        prefetch_git_info(spec)  # the receipt's git processes run alongside the steps
+        prefetch_git_info(spec)  # the receipt takes the code as the run starts (git, if needed, in a thread)
         state_dir = state_dir_of(options.run_dir)
         run = RunContext(spec.name, options.run_id, BACKEND, state_dir, retry_in_process=ALL_KINDS,
                          sleeper=options.sleeper, checkpoint_root=options.checkpoint_store)
