@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InterlockError, PolicyError
 from .lazyre import LazyPattern
+from .moved import served_from
 from .status import FailureKind  # defined there so that errors.py can use it too
 
 if TYPE_CHECKING:
@@ -54,21 +55,11 @@ if TYPE_CHECKING:
 # The rule table (Rule, Classifier, the built-in rules, the default classifier) lives in
 # failure_rules.py and loads on first use: a step that succeeds never classifies anything,
 # and every KFP task is a process of its own.
-_RULE_TABLE = ("DEFAULT_RULES", "TEXT_ERROR_TYPES", "Classifier", "Predicate", "Rule", "default_classifier")
+__getattr__ = served_from(__name__, {  # `from .failures import Rule` still works
+    "failure_rules": ("DEFAULT_RULES", "TEXT_ERROR_TYPES", "Classifier", "Predicate", "Rule", "default_classifier"),
+    "failure_record": ("Failure",),  # made when a step fails, not by every task process
+})
 
-
-def __getattr__(name: str) -> Any:  # PEP 562: `from .failures import Rule` still works
-    if name in _RULE_TABLE:
-        from . import failure_rules
-
-        value = globals()[name] = getattr(failure_rules, name)
-        return value
-    if name == "Failure":  # failure_record.py: made when a step fails, not by every task process
-        from .failure_record import Failure
-
-        globals()[name] = Failure
-        return Failure
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_RULES",
@@ -216,8 +207,6 @@ def _clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... [{len(text) - limit} more chars]"
-
-
 
 
 def classify(exc: BaseException) -> Failure:

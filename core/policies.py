@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from .errors import PolicyError
+from .moved import served_from
 
 if TYPE_CHECKING:
     # Static re-export for type checkers; at run time __getattr__ below serves them.
@@ -19,16 +20,8 @@ if TYPE_CHECKING:
 
 # Defined in policies_opt_in.py, loaded on first use (see __getattr__): a plain step's process
 # (a KFP task) never creates their dataclasses.
-_OPT_IN = ("CheckpointPolicy", "Secret", "Toleration", "Torchrun")
+__getattr__ = served_from(__name__, {"policies_opt_in": ("CheckpointPolicy", "Secret", "Toleration", "Torchrun")})
 
-
-def __getattr__(name: str) -> Any:  # PEP 562: `from .policies import Torchrun` still works
-    if name in _OPT_IN:
-        from . import policies_opt_in
-
-        value = globals()[name] = getattr(policies_opt_in, name)
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # Kubernetes resource quantities: "500m", "2", "1.5", "2Gi", "512Mi", "1G", "1e3".
 # Patterns compile on first use (re caches them): every KFP task imports this module, most

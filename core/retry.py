@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from .errors import PolicyError
 from .failures import FailureKind
+from .moved import served_from
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -42,21 +43,11 @@ if TYPE_CHECKING:
 
 # What the shim decides after a failure (Decision, RetryTracker, decide) lives in
 # retry_decisions.py and loads on first use: a step that never fails never needs it.
-_DECISIONS = ("Decision", "RetryTracker", "decide")
+__getattr__ = served_from(__name__, {  # `from .retry import RetryTracker` still works
+    "retry_decisions": ("Decision", "RetryTracker", "decide"),
+    "backoff": ("Backoff",),  # made for a step whose policy retries contention
+})
 
-
-def __getattr__(name: str) -> Any:  # PEP 562: `from .retry import RetryTracker` still works
-    if name in _DECISIONS:
-        from . import retry_decisions
-
-        value = globals()[name] = getattr(retry_decisions, name)
-        return value
-    if name == "Backoff":  # backoff.py: made for a step whose policy retries contention
-        from .backoff import Backoff
-
-        globals()[name] = Backoff
-        return Backoff
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["Backoff", "Decision", "Retry", "RetryTracker", "decide", "MAX_OOM_HALVINGS", "NO_RETRY"]
 

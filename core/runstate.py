@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import PolicyError
+from .moved import served_from
 from .status import FailureKind, Status
 from .swap_rename import swap_into
 
@@ -43,21 +44,10 @@ log = logging.getLogger("interlock.runstate")
 
 # A run's outcome (settle() and its classes) lives in outcomes.py and loads on first use: only
 # the process that watches a run settles it, and every KFP task process imports this module.
-_OUTCOMES = ("RunOutcome", "Seen", "StepOutcome", "gate_closed", "settle")
-
-
-def __getattr__(name: str) -> Any:  # PEP 562: `from .runstate import settle` still works
-    if name in _OUTCOMES:
-        from . import outcomes
-
-        value = globals()[name] = getattr(outcomes, name)
-        return value
-    if name == "Marker":  # marker.py: made when a marker is read, which a step's first try never does
-        from .marker import Marker
-
-        globals()[name] = Marker
-        return Marker
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = served_from(__name__, {  # `from .runstate import settle` still works
+    "outcomes": ("RunOutcome", "Seen", "StepOutcome", "gate_closed", "settle"),
+    "marker": ("Marker",),  # made when a marker is read, which a step's first try never does
+})
 
 
 ALL_KINDS = frozenset(FailureKind)

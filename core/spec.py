@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from .moved import served_from
 from .policies import Cache, Resources
 from .retry import Retry
 from .types import TypeSpec
@@ -27,16 +28,7 @@ SPEC_VERSION = 1
 
 # The pipeline's graph (PipelineSpec, Node, Gate, FinallyBlock) lives in pipeline_spec.py and
 # loads on first use: a KFP task process reads its own step (StepSpec, Port, Binding) only.
-_GRAPH = ("FinallyBlock", "Gate", "Node", "PipelineSpec")
-
-
-def __getattr__(name: str) -> Any:  # PEP 562: `from .spec import PipelineSpec` still works
-    if name in _GRAPH:
-        from . import pipeline_spec
-
-        value = globals()[name] = getattr(pipeline_spec, name)
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = served_from(__name__, {"pipeline_spec": ("FinallyBlock", "Gate", "Node", "PipelineSpec")})
 
 
 def _json_form(value: Any) -> Any:
