@@ -66,18 +66,14 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
                                    class_="cache-hit")
                          + el("text", "cache hit", x=num(x + 10), y=num(mid + 4), font_size="11", fill=colour) + tail)
             continue
-        y = 26 + ROW_H * i
-        mid = y + ROW_H / 2
-        colour = STATUS_COLOURS.get(row.status, ("#fff", "#546e7a"))[1]
-        body = el("text", esc(fit(row.node, 12, LABEL_W - 16)), x="4", y=num(mid + 4), font_size="12",
-                  fill="#263238", font_weight="600")
-        body += el("circle", cx=num(LABEL_W - 8), cy=num(mid), r="4", fill=colour)
+        body, y, mid, colour = _row_head(i, row.node, row.status)
         prev: dict[str, Any] | None = None
         for a in sorted(row.attempts, key=lambda a: float(a.get("started", 0.0))):
             s, e = float(a.get("started", t0)), float(a.get("ended") or 0.0)
             if e < s:  # no end recorded: still running, or killed; drawn up to the report's end
                 e = t1
-            if prev is not None and s - float(prev.get("ended", s)) > span * 0.004:
+            # A killed attempt records no end: no wait is drawn after it (it is drawn to the next start).
+            if prev is not None and prev.get("ended") and s - float(prev["ended"]) > span * 0.004:
                 gx, gw = px(float(prev["ended"])), px(s) - px(float(prev["ended"]))
                 body += el("rect", x=num(gx), y=num(y + 7), width=num(gw), height=num(ROW_H - 14),
                            fill="url(#hatch)", stroke="#b0bec5", class_="wait")
@@ -101,19 +97,7 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
                 body += el("text", esc(fit(label, 10, bw - 6)), x=num(bx + 4), y=num(mid + 3), font_size="10",
                            fill=stroke)
             prev = a
-        if not row.attempts:
-            if row.status == "cached" and row.at:
-                x = px(row.at)
-                body += el("path", d=f"M{num(x)},{num(mid - 7)} l7,7 l-7,7 l-7,-7 z", fill=colour, class_="cache-hit")
-                body += el("text", "cache hit", x=num(x + 10), y=num(mid + 4), font_size="11", fill=colour)
-            else:
-                words = {"skipped": "skipped: its gate was false", "not-run": "not run: an earlier failure stopped the run",
-                         "cached": "cache hit"}.get(row.status, row.status)
-                body += el("text", esc(words), x=num(LABEL_W + 4), y=num(mid + 4), font_size="11", fill=colour,
-                           font_style="italic")
-        if row.note:
-            body += el("text", esc(row.note), x=num(width - 8), y=num(mid + 4), text_anchor="end", font_size="11",
-                       fill="#546e7a")
+        body += _row_note(row.note, mid, width)
         parts.append(el("g", body, class_="row", data_node=row.node, data_status=row.status))
     w, h = num(width), num(height)
     return el("svg", "".join(parts), xmlns="http://www.w3.org/2000/svg", class_="timeline", width=w, height=h,
@@ -124,19 +108,12 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
 def _still_row(i: int, node: str, status: str, note: str, width: float) -> str:
     """The row of a step without attempts or a cache-hit time (skipped, not run, cached with
     no record of when): a pure function of its place and its texts, drawn as ``timeline`` did."""
-    y = 26 + ROW_H * i
-    mid = y + ROW_H / 2
-    colour = STATUS_COLOURS.get(status, ("#fff", "#546e7a"))[1]
-    body = el("text", esc(fit(node, 12, LABEL_W - 16)), x="4", y=num(mid + 4), font_size="12",
-              fill="#263238", font_weight="600")
-    body += el("circle", cx=num(LABEL_W - 8), cy=num(mid), r="4", fill=colour)
+    body, _, mid, colour = _row_head(i, node, status)
     words = {"skipped": "skipped: its gate was false", "not-run": "not run: an earlier failure stopped the run",
              "cached": "cache hit"}.get(status, status)
     body += el("text", esc(words), x=num(LABEL_W + 4), y=num(mid + 4), font_size="11", fill=colour,
                font_style="italic")
-    if note:
-        body += el("text", esc(note), x=num(width - 8), y=num(mid + 4), text_anchor="end", font_size="11",
-                   fill="#546e7a")
+    body += _row_note(note, mid, width)
     return el("g", body, class_="row", data_node=node, data_status=status)
 
 
@@ -147,15 +124,26 @@ _CUT = "\x00"  # never in a node's name or a note's text (drawn in between, then
 def _hit_row_parts(i: int, node: str, status: str, note: str, width: float) -> tuple[str, str, float, str]:
     """A cache hit's row around its marker (its name, its dot, its note), as ``timeline``
     draws it: ``head + marker + tail``; with the row's middle and colour for the marker."""
+    body, _, mid, colour = _row_head(i, node, status)
+    body += _CUT + _row_note(note, mid, width)
+    head, tail = el("g", body, class_="row", data_node=node, data_status=status).split(_CUT)
+    return head, tail, mid, colour
+
+
+def _row_head(i: int, node: str, status: str) -> tuple[str, float, float, str]:
+    """Row ``i``'s name and status dot; with its top, its middle and its status colour."""
     y = 26 + ROW_H * i
     mid = y + ROW_H / 2
     colour = STATUS_COLOURS.get(status, ("#fff", "#546e7a"))[1]
     body = el("text", esc(fit(node, 12, LABEL_W - 16)), x="4", y=num(mid + 4), font_size="12",
               fill="#263238", font_weight="600")
     body += el("circle", cx=num(LABEL_W - 8), cy=num(mid), r="4", fill=colour)
-    body += _CUT
-    if note:
-        body += el("text", esc(note), x=num(width - 8), y=num(mid + 4), text_anchor="end", font_size="11",
-                   fill="#546e7a")
-    head, tail = el("g", body, class_="row", data_node=node, data_status=status).split(_CUT)
-    return head, tail, mid, colour
+    return body, y, mid, colour
+
+
+def _row_note(note: str, mid: float, width: float) -> str:
+    """A row's note (its duration, its cost) at the right edge; nothing without one."""
+    if not note:
+        return ""
+    return el("text", esc(note), x=num(width - 8), y=num(mid + 4), text_anchor="end", font_size="11",
+              fill="#546e7a")

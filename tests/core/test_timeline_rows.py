@@ -32,3 +32,13 @@ def test_a_cache_hit_with_a_time_is_drawn_at_its_time() -> None:
     early = timeline([Row("s0", "cached", at=1.0)], 0.0, 10.0)
     late = timeline([Row("s0", "cached", at=9.0)], 0.0, 10.0)
     assert 'class="cache-hit"' in early and early != late
+
+
+def test_an_attempt_without_an_end_followed_by_another_still_draws() -> None:
+    # A killed attempt records no end (its fragment was written before the call); the resumed
+    # run's next attempt follows it in the same row. The report once raised a TypeError here.
+    killed = {"number": 1, "started": 1.0, "ended": None, "status": "running"}
+    resumed = {"number": 2, "started": 6.0, "ended": 8.0, "status": "succeeded"}
+    svg = timeline([Row("train", "succeeded", attempts=[killed, resumed])], 0.0, 10.0)
+    assert svg.count('class="attempt attempt-') == 2
+    assert 'class="wait"' not in svg  # no recorded end: no wait to draw between the two
