@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .moved import served_from
 from .runstate import EnvName
 
 if TYPE_CHECKING:
@@ -53,11 +54,7 @@ def _step_line() -> type[StepLine]:
     return StepLine
 
 
-def __getattr__(name: str) -> Any:  # PEP 562: `from .live import StepLine` still works
-    if name == "StepLine":
-        value = globals()[name] = _step_line()
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = served_from(__name__, {"live_line": ("StepLine",)})  # `from .live import StepLine` still works
 
 
 def decode(text: str) -> StepLine | None:
