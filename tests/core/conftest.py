@@ -7,9 +7,13 @@ the CLI and in subprocesses, as a team's pipeline package does in a container.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from interlock.core import live
+from interlock.core.live import StepLine
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +22,12 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for var in ("INTERLOCK_BACKEND", "INTERLOCK_PRICES", "INTERLOCK_GIT_SHA", "INTERLOCK_GIT_DIRTY"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("INTERLOCK_WORKDIR", str(tmp_path / "default-workdir"))
+
+
+@pytest.fixture
+def lines() -> Iterator[list[StepLine]]:
+    """Every line the live capture publishes while the test runs (test_live*.py)."""
+    got: list[StepLine] = []
+    remove = live.add_sink(got.append)
+    yield got
+    remove()

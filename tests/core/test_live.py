@@ -8,20 +8,10 @@ import logging
 import sys
 import threading
 
-import pytest
-
 import interlock as il
 from interlock.core import live
 from interlock.core.console import RunConsole
 from interlock.core.live import StepLine
-
-
-@pytest.fixture
-def lines():
-    got: list[StepLine] = []
-    remove = live.add_sink(got.append)
-    yield got
-    remove()
 
 
 def test_a_captured_step_prints_and_logs_its_own_lines(lines):

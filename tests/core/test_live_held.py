@@ -8,18 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 
-import pytest
-
 from interlock.core import live
-from interlock.core.live import StepLine
-
-
-@pytest.fixture
-def lines():
-    got: list[StepLine] = []
-    remove = live.add_sink(got.append)
-    yield got
-    remove()
 
 
 def test_a_held_capture_is_installed_once_and_each_step_keeps_its_lines(lines, capsys, monkeypatch):
