@@ -61,5 +61,13 @@ def el(tag: str, body: str = "", **attrs: object) -> str:
 
 def num(value: float) -> str:
     """A coordinate, short: SVG files stay small and diff-able."""
-    text = f"{value:.1f}"
-    return text[:-2] if text.endswith(".0") else text  # one decimal always: "12.0" -> "12"
+    return f"{value:.1f}".removesuffix(".0")  # one decimal always: "12.0" -> "12"
+
+
+def wrap(head: str, body: str) -> str:
+    """``<head>body</tag>``, or ``<head/>`` without a body, as ``el`` writes it; ``head`` is
+    the tag and its attributes, already written (the pictures' hot paths spell them out:
+    ``el``'s keyword handling was most of a report's drawing, 18 calls a node)."""
+    if not body:
+        return f"<{head}/>"
+    return f"<{head}>{body}</{head.partition(' ')[0]}>"

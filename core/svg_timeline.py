@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .durations import format_duration
-from .svg import FONT, el, esc, fit, num
+from .svg import FONT, el, esc, fit, num, wrap
 from .svg_chart import nice_ticks
 from .svg_graph import STATUS_COLOURS
 
@@ -62,11 +62,11 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
         if not row.attempts:  # a cache hit at its time: only the marker moves from run to run
             head, tail, mid, colour = _hit_row_parts(i, row.node, row.status, row.note, width)
             x = px(row.at)  # type: ignore[arg-type]  # a cached row with a time, from the test above
-            parts.append(head + el("path", d=f"M{num(x)},{num(mid - 7)} l7,7 l-7,7 l-7,-7 z", fill=colour,
-                                   class_="cache-hit")
-                         + el("text", "cache hit", x=num(x + 10), y=num(mid + 4), font_size="11", fill=colour) + tail)
+            parts.append(f'{head}<path d="M{num(x)},{num(mid - 7)} l7,7 l-7,7 l-7,-7 z" fill="{colour}" class="cache-hit"/>'
+                         f'<text x="{num(x + 10)}" y="{num(mid + 4)}" font-size="11" fill="{colour}">cache hit</text>{tail}')
             continue
         body, y, mid, colour = _row_head(i, row.node, row.status)
+        top, bar_h, label_y = num(y + 4), num(ROW_H - 8), num(mid + 3)
         prev: dict[str, Any] | None = None
         for a in sorted(row.attempts, key=lambda a: float(a.get("started", 0.0))):
             s, e = float(a.get("started", t0)), float(a.get("ended") or 0.0)
@@ -75,30 +75,32 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
             # A killed attempt records no end: no wait is drawn after it (it is drawn to the next start).
             if prev is not None and prev.get("ended") and s - float(prev["ended"]) > span * 0.004:
                 gx, gw = px(float(prev["ended"])), px(s) - px(float(prev["ended"]))
-                body += el("rect", x=num(gx), y=num(y + 7), width=num(gw), height=num(ROW_H - 14),
-                           fill="url(#hatch)", stroke="#b0bec5", class_="wait")
+                body += (f'<rect x="{num(gx)}" y="{num(y + 7)}" width="{num(gw)}" height="{num(ROW_H - 14)}" '
+                         f'fill="url(#hatch)" stroke="#b0bec5" class="wait"/>')
                 label = _wait_label(prev, s - float(prev["ended"]))
                 if gw > 60:
-                    body += el("text", esc(fit(label, 10, gw - 6)), x=num(gx + gw / 2), y=num(mid + 3),
-                               text_anchor="middle", font_size="10", fill="#546e7a")
-            fill, stroke = STATUS_COLOURS.get(str(a.get("status")), ("#eceff1", "#546e7a"))
+                    body += wrap(f'text x="{num(gx + gw / 2)}" y="{label_y}" text-anchor="middle" font-size="10" '
+                                 f'fill="#546e7a"', esc(fit(label, 10, gw - 6)))
+            status, number = a.get("status"), a.get("number")
+            fill, stroke = STATUS_COLOURS.get(str(status), ("#eceff1", "#546e7a"))
             bx, bw = px(s), max(px(e) - px(s), 3.0)
             kind = (a.get("failure") or {}).get("kind")
-            tip = f"{row.node} attempt {a.get('number')}: {a.get('status')} in {format_duration(round(e - s, 3))}"
+            tip = f"{row.node} attempt {number}: {status} in {format_duration(round(e - s, 3))}"
             if a.get("failure"):
                 tip += f"\n{kind}: {a['failure'].get('reason', '')}"
             if a.get("decision"):
                 tip += f"\n{a['decision']}"
-            body += el("rect", el("title", esc(tip)), x=num(bx), y=num(y + 4), width=num(bw), height=num(ROW_H - 8),
-                       rx="3", fill=fill, stroke=stroke, class_=f"attempt attempt-{a.get('status')}",
-                       data_attempt=a.get("number"))
-            label = f"#{a.get('number')}" + (f" {kind}" if kind else "")
+            numbered = f' data-attempt="{esc(number)}"' if number is not None else ""
+            body += wrap(f'rect x="{num(bx)}" y="{top}" width="{num(bw)}" height="{bar_h}" rx="3" fill="{fill}" '
+                         f'stroke="{stroke}" class="attempt attempt-{esc(status)}"{numbered}',
+                         wrap("title", esc(tip)))
+            label = f"#{number}" + (f" {kind}" if kind else "")
             if bw > 28:
-                body += el("text", esc(fit(label, 10, bw - 6)), x=num(bx + 4), y=num(mid + 3), font_size="10",
-                           fill=stroke)
+                body += wrap(f'text x="{num(bx + 4)}" y="{label_y}" font-size="10" fill="{stroke}"',
+                             esc(fit(label, 10, bw - 6)))
             prev = a
         body += _row_note(row.note, mid, width)
-        parts.append(el("g", body, class_="row", data_node=row.node, data_status=row.status))
+        parts.append(f'<g class="row" data-node="{esc(row.node)}" data-status="{esc(row.status)}">{body}</g>')
     w, h = num(width), num(height)
     return el("svg", "".join(parts), xmlns="http://www.w3.org/2000/svg", class_="timeline", width=w, height=h,
               viewBox=f"0 0 {w} {h}", role="img", aria_label="timeline", style=FONT)
@@ -135,9 +137,9 @@ def _row_head(i: int, node: str, status: str) -> tuple[str, float, float, str]:
     y = 26 + ROW_H * i
     mid = y + ROW_H / 2
     colour = STATUS_COLOURS.get(status, ("#fff", "#546e7a"))[1]
-    body = el("text", esc(fit(node, 12, LABEL_W - 16)), x="4", y=num(mid + 4), font_size="12",
-              fill="#263238", font_weight="600")
-    body += el("circle", cx=num(LABEL_W - 8), cy=num(mid), r="4", fill=colour)
+    body = wrap(f'text x="4" y="{num(mid + 4)}" font-size="12" fill="#263238" font-weight="600"',
+                esc(fit(node, 12, LABEL_W - 16)))
+    body += f'<circle cx="{num(LABEL_W - 8)}" cy="{num(mid)}" r="4" fill="{colour}"/>'
     return body, y, mid, colour
 
 
@@ -145,5 +147,5 @@ def _row_note(note: str, mid: float, width: float) -> str:
     """A row's note (its duration, its cost) at the right edge; nothing without one."""
     if not note:
         return ""
-    return el("text", esc(note), x=num(width - 8), y=num(mid + 4), text_anchor="end", font_size="11",
-              fill="#546e7a")
+    return wrap(f'text x="{num(width - 8)}" y="{num(mid + 4)}" text-anchor="end" font-size="11" fill="#546e7a"',
+                esc(note))
