@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 from .errors import PolicyError
 from .moved import served_from
 from .status import FailureKind, Status
-from .swap_rename import swap_into
 
 if TYPE_CHECKING:
     from .failure_record import Failure
@@ -422,12 +421,15 @@ class RunState:
         """Where a distributed step's rank other than 0 keeps its state: one fragment per node."""
         return self if rank == 0 else RunState(Path(self.state_dir) / "ranks" / str(rank), self.run_id)
 
-    def _read(self, path: str | Path) -> dict[str, Any] | None:
+    def _read(self, path: str | Path, *, last: bool = False) -> dict[str, Any] | None:
+        """The JSON object at ``path`` (``last``: the file's last whole record, see
+        ``last_record``), if it is this run's; None if missing, unreadable or another run's."""
         # Opened without a stat first (settle reads every node's fragment; a missing file is
         # an OSError like any unreadable one) and os-level (pathlib's read_text decodes twice).
         try:
             with open(path, "rb") as f:
-                data = json.loads(f.read())
+                raw = f.read()
+            data = json.loads(last_record(raw) if last else raw)
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or data.get("run_id", self.run_id) != self.run_id:
@@ -435,7 +437,7 @@ class RunState:
         return data
 
     def read_fragment(self, node: str) -> Fragment | None:
-        data = self._read(self._fragment_file(node))
+        data = self._read(self._fragment_file(node), last=True)
         if data is None:
             return None
         try:
@@ -454,17 +456,17 @@ class RunState:
         return {n: f for n in nodes if f"{n}.json" in present and (f := self.read_fragment(n)) is not None}
 
     def write_fragment(self, fragment: Fragment, *, new: bool = False) -> str:
-        """``new``: the caller found no fragment for the node; written in place if still none
-        is there (``create_text``), else (or not ``new``) replaced atomically. Returns the
-        file's path (``fragment_path``, as a str)."""
+        """``new``: the caller found no fragment for the node; the file is created with this
+        record if still none is there (``create_text``); else (or not ``new``) the record is
+        appended (``append_record``): a fragment file holds one JSON record per line, and the
+        last whole one is the fragment. Returns the file's path (``fragment_path``, as a str)."""
         path = self._fragment_file(fragment.node)
         # Compact: json's C encoder only writes without indent; two writes per step (one
         # before the call, one after) made the pure-Python encoder a fifth of the shim's cost.
+        # One line: json.dumps escapes every newline inside a string.
         text = json.dumps(fragment.to_dict(), sort_keys=True, default=str)
-        if not (new and create_text(path, text)):
-            # Swapped in, not renamed over: a fragment must survive a killed process, and a
-            # step's second write replaces the first a moment later (see swap_rename.py).
-            write_text_atomic(path, text, swap=True)
+        if not (new and create_text(path, text + "\n")):
+            append_record(path, text)
         return path
 
     def write_marker(self, node: str, failure: Failure, kind: StopMarker = StopMarker.FATAL) -> Path:
@@ -620,25 +622,20 @@ def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1) -> None:
     write_text_atomic(path, json.dumps(data, sort_keys=True, indent=indent, default=str))
 
 
-def write_text_atomic(path: str | Path, text: str, *, swap: bool = False) -> None:
+def write_text_atomic(path: str | Path, text: str) -> None:
     """Write a temporary file next to ``path``, then rename it over ``path``: a reader, or a
     process killed at any point, sees the old file or the new one, never half of one. No
-    fsync: the state must survive the process (a kill, an eviction), not the machine.
-    ``swap``: exchange the names instead of renaming over (``swap_rename.swap_into``): as
-    atomic, without the flush ext4 starts on a rename over a file (receipt fragments)."""
+    fsync: the state must survive the process (a kill, an eviction), not the machine."""
     where = os.fspath(path)
     head, name = os.path.split(where)
     tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
     data = text.encode()
-    try:  # the folder exists but for a node's first write: make it only then (a step writes twice)
+    try:  # the folder exists but for a file's first write: make it only then
         _write_bytes(tmp, data, os.O_TRUNC)
     except FileNotFoundError:
         os.makedirs(head or ".", exist_ok=True)
         _write_bytes(tmp, data, os.O_TRUNC)
-    if swap:
-        swap_into(tmp, where)
-    else:
-        os.replace(tmp, where)
+    os.replace(tmp, where)
 
 
 def create_text(path: str | Path, text: str) -> bool:
@@ -646,7 +643,7 @@ def create_text(path: str | Path, text: str) -> bool:
     write: a rename has nothing to replace, so it buys nothing. A reader, or a process killed
     mid-write, may see the file empty or cut short: readers take an unreadable file for an
     absent one (``RunState._read``), which is what it was a moment before, and the next write
-    (``write_text_atomic``) replaces it whole. Half a file is never taken for a record."""
+    (``append_record``) starts a line of its own after it. Half a file is never taken for a record."""
     where = os.fspath(path)
     data = text.encode()
     try:
@@ -660,6 +657,36 @@ def create_text(path: str | Path, text: str) -> bool:
         except FileExistsError:
             return False
     return True
+
+
+def append_record(path: str | Path, text: str) -> None:
+    """Append ``text`` (one line of JSON) to the record file at ``path``, creating it if needed.
+
+    Appended, not swapped in: a step writes its fragment twice (before the call: what a
+    killed attempt leaves; after: how it ended), and a new file for the second write, then
+    a rename, cost more than the step's shim on some file systems (an inode made and freed
+    per step). Atomic for readers all the same: ``last_record`` takes the last line that
+    ends in a newline, so a record still being written, or cut short by a kill, is not read
+    and the one before it still is. The record starts with a newline of its own, so one cut
+    short before it can never run into it."""
+    where = os.fspath(path)
+    data = f"\n{text}\n".encode()
+    try:
+        _write_bytes(where, data, os.O_APPEND)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(where) or ".", exist_ok=True)
+        _write_bytes(where, data, os.O_APPEND)
+
+
+def last_record(data: bytes) -> bytes:
+    """The last whole record of a record file (``append_record``): its last non-empty line
+    that ends in a newline. A file without any newline is one record, as written before
+    records were appended (or a first record cut short, which does not parse)."""
+    end = data.rfind(b"\n")
+    if end < 0:
+        return data
+    body = data[:end].rstrip(b"\n")
+    return body[body.rfind(b"\n") + 1:]
 
 
 def _write_bytes(path: str, data: bytes, mode: int) -> None:

@@ -20,6 +20,7 @@ from interlock.core.runstate import (
     RunState,
     Seen,
     StopMarker,
+    last_record,
     settle,
 )
 from interlock.core.status import Status
@@ -86,7 +87,7 @@ def test_fragments_and_markers_of_another_run_are_invisible(tmp_path: Path) -> N
 def test_a_fragment_round_trips_in_the_recorded_json_format(tmp_path: Path) -> None:
     state = RunState(tmp_path, "r-1")
     _fragment(state, "a", Status.SUCCEEDED, Failure(FailureKind.TRANSIENT, "reset"))
-    data = json.loads(state.fragment_path("a").read_text())
+    data = json.loads(last_record(state.fragment_path("a").read_bytes()))
     assert data["status"] == "succeeded" and [a["status"] for a in data["attempts"]] == ["failed", "succeeded"]
     assert data["attempts"][0]["duration_s"] == 1.0 and data["attempts"][0]["failure"]["kind"] == "TRANSIENT"
     back = state.read_fragment("a")

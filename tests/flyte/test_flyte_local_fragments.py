@@ -1,9 +1,9 @@
-"""The shim's receipt fragments on flyte-local, written with fewer file operations (issue 12,
-item 2): a node's first fragment is created in place (no rename over nothing), later ones
-replace it atomically. What must hold: a step killed by SIGKILL mid-call still leaves its
-"started" record (the attempt shows as killed, and a resume keeps it); a file cut short or
-left empty is never taken for a record; nothing but the first write of a node skips the
-rename.
+"""The shim's receipt fragments on flyte-local, written with few file operations (issue 12,
+item 2): a node's first fragment creates its file, later ones append a record to it (one JSON
+record a line; the last whole line is the fragment). What must hold: a step killed by SIGKILL
+mid-call still leaves its "started" record (the attempt shows as killed, and a resume keeps
+it); a record cut short, or a file left empty, is never taken for a record, and never hides
+the record before it or the one after it; another run's records are never this run's.
 """
 
 from __future__ import annotations
@@ -18,7 +18,14 @@ import pytest
 import interlock as il
 from interlock.core.failures import Failure, FailureKind
 from interlock.core.loader import load_pipeline
-from interlock.core.runstate import Fragment, RunState, create_text, write_text_atomic
+from interlock.core.runstate import (
+    Fragment,
+    RunState,
+    append_record,
+    create_text,
+    last_record,
+    write_text_atomic,
+)
 from interlock.core.status import Status
 
 KILLED_ONCE = """
@@ -57,10 +64,10 @@ def test_a_step_killed_mid_call_on_flyte_local_leaves_its_started_record(tmp_pat
     killed = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -9, killed.stderr  # SIGKILL: no receipt, no handler ran
     receipts = work / "runs" / "r-kill" / "state" / "receipts"
-    fragment = json.loads((receipts / "train.json").read_text())
+    fragment = json.loads(last_record((receipts / "train.json").read_bytes()))
     assert [a["status"] for a in fragment["attempts"]] == ["killed"]
-    assert json.loads((receipts / "prepare.json").read_text())["status"] == "succeeded"
-    assert not [p.name for p in receipts.iterdir() if p.name.endswith(".tmp")]  # no rename was pending
+    assert json.loads(last_record((receipts / "prepare.json").read_bytes()))["status"] == "succeeded"
+    assert not [p.name for p in receipts.iterdir() if not p.name.endswith(".json")]  # no temporary file
 
     resumed = il.run(load_pipeline(str(source)), backend="flyte-local", workdir=work, run_id="r-kill",
                      marker=str(marker), progress=False)
@@ -95,7 +102,7 @@ def killed_on_retry(x: int = 1, marker: str = "m"):
 """
 
 
-def test_a_retry_killed_mid_call_is_swapped_into_the_existing_fragment(tmp_path: Path) -> None:
+def test_a_retry_killed_mid_call_is_appended_to_the_existing_fragment(tmp_path: Path) -> None:
     source = tmp_path / f"killed_retry_{tmp_path.name.replace('-', '_')}.py"
     source.write_text(KILLED_ON_RETRY)
     work, marker = tmp_path / "work", tmp_path / "marker"
@@ -104,7 +111,7 @@ def test_a_retry_killed_mid_call_is_swapped_into_the_existing_fragment(tmp_path:
     killed = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -9, killed.stderr
     receipts = work / "runs" / "r-retry" / "state" / "receipts"
-    fragment = json.loads((receipts / "train.json").read_text())
+    fragment = json.loads(last_record((receipts / "train.json").read_bytes()))
     assert [a["status"] for a in fragment["attempts"]] == ["failed", "killed"]
     assert fragment["attempts"][0]["failure"]["kind"] == "TRANSIENT"
 
@@ -113,31 +120,7 @@ def test_a_retry_killed_mid_call_is_swapped_into_the_existing_fragment(tmp_path:
     assert resumed.outputs == {"o0": 10}
     train = next(s for s in json.loads(Path(resumed.receipt_path).read_text())["steps"] if s["node"] == "train")
     assert [a["status"] for a in train["attempts"]] == ["failed", "killed", "succeeded"]
-    assert not [p.name for p in receipts.iterdir() if not p.name.endswith(".json")]  # no old copy left
-
-
-def test_swap_into_replaces_whole_and_falls_back_to_a_rename(tmp_path: Path) -> None:
-    from interlock.core import swap_rename
-
-    path, tmp = tmp_path / "f.json", tmp_path / ".f.json.1.tmp"
-    tmp.write_text("new")
-    swap_rename.swap_into(str(tmp), str(path))  # nothing there yet: a rename
-    assert path.read_text() == "new" and not tmp.exists()
-    tmp.write_text("newer")
-    swap_rename.swap_into(str(tmp), str(path))  # swapped, and the old copy removed
-    assert path.read_text() == "newer" and not tmp.exists()
-    if sys.platform.startswith("linux"):
-        import ctypes  # noqa: F401 - the swap is looked up once ctypes is loaded (flytekit loads it)
-
-        assert swap_rename._lookup(), "glibc has renameat2: the swap is used here"
-    saved = swap_rename._renameat2
-    try:
-        swap_rename._renameat2 = False  # a platform without it
-        tmp.write_text("newest")
-        swap_rename.swap_into(str(tmp), str(path))
-        assert path.read_text() == "newest" and not tmp.exists()
-    finally:
-        swap_rename._renameat2 = saved
+    assert not [p.name for p in receipts.iterdir() if not p.name.endswith(".json")]  # no temporary file
 
 
 def _fragment(run_id: str, node: str, attempts: int) -> Fragment:
@@ -160,40 +143,56 @@ def test_create_text_never_replaces_a_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("left", ["", '{"run_id": "r", "node": "n", "attem'])
-def test_a_fragment_cut_short_is_absent_and_the_next_write_replaces_it(tmp_path: Path, left: str) -> None:
+def test_a_fragment_cut_short_is_absent_and_the_next_write_supersedes_it(tmp_path: Path, left: str) -> None:
     state = RunState(tmp_path / "state", "r")
     path = state.fragment_path("n")
     path.parent.mkdir(parents=True)
     path.write_text(left)  # a process killed between creating the file and writing it whole
     assert state.read_fragment("n") is None
     assert state.fragments(["n"]) == {}
-    state.write_fragment(_fragment("r", "n", 1), new=True)  # "new" but a file is there: replaced whole
+    state.write_fragment(_fragment("r", "n", 1), new=True)  # "new" but a file is there: a record after it
     assert len(state.read_fragment("n").attempts) == 1
 
 
-def test_only_a_new_fragment_skips_the_rename(tmp_path: Path) -> None:
+def test_a_record_cut_short_hides_neither_the_one_before_nor_the_one_after(tmp_path: Path) -> None:
     state = RunState(tmp_path / "state", "r")
-    state.write_fragment(_fragment("r", "n", 1), new=True)
-    state.write_fragment(_fragment("r", "n", 2), new=True)  # one is there now: not overwritten in place
+    path = state.write_fragment(_fragment("r", "n", 1), new=True)
+    with open(path, "a") as f:  # an append killed mid-write: no newline at its end
+        f.write('\n{"run_id": "r", "node": "n", "status": "succ')
+    assert len(state.read_fragment("n").attempts) == 1  # the last whole record
+    state.write_fragment(_fragment("r", "n", 2))  # the resumed run's next record starts a line
+    assert len(state.read_fragment("n").attempts) == 2
+    assert state.fragments(["n"])["n"].attempts[-1].number == 2
+
+
+def test_last_record_reads_every_shape_a_file_can_have() -> None:
+    assert last_record(b'{"a": 1}') == b'{"a": 1}'  # one record, no newline (written whole, before appends)
+    assert last_record(b'{"a": 1}\n') == b'{"a": 1}'
+    assert last_record(b'{"a": 1}\n\n{"a": 2}\n') == b'{"a": 2}'
+    assert last_record(b'{"a": 1}\n\n{"a": 2}\n\n{"a"') == b'{"a": 2}'  # the third still being written
+    assert last_record(b'{"a": 1}\n\n{"a"') == b'{"a": 1}'
+    assert last_record(b"") == b"" and last_record(b"\n\n") == b""
+
+
+def test_append_record_makes_the_file_and_its_folder(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "receipts" / "n.json"
+    append_record(path, '{"a": 1}')
+    append_record(path, '{"a": 2}')
+    assert json.loads(last_record(path.read_bytes())) == {"a": 2}
+    assert [json.loads(line) for line in path.read_text().splitlines() if line] == [{"a": 1}, {"a": 2}]
+
+
+def test_later_writes_append_and_the_last_record_is_the_fragment(tmp_path: Path) -> None:
+    state = RunState(tmp_path / "state", "r")
+    path = state.write_fragment(_fragment("r", "n", 1), new=True)
+    state.write_fragment(_fragment("r", "n", 2), new=True)  # one is there now: never overwritten in place
     assert len(state.read_fragment("n").attempts) == 2
     state.write_fragment(_fragment("r", "n", 3))
     assert len(state.read_fragment("n").attempts) == 3
-    # Another run's fragment in a reused state folder is replaced, never appended to.
+    assert [len(json.loads(line)["attempts"]) for line in Path(path).read_text().splitlines() if line] == [1, 2, 3]
+    # Another run's fragment in a reused state folder: its records are superseded, never merged.
     other = RunState(tmp_path / "state", "r2")
     assert other.read_fragment("n") is None
     other.write_fragment(_fragment("r2", "n", 1), new=True)
     assert len(other.read_fragment("n").attempts) == 1
-
-
-def test_a_process_without_ctypes_renames_rather_than_importing_it(tmp_path: Path) -> None:
-    # A KFP task process writes a fragment or two: importing ctypes (1.5 ms) would cost more
-    # than the swap saves.
-    code = (
-        "import sys; from interlock.core import swap_rename; "
-        f"open({str(tmp_path / 'a')!r}, 'w').write('1'); open({str(tmp_path / 'b')!r}, 'w').write('2'); "
-        f"swap_rename.swap_into({str(tmp_path / 'b')!r}, {str(tmp_path / 'a')!r}); "
-        "print('ctypes' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
-    assert (tmp_path / "a").read_text() == "2" and not (tmp_path / "b").exists()
+    assert state.read_fragment("n") is None  # the last record is r2's: r's are no longer current
