@@ -392,11 +392,12 @@ class RunState:
     run_id: str
 
     def fragment_path(self, node: str) -> Path:
-        return Path(self._fragment_file(node))
+        return Path(self.fragment_file(node))
 
-    def _fragment_file(self, node: str) -> str:
-        # A str, by format: the shim reads and writes a node's fragment three times per step,
-        # and a Path (or os.path.join's checks) cost more than the file's own read.
+    def fragment_file(self, node: str) -> str:
+        """``fragment_path`` as a str, by format: the shim reads and writes a node's fragment
+        three times per step, and a Path (or os.path.join's checks) cost more than the file's
+        own read."""
         return f"{os.fspath(self.state_dir) or '.'}{os.sep}receipts{os.sep}{node}.json"
 
     def marker_path(self, node: str, kind: StopMarker = StopMarker.FATAL) -> Path:
@@ -437,7 +438,7 @@ class RunState:
         return data
 
     def read_fragment(self, node: str) -> Fragment | None:
-        data = self._read(self._fragment_file(node), last=True)
+        data = self._read(self.fragment_file(node), last=True)
         if data is None:
             return None
         try:
@@ -460,7 +461,7 @@ class RunState:
         record if still none is there (``create_text``); else (or not ``new``) the record is
         appended (``append_record``): a fragment file holds one JSON record per line, and the
         last whole one is the fragment. Returns the file's path (``fragment_path``, as a str)."""
-        path = self._fragment_file(fragment.node)
+        path = self.fragment_file(fragment.node)
         # Compact: json's C encoder only writes without indent; two writes per step (one
         # before the call, one after) made the pure-Python encoder a fifth of the shim's cost.
         # One line: json.dumps escapes every newline inside a string.

@@ -161,8 +161,8 @@ class _TaskObserver:
             inputs = OrchestratorUtils.make_task_arguments(kw["task_spec"].inputs, kw["io_store"])
         except Exception:  # lineage is best-effort; never fail the run for it
             inputs = {}
-        frag = self.state.fragment_path(node)
-        before = frag.stat().st_mtime_ns if frag.exists() else None
+        frag = self.state.fragment_file(node)
+        before = _mtime_ns(frag)
         rec = TaskRecord(node, Status.FAILED, {}, inputs, False, time.time(), 0.0)
         first = node not in self.records
         self.records[node] = rec
@@ -179,7 +179,7 @@ class _TaskObserver:
         if rec.status is Status.FAILED:
             self.failed_tasks.append(task_name)
         rec.outputs = dict(outputs or {})
-        after = frag.stat().st_mtime_ns if frag.exists() else None
+        after = _mtime_ns(frag)
         # The shim writes a fragment whenever it runs; a success without one came from kfp's cache.
         rec.fragment_written = after != before
         rec.cached = rec.status is Status.SUCCEEDED and not rec.fragment_written
@@ -234,6 +234,14 @@ class _TaskObserver:
             )
             for r in self.records.values()
         }
+
+
+def _mtime_ns(path: str) -> int | None:
+    """When the file at ``path`` last changed; None if there is none (one stat, no Path)."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 @contextlib.contextmanager
