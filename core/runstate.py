@@ -424,13 +424,13 @@ class RunState:
 
     def _read(self, path: str | Path, *, last: bool = False) -> dict[str, Any] | None:
         """The JSON object at ``path`` (``last``: the file's last whole record, see
-        ``last_record``), if it is this run's; None if missing, unreadable or another run's."""
+        ``last_object``), if it is this run's; None if missing, unreadable or another run's."""
         # Opened without a stat first (settle reads every node's fragment; a missing file is
         # an OSError like any unreadable one) and os-level (pathlib's read_text decodes twice).
         try:
             with open(path, "rb") as f:
                 raw = f.read()
-            data = json.loads(last_record(raw) if last else raw)
+            data = last_object(raw) if last else json.loads(raw)
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or data.get("run_id", self.run_id) != self.run_id:
@@ -666,7 +666,7 @@ def append_record(path: str | Path, text: str) -> None:
     Appended, not swapped in: a step writes its fragment twice (before the call: what a
     killed attempt leaves; after: how it ended), and a new file for the second write, then
     a rename, cost more than the step's shim on some file systems (an inode made and freed
-    per step). Atomic for readers all the same: ``last_record`` takes the last line that
+    per step). Atomic for readers all the same: ``last_object`` takes the last line that
     ends in a newline, so a record still being written, or cut short by a kill, is not read
     and the one before it still is. The record starts with a newline of its own, so one cut
     short before it can never run into it."""
@@ -679,15 +679,25 @@ def append_record(path: str | Path, text: str) -> None:
         _write_bytes(where, data, os.O_APPEND)
 
 
-def last_record(data: bytes) -> bytes:
-    """The last whole record of a record file (``append_record``): its last non-empty line
-    that ends in a newline. A file without any newline is one record, as written before
-    records were appended (or a first record cut short, which does not parse)."""
+def last_object(data: bytes) -> dict[str, Any] | None:
+    """The last whole record of a record file (``append_record``): its last line that ends
+    in a newline and holds a JSON object. A line that does not parse is passed over for the
+    one before it: a record torn where a file system wrote its end before a page ahead of it
+    (a network volume, a node lost mid-write) counts as not written, as a record cut short
+    does. A file without any newline is one record, as written before records were appended
+    (or a first record cut short, which does not parse: None)."""
     end = data.rfind(b"\n")
-    if end < 0:
-        return data
-    body = data[:end].rstrip(b"\n")
-    return body[body.rfind(b"\n") + 1:]
+    lines = [data] if end < 0 else data[:end].split(b"\n")
+    for line in reversed(lines):
+        if not line:
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
 
 
 def _write_bytes(path: str, data: bytes, mode: int) -> None:

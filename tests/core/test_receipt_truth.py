@@ -11,7 +11,7 @@ from core_pipelines import receipts
 
 import interlock as il
 from interlock.core import devices
-from interlock.core.runstate import last_record
+from interlock.core.runstate import last_object
 
 
 def read(path: str | Path) -> dict:
@@ -115,7 +115,7 @@ def test_an_attempt_killed_before_a_resume_is_in_the_receipt(tmp_path: Path) -> 
             "--run-id", "r-kill", "-p", f"marker={marker}"]
     killed = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert killed.returncode == -9, killed.stderr  # SIGKILL: no receipt, no handler
-    fragment = json.loads(last_record((work / "runs" / "r-kill" / "state" / "receipts" / "train.json").read_bytes()))
+    fragment = last_object((work / "runs" / "r-kill" / "state" / "receipts" / "train.json").read_bytes())
     assert [a["status"] for a in fragment["attempts"]] == ["killed"]
 
     resumed = il.run(load_pipeline(str(source)), backend="local", workdir=work, run_id="r-kill", marker=str(marker))

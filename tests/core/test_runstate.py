@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import pickle
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from interlock.core.runstate import (
     RunState,
     Seen,
     StopMarker,
-    last_record,
+    last_object,
     settle,
 )
 from interlock.core.status import Status
@@ -87,7 +86,7 @@ def test_fragments_and_markers_of_another_run_are_invisible(tmp_path: Path) -> N
 def test_a_fragment_round_trips_in_the_recorded_json_format(tmp_path: Path) -> None:
     state = RunState(tmp_path, "r-1")
     _fragment(state, "a", Status.SUCCEEDED, Failure(FailureKind.TRANSIENT, "reset"))
-    data = json.loads(last_record(state.fragment_path("a").read_bytes()))
+    data = last_object(state.fragment_path("a").read_bytes())
     assert data["status"] == "succeeded" and [a["status"] for a in data["attempts"]] == ["failed", "succeeded"]
     assert data["attempts"][0]["duration_s"] == 1.0 and data["attempts"][0]["failure"]["kind"] == "TRANSIENT"
     back = state.read_fragment("a")

@@ -18,7 +18,7 @@ import pytest
 import interlock as il
 from interlock.core.errors import SerializationError
 from interlock.core.failures import FailureKind
-from interlock.core.runstate import StopMarker, last_record
+from interlock.core.runstate import StopMarker, last_object
 from interlock.core.runtime import RunContext, execute_step
 
 GPU_FULL = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu"
@@ -144,7 +144,7 @@ def test_an_output_that_cannot_be_written_fails_inside_the_shim(tmp_path: Path) 
     with pytest.raises(il.StepFailed) as info:
         execute_step(shim.run, produce.spec, "produce", {"x": 1}, fn=produce.fn, write=write)
     assert info.value.kind == "FATAL" and calls == [1]
-    fragment = json.loads(last_record(shim.run.state.fragment_path("produce").read_bytes()))
+    fragment = last_object(shim.run.state.fragment_path("produce").read_bytes())
     assert fragment["status"] == "failed" and "cannot be serialized" in fragment["attempts"][0]["failure"]["message"]
     assert shim.run.state.stop_marker("produce") is not None
     ok = execute_step(Shim(tmp_path / "b").run, produce.spec, "produce", {"x": 2}, fn=produce.fn, write=lambda o: ["written", o])
@@ -185,7 +185,7 @@ def test_contention_stops_at_max_total(tmp_path: Path) -> None:
         shim.execute(never_schedules, x=1)
     assert shim.delays == [10, 20, 40]  # the next wait (80s) would pass max_total=70s
     assert info.value.kind == "CONTENTION" and info.value.attempts == 4
-    fragment = json.loads(last_record(shim.run.state.fragment_path("never_schedules").read_bytes()))
+    fragment = last_object(shim.run.state.fragment_path("never_schedules").read_bytes())
     assert "would pass max_total" in fragment["attempts"][-1]["decision"]
 
 
@@ -413,7 +413,7 @@ def test_fragment_records_attempts_and_a_backend_retry_appends(tmp_path: Path) -
             shim.execute(flaky, x=1)
         assert info.value.kind == expected_kind and info.value.backend_should_retry
     shim.execute(flaky, x=1)
-    fragment = json.loads(last_record(shim.run.state.fragment_path("flaky").read_bytes()))
+    fragment = last_object(shim.run.state.fragment_path("flaky").read_bytes())
     assert fragment["status"] == "succeeded"
     assert [a["failure"]["kind"] if a["failure"] else None for a in fragment["attempts"]] == [
         "TRANSIENT", "CONTENTION", None,
@@ -438,7 +438,7 @@ def test_backend_retries_replay_the_budget(tmp_path: Path) -> None:
         shim.execute(resets, x=1)
     # The first container spent the one transient retry; the second must not get another.
     assert second.value.backend_should_retry is False
-    decisions = [a["decision"] for a in json.loads(last_record(shim.run.state.fragment_path("resets").read_bytes()))["attempts"]]
+    decisions = [a["decision"] for a in last_object(shim.run.state.fragment_path("resets").read_bytes())["attempts"]]
     assert decisions[0].startswith("TRANSIENT 1/1")
     assert "giving up after 1 retry" in decisions[1]
 
@@ -465,5 +465,5 @@ def test_a_shared_state_dir_keeps_runs_apart(tmp_path: Path) -> None:
     with pytest.raises(il.StepFailed) as info:
         second.execute(resets, x=1)
     assert info.value.backend_should_retry is True
-    fragment = json.loads(last_record(second.run.state.fragment_path("resets").read_bytes()))
+    fragment = last_object(second.run.state.fragment_path("resets").read_bytes())
     assert fragment["run_id"] == "run-b" and len(fragment["attempts"]) == 1

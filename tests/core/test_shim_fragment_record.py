@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import json
 from pathlib import Path
 
 import interlock as il
-from interlock.core.runstate import Fragment, RunState, last_record
+from interlock.core.runstate import Fragment, RunState, last_object
 from interlock.core.runtime import RunContext, execute_step
 from interlock.core.status import Status
 
 
 def _fragment(run: RunContext, node: str) -> dict:
-    return json.loads(last_record(run.state.fragment_path(node).read_bytes()))
+    return last_object(run.state.fragment_path(node).read_bytes())
 
 
 def test_each_step_spec_records_its_own_resources_and_distribution(tmp_path: Path) -> None:

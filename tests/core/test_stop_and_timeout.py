@@ -5,7 +5,6 @@ a failure keeps the user's traceback. Through the runtime shim, with real signal
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -19,7 +18,7 @@ import interlock as il
 from interlock.core.checkpoint import Checkpointer, store_for_uri
 from interlock.core.errors import StepStopped
 from interlock.core.failures import FailureKind, StepTimeout, classify
-from interlock.core.runstate import RunContext, StopMarker, last_record
+from interlock.core.runstate import RunContext, StopMarker, last_object
 from interlock.core.runtime import execute_step
 from interlock.core.status import Status
 
@@ -38,7 +37,7 @@ def execute(run: RunContext, step: Any, **inputs: Any) -> Any:
 
 
 def fragment(run: RunContext, node: str) -> dict[str, Any]:
-    return json.loads(last_record(run.state.fragment_path(node).read_bytes()))
+    return last_object(run.state.fragment_path(node).read_bytes())
 
 
 # -- SIGTERM / SIGINT: a stop ----------------------------------------------------------------------

@@ -26,7 +26,7 @@ from flytekit.core.type_engine import TypeEngine
 from flytekit.models.literals import LiteralMap
 
 import interlock as il
-from interlock.core.runstate import last_record
+from interlock.core.runstate import last_object
 from interlock.core.values import ARTIFACT_META, dataframe_hash
 
 
@@ -104,7 +104,7 @@ def test_ingest_writes_a_hashed_dataframe(tmp_path: Path, ctx: FlyteContext) -> 
     df = TypeEngine.to_python_value(ctx, lit, pd.DataFrame)
     assert list(df["snap"]) == ["s9"] * 4 and list(df["x"]) == [0.0, 1.0, 2.0, 3.0]
     assert lit.hash == dataframe_hash(df)  # the cache key sees content, not the blob URI
-    receipt = json.loads(last_record((tmp_path / "run" / "state" / "receipts" / "ingest.json").read_bytes()))
+    receipt = last_object((tmp_path / "run" / "state" / "receipts" / "ingest.json").read_bytes())
     assert receipt["status"] == "succeeded"
 
 

@@ -23,7 +23,7 @@ from interlock.core.runstate import (
     RunState,
     append_record,
     create_text,
-    last_record,
+    last_object,
     write_text_atomic,
 )
 from interlock.core.status import Status
@@ -64,9 +64,9 @@ def test_a_step_killed_mid_call_on_flyte_local_leaves_its_started_record(tmp_pat
     killed = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -9, killed.stderr  # SIGKILL: no receipt, no handler ran
     receipts = work / "runs" / "r-kill" / "state" / "receipts"
-    fragment = json.loads(last_record((receipts / "train.json").read_bytes()))
+    fragment = last_object((receipts / "train.json").read_bytes())
     assert [a["status"] for a in fragment["attempts"]] == ["killed"]
-    assert json.loads(last_record((receipts / "prepare.json").read_bytes()))["status"] == "succeeded"
+    assert last_object((receipts / "prepare.json").read_bytes())["status"] == "succeeded"
     assert not [p.name for p in receipts.iterdir() if not p.name.endswith(".json")]  # no temporary file
 
     resumed = il.run(load_pipeline(str(source)), backend="flyte-local", workdir=work, run_id="r-kill",
@@ -111,7 +111,7 @@ def test_a_retry_killed_mid_call_is_appended_to_the_existing_fragment(tmp_path: 
     killed = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -9, killed.stderr
     receipts = work / "runs" / "r-retry" / "state" / "receipts"
-    fragment = json.loads(last_record((receipts / "train.json").read_bytes()))
+    fragment = last_object((receipts / "train.json").read_bytes())
     assert [a["status"] for a in fragment["attempts"]] == ["failed", "killed"]
     assert fragment["attempts"][0]["failure"]["kind"] == "TRANSIENT"
 
@@ -165,20 +165,28 @@ def test_a_record_cut_short_hides_neither_the_one_before_nor_the_one_after(tmp_p
     assert state.fragments(["n"])["n"].attempts[-1].number == 2
 
 
-def test_last_record_reads_every_shape_a_file_can_have() -> None:
-    assert last_record(b'{"a": 1}') == b'{"a": 1}'  # one record, no newline (written whole, before appends)
-    assert last_record(b'{"a": 1}\n') == b'{"a": 1}'
-    assert last_record(b'{"a": 1}\n\n{"a": 2}\n') == b'{"a": 2}'
-    assert last_record(b'{"a": 1}\n\n{"a": 2}\n\n{"a"') == b'{"a": 2}'  # the third still being written
-    assert last_record(b'{"a": 1}\n\n{"a"') == b'{"a": 1}'
-    assert last_record(b"") == b"" and last_record(b"\n\n") == b""
+def test_last_object_reads_every_shape_a_file_can_have() -> None:
+    assert last_object(b'{"a": 1}') == {"a": 1}  # one record, no newline (written whole, before appends)
+    assert last_object(b'{"a": 1}\n') == {"a": 1}
+    assert last_object(b'{"a": 1}\n\n{"a": 2}\n') == {"a": 2}
+    assert last_object(b'{"a": 1}\n\n{"a": 2}\n\n{"a"') == {"a": 2}  # the third still being written
+    assert last_object(b'{"a": 1}\n\n{"a"') == {"a": 1}
+    assert last_object(b"") is None and last_object(b"\n\n") is None and last_object(b'{"a"') is None
+
+
+def test_a_torn_record_that_ends_in_a_newline_is_passed_over() -> None:
+    # A network volume can write a record's last page (its newline) before a page ahead of it:
+    # what is left is a line that ends in a newline but does not parse, or holds zeros.
+    assert last_object(b'{"a": 1}\n\n{"a": 2, "b": \x00\x00\x00\x00}\n') == {"a": 1}
+    assert last_object(b'{"a": 1}\n\n\x00\x00\x00\n') == {"a": 1}
+    assert last_object(b'{"a": 1}\n\n[1, 2]\n') == {"a": 1}  # only an object is a record
 
 
 def test_append_record_makes_the_file_and_its_folder(tmp_path: Path) -> None:
     path = tmp_path / "new" / "receipts" / "n.json"
     append_record(path, '{"a": 1}')
     append_record(path, '{"a": 2}')
-    assert json.loads(last_record(path.read_bytes())) == {"a": 2}
+    assert last_object(path.read_bytes()) == {"a": 2}
     assert [json.loads(line) for line in path.read_text().splitlines() if line] == [{"a": 1}, {"a": 2}]
 
 

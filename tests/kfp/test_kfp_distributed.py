@@ -3,7 +3,6 @@ and judges their end as it would a TrainJob's (FATAL once, PREEMPTED to KFP, TRA
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import pytest
 from kfp_test_pipelines import dist
 from test_kfp_local import Sleeper, receipt, run
 
-from interlock.core.runstate import RunState, last_record
+from interlock.core.runstate import RunState, last_object
 from interlock.core.status import FailureKind, Status
 
 
@@ -30,7 +29,7 @@ def test_two_ranks_train_for_real_through_the_launcher(tmp_path: Path) -> None:
     assert step["distributed"]["nproc_per_node"] == 2
     state = Path(result.receipt_path or "").parent
     # Rank 0 keeps the node's fragment; rank 1 its own, apart.
-    assert json.loads(last_record((state / "ranks" / "1" / "receipts" / "allreduce.json").read_bytes()))["status"] == "succeeded"
+    assert last_object((state / "ranks" / "1" / "receipts" / "allreduce.json").read_bytes())["status"] == "succeeded"
 
 
 def test_a_rank_out_of_memory_fails_the_step_fatal_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

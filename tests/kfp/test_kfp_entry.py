@@ -15,7 +15,7 @@ from kfp_test_pipelines import failing, typed
 import interlock as il
 from interlock.adapters.kfp.entry import read_artifact, run_node, to_value, write_artifact
 from interlock.core.errors import SerializationError, StepFailed
-from interlock.core.runstate import last_record
+from interlock.core.runstate import last_object
 from interlock.core.spec import Binding
 from interlock.core.types import TypeSpec, type_of
 
@@ -104,7 +104,7 @@ def test_run_node_calls_the_shim_and_returns_kfp_outputs(run_env: Path, tmp_path
     assert (rows, counts) == (3, '{"rows": 3, "epochs": 2}')
     assert json.loads((Path(model.path) / "weights.json").read_text()) == {"w": (0 + 2 + 4) * 0.5}
     assert metrics.metadata["auc"] == pytest.approx(0.7)
-    fragment = json.loads(last_record((run_env / "receipts" / "train.json").read_bytes()))
+    fragment = last_object((run_env / "receipts" / "train.json").read_bytes())
     assert fragment["status"] == "succeeded" and fragment["snapshots"] == [{"id": "frame-v1", "source": "make_frame"}]
 
 
