@@ -72,6 +72,7 @@ class _Builder:
                 self.tasks[n.name] = fanout.map_task(spec, n.name, self.tasks[n.name])
         self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
         self._plans: dict[str, _NodePlan] = {}  # node -> what emit_node looks up, once per workflow
+        self._units: dict[str | None, list[tuple[str, str]]] = {}  # scope -> its units in order (emit_scope)
         self.noop = build_noop(spec.name, options) if spec.gates else None
         self.finally_task = None
         if spec.finally_ is not None:
@@ -173,9 +174,12 @@ class _Builder:
     # -- emitting --------------------------------------------------------------------------
     def emit_scope(self, gate: str | None, values: dict[str, Any]) -> None:
         """Call the scope's members in order; ``values`` maps binding keys to promises/values."""
-        ordered = [n.name for n in self.spec.nodes] if gate is None else self.nodes_in(gate)
+        units = self._units.get(gate)
+        if units is None:  # once per scope and workflow: the body runs at every flyte-local run
+            ordered = [n.name for n in self.spec.nodes] if gate is None else self.nodes_in(gate)
+            units = self._units[gate] = self._ordered_units(gate, ordered)
         handles: dict[str, Any] = {}
-        for nodes_or_gate in self._ordered_units(gate, ordered):
+        for nodes_or_gate in units:
             kind, name = nodes_or_gate
             if kind == "node":
                 self.emit_node(name, values, handles)
