@@ -100,7 +100,7 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
                              esc(fit(label, 10, bw - 6)))
             prev = a
         body += _row_note(row.note, mid, width)
-        parts.append(f'<g class="row" data-node="{esc(row.node)}" data-status="{esc(row.status)}">{body}</g>')
+        parts.append(_row_group(row.node, row.status, body))
     w, h = num(width), num(height)
     return el("svg", "".join(parts), xmlns="http://www.w3.org/2000/svg", class_="timeline", width=w, height=h,
               viewBox=f"0 0 {w} {h}", role="img", aria_label="timeline", style=FONT)
@@ -116,7 +116,7 @@ def _still_row(i: int, node: str, status: str, note: str, width: float) -> str:
     body += el("text", esc(words), x=num(LABEL_W + 4), y=num(mid + 4), font_size="11", fill=colour,
                font_style="italic")
     body += _row_note(note, mid, width)
-    return el("g", body, class_="row", data_node=node, data_status=status)
+    return _row_group(node, status, body)
 
 
 _CUT = "\x00"  # never in a node's name or a note's text (drawn in between, then cut out)
@@ -128,8 +128,13 @@ def _hit_row_parts(i: int, node: str, status: str, note: str, width: float) -> t
     draws it: ``head + marker + tail``; with the row's middle and colour for the marker."""
     body, _, mid, colour = _row_head(i, node, status)
     body += _CUT + _row_note(note, mid, width)
-    head, tail = el("g", body, class_="row", data_node=node, data_status=status).split(_CUT)
+    head, tail = _row_group(node, status, body).split(_CUT)
     return head, tail, mid, colour
+
+
+def _row_group(node: str, status: str, body: str) -> str:
+    """A row's ``<g>``: what a test (or the browser's inspector) finds a step's row by."""
+    return f'<g class="row" data-node="{esc(node)}" data-status="{esc(status)}">{body}</g>'
 
 
 def _row_head(i: int, node: str, status: str) -> tuple[str, float, float, str]:
