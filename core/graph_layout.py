@@ -9,6 +9,7 @@ milliseconds, with no graphviz to install.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -43,16 +44,19 @@ def _topo(ids: Sequence[str], edges: Sequence[tuple[str, str]]) -> list[str]:
     for a, b in edges:
         indeg[b] += 1
         kids[a].append(b)
-    ready = [i for i in ids if indeg[i] == 0]
+    ready = deque(i for i in ids if indeg[i] == 0)
     out: list[str] = []
     while ready:
-        cur = ready.pop(0)
+        cur = ready.popleft()
         out.append(cur)
         for k in kids[cur]:
             indeg[k] -= 1
             if indeg[k] == 0:
                 ready.append(k)
-    return out + [i for i in ids if i not in out]  # a cycle (not expected): keep its nodes
+    if len(out) < len(ids):  # a cycle (not expected): keep its nodes, after the rest
+        placed = set(out)  # a set: a membership test per node in the list was O(N^2)
+        out += [i for i in ids if i not in placed]
+    return out
 
 
 def layout(sizes: dict[str, tuple[float, float]], edges: Sequence[tuple[str, str]]) -> Layout:

@@ -91,3 +91,13 @@ def test_layout_keeps_boxes_apart_and_edges_downwards(seed: int) -> None:
         assert lay.boxes[src].layer < lay.boxes[dst].layer
         assert all(p[1] < q[1] for p, q in zip(points, points[1:], strict=False)), (src, dst, points)
     assert len(lay.routes) == len(set(edges))
+
+
+def test_layout_of_a_cycle_keeps_every_box() -> None:
+    # Specs are acyclic, but the drawing must not lose a box if handed a cycle: the boxes
+    # of the cycle come after the rest, and its closing edge is dropped, not drawn upwards.
+    sizes = {n: (100.0, 40.0) for n in ("a", "b", "c", "d")}
+    lay = layout(sizes, [("a", "b"), ("b", "c"), ("c", "b"), ("c", "d")])
+    assert set(lay.boxes) == {"a", "b", "c", "d"}
+    for src, dst, _ in lay.routes:
+        assert lay.boxes[src].layer < lay.boxes[dst].layer, (src, dst)
