@@ -60,9 +60,9 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from interlock.core.checkpoint import Checkpointer
-from interlock.core.checkpoint_io import Hasher
-from interlock.core.checkpoint_local import LocalCheckpointStore
+from interlock.core.checkpoint.checkpointer import Checkpointer
+from interlock.core.checkpoint.io import Hasher
+from interlock.core.checkpoint.local import LocalCheckpointStore
 
 MiB = 1 << 20
 CHUNK = 8 * MiB

@@ -34,6 +34,6 @@ import interlock.adapters.{adapter}, interlock.core
 for _name in il.__all__:
     getattr(il, _name)
 for _pkg in (interlock.core, interlock.adapters.{adapter}):
-    for _mod in pkgutil.iter_modules(_pkg.__path__, _pkg.__name__ + "."):
+    for _mod in pkgutil.walk_packages(_pkg.__path__, _pkg.__name__ + "."):
         importlib.import_module(_mod.name)
 """

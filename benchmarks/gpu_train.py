@@ -73,7 +73,7 @@ def _worker(rank: int, world: int, args: argparse.Namespace, port: int, out: Any
 
     checkpointer = None
     if rank == 0 and args.checkpoint_every:
-        from interlock.core.checkpoint import Checkpointer, store_for_uri
+        from interlock.core.checkpoint.checkpointer import Checkpointer, store_for_uri
 
         checkpointer = Checkpointer(store_for_uri(args.store), "bench/gpu-train", keep=2)
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # so `map_overhead` im
 from rows import Row, add_arguments, report, sizes  # noqa: E402
 
 import interlock as il  # noqa: E402
-from interlock.core.fanout_build import map as il_map  # noqa: E402  (il.map once exported)
+from interlock.core.dsl.fanout import map as il_map  # noqa: E402  (il.map once exported)
 
 
 @il.step

@@ -35,7 +35,7 @@ PIPELINE = ROOT / "reference_pipelines" / "fraud_retrain.py"
 
 def interlock_command() -> list[str]:
     found = shutil.which("interlock") or str(Path(sys.executable).with_name("interlock"))
-    return [found] if Path(found).exists() else [sys.executable, "-m", "interlock.core.cli"]
+    return [found] if Path(found).exists() else [sys.executable, "-m", "interlock.core.cli.main"]
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, float, str]:

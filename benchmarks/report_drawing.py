@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import backend_overhead  # noqa: E402 - the same chain of steps as the overhead benchmark
 
 import interlock as il  # noqa: E402
-from interlock.core import report_html  # noqa: E402
+from interlock.core.report import report_html  # noqa: E402
 
 
 def per_node_us(n: int, repeat: int) -> float:

@@ -41,7 +41,7 @@ DEMO = textwrap.dedent("""
 REFUSED = textwrap.dedent("""
     import json, sys
     from interlock.adapters.kfp.entry import run_node
-    from interlock.core.errors import StepFailed
+    from interlock.core.base.errors import StepFailed
     ref, node, fp, task = json.loads(sys.argv[1])
     try:
         run_node(ref, node, fp, {}, *([task] if task else []))
@@ -67,8 +67,9 @@ def refused_retry_env(work: Path) -> tuple[dict[str, str], list[Any]]:
     """A state dir where the fraud pipeline's `train` failed FATAL, and the task's arguments."""
     sys.path.insert(0, str(ROOT))
     import interlock as il
-    from interlock.core.failures import Failure, FailureKind
-    from interlock.core.runstate import RunEnv, RunState, StopMarker
+    from interlock.core.base.status import FailureKind
+    from interlock.core.failure.record import Failure
+    from interlock.core.run.state import RunEnv, RunState, StopMarker
     from reference_pipelines.fraud_retrain import fraud_retrain
 
     spec = il.spec(fraud_retrain)
@@ -94,7 +95,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, metavar="PATH")
     args = ap.parse_args()
     command = "python benchmarks/startup.py " + " ".join(sys.argv[1:])
-    cli = [sys.executable, "-c", "import sys; from interlock.core.cli import main; sys.exit(main())"]
+    cli = [sys.executable, "-c", "import sys; from interlock.core.cli.main import main; sys.exit(main())"]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="il-startup-") as tmp:
         work = Path(tmp)

@@ -249,7 +249,7 @@ def register(model: il.Model, metrics: il.Metrics, registry: str, params: DdpPar
              reason: str, champion_version: str, ctx: il.StepContext) -> str:
     """Log the run, register the model version, move ``champion`` (compare-and-set: if another
     run promoted meanwhile, nothing moves and the step fails FATAL naming both versions)."""
-    from interlock.core.receipt import git_info
+    from interlock.core.record.receipt import git_info
 
     git = git_info()
     receipt = {

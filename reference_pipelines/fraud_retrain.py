@@ -203,7 +203,7 @@ def register(
     promoted and the step fails FATAL (``ChampionMoved``), naming both versions: this
     model was never compared with the new champion, so re-run the pipeline.
     """
-    from interlock.core.receipt import git_info
+    from interlock.core.record.receipt import git_info
 
     git = git_info()
     receipt = {

@@ -26,7 +26,7 @@ def test_the_readme_example_runs_as_a_file(tmp_path: Path) -> None:
     assert direct.returncode == 0, direct.stderr
     assert "succeeded {'o0': 'no champion yet; challenger auc=0.9100'}" in direct.stdout
     assert "fraud_mini:" in (tmp_path / "build" / "fraud_mini.yaml").read_text()
-    cli = subprocess.run([sys.executable, "-m", "interlock.core.cli", "run", "fraud_mini.py", "-p", "snapshot=2026-12-01"],
+    cli = subprocess.run([sys.executable, "-m", "interlock.core.cli.main", "run", "fraud_mini.py", "-p", "snapshot=2026-12-01"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert cli.returncode == 0, cli.stderr
     assert "fraud-mini: succeeded" in cli.stdout

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backends import BackendOptions, Capabilities, RunOptions, RunResult
-from interlock.core.spec import PipelineSpec
+from interlock.core.backend.protocol import BackendOptions, Capabilities, RunOptions
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.record.outcomes import RunResult
 
 # Capabilities are data: this module imports core only, so `interlock backends` lists them
 # without loading flytekit (~1 s). Without flytekit installed the entry point still fails to

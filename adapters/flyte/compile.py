@@ -22,10 +22,10 @@ from flytekit.tools.serialize_helpers import (
 )
 from flytekit.tools.translator import get_serializable
 
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.failures import FailureKind
-from interlock.core.runstate import RunEnv
-from interlock.core.spec import PipelineSpec
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.base.status import FailureKind
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.run.state import RunEnv
 
 from .resolver import check_ref
 from .tasks import CLUSTER_IN_PROCESS, TaskOptions

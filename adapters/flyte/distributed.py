@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.core.policies import Torchrun
+from interlock.core.model.policies_opt_in import Torchrun
 from interlock.plugins.pytorch import process_group, rank
 
 __all__ = ["process_group", "rank", "task_config"]

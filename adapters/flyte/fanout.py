@@ -17,10 +17,10 @@ import itertools
 import threading
 from typing import Any
 
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.fanout import item_node
-from interlock.core.runstate import RunEnv
-from interlock.core.spec import PipelineSpec
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.fanout import item_node
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.run.state import RunEnv
 
 _COUNTERS: dict[tuple[str, str], itertools.count[int]] = {}
 _LOCK = threading.Lock()
@@ -61,9 +61,9 @@ def _empty(returned: Any) -> bool:
 
 def observe(spec: PipelineSpec, state: Any, seen: dict[str, Any], returned: dict[str, Any]) -> dict[str, Any]:
     """Fold each mapped node's item fragments into its own and record what the backend saw."""
-    from interlock.core.fanout import MapReport, reports
-    from interlock.core.runstate import Seen
-    from interlock.core.status import Status
+    from interlock.core.base.status import Status
+    from interlock.core.record.outcomes import Seen
+    from interlock.core.run.map_items import MapReport, reports
 
     maps = reports(spec, state)
     for node in spec.nodes:

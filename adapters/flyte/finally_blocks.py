@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.spec import Binding, BindingKind, FinallyBlock, Gate, PipelineSpec
+from interlock.core.model.pipeline_spec import FinallyBlock, Gate, PipelineSpec
+from interlock.core.model.spec import Binding, BindingKind
 
 if TYPE_CHECKING:
     from .workflow import _Builder
@@ -34,7 +35,7 @@ def with_block_gates(spec: PipelineSpec) -> tuple[PipelineSpec, dict[str, Finall
     call's gates, its parent the il.when block around the call, if any). A sub-pipeline call's
     own whole-body finally is not a block here: the call's sub-workflow is its scope
     (subworkflow.py)."""
-    from interlock.core.finally_ import block_call, block_gate, is_call_finally
+    from interlock.core.model.finally_blocks import block_call, block_gate, is_call_finally
 
     found = [b for b in spec.finally_blocks if not is_call_finally(spec, b)]
     if not found:

@@ -8,7 +8,7 @@ task as its last node, downstream of every other node. So the finally step runs 
 the outcome, and it is one task in the registered workflow.
 
 The task is the shim around the finally step, with the workflow's inputs (its other inputs are
-parameters or constants, core/finally_.py) and ``err``. It computes ``il.RunStatus`` from the
+parameters or constants, core/dsl/finally_.py) and ``err``. It computes ``il.RunStatus`` from the
 run state (``settle`` over the step fragments), the rule every backend uses; on a cluster that
 needs shared state (``INTERLOCK_STATE_DIR`` on a shared volume or bucket), and without it the
 status still says failed with Flyte's error message.
@@ -28,13 +28,13 @@ from flytekit.core.utils import _dnsify
 from flytekit.exceptions.user import FlyteRecoverableException
 from flytekit.types.error import FlyteError
 
-from interlock.core.bindings import node_inputs
-from interlock.core.errors import PipelineDefinitionError, StepFailed
-from interlock.core.finally_ import block_of, block_spec, finally_inputs, run_status
-from interlock.core.runstate import settle
-from interlock.core.runtime import execute_step
-from interlock.core.spec import Node, PipelineSpec
-from interlock.core.values import revive
+from interlock.core.base.errors import PipelineDefinitionError, StepFailed
+from interlock.core.model.codecs import revive
+from interlock.core.model.finally_blocks import block_of, block_spec, finally_inputs
+from interlock.core.model.pipeline_spec import Node, PipelineSpec
+from interlock.core.record.outcomes import run_status, settle
+from interlock.core.run.bindings import node_inputs
+from interlock.core.run.runtime import execute_step
 
 from . import policies
 from .tasks import BACKEND, TaskOptions, _local_run, _task_class, py_ident, run_context, task_name
@@ -104,7 +104,7 @@ def build_finally_task(spec: PipelineSpec, options: TaskOptions | None = None, n
                        types: dict[str, Any] | None = None, params_from: dict[str, str] | None = None) -> PythonFunctionTask:
     """The finally step's task: the failure node, and the last node of a succeeded body (the
     workflow's, or with ``node`` and ``types`` a block's sub-workflow's)."""
-    from interlock.core.runstate import RunEnv
+    from interlock.core.run.state import RunEnv
 
     from .resolver import resolver
 

@@ -17,13 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from interlock.core import live
-from interlock.core.backends import RunOptions, RunResult
-from interlock.core.finally_ import with_finally
-from interlock.core.receipt import assemble_receipt, prefetch_git_info
-from interlock.core.runstate import ALL_KINDS, RunContext, Seen, exported, settle, state_dir_of
-from interlock.core.spec import PipelineSpec
-from interlock.core.status import Status
+from interlock.core.backend.protocol import RunOptions
+from interlock.core.base.status import Status
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.record.outcomes import RunResult, Seen, settle, with_finally
+from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
+from interlock.core.run import live
+from interlock.core.run.state import ALL_KINDS, RunContext, exported, state_dir_of
 
 from . import fanout
 from .tasks import LocalRun, TaskOptions, _step_failed, local_run
@@ -226,7 +226,7 @@ def _finally_failed(spec: PipelineSpec, local: LocalRun) -> bool:
 
 def _typed(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:
     """Parameters as the spec types them (with defaults), for deciding conditions on them."""
-    from interlock.core.values import revive
+    from interlock.core.model.codecs import revive
 
     values = {p.name: revive(p.default, p.type) for p in spec.params if p.has_default}
     values.update({p.name: revive(params[p.name], p.type) for p in spec.params if p.name in params})

@@ -16,10 +16,10 @@ from flytekit import Secret as FlyteSecret
 from flytekit.core.base_task import TaskMetadata
 from flytekit.extras import accelerators as acc
 
-from interlock.core.errors import PolicyError
-from interlock.core.failures import FailureKind
-from interlock.core.policies import kueue_labels
-from interlock.core.spec import StepSpec
+from interlock.core.base.errors import PolicyError
+from interlock.core.base.status import FailureKind
+from interlock.core.model.policies import kueue_labels
+from interlock.core.model.spec import StepSpec
 
 PRIMARY = "primary"
 

@@ -16,9 +16,9 @@ from typing import Any
 from flytekit.core.base_task import Task, TaskResolverMixin
 from flytekit.core.python_auto_container import PythonAutoContainerTask
 
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.loader import load_spec
-from interlock.core.spec import PipelineSpec
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.refs import load_spec
 
 LOCATION = "interlock.adapters.flyte.resolver.resolver"
 

@@ -1,6 +1,6 @@
 """Sub-pipeline calls as Flyte sub-workflows.
 
-A call of an ``@il.pipeline`` inside another (core/subpipeline.py) is one scope of the
+A call of an ``@il.pipeline`` inside another (core/dsl/subpipeline.py) is one scope of the
 workflow builder, like an ``il.when`` block: its nodes (and blocks) are emitted into a
 ``PythonFunctionWorkflow`` of their own, which the enclosing workflow calls as a workflow
 node, so the serialized parent holds a workflow node whose ``sub_workflow_ref`` names it and
@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.spec import Binding, BindingKind, PipelineSpec
-from interlock.core.subpipeline import call, call_inputs, call_outputs, scope_chain
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.spec import Binding, BindingKind
+from interlock.core.model.subcalls import call, call_inputs, call_outputs, scope_chain
 
 if TYPE_CHECKING:
     from .workflow import _Builder
@@ -86,7 +87,7 @@ def finally_tasks(spec: PipelineSpec, options: Any) -> dict[str, Any]:
 
 def make(b: _Builder, key: str) -> Any:
     """The sub-workflow of a sub-pipeline call: inputs and outputs named by the sub-pipeline's own
-    parameters and outputs where they match (core/subpipeline.py call_inputs/call_outputs).
+    parameters and outputs where they match (core/dsl/subpipeline.py call_inputs/call_outputs).
 
     A call whose body has an ``il.finally_``: the sub-workflow's failure node (``on_failure``) is
     the finally step's task, and so is its last node, downstream of every other node in it, as

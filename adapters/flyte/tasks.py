@@ -29,13 +29,13 @@ from typing import Any
 from flytekit.core.python_function_task import PythonFunctionTask
 from flytekit.exceptions.user import FlyteRecoverableException
 
-from interlock.core.errors import PipelineDefinitionError, StepFailed, StepStopped
-from interlock.core.failures import FailureKind
-from interlock.core.runstate import EnvName, RunContext, RunEnv
-from interlock.core.runtime import execute_step
-from interlock.core.spec import PipelineSpec, StepSpec
-from interlock.core.status import Status
-from interlock.core.values import revive
+from interlock.core.base.errors import PipelineDefinitionError, StepFailed, StepStopped
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.model.codecs import revive
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.spec import StepSpec
+from interlock.core.run.runtime import execute_step
+from interlock.core.run.state import EnvName, RunContext, RunEnv
 
 from . import distributed, fanout, policies
 from .types import from_flyte, outputs_to_flyte, outputs_type, python_type

@@ -23,12 +23,12 @@ from typing import Annotated, Any, NamedTuple
 from flytekit.core.hash import HashMethod
 from flytekit.types.directory import FlyteDirectory
 
-from interlock.core.artifacts import Metrics
-from interlock.core.codecs import TypeKind, codec, dataframe_hash, directory_hash, revive
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.spec import Port
-from interlock.core.types import TypeSpec
-from interlock.core.values import write_value
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.artifacts import Metrics
+from interlock.core.model.codecs import TypeKind, codec, dataframe_hash, directory_hash, revive
+from interlock.core.model.spec import Port
+from interlock.core.model.types import TypeSpec
+from interlock.core.model.values import write_value
 
 # Marks an untyped list/dict carried as JSON text: flytekit would pickle a bare ``list``.
 JSON_TEXT = "application/json"

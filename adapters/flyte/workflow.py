@@ -21,12 +21,13 @@ from flytekit.core.docstring import Docstring
 from flytekit.core.promise import Promise, VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
-from interlock.core.branches import chain_of, head_of, own_condition, spec_option_gate
-from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.fanout import list_of
-from interlock.core.graph import binding_type
-from interlock.core.spec import Binding, BindingKind, Node, PipelineSpec
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.chains import chain_of, head_of, own_condition, spec_option_gate
+from interlock.core.model.conditions import COMPARISONS, Cond, Op, condition_of
+from interlock.core.model.fanout import list_of
+from interlock.core.model.graph import binding_type
+from interlock.core.model.pipeline_spec import Node, PipelineSpec
+from interlock.core.model.spec import Binding, BindingKind
 
 from . import fanout, subworkflow
 from .tasks import TaskOptions, build_noop, build_task, py_ident
@@ -505,7 +506,7 @@ def _is_local(result: Any) -> bool:
 
 def gate_values(spec: PipelineSpec, returned: dict[str, Any], params: dict[str, Any] | None = None) -> dict[str, bool]:
     """Each il.when condition whose values flytekit produced locally, from what the nodes returned."""
-    from interlock.core.conditions import decide
+    from interlock.core.model.conditions import decide
 
     def value_of(b: Binding) -> Any:
         if b.kind is BindingKind.PARAM:

@@ -7,8 +7,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backends import Capabilities, RunOptions, RunResult
-from interlock.core.spec import PipelineSpec
+from interlock.core.backend.protocol import Capabilities, RunOptions
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.record.outcomes import RunResult
 
 from .compile import compile_pipeline
 from .component import DEFAULT_IMAGE

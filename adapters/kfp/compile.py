@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.core.blocks import SUB, scope_keys, structured_order
-from interlock.core.branches import own_condition
-from interlock.core.conditions import COMPARISONS, Cond, Op, condition_of
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.graph import binding_type
-from interlock.core.spec import Binding, BindingKind, Gate, PipelineSpec
-from interlock.core.types import TypeKind, TypeSpec
+from interlock.core.backend.blocks import SUB, scope_keys, structured_order
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.chains import own_condition
+from interlock.core.model.codecs import TypeKind
+from interlock.core.model.conditions import COMPARISONS, Cond, Op, condition_of
+from interlock.core.model.graph import binding_type
+from interlock.core.model.pipeline_spec import Gate, PipelineSpec
+from interlock.core.model.spec import Binding, BindingKind
+from interlock.core.model.types import TypeSpec
 
 from . import fanout
 from .component import DEFAULT_IMAGE, NodeComponent, declared_inputs, make_components
@@ -332,7 +334,7 @@ def _close(spec: PipelineSpec, scope: tuple[str, list[Any]], values: dict[str, A
     """Leave an il.when block's dsl.If scopes. Before that, the value of a chain nested in the
     block that is an option of an outer branch value goes through a small pass-through task
     in the block: the outer dsl.OneOf reads that task, as KFP refuses a OneOf inside a OneOf."""
-    from interlock.core.branches import spec_option_gate
+    from interlock.core.model.chains import spec_option_gate
 
     gate_id, cms = scope
     if "\0nested" not in tasks:  # once per build: compiling N blocks stays linear
@@ -385,7 +387,7 @@ def _nested_values(spec: PipelineSpec) -> list[Binding]:
 def _gather(spec: PipelineSpec, node_name: str, port: str, declared: TypeSpec, b: Binding, values: dict[str, Any],
             tasks: dict[str, Any], components: dict[str, NodeComponent], opts: KfpOptions) -> Any:
     """A literal list of outputs, parameters and constants, through a gather task (fanout.gather)."""
-    from interlock.core.fanout import element_of
+    from interlock.core.model.fanout import element_of
 
     elem = element_of(declared) or TypeSpec(TypeKind.STR)
     items: list[tuple[Any, TypeSpec]] = []

@@ -21,10 +21,12 @@ import linecache
 from dataclasses import dataclass
 from typing import Any
 
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.graph import binding_type
-from interlock.core.spec import BindingKind, PipelineSpec, StepSpec
-from interlock.core.types import TypeKind, TypeSpec
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.codecs import TypeKind
+from interlock.core.model.graph import binding_type
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.spec import BindingKind, StepSpec
+from interlock.core.model.types import TypeSpec
 
 from .fanout import ITEM_TYPE, tolerant
 from .names import function_names, io_names, single_return
@@ -53,7 +55,7 @@ COLLECTED_TEXT = TypeSpec(TypeKind.LIST, args=(TypeSpec(TypeKind.STR),))
 
 
 def collected_text(spec: PipelineSpec, node: str, src: TypeSpec) -> bool:
-    from interlock.core.fanout import element_of
+    from interlock.core.model.fanout import element_of
 
     from .types import json_text
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from interlock.core.errors import PolicyError
-from interlock.core.policies import Resources
-from interlock.core.spec import PipelineSpec, StepSpec
+from interlock.core.base.errors import PolicyError
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.policies import Resources
+from interlock.core.model.spec import StepSpec
 
 from .component import DEFAULT_IMAGE
 from .launcher import POD_NAME_ENV, POD_NAMESPACE_ENV, POD_UID_ENV

@@ -13,18 +13,19 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.errors import StepFailed, StepStopped
-from interlock.core.failures import FailureKind
-from interlock.core.runstate import RunContext, RunEnv, state_dir_under
-from interlock.core.runtime import execute_step
-from interlock.core.values import from_jsonable
+from interlock.core.base.errors import StepFailed, StepStopped
+from interlock.core.base.status import FailureKind
+from interlock.core.model.codecs import from_jsonable
+from interlock.core.run.runtime import execute_step
+from interlock.core.run.state import RunContext, RunEnv, state_dir_under
 
 from .names import io_names, single_return
 from .node_task import NodeTask
 from .types import read_artifact, to_parameter, to_value, write_artifact
 
 if TYPE_CHECKING:
-    from interlock.core.spec import PipelineSpec, StepSpec
+    from interlock.core.model.pipeline_spec import PipelineSpec
+    from interlock.core.model.spec import StepSpec
 
 log = logging.getLogger("interlock.kfp")
 
@@ -54,12 +55,12 @@ def run_context_for(pipeline: str) -> RunContext:
 
 
 def load_spec(ref: str) -> PipelineSpec:
-    """The pipeline's spec, rebuilt by importing ``ref`` (``interlock.core.loader.load_spec``).
+    """The pipeline's spec, rebuilt by importing ``ref`` (``interlock.core.model.refs.load_spec``).
 
     Imported here, not at the top: a task whose component carries its node's slice of the
     spec never needs the loader (nor the pipeline builder it imports).
     """
-    from interlock.core.loader import load_spec as load
+    from interlock.core.model.refs import load_spec as load
 
     return load(ref)
 
@@ -127,10 +128,10 @@ def _differs(t: NodeTask, compiled: str, found: str) -> None:
 
 def _check_code(t: NodeTask, compiled: str) -> None:
     """The step this image holds is the one compiled (its code fingerprint), else FATAL."""
-    from interlock.core.runtime import resolve_function
+    from interlock.core.run.runtime import resolve_function
 
     resolve_function(t.step)  # imports the step's module; FATAL naming the ref if it cannot
-    from interlock.core.loader import import_ref
+    from interlock.core.model.refs import import_ref
 
     declared = getattr(import_ref(t.step.ref), "spec", None)  # the il.step as this image decorates it
     found = getattr(declared, "fingerprint", None)
@@ -143,8 +144,8 @@ def _tolerant_item(run: Any, step: StepSpec, name: str, inputs: Any) -> str:
     task that succeeds, so the shim retries every failure kind in-process first."""
     from dataclasses import replace
 
-    from interlock.core.codecs import to_jsonable
-    from interlock.core.runstate import ALL_KINDS
+    from interlock.core.model.codecs import to_jsonable
+    from interlock.core.run.state import ALL_KINDS
 
     from .fanout import envelope_failed, envelope_ok
 

@@ -24,10 +24,11 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.fanout import item_node
-from interlock.core.spec import PipelineSpec
-from interlock.core.types import TypeKind, TypeSpec
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.codecs import TypeKind
+from interlock.core.model.fanout import item_node
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.types import TypeSpec
 
 ITEM_TYPE = TypeSpec(TypeKind.DICT)  # what the per-item component declares for the item port
 ENUMERATE = "enumerate-items"
@@ -101,7 +102,7 @@ def tolerate_items(envelopes: list[Any], tolerate: float, node: str) -> list[Any
     more items failed than the map allows (the rule of ``MapSpec.allowed_failures``)."""
     import json
 
-    from interlock.core.fanout import MapSpec
+    from interlock.core.model.fanout import MapSpec
 
     results = [json.loads(e) if isinstance(e, str) else e for e in envelopes]
     failed = [i for i, r in enumerate(results) if "failed" in r]
@@ -117,7 +118,7 @@ def tolerate_items(envelopes: list[Any], tolerate: float, node: str) -> list[Any
 def _tolerance_component(spec: PipelineSpec, node_name: str, image: str) -> Any:
     from kfp import dsl
 
-    from interlock.core.fanout import mapped_output
+    from interlock.core.model.fanout import mapped_output
 
     from .component import _function_from_source
     from .names import identifier

@@ -14,17 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.core.finally_ import (
-    RunStatus,
-    block_of,
-    block_spec,
-    run_status,
-    status_port,
-    with_finally,
-)
-from interlock.core.runstate import settle
-from interlock.core.spec import BindingKind, Node, PipelineSpec
-from interlock.core.types import TypeKind
+from interlock.core.model.codecs import TypeKind
+from interlock.core.model.finally_blocks import RunStatus, block_of, block_spec, status_port
+from interlock.core.model.pipeline_spec import Node, PipelineSpec
+from interlock.core.model.spec import BindingKind
+from interlock.core.record.outcomes import run_status, settle, with_finally
 
 from .component import NodeComponent, _function_from_source, component_source, declared_inputs
 from .names import identifier, io_names
@@ -117,8 +111,8 @@ def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: st
                 args: dict[str, Any], task: str | None = None) -> Any:
     """In the exit task: the body's RunStatus from the run state, then the step through the shim
     (and, with a state volume, the receipt)."""
-    from interlock.core.codecs import to_jsonable
-    from interlock.core.types import type_of
+    from interlock.core.model.codecs import to_jsonable
+    from interlock.core.model.types import type_of
 
     from .entry import load_spec, run_context, run_node
 
@@ -144,7 +138,7 @@ def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: st
 def outside_blocks(spec: PipelineSpec, outputs: list[Any]) -> list[Any]:
     """Pipeline outputs KFP can declare: none from inside an exit handler (KFP refuses them;
     kfp-local still returns them)."""
-    from interlock.core.finally_ import is_call_finally
+    from interlock.core.model.finally_blocks import is_call_finally
 
     # A sub-pipeline call's own finally is no ExitHandler around what the caller reads: a call whose
     # outputs are read runs its finally after its body (subpipeline._after_body).
@@ -156,8 +150,8 @@ def whole_blocks(spec: PipelineSpec, order: list[Node], scope: tuple[Any, ...] |
     """``order`` with each il.finally_ block's nodes together (one ExitHandler group). A node
     that fell between them moves before the block when a node of the block depends on it,
     else after it (nothing in the block reads it)."""
-    from interlock.core.blocks import gate_reads
-    from interlock.core.finally_ import blocks_in
+    from interlock.core.backend.blocks import gate_reads
+    from interlock.core.model.finally_blocks import blocks_in
 
     for block in blocks_in(spec, None) if scope is None else scope:
         members = set(block.members)
@@ -186,7 +180,7 @@ class BlockHandlers:
 
     def __init__(self, spec: PipelineSpec, order: list[Node], values: dict[str, Any], opts: KfpOptions,
                  components: dict[str, NodeComponent], task_names: dict[str, str], call: Any = None):
-        from interlock.core.finally_ import blocks_in
+        from interlock.core.model.finally_blocks import blocks_in
 
         self.spec, self.values, self.opts = spec, values, opts
         self.components, self.task_names = components, task_names
@@ -200,7 +194,7 @@ class BlockHandlers:
         for block in scope:
             whole = call.finally_ if call is not None else spec.finally_
             if whole is not None or (opts.state_pvc and call is None):
-                from interlock.core.errors import PipelineDefinitionError
+                from interlock.core.base.errors import PipelineDefinitionError
 
                 outer = (f"sub-pipeline call {call.name!r}'s il.finally_" if call is not None
                          else "the whole pipeline's il.finally_" if whole is not None else "state_pvc's receipt handler")
@@ -214,7 +208,7 @@ class BlockHandlers:
             for n in spec.nodes:
                 reads = sorted((n.upstream() | set(n.after)) & members)
                 if n.name not in members and reads:
-                    from interlock.core.errors import PipelineDefinitionError
+                    from interlock.core.base.errors import PipelineDefinitionError
 
                     raise PipelineDefinitionError(
                         f"reads {reads[0]!r} from inside an il.finally_ block: KFP refuses a dependency on a task "

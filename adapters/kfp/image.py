@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from interlock.core.spec import PipelineSpec
-from interlock.core.types import TypeKind
+from interlock.core.model.codecs import TypeKind
+from interlock.core.model.pipeline_spec import PipelineSpec
 
 DEFAULT_BASE = "python:3.11-slim"
 SOURCE_DIR = "/usr/local/src/pipeline"  # kfp component build uses /usr/local/src/kfp/components

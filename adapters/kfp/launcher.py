@@ -27,12 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from interlock.core.errors import StepFailed
-from interlock.core.failures import Failure
-from interlock.core.loader import load_spec
-from interlock.core.runstate import RunContext, RunEnv
-from interlock.core.spec import StepSpec
-from interlock.core.status import FailureKind
+from interlock.core.base.errors import StepFailed
+from interlock.core.base.status import FailureKind
+from interlock.core.failure.record import Failure
+from interlock.core.model.refs import load_spec
+from interlock.core.model.spec import StepSpec
+from interlock.core.run.state import RunContext, RunEnv
 from interlock.plugins.pytorch.launch import (  # noqa: F401 - re-exported: the launcher's own names
     JobEnd,
     LocalRanks,

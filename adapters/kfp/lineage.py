@@ -1,6 +1,6 @@
 """Record a kfp-local run's lineage: the run description built from the receipt and the
 artifact URIs kfp assigned, handed to the installed lineage provider (core's seam,
-``interlock.core.lineage``; the mlmd plugin records it in ML Metadata).
+``interlock.core.record.lineage``; the mlmd plugin records it in ML Metadata).
 
 When no provider is installed or set up, the run is not recorded and one log line says
 why. Lineage never fails a run.
@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from interlock.core.errors import LineageUnavailable
-from interlock.core.lineage import lineage_provider
-from interlock.core.lineage_record import mark_recorded
-from interlock.core.spec import PipelineSpec
-from interlock.core.status import Status
+from interlock.core.base.errors import LineageUnavailable
+from interlock.core.base.status import Status
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.record.lineage import lineage_provider
+from interlock.core.record.lineage_record import mark_recorded
 
 from .names import io_names
 from .types import ARTIFACT_CLASSES

@@ -26,24 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interlock.core import live
-from interlock.core.backends import RunOptions, RunResult
-from interlock.core.errors import InterlockError, StepFailed
-from interlock.core.fanout import reports
-from interlock.core.receipt import assemble_receipt, prefetch_git_info
-from interlock.core.redact import Redactor
-from interlock.core.runstate import (
-    EnvName,
-    RunEnv,
-    RunState,
-    Seen,
-    exported,
-    settle,
-    state_dir_of,
-)
-from interlock.core.spec import PipelineSpec
-from interlock.core.status import Status
-from interlock.core.values import to_jsonable
+from interlock.core.backend.protocol import RunOptions
+from interlock.core.base.errors import InterlockError, StepFailed
+from interlock.core.base.status import Status
+from interlock.core.model.codecs import to_jsonable
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.record.outcomes import RunResult, Seen, settle
+from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
+from interlock.core.run import live
+from interlock.core.run.map_items import reports
+from interlock.core.run.redact import Redactor
+from interlock.core.run.state import EnvName, RunEnv, RunState, exported, state_dir_of
 
 from .compile import BuiltPipeline, build_pipeline
 from .entry import to_value
@@ -470,9 +463,9 @@ class KfpLocalRun:
 
     def _gates(self, observer: _TaskObserver, params: dict[str, Any]) -> dict[str, bool]:
         """Each il.when condition whose values kfp produced, read from those nodes' outputs."""
-        from interlock.core.conditions import decide
-        from interlock.core.graph import binding_type
-        from interlock.core.values import revive
+        from interlock.core.model.codecs import revive
+        from interlock.core.model.conditions import decide
+        from interlock.core.model.graph import binding_type
 
         from .names import io_names
 

@@ -26,8 +26,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from interlock.core.spec import PipelineSpec, StepSpec
-    from interlock.core.types import TypeSpec
+    from interlock.core.model.pipeline_spec import PipelineSpec
+    from interlock.core.model.spec import StepSpec
+    from interlock.core.model.types import TypeSpec
 
 SINGLE = "Output"  # kfp's name for a component's one returned value
 

@@ -22,11 +22,11 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.spec import Binding, StepSpec
-from interlock.core.types import TypeSpec
+from interlock.core.model.spec import Binding, StepSpec
+from interlock.core.model.types import TypeSpec
 
 if TYPE_CHECKING:
-    from interlock.core.spec import PipelineSpec
+    from interlock.core.model.pipeline_spec import PipelineSpec
 
 VERSION = 1
 
@@ -158,8 +158,8 @@ def lean_step(step: StepSpec) -> dict[str, Any]:
     """``step.to_json()`` without the fields at their defaults, which ``StepSpec.from_json``
     (and ``Retry``/``Cache``) fill back: the payload sits in every component of the compiled
     YAML, so a pipeline of N steps carries it N times (it was two thirds default values)."""
-    from interlock.core.policies import Cache
-    from interlock.core.retry import Retry
+    from interlock.core.model.policies import Cache
+    from interlock.core.model.retry import Retry
 
     d = step.to_json()
     out = {k: v for k, v in d.items() if k in _REQUIRED or not (v is None or v is False or v in ({}, [], ""))}

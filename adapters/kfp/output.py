@@ -3,7 +3,7 @@
 kfp.local echoes every line a task subprocess writes (the executor's INFO log, the whole
 executor input as JSON, the step's prints) and logs its own progress on the root logger
 with colour codes, even into a pipe. The task's shim relays the step's lines tagged
-(core/live.py, ``INTERLOCK_LIVE``): those are published to the run's console; the rest is
+(core/run/live.py, ``INTERLOCK_LIVE``): those are published to the run's console; the rest is
 kfp's, shown only when the run is verbose, without colour codes unless on a terminal.
 """
 
@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from interlock.core import live
-from interlock.core.live import StepLine
-from interlock.core.redact import Redactor
+from interlock.core.run import live
+from interlock.core.run.live_line import StepLine
+from interlock.core.run.redact import Redactor
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

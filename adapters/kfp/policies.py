@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backends import BackendOptions
-from interlock.core.failures import FailureKind
-from interlock.core.policies import Toleration, kueue_labels
-from interlock.core.retry import Retry
-from interlock.core.runstate import EnvName, RunEnv
-from interlock.core.spec import PipelineSpec, StepSpec
+from interlock.core.backend.protocol import BackendOptions
+from interlock.core.base.status import FailureKind
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.policies import kueue_labels
+from interlock.core.model.policies_opt_in import Toleration
+from interlock.core.model.retry import Retry
+from interlock.core.model.spec import StepSpec
+from interlock.core.run.state import EnvName, RunEnv
 
 # Kinds the shim retries inside the container: TRANSIENT (at once, cheap) and FATAL (only
 # OOM remediation ever retries a FATAL). CONTENTION and PREEMPTED need a new pod, after a
@@ -107,7 +109,7 @@ class KfpOptions:
             return
         preset = CLOUD_PRESETS.get(self.cloud)
         if preset is None:
-            from interlock.core.errors import PolicyError
+            from interlock.core.base.errors import PolicyError
 
             raise PolicyError(f"kfp option cloud={self.cloud!r} is not one of {sorted(CLOUD_PRESETS)}",
                               hint="or leave it unset and give accelerator_label / spot_node_selector yourself")
@@ -136,7 +138,7 @@ class KfpOptions:
         known = set(cls.__dataclass_fields__)
         unknown = set(options) - known
         if unknown:
-            from interlock.core.errors import PolicyError
+            from interlock.core.base.errors import PolicyError
 
             raise PolicyError(f"unknown kfp compile option(s) {sorted(unknown)}; known: {sorted(known)}")
         values = dict(options)
@@ -167,7 +169,7 @@ def parse_bool(name: str, text: str) -> bool:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    from interlock.core.errors import PolicyError
+    from interlock.core.base.errors import PolicyError
 
     raise PolicyError(f"kfp option {name}={text!r} is not a boolean (true/false)")
 
@@ -235,7 +237,7 @@ def check_durable_state(spec: PipelineSpec, opts: KfpOptions) -> None:
     retried = [(n.name, m) for n in spec.nodes if (m := retry_mapping(spec.step_of(n.name).retry)) is not None]
     if not retried:
         return
-    from interlock.core.errors import PipelineDefinitionError
+    from interlock.core.base.errors import PipelineDefinitionError
 
     node, m = retried[0]
     others = f" (as have {', '.join(repr(n) for n, _ in retried[1:])})" if len(retried) > 1 else ""

@@ -13,10 +13,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from interlock.core.errors import StepFailed
-from interlock.core.failures import FailureKind
-from interlock.core.loader import load_spec
-from interlock.core.runtime import execute_step
+from interlock.core.base.errors import StepFailed
+from interlock.core.base.status import FailureKind
+from interlock.core.model.refs import load_spec
+from interlock.core.run.runtime import execute_step
 from interlock.plugins.pytorch import process_group, rank
 
 from .entry import node_inputs, run_context

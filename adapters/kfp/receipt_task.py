@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from interlock.core.spec import PipelineSpec
+from interlock.core.model.pipeline_spec import PipelineSpec
 
 from .component import DEFAULT_IMAGE, _function_from_source
 from .policies import KfpOptions, apply_receipt_settings
@@ -50,8 +50,8 @@ def finish_run(pipeline_ref: str, params: dict[str, Any], state: str | None = No
     The exit task sees only the fragments (``seen=None``): a node without one in this run
     (a KFP cache hit, a closed gate, or never reached) is recorded as not-run.
     """
-    from interlock.core.receipt import assemble_receipt
-    from interlock.core.runstate import settle
+    from interlock.core.record.outcomes import settle
+    from interlock.core.record.receipt import assemble_receipt
 
     from .entry import load_spec, run_context
     from .types import decode

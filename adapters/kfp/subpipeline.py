@@ -1,6 +1,6 @@
 """Sub-pipeline calls as KFP pipelines-as-components (a nested DAG in the IR).
 
-A call of an ``@il.pipeline`` inside another (core/subpipeline.py) becomes a ``@dsl.pipeline``
+A call of an ``@il.pipeline`` inside another (core/dsl/subpipeline.py) becomes a ``@dsl.pipeline``
 of its own, built like the top level (its nodes, blocks, maps and nested calls), and called
 inside the caller's body, which kfp compiles to a task whose component is a DAG
 (``comp-<call>`` with a ``dag`` of the inner tasks). Its inputs are the sub-pipeline's
@@ -21,10 +21,11 @@ import inspect
 import typing
 from typing import Any
 
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.graph import binding_type
-from interlock.core.spec import Binding, BindingKind, PipelineSpec
-from interlock.core.subpipeline import SEP, call, call_inputs, call_outputs
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.graph import binding_type
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.spec import Binding, BindingKind
+from interlock.core.model.subcalls import SEP, call, call_inputs, call_outputs
 
 from .names import SINGLE, identifier
 from .types import kfp_type
@@ -76,8 +77,8 @@ def build_calls(spec: PipelineSpec, components: dict[str, Any], selectors: dict[
                 task_names: dict[str, str]) -> dict[str, Any]:
     """Every call's pipeline component, innermost first: kfp refuses to define a pipeline while
     another is being built, so the components exist before the caller's body runs."""
-    from interlock.core.blocks import structured_order
-    from interlock.core.subpipeline import scope_chain
+    from interlock.core.backend.blocks import structured_order
+    from interlock.core.model.subcalls import scope_chain
 
     order = structured_order(spec)
     built: dict[str, Any] = {}
@@ -213,7 +214,7 @@ def _declared_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]
     from dataclasses import replace
 
     outs = call_outputs(spec, name)
-    from interlock.core.finally_ import is_call_finally
+    from interlock.core.model.finally_blocks import is_call_finally
 
     # A call's own il.finally_ with outputs runs after its body's nested pipeline (_after_body), so
     # only `with il.finally_` blocks inside it (their ExitHandlers) hold outputs in.

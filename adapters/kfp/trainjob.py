@@ -24,9 +24,10 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from interlock.core.errors import PolicyError
-from interlock.core.policies import kueue_labels
-from interlock.core.spec import PipelineSpec, StepSpec
+from interlock.core.base.errors import PolicyError
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.policies import kueue_labels
+from interlock.core.model.spec import StepSpec
 
 TRAINER_GROUP = "trainer.kubeflow.org"
 TRAINER_VERSION = "v1alpha1"

@@ -16,13 +16,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from interlock.core.artifacts import Metrics
-from interlock.core.bindings import follow
-from interlock.core.codecs import TypeKind, from_jsonable, read_parquet, to_jsonable, write_parquet
-from interlock.core.errors import PipelineDefinitionError, SerializationError
-from interlock.core.spec import Binding, BindingKind
-from interlock.core.types import TypeSpec
-from interlock.core.values import read_value, write_value
+from interlock.core.base.errors import PipelineDefinitionError, SerializationError
+from interlock.core.model.artifacts import Metrics
+from interlock.core.model.codecs import (
+    TypeKind,
+    from_jsonable,
+    read_parquet,
+    to_jsonable,
+    write_parquet,
+)
+from interlock.core.model.spec import Binding, BindingKind
+from interlock.core.model.types import TypeSpec
+from interlock.core.model.values import read_value, write_value
+from interlock.core.run.bindings import follow
 
 NULL_KEY = "interlock_null"  # an Optional artifact output that was None
 

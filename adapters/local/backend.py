@@ -11,16 +11,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backends import Capabilities, RunOptions, RunResult
-from interlock.core.bindings import gate_decisions, gate_open, node_inputs, resolve
-from interlock.core.cache import LocalCache, cache_key
-from interlock.core.errors import SerializationError, StepFailed, StepStopped
-from interlock.core.receipt import assemble_receipt, prefetch_git_info
-from interlock.core.runstate import RunContext, Seen, settle, state_dir_of
-from interlock.core.runtime import execute_step, record_cache_hit
-from interlock.core.spec import PipelineSpec, StepSpec
-from interlock.core.status import Status
-from interlock.core.values import read_value, value_hash, write_value
+from interlock.core.backend.protocol import Capabilities, RunOptions
+from interlock.core.base.errors import SerializationError, StepFailed, StepStopped
+from interlock.core.base.status import Status
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.spec import StepSpec
+from interlock.core.model.values import read_value, value_hash, write_value
+from interlock.core.record.outcomes import RunResult, Seen, settle
+from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
+from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, resolve
+from interlock.core.run.cache import LocalCache, cache_key
+from interlock.core.run.runtime import execute_step, record_cache_hit
+from interlock.core.run.state import RunContext, state_dir_of
 
 from .distributed import run_distributed
 from .fanout import run_map
@@ -237,7 +239,7 @@ def _earlier_outputs(
 
 
 def resolve_param(value: Any, t: Any) -> Any:
-    from interlock.core.values import revive
+    from interlock.core.model.codecs import revive
 
     return revive(value, t)
 

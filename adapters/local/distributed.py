@@ -27,14 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interlock.core.errors import StepFailed
-from interlock.core.failures import Failure
-from interlock.core.retry import RetryTracker
-from interlock.core.runstate import RunContext, RunEnv, write_json_atomic
-from interlock.core.runtime import StepResult
-from interlock.core.spec import PipelineSpec, StepSpec
-from interlock.core.status import FailureKind, Status
-from interlock.core.values import read_value, write_value
+from interlock.core.base.errors import StepFailed
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.failure.decisions import RetryTracker
+from interlock.core.failure.record import Failure
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.spec import StepSpec
+from interlock.core.model.values import read_value, write_value
+from interlock.core.run.runtime import StepResult
+from interlock.core.run.state import RunContext, RunEnv, write_json_atomic
 from interlock.plugins.pytorch.launch import (
     LocalRanks,
     _clear_rank_markers,

@@ -14,16 +14,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from interlock.core import live
-from interlock.core.backends import RunOptions
-from interlock.core.cache import LocalCache, cache_key
-from interlock.core.errors import StepFailed
-from interlock.core.fanout import MapReport, aggregate, item_node
-from interlock.core.runstate import RunContext, Seen
-from interlock.core.runtime import execute_step, record_cache_hit
-from interlock.core.spec import Node, PipelineSpec
-from interlock.core.status import Status
-from interlock.core.values import passed_value
+from interlock.core.backend.protocol import RunOptions
+from interlock.core.base.errors import StepFailed
+from interlock.core.base.status import Status
+from interlock.core.model.fanout import item_node
+from interlock.core.model.pipeline_spec import Node, PipelineSpec
+from interlock.core.model.values import passed_value
+from interlock.core.record.outcomes import Seen
+from interlock.core.run import live
+from interlock.core.run.cache import LocalCache, cache_key
+from interlock.core.run.map_items import MapReport, aggregate
+from interlock.core.run.runtime import execute_step, record_cache_hit
+from interlock.core.run.state import RunContext
 
 from .outputs import output_failed
 

@@ -6,21 +6,21 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from interlock.core.backends import RunOptions
-from interlock.core.bindings import gate_open, node_inputs
-from interlock.core.errors import StepFailed
-from interlock.core.finally_ import (
+from interlock.core.backend.protocol import RunOptions
+from interlock.core.base.errors import StepFailed
+from interlock.core.base.status import Status
+from interlock.core.model.finally_blocks import (
     RunStatus,
     block_gate,
     block_spec,
     finally_inputs,
     reached,
-    run_status,
 )
-from interlock.core.runstate import RunContext, RunOutcome, StepOutcome, settle
-from interlock.core.runtime import execute_step
-from interlock.core.spec import Node, PipelineSpec
-from interlock.core.status import Status
+from interlock.core.model.pipeline_spec import Node, PipelineSpec
+from interlock.core.record.outcomes import RunOutcome, StepOutcome, run_status, settle
+from interlock.core.run.bindings import gate_open, node_inputs
+from interlock.core.run.runtime import execute_step
+from interlock.core.run.state import RunContext
 
 
 def run_finally(

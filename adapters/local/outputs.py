@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from interlock.core.errors import StepFailed
-from interlock.core.failures import FailureKind, default_classifier
-from interlock.core.redact import Redactor
-from interlock.core.runstate import RunContext
-from interlock.core.status import Status
+from interlock.core.base.errors import StepFailed
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.failure.rules import default_classifier
+from interlock.core.run.redact import Redactor
+from interlock.core.run.state import RunContext
 
 
 def output_failed(run: RunContext, step: Any, node: str, exc: BaseException) -> StepFailed:

@@ -12,12 +12,12 @@ import json
 import sys
 from pathlib import Path
 
-from interlock.core.errors import StepFailed
-from interlock.core.loader import load_spec
-from interlock.core.runstate import RunContext
-from interlock.core.runtime import execute_step
-from interlock.core.status import FailureKind
-from interlock.core.values import read_value, write_value
+from interlock.core.base.errors import StepFailed
+from interlock.core.base.status import FailureKind
+from interlock.core.model.refs import load_spec
+from interlock.core.model.values import read_value, write_value
+from interlock.core.run.runtime import execute_step
+from interlock.core.run.state import RunContext
 from interlock.plugins.pytorch import process_group, rank
 from interlock.plugins.pytorch.launch import rank_state
 

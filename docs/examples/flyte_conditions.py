@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 import interlock as il
-from interlock.core.branches import branch_value, elif_, otherwise
+from interlock.core.dsl.branches import branch_value, elif_, otherwise
 
 
 @il.step

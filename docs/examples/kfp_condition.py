@@ -13,7 +13,7 @@ import random
 import interlock as il
 
 # il.otherwise and il.branch_value once they are exported from interlock
-from interlock.core.branches import branch_value, otherwise
+from interlock.core.dsl.branches import branch_value, otherwise
 
 
 @il.step

@@ -13,7 +13,7 @@ Original (KFP)::
 """
 
 import interlock as il
-from interlock.core.fanout_build import map as il_map  # `il.map` once exported from interlock
+from interlock.core.dsl.fanout import map as il_map  # `il.map` once exported from interlock
 
 
 @il.step

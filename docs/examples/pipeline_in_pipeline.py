@@ -15,7 +15,7 @@ from __future__ import annotations
 import interlock as il
 
 # il.otherwise once it is exported from interlock
-from interlock.core.branches import otherwise
+from interlock.core.dsl.branches import otherwise
 
 
 @il.step

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.errors import InterlockError
+from interlock.core.base.errors import InterlockError
 
 if TYPE_CHECKING:
     from flytekit.configuration import Config

@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.errors import InterlockError
+from interlock.core.base.errors import InterlockError
 from interlock.plugins.airflow.compat import BaseHook
 from interlock.plugins.airflow.connection import config_from_connection, connection_extra
 from interlock.plugins.airflow.names import (

@@ -19,7 +19,7 @@ from flytekit.models import literals as lm
 from flytekit.models import types as tm
 from google.protobuf.json_format import MessageToDict
 
-from interlock.core.errors import PipelineDefinitionError, SerializationError
+from interlock.core.base.errors import PipelineDefinitionError, SerializationError
 
 _SIMPLE_NAMES = {v: k for k, v in vars(tm.SimpleType).items() if k.isupper() and isinstance(v, int)}
 _TRUE = {"true", "1", "yes", "y", "on"}

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from interlock.core.status import FailureKind
+from interlock.core.base.status import FailureKind
 
 from . import template
 from .lock import DEFAULT_TIMEOUT_S, StoreLock

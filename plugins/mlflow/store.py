@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from interlock.core.errors import InterlockError
+from interlock.core.base.errors import InterlockError
 
 DB_NAME = "mlflow.db"
 ARTIFACTS_DIR = "mlartifacts"

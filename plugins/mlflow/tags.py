@@ -12,14 +12,14 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from interlock.core.redact import Redactor
-from interlock.core.redact import is_secret_key as _is_secret_key
+from interlock.core.run.redact import Redactor
+from interlock.core.run.redact import is_secret_key as _is_secret_key
 
 TAG_PREFIX = "interlock."
 MAX_TAG_VALUE = 250  # "short": MLflow allows 8000, but tags are for the UI and search
 REDACTED = "***redacted***"
 
-# The rules are core's (interlock.core.redact), the same as receipts and logs; MLflow only
+# The rules are core's (interlock.core.run.redact), the same as receipts and logs; MLflow only
 # spells the mask its own way.
 _REDACTOR = Redactor(mask=REDACTED)
 

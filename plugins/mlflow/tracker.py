@@ -4,7 +4,7 @@
     il_mlflow.track(fraud_retrain, experiment="fraud-retrain", store_param="registry")
 
 ``il.run`` (and ``interlock run``) then tells the tracker when each run of the pipeline
-starts and ends, in the process that started it (core's tracker seam, core/trackers.py):
+starts and ends, in the process that started it (core's tracker seam, core/record/trackers.py):
 
 - at the start (in a thread, so that importing MLflow overlaps the first steps), the MLflow run: name ``PIPELINE-RUN_ID``, MLflow's standard tags
   (``mlflow.source.name``/``type``, ``mlflow.source.git.commit``, ``mlflow.user``), the
@@ -39,14 +39,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.trackers import TrackedRun, attach
+from interlock.core.record.trackers import TrackedRun, attach
 
 from .registry import MlflowRegistry, _flatten
 from .store import wrapped
 from .tags import _short, filter_secrets, is_secret, receipt_tags, redact
 
 if TYPE_CHECKING:
-    from interlock.core.backends import RunResult
+    from interlock.core.record.outcomes import RunResult
 
 log = logging.getLogger("interlock.mlflow")
 
@@ -144,7 +144,7 @@ def _user() -> str | None:
 
 
 def _params(params: Mapping[str, Any]) -> dict[str, str]:
-    from interlock.core.receipt import redact as redact_params
+    from interlock.core.record.receipt import redact as redact_params
 
     flat = _flatten(redact_params(dict(params)))
     return {k: str(v)[:_MAX_PARAM_VALUE] for k, v in flat.items() if not is_secret(k, v)}
@@ -204,7 +204,7 @@ class MlflowTracker:
 
     def open_run(self, run: TrackedRun) -> str:
         """Create (or, for a resumed run, reopen) the MLflow run of ``run``; returns its id."""
-        from interlock.core.receipt import code_files, git_info
+        from interlock.core.record.receipt import code_files, git_info
 
         reg = self.registry_for(run)
         git = git_info(files=code_files(run.spec))
@@ -242,7 +242,7 @@ class MlflowTracker:
     def run_finished(self, run: TrackedRun, result: RunResult | None, error: BaseException | None) -> None:
         from mlflow.entities import RunTag
 
-        from interlock.core.metrics import read_points
+        from interlock.core.run.metrics import read_points
 
         thread = self._threads.pop(run.run_id, None)
         if thread is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from interlock.core.errors import InterlockError, LineageUnavailable
+from interlock.core.base.errors import InterlockError, LineageUnavailable
 
 SETUP_COMMAND = "interlock lineage --setup"
 

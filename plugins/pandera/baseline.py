@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.core.errors import ValidationFailed
+from interlock.core.base.errors import ValidationFailed
 
 BASELINE_FORMAT = 1
 SHIFT_CHECK_NAME = "distribution_shift"

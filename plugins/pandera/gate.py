@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from interlock.core.errors import ValidationFailed
+from interlock.core.base.errors import ValidationFailed
 
 from .baseline import STATS_KEY, describe_shift
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from interlock.core.failures import Failure
-from interlock.core.runstate import Attempt, Fragment, RunContext, RunState, StopMarker
-from interlock.core.spec import StepSpec
-from interlock.core.status import FailureKind, Status
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.failure.record import Failure
+from interlock.core.model.spec import StepSpec
+from interlock.core.run.state import Attempt, Fragment, RunContext, RunState, StopMarker
 
 _SEVERITY = {FailureKind.FATAL: 0, FailureKind.PREEMPTED: 1, FailureKind.CONTENTION: 2, FailureKind.TRANSIENT: 3}
 

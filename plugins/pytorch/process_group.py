@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from interlock.core.policies import Torchrun
+from interlock.core.model.policies_opt_in import Torchrun
 
 
 def rank() -> int:

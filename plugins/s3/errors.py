@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-from interlock.core.errors import CheckpointError
+from interlock.core.base.errors import CheckpointError
 
 # Retrying the same request later can help (throttling, a server hiccup, a dropped link).
 RETRYABLE_CODES = frozenset(

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from interlock.core.checkpoint import validate_file_name, validate_key
-from interlock.core.errors import CheckpointError
+from interlock.core.base.errors import CheckpointError
+from interlock.core.checkpoint.checkpointer import validate_file_name, validate_key
 
 MARKER = "@ckpt"
 MANIFEST = "manifest.json"

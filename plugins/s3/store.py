@@ -40,7 +40,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TypeVar
 
-from interlock.core.checkpoint import (
+from interlock.core.base.errors import CheckpointError
+from interlock.core.checkpoint.checkpointer import (
     CheckpointInfo,
     FileEntry,
     FileSource,
@@ -53,7 +54,6 @@ from interlock.core.checkpoint import (
     newest_that_verifies,
     parse_checkpoint_id,
 )
-from interlock.core.errors import CheckpointError
 
 from .errors import S3StoreError, error_code, is_boto_error, is_missing, wrap
 from .layout import CLAIM, MANIFEST, KeyLayout, normalise_prefix
@@ -93,7 +93,7 @@ class _Entry:
 
 
 class S3CheckpointStore:
-    """A :class:`~interlock.core.checkpoint.CheckpointStore` on an S3 bucket.
+    """A :class:`~interlock.core.checkpoint.checkpointer.CheckpointStore` on an S3 bucket.
 
     ``client``: a boto3 S3 client to use as is; otherwise one is made on first use, with
     ``endpoint_url`` (MinIO, moto; path-style addressing) and credentials from the

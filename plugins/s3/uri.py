@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from interlock.core.errors import CheckpointError
+from interlock.core.base.errors import CheckpointError
 
 # The first one set wins; AWS_ENDPOINT_URL is botocore's own variable.
 ENDPOINT_ENV = ("INTERLOCK_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL")

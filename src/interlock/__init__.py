@@ -27,28 +27,30 @@ __version__ = "0.1.0"
 
 # name -> the interlock.core module that defines it; imported on first use.
 _EXPORTS = {
-    "compile": "api", "run": "api",
-    "Dataset": "artifacts", "Metrics": "artifacts", "Model": "artifacts",
-    "BackendOptions": "backends", "Capabilities": "backends", "RunResult": "backends", "StepOutcome": "backends",
-    "branch_value": "branches", "elif_": "branches", "otherwise": "branches",
-    "when": "build",
-    "CheckpointStore": "checkpoint",
-    "StepContext": "context",
-    "CapabilityError": "errors", "InterlockError": "errors", "PipelineDefinitionError": "errors",
-    "PolicyError": "errors", "RunFailed": "errors", "RunIdError": "errors", "RunInProgress": "errors",
-    "StepFailed": "errors", "StepStopped": "errors", "ValidationFailed": "errors",
-    "Failure": "failures", "FailureKind": "failures", "Preempted": "failures", "Rule": "failures",
-    "StepTimeout": "failures", "classify": "failures", "register_rule": "failures",
-    "map": "fanout_build",
-    "RunStatus": "finally_", "finally_": "finally_",
-    "GateDecision": "gates", "champion_gate": "gates",
-    "Pipeline": "pipeline", "pipeline": "pipeline", "spec": "pipeline",
-    "Cache": "policies", "CheckpointPolicy": "policies", "Resources": "policies", "Secret": "policies",
-    "Toleration": "policies", "Torchrun": "policies",
-    "Backoff": "retry", "Retry": "retry",
-    "PipelineSpec": "spec",
-    "Status": "status",
-    "Step": "step", "step": "step",
+    "compile": "backend.api", "run": "backend.api",
+    "BackendOptions": "backend.protocol", "Capabilities": "backend.protocol",
+    "CapabilityError": "base.errors", "InterlockError": "base.errors", "PipelineDefinitionError": "base.errors", "PolicyError": "base.errors", "RunFailed": "base.errors", "RunIdError": "base.errors", "RunInProgress": "base.errors", "StepFailed": "base.errors", "StepStopped": "base.errors", "ValidationFailed": "base.errors",
+    "FailureKind": "base.status", "Status": "base.status",
+    "CheckpointStore": "checkpoint.checkpointer",
+    "branch_value": "dsl.branches", "elif_": "dsl.branches", "otherwise": "dsl.branches",
+    "when": "dsl.build",
+    "map": "dsl.fanout",
+    "finally_": "dsl.finally_",
+    "GateDecision": "dsl.gates", "champion_gate": "dsl.gates",
+    "Pipeline": "dsl.pipeline", "pipeline": "dsl.pipeline", "spec": "dsl.pipeline",
+    "Step": "dsl.step", "step": "dsl.step",
+    "Preempted": "failure.taxonomy", "StepTimeout": "failure.taxonomy", "classify": "failure.rules", "register_rule": "failure.rules",
+    "Failure": "failure.record",
+    "Rule": "failure.rules",
+    "Dataset": "model.artifacts", "Metrics": "model.artifacts", "Model": "model.artifacts",
+    "Backoff": "model.backoff",
+    "RunStatus": "model.finally_blocks",
+    "PipelineSpec": "model.pipeline_spec",
+    "Cache": "model.policies", "Resources": "model.policies",
+    "CheckpointPolicy": "model.policies_opt_in", "Secret": "model.policies_opt_in", "Toleration": "model.policies_opt_in", "Torchrun": "model.policies_opt_in",
+    "Retry": "model.retry",
+    "RunResult": "record.outcomes", "StepOutcome": "record.outcomes",
+    "StepContext": "run.context",
 }
 
 __all__ = [
@@ -107,14 +109,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # type checkers and IDEs see every name as if imported here
-    from interlock.core.api import compile, run
-    from interlock.core.artifacts import Dataset, Metrics, Model
-    from interlock.core.backends import BackendOptions, Capabilities, RunResult, StepOutcome
-    from interlock.core.branches import branch_value, elif_, otherwise
-    from interlock.core.build import when
-    from interlock.core.checkpoint import CheckpointStore
-    from interlock.core.context import StepContext
-    from interlock.core.errors import (
+    from interlock.core.backend.api import compile, run
+    from interlock.core.backend.protocol import BackendOptions, Capabilities
+    from interlock.core.base.errors import (
         CapabilityError,
         InterlockError,
         PipelineDefinitionError,
@@ -126,31 +123,27 @@ if TYPE_CHECKING:  # type checkers and IDEs see every name as if imported here
         StepStopped,
         ValidationFailed,
     )
-    from interlock.core.failures import (
-        Failure,
-        FailureKind,
-        Preempted,
-        Rule,
-        StepTimeout,
-        classify,
-        register_rule,
-    )
-    from interlock.core.fanout_build import map
-    from interlock.core.finally_ import RunStatus, finally_
-    from interlock.core.gates import GateDecision, champion_gate
-    from interlock.core.pipeline import Pipeline, pipeline, spec
-    from interlock.core.policies import (
-        Cache,
-        CheckpointPolicy,
-        Resources,
-        Secret,
-        Toleration,
-        Torchrun,
-    )
-    from interlock.core.retry import Backoff, Retry
-    from interlock.core.spec import PipelineSpec
-    from interlock.core.status import Status
-    from interlock.core.step import Step, step
+    from interlock.core.base.status import FailureKind, Status
+    from interlock.core.checkpoint.checkpointer import CheckpointStore
+    from interlock.core.dsl.branches import branch_value, elif_, otherwise
+    from interlock.core.dsl.build import when
+    from interlock.core.dsl.fanout import map
+    from interlock.core.dsl.finally_ import finally_
+    from interlock.core.dsl.gates import GateDecision, champion_gate
+    from interlock.core.dsl.pipeline import Pipeline, pipeline, spec
+    from interlock.core.dsl.step import Step, step
+    from interlock.core.failure.record import Failure
+    from interlock.core.failure.rules import Rule, classify, register_rule
+    from interlock.core.failure.taxonomy import Preempted, StepTimeout
+    from interlock.core.model.artifacts import Dataset, Metrics, Model
+    from interlock.core.model.backoff import Backoff
+    from interlock.core.model.finally_blocks import RunStatus
+    from interlock.core.model.pipeline_spec import PipelineSpec
+    from interlock.core.model.policies import Cache, Resources
+    from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Toleration, Torchrun
+    from interlock.core.model.retry import Retry
+    from interlock.core.record.outcomes import RunResult, StepOutcome
+    from interlock.core.run.context import StepContext
 
 
 def __getattr__(name: str) -> Any:

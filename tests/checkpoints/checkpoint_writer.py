@@ -35,7 +35,7 @@ def part_digests(step: int, part_bytes: int, parts: int) -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     root, key, step, part_bytes, parts, keep, durable = argv
-    from interlock.core.checkpoint_local import LocalCheckpointStore
+    from interlock.core.checkpoint.local import LocalCheckpointStore
 
     step_i, size, n = int(step), int(part_bytes), int(parts)
     files = {f"part-{p}.bin": make_part(step_i, p, size) for p in range(n)}

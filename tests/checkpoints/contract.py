@@ -27,13 +27,13 @@ from typing import Any
 import pytest
 import xxhash
 
-from interlock.core.checkpoint import (
+from interlock.core.base.errors import CheckpointError, InterlockError, SerializationError
+from interlock.core.checkpoint.checkpointer import (
     Checkpointer,
     CheckpointInfo,
     CheckpointStore,
     LoadedCheckpoint,
 )
-from interlock.core.errors import CheckpointError, InterlockError, SerializationError
 
 KEY = "fraud-retrain/run-1/train"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from checkpoints import checkpoint_writer
 
-from interlock.core.checkpoint_local import LocalCheckpointStore
+from interlock.core.checkpoint.local import LocalCheckpointStore
 
 HELPER = Path(__file__).with_name("checkpoint_writer.py")
 KEY = "fault-test/run-1/train"

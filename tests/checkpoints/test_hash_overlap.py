@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from checkpoints import contract
 
-from interlock.core.checkpoint import Checkpointer
-from interlock.core.checkpoint_io import IO_CHUNK, Hasher
-from interlock.core.checkpoint_local import LocalCheckpointStore
+from interlock.core.checkpoint.checkpointer import Checkpointer
+from interlock.core.checkpoint.io import IO_CHUNK, Hasher
+from interlock.core.checkpoint.local import LocalCheckpointStore
 
 MiB = 1 << 20
 
@@ -74,8 +74,8 @@ def test_a_save_and_a_load_work_while_the_interpreter_shuts_down(tmp_path: Path)
         textwrap.dedent(
             """
             import atexit, sys
-            from interlock.core.checkpoint import Checkpointer
-            from interlock.core.checkpoint_local import LocalCheckpointStore
+            from interlock.core.checkpoint.checkpointer import Checkpointer
+            from interlock.core.checkpoint.local import LocalCheckpointStore
 
             ck = Checkpointer(LocalCheckpointStore(sys.argv[1]), "k/run/step", keep=None)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from checkpoints import contract
 
-from interlock.core.checkpoint import Checkpointer
-from interlock.core.checkpoint_local import LocalCheckpointStore
+from interlock.core.checkpoint.checkpointer import Checkpointer
+from interlock.core.checkpoint.local import LocalCheckpointStore
 
 KEY = contract.KEY
 MiB = 1 << 20
@@ -114,8 +114,8 @@ def test_peak_memory_of_a_load_stays_near_the_state_size(tmp_path: Path) -> None
 WRITER = textwrap.dedent(
     """
     import os, sys, time
-    from interlock.core import checkpoint_local
-    from interlock.core.checkpoint import Checkpointer
+    from interlock.core.checkpoint import local as checkpoint_local
+    from interlock.core.checkpoint.checkpointer import Checkpointer
 
     root, mode = sys.argv[1], sys.argv[2]
     real_remove = checkpoint_local.remove_tree

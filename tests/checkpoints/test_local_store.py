@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from checkpoints import contract
 
-from interlock.core.checkpoint import Checkpointer, CheckpointInfo, CheckpointStore
-from interlock.core.checkpoint_local import LocalCheckpointStore
-from interlock.core.errors import CheckpointError, SerializationError
+from interlock.core.base.errors import CheckpointError, SerializationError
+from interlock.core.checkpoint.checkpointer import Checkpointer, CheckpointInfo, CheckpointStore
+from interlock.core.checkpoint.local import LocalCheckpointStore
 
 KEY = contract.KEY
 payload = contract.payload
@@ -214,7 +214,7 @@ def test_streamed_and_many_file_saves_fsync_everything_before_the_rename_togethe
 ) -> None:
     # The commit fsyncs the files, directories, manifest and temp dir at once (one journal
     # commit instead of one each), the files of a large save in batches (bounded fds).
-    from interlock.core import checkpoint_local
+    from interlock.core.checkpoint import local as checkpoint_local
 
     events: list[tuple[str, str, int, int]] = []
     real_fsync, real_rename = os.fsync, os.rename
@@ -349,16 +349,16 @@ def test_overlong_key_is_refused_clearly(tmp_path: Path) -> None:
 
 
 def test_checkpoint_modules_do_not_use_pickle() -> None:
-    core = Path(__file__).resolve().parents[2] / "core"
-    for name in ("checkpoint.py", "checkpoint_local.py"):
-        source = (core / name).read_text()
+    package = Path(__file__).resolve().parents[2] / "core" / "checkpoint"
+    for module in package.glob("*.py"):
+        source = module.read_text()
         assert not re.search(r"^\s*(import|from)\s+(c?pickle|dill|cloudpickle)\b", source, re.M)
 
 
 def test_store_for_uri_picks_local_paths_and_refuses_unknown_schemes(tmp_path) -> None:
-    from interlock.core.checkpoint import store_for_uri
-    from interlock.core.checkpoint_local import LocalCheckpointStore
-    from interlock.core.errors import CheckpointError
+    from interlock.core.base.errors import CheckpointError
+    from interlock.core.checkpoint.checkpointer import store_for_uri
+    from interlock.core.checkpoint.local import LocalCheckpointStore
 
     assert isinstance(store_for_uri(str(tmp_path / "ckpt")), LocalCheckpointStore)
     with pytest.raises(CheckpointError) as info:

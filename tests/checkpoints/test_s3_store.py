@@ -29,9 +29,10 @@ from checkpoints import contract
 from moto.server import ThreadedMotoServer
 
 import interlock as il
-from interlock.core.checkpoint import Checkpointer, CheckpointInfo, CheckpointStore
-from interlock.core.errors import CheckpointError
-from interlock.core.failures import FailureKind, classify
+from interlock.core.base.errors import CheckpointError
+from interlock.core.base.status import FailureKind
+from interlock.core.checkpoint.checkpointer import Checkpointer, CheckpointInfo, CheckpointStore
+from interlock.core.failure.rules import classify
 from interlock.plugins.s3 import KeyLayout, S3CheckpointStore, S3StoreError, parse_s3_uri
 
 KEY = contract.KEY

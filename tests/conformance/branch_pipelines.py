@@ -8,7 +8,7 @@ from typing import NamedTuple
 import interlock as il
 
 # il.elif_, il.otherwise, il.branch_value once they are exported from interlock
-from interlock.core.branches import branch_value, elif_, otherwise
+from interlock.core.dsl.branches import branch_value, elif_, otherwise
 
 
 @il.step

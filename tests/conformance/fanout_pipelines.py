@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import interlock as il
-from interlock.core.fanout_build import map as il_map  # il.map once exported from interlock
+from interlock.core.dsl.fanout import map as il_map  # il.map once exported from interlock
 
 
 @il.step

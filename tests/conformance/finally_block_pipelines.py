@@ -8,7 +8,7 @@ import os
 
 import interlock as il
 from conformance.finally_pipelines import maybe_fail, prepare, report
-from interlock.core.finally_ import finally_  # il.finally_ once exported
+from interlock.core.dsl.finally_ import finally_  # il.finally_ once exported
 
 
 @il.step

@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 
 import interlock as il
-from interlock.core.finally_ import RunStatus, finally_  # il.RunStatus, il.finally_ once exported
+from interlock.core.dsl.finally_ import finally_  # il.RunStatus, il.finally_ once exported
+from interlock.core.model.finally_blocks import RunStatus
 
 
 @il.step

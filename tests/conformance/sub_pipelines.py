@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import interlock as il
-from interlock.core.branches import branch_value, otherwise
-from interlock.core.finally_ import RunStatus, finally_
+from interlock.core.dsl.branches import branch_value, otherwise
+from interlock.core.dsl.finally_ import finally_
+from interlock.core.model.finally_blocks import RunStatus
 
 
 @il.step

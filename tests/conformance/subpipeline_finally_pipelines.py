@@ -9,8 +9,8 @@ import os
 
 import interlock as il
 from conformance.finally_pipelines import maybe_fail, prepare, report
-from interlock.core.branches import otherwise  # il.otherwise once exported
-from interlock.core.finally_ import finally_  # il.finally_ once exported
+from interlock.core.dsl.branches import otherwise  # il.otherwise once exported
+from interlock.core.dsl.finally_ import finally_  # il.finally_ once exported
 
 
 @il.step

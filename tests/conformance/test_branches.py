@@ -13,7 +13,7 @@ import yaml
 
 import interlock as il
 from conformance import branch_pipelines as bp
-from interlock.core.backends import available_backends
+from interlock.core.backend.protocol import available_backends
 
 BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
 
@@ -236,7 +236,7 @@ def test_elif_must_follow_its_block_directly() -> None:
 
 
 def test_interlock_backends_lists_how_each_backend_renders_branches() -> None:
-    from interlock.core.backends import get_backend
+    from interlock.core.backend.protocol import get_backend
 
     caps = {name: get_backend(name).capabilities() for name in ("local", "flyte", "kfp")}
     for name, c in caps.items():

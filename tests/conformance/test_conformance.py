@@ -10,7 +10,7 @@ import pytest
 
 import interlock as il
 from conformance.pipelines import CASES, STATUSES_AGAIN, STATUSES_FIRST, Case, statuses
-from interlock.core.backends import available_backends
+from interlock.core.backend.protocol import available_backends
 
 RUNNABLE = ["local", "flyte-local", "kfp-local"]
 

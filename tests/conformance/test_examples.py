@@ -12,7 +12,7 @@ import kfp_condition
 import pytest
 from _compare import BACKENDS, outcome
 
-from interlock.core.backends import available_backends
+from interlock.core.backend.protocol import available_backends
 
 INSTALLED = tuple(b for b in BACKENDS if b in available_backends())
 

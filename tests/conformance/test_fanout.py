@@ -11,9 +11,9 @@ import pytest
 
 import interlock as il
 from conformance import fanout_pipelines as fp
-from interlock.core.backends import available_backends
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.pipeline import spec as spec_of
+from interlock.core.backend.protocol import available_backends
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.dsl.pipeline import spec as spec_of
 
 RUNNABLE = ["local", "flyte-local", "kfp-local"]
 S, F, N = "succeeded", "failed", "not-run"
@@ -246,14 +246,14 @@ def test_the_mapped_output_is_a_list_and_optional_when_tolerant() -> None:
     assert node.map is not None and node.map.item == "x" and node.map.tolerate == 0.25
     out = dict(spec.output_types)["o0"]
     assert out.describe() == "list[int]"
-    from interlock.core.graph import binding_type
-    from interlock.core.spec import Binding
+    from interlock.core.model.graph import binding_type
+    from interlock.core.model.spec import Binding
 
     assert binding_type(spec, Binding.of_output("fragile", "o0")).describe() == "list[Optional[int]]"
 
 
 def test_a_spec_with_maps_and_lists_round_trips_through_json() -> None:
-    from interlock.core.spec import PipelineSpec
+    from interlock.core.model.pipeline_spec import PipelineSpec
 
     for p in (fp.over_param, fp.tolerant, fp.literal, fp.datasets):
         spec = spec_of(p)
@@ -261,7 +261,7 @@ def test_a_spec_with_maps_and_lists_round_trips_through_json() -> None:
 
 
 def test_a_spec_without_map_fields_still_loads() -> None:
-    from interlock.core.spec import Node
+    from interlock.core.model.pipeline_spec import Node
 
     node = Node.from_json({"name": "a", "step": "a", "inputs": {"x": {"const": 1}}})
     assert node.map is None and "map" not in node.to_json()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import interlock as il
-from interlock.core.backends import available_backends
+from interlock.core.backend.protocol import available_backends
 
 EXAMPLES = {
     "parallelfor_collected": "add_pipeline",

@@ -15,9 +15,10 @@ import yaml
 
 import interlock as il
 from conformance import finally_pipelines as fp
-from interlock.core.backends import available_backends
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.finally_ import RunStatus, finally_
+from interlock.core.backend.protocol import available_backends
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.dsl.finally_ import finally_
+from interlock.core.model.finally_blocks import RunStatus
 
 BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
 
@@ -139,7 +140,7 @@ def test_flyte_compiles_a_failure_node_and_a_last_node(tmp_path: Path) -> None:
 
 
 def test_local_backends_list_how_they_render_finally() -> None:
-    from interlock.core.backends import get_backend
+    from interlock.core.backend.protocol import get_backend
 
     assert get_backend("local").capabilities().features["finally"].startswith("native")
     assert "dsl.ExitHandler" in get_backend("kfp").capabilities().features["finally"]
@@ -196,7 +197,7 @@ def test_finally_misuse_is_refused_at_build_time() -> None:
 
 
 def test_the_finally_step_survives_the_spec_json() -> None:
-    from interlock.core.spec import PipelineSpec
+    from interlock.core.model.pipeline_spec import PipelineSpec
 
     spec = il.spec(fp.with_finally)
     back = PipelineSpec.loads(spec.dumps())

@@ -15,9 +15,9 @@ import yaml
 import interlock as il
 from conformance import finally_block_pipelines as fbp
 from conformance import finally_pipelines as fp
-from interlock.core.backends import available_backends
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.finally_ import finally_
+from interlock.core.backend.protocol import available_backends
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.dsl.finally_ import finally_
 
 BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
 
@@ -127,7 +127,7 @@ def test_finally_block_misuse_is_refused_at_build_time() -> None:
 
 
 def test_finally_blocks_survive_the_spec_json() -> None:
-    from interlock.core.spec import PipelineSpec
+    from interlock.core.model.pipeline_spec import PipelineSpec
 
     spec = il.spec(fbp.finally_both)
     back = PipelineSpec.loads(spec.dumps())

@@ -121,7 +121,7 @@ def start(tmp_path: Path, target: str, backend: str, *args: str) -> subprocess.P
     (tmp_path / "tracked_pipe.py").write_text(textwrap.dedent(MLFLOW_PIPELINE))
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "MLFLOW_LOGGING_LEVEL")}
     return subprocess.Popen(
-        [sys.executable, "-m", "interlock.core.cli", "run", target, "--backend", backend,
+        [sys.executable, "-m", "interlock.core.cli.main", "run", target, "--backend", backend,
          "--workdir", str(tmp_path / "wd"), "--no-cache", *args],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
@@ -219,7 +219,7 @@ def test_a_terminal_gets_rich_output_with_the_same_lines(tmp_path: Path) -> None
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160"}
     env.pop("NO_COLOR", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "interlock.core.cli", "run", "live_pipe.py:live", "--workdir", str(tmp_path / "wd"),
+        [sys.executable, "-m", "interlock.core.cli.main", "run", "live_pipe.py:live", "--workdir", str(tmp_path / "wd"),
          "-p", f"gate={gate}"], cwd=tmp_path, env=env, stdin=secondary, stdout=secondary, stderr=secondary,
     )
     os.close(secondary)

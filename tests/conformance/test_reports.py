@@ -10,8 +10,8 @@ import pytest
 
 import interlock as il
 from conformance import report_pipelines as rp
-from interlock.core.backends import available_backends
-from interlock.core.report_html import show
+from interlock.core.backend.protocol import available_backends
+from interlock.core.report.report_html import show
 
 BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
 

@@ -10,7 +10,7 @@ import flyte_subworkflows
 import pipeline_in_pipeline
 from _compare import BACKENDS, outcome
 
-from interlock.core.backends import available_backends
+from interlock.core.backend.protocol import available_backends
 
 INSTALLED = tuple(b for b in BACKENDS if b in available_backends())
 

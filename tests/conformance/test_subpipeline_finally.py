@@ -15,8 +15,8 @@ import yaml
 
 import interlock as il
 from conformance import subpipeline_finally_pipelines as sfp
-from interlock.core.backends import available_backends
-from interlock.core.errors import PipelineDefinitionError
+from interlock.core.backend.protocol import available_backends
+from interlock.core.base.errors import PipelineDefinitionError
 
 BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
 ERROR = "FATAL: unclassified ValueError: bad input {}"
@@ -250,7 +250,7 @@ def test_flyte_compiles_each_call_s_sub_workflow_with_its_failure_node(tmp_path:
 
 def test_finally_misuse_inside_a_sub_pipeline_is_refused_at_build_time() -> None:
     from conformance.finally_pipelines import prepare, report
-    from interlock.core.finally_ import finally_
+    from interlock.core.dsl.finally_ import finally_
 
     @il.pipeline(name="sf-two")
     def two(x: int, out: str):
@@ -296,7 +296,7 @@ def test_finally_misuse_inside_a_sub_pipeline_is_refused_at_build_time() -> None
 
 
 def test_a_call_s_finally_survives_the_spec_json() -> None:
-    from interlock.core.spec import PipelineSpec
+    from interlock.core.model.pipeline_spec import PipelineSpec
 
     spec = il.spec(sfp.twice)
     back = PipelineSpec.loads(spec.dumps())
@@ -305,7 +305,7 @@ def test_a_call_s_finally_survives_the_spec_json() -> None:
 
 
 def test_interlock_backends_lists_the_construct() -> None:
-    from interlock.core.backends import FEATURES, features_used, get_backend
+    from interlock.core.backend.protocol import FEATURES, features_used, get_backend
 
     assert "subpipeline.finally" in FEATURES
     for name in ("local", "flyte", "flyte-local", "kfp", "kfp-local"):

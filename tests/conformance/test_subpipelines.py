@@ -13,8 +13,8 @@ import yaml
 
 import interlock as il
 from conformance import sub_pipelines as sp
-from interlock.core.backends import available_backends
-from interlock.core.spec import PipelineSpec
+from interlock.core.backend.protocol import available_backends
+from interlock.core.model.pipeline_spec import PipelineSpec
 
 BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
 
@@ -219,7 +219,7 @@ def test_the_spec_keeps_the_calls_and_round_trips(tmp_path: Path) -> None:
 
 
 def test_interlock_backends_lists_the_rendering(tmp_path: Path) -> None:
-    from interlock.core.backends import get_backend
+    from interlock.core.backend.protocol import get_backend
 
     for name, word in (("local", "native"), ("flyte", "sub-workflow"), ("kfp", "pipeline-as-component")):
         caps = get_backend(name).capabilities()
@@ -315,7 +315,7 @@ def test_a_pipeline_called_outside_a_pipeline_body_is_still_refused() -> None:
 
 
 def test_interlock_graph_shows_the_calls() -> None:
-    from interlock.core import render
+    from interlock.core.report import render
 
     spec = il.spec(sp.nested)
     assert "[sub-middle: sub-pipeline sub-middle(text<-pipeline parameter 'text')" in render.text(spec)

@@ -12,7 +12,7 @@ import pytest
 
 import interlock as il
 from conformance import value_pipelines as vp
-from interlock.core.backends import available_backends
+from interlock.core.backend.protocol import available_backends
 
 BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from interlock.core import live
-from interlock.core.live import StepLine
+from interlock.core.run import live
+from interlock.core.run.live_line import StepLine
 
 
 @pytest.fixture(autouse=True)

@@ -13,21 +13,20 @@ import pytest
 from core_pipelines import basic
 
 import interlock as il
-from interlock.core import backends
-from interlock.core.backends import (
+from interlock.core.backend import protocol as backends
+from interlock.core.backend.protocol import (
     Backend,
     BackendOptions,
     Capabilities,
     Compiler,
     Runner,
     RunOptions,
-    RunResult,
-    StepOutcome,
     get_backend,
 )
-from interlock.core.cli import main
-from interlock.core.errors import BackendNotFound
-from interlock.core.spec import PipelineSpec
+from interlock.core.base.errors import BackendNotFound
+from interlock.core.cli.main import main
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.record.outcomes import RunResult, StepOutcome
 
 
 class ToyBackend:

@@ -12,9 +12,10 @@ from typing import Any, Optional
 import pytest
 
 import interlock as il
-from interlock.core.errors import PolicyError
-from interlock.core.graph import validate
-from interlock.core.spec import Binding, PipelineSpec
+from interlock.core.base.errors import PolicyError
+from interlock.core.model.graph import validate
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.spec import Binding
 
 
 # -- steps used by the pipelines below (never run) ------------------------------------------------
@@ -570,7 +571,7 @@ def test_promise_nested_in_a_constant_is_refused() -> None:
 def test_run_ids_are_valid_flyte_execution_names() -> None:
     import re
 
-    from interlock.core.backends import new_run_id
+    from interlock.core.backend.protocol import new_run_id
 
     ids = {new_run_id("any") for _ in range(50)}
     assert len(ids) == 50

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import interlock as il
-from interlock.core.cache import cache_key
-from interlock.core.codecs import dataframe_hash
+from interlock.core.model.codecs import dataframe_hash
+from interlock.core.run.cache import cache_key
 
 pd = pytest.importorskip("pandas")
 

@@ -16,8 +16,8 @@ import pytest
 from core_pipelines import caching
 
 import interlock as il
-from interlock.core.cache import cache_key
-from interlock.core.step import code_fingerprint
+from interlock.core.dsl.step import code_fingerprint
+from interlock.core.run.cache import cache_key
 
 _ids = itertools.count()
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import interlock as il
-from interlock.core.api import checkpoint_store_for, record_checkpoint_store
-from interlock.core.runstate import EnvName, RunState
+from interlock.core.backend.api import checkpoint_store_for, record_checkpoint_store
+from interlock.core.run.state import EnvName, RunState
 
 ATTEMPTS: list[int] = []
 
@@ -55,7 +55,7 @@ def test_a_resume_reuses_the_recorded_store_and_the_env_is_the_default(tmp_path:
 
 
 def test_the_cli_passes_checkpoint_store(tmp_path: Path) -> None:
-    from interlock.core.cli import main
+    from interlock.core.cli.main import main
 
     store = tmp_path / "cli-store"
     code = main(["run", f"{__file__}:ckpt_store", "--workdir", str(tmp_path / "w"), "--run-id", "cs-cli",

@@ -19,9 +19,9 @@ import pytest
 from core_pipelines import cli_demo
 
 import interlock as il
-from interlock.core import plugins
-from interlock.core.cli import EXIT_FAILED, EXIT_USAGE, main
-from interlock.core.spec import PipelineSpec
+from interlock.core.base import plugins
+from interlock.core.cli.main import EXIT_FAILED, EXIT_USAGE, main
+from interlock.core.model.pipeline_spec import PipelineSpec
 
 FILE = str(Path(cli_demo.__file__).resolve())
 GREET = f"{FILE}:greet"

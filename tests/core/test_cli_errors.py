@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from core_pipelines import cli_demo
 
-from interlock.core.cli import EXIT_USAGE, main
+from interlock.core.cli.main import EXIT_USAGE, main
 
 GREET = f"{Path(cli_demo.__file__).resolve()}:greet"
 

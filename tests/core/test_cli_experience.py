@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from core_pipelines import cli_demo
 
-from interlock.core.cli import EXIT_FAILED, EXIT_USAGE, main
+from interlock.core.cli.main import EXIT_FAILED, EXIT_USAGE, main
 
 FILE = str(Path(cli_demo.__file__).resolve())
 GREET = f"{FILE}:greet"
@@ -119,7 +119,7 @@ def test_a_script_runs_its_pipeline_once_and_compiles(tmp_path: Path, guarded: b
     assert direct.returncode == 0, direct.stderr
     assert "outputs {'o0': 6}" in direct.stdout and (tmp_path / "p.yaml").exists()
     assert "readme_example" in (tmp_path / "p.yaml").read_text()  # the component imports the file's module
-    cli = subprocess.run([sys.executable, "-m", "interlock.core.cli", "run", str(script), "--workdir",
+    cli = subprocess.run([sys.executable, "-m", "interlock.core.cli.main", "run", str(script), "--workdir",
                           str(tmp_path / "cli")], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     if guarded:
         assert cli.returncode == 0, cli.stderr

@@ -85,7 +85,7 @@ def bug(x: int = 1):
 
 
 def exe() -> list[str]:
-    return [sys.executable, "-m", "interlock.core.cli"]
+    return [sys.executable, "-m", "interlock.core.cli.main"]
 
 
 def start(tmp_path: Path, target: str, ready: Path, backend: str = "local") -> subprocess.Popen[str]:
@@ -203,4 +203,4 @@ def test_a_bug_in_a_step_reports_its_file_and_line_once(tmp_path: Path, backend:
     )
     assert debug.returncode == 1 and where in debug.stderr
     if backend == "local":  # the exception is in this process: the untrimmed stack too
-        assert "full traceback:" in debug.stderr and "core/runtime.py" in debug.stderr
+        assert "full traceback:" in debug.stderr and "core/run/runtime.py" in debug.stderr

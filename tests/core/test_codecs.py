@@ -17,7 +17,8 @@ import pytest
 from core_pipelines.basic import Verdict
 
 import interlock as il
-from interlock.core.codecs import (
+from interlock.core.model.codecs import (
+    ARTIFACT_META,
     CODECS,
     TypeKind,
     codec,
@@ -26,8 +27,8 @@ from interlock.core.codecs import (
     to_jsonable,
     value_matches,
 )
-from interlock.core.types import TypeSpec, type_of
-from interlock.core.values import ARTIFACT_META, check_output, read_value, value_hash, write_value
+from interlock.core.model.types import TypeSpec, type_of
+from interlock.core.model.values import check_output, read_value, value_hash, write_value
 
 
 def _directory(cls: type[il.Dataset] | type[il.Model]) -> Callable[[Path], Any]:

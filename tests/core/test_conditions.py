@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import interlock as il
-from interlock.core.spec import PipelineSpec
+from interlock.core.model.pipeline_spec import PipelineSpec
 
 
 @il.step

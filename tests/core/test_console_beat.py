@@ -8,7 +8,7 @@ import io
 import threading
 import time
 
-from interlock.core.console import RunConsole
+from interlock.core.report.console import RunConsole
 
 
 def beats() -> list[threading.Thread]:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interlock.core.durations import format_duration, parse_duration
-from interlock.core.errors import PolicyError
+from interlock.core.base.durations import format_duration, parse_duration
+from interlock.core.base.errors import PolicyError
 
 
 @pytest.mark.parametrize(

@@ -14,24 +14,18 @@ import pytest
 import torch
 import torch.distributed
 
-from interlock.core.errors import (
-    PipelineDefinitionError,
-    PolicyError,
-    ValidationFailed,
-)
-from interlock.core.failures import (
+from interlock.core.base.errors import PipelineDefinitionError, PolicyError, ValidationFailed
+from interlock.core.base.status import FailureKind
+from interlock.core.failure.record import Failure
+from interlock.core.failure.rules import (
     DEFAULT_RULES,
-    HALVE_BATCH,
     Classifier,
-    Failure,
-    FailureKind,
-    Preempted,
     Rule,
     classify,
     default_classifier,
-    exception_chain,
     register_rule,
 )
+from interlock.core.failure.taxonomy import HALVE_BATCH, Preempted, exception_chain
 
 T, C, F, P = FailureKind.TRANSIENT, FailureKind.CONTENTION, FailureKind.FATAL, FailureKind.PREEMPTED
 
@@ -438,7 +432,7 @@ def test_classify_rejects_non_exceptions():
 
 def test_core_modules_import_no_heavy_dependency():
     code = (
-        "import sys, interlock.core.failures, interlock.core.retry, interlock.core.durations; "
+        "import sys, interlock.core.failure.rules, interlock.core.model.retry, interlock.core.base.durations; "
         "print(sorted(m for m in ('torch', 'botocore', 'boto3', 'flytekit', 'kfp') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

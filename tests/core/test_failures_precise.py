@@ -17,7 +17,8 @@ import requests
 import torch.distributed
 import urllib3.exceptions
 
-from interlock.core.failures import DEFAULT_RULES, FailureKind, classify
+from interlock.core.base.status import FailureKind
+from interlock.core.failure.rules import DEFAULT_RULES, classify
 
 T, C, F = FailureKind.TRANSIENT, FailureKind.CONTENTION, FailureKind.FATAL
 

@@ -11,13 +11,14 @@ from typing import NamedTuple
 import pytest
 
 import interlock as il
-from interlock.core.codecs import TypeKind
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.fanout import MapSpec, item_node
-from interlock.core.fanout_build import map as il_map
-from interlock.core.pipeline import spec as spec_of
-from interlock.core.spec import Binding, BindingKind, PipelineSpec
-from interlock.core.types import type_of
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.dsl.fanout import map as il_map
+from interlock.core.dsl.pipeline import spec as spec_of
+from interlock.core.model.codecs import TypeKind
+from interlock.core.model.fanout import MapSpec, item_node
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.spec import Binding, BindingKind
+from interlock.core.model.types import type_of
 
 
 @pytest.mark.parametrize(("tolerate", "n", "allowed"), [(0, 10, 0), (2, 10, 2), (0.25, 8, 2), (0.1, 8, 0), (0.5, 3, 1)])

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from interlock.core import source
-from interlock.core.source import function_source
+from interlock.core.dsl import source
+from interlock.core.dsl.source import function_source
 
 EDGE_CASES = '''\
 import functools
@@ -170,7 +170,7 @@ def test_edge_cases_match_inspect(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", [
     "argparse", "ast", "collections", "dataclasses", "email.utils", "enum", "functools", "inspect",
     "json.decoder", "logging", "pathlib", "shutil", "subprocess", "tarfile", "textwrap", "typing", "zipfile",
-    "interlock.core.step", "interlock.core.spec", "interlock.core.build", "interlock.core.runstate",
+    "interlock.core.dsl.step", "interlock.core.model.spec", "interlock.core.dsl.build", "interlock.core.run.state",
 ])
 def test_real_modules_match_inspect(name: str) -> None:
     mod = importlib.import_module(name)

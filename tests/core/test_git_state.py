@@ -1,4 +1,4 @@
-"""The receipt's git facts read from the repository's files (core/git_state.py) agree with
+"""The receipt's git facts read from the repository's files (core/record/git_state.py) agree with
 git's own answer in every state a checkout can be in, and prove "clean" without starting a
 git process; whatever they cannot prove is left to git."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from interlock.core import git_state, receipt
-from interlock.core.receipt import git_info
+from interlock.core.record import git_state, receipt
+from interlock.core.record.receipt import git_info
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false",
        "-c", "init.defaultBranch=main"]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from core_pipelines import pictured
 
-from interlock.core import render
-from interlock.core.cli import main
-from interlock.core.graph_layout import layout
-from interlock.core.graph_model import EdgeKind, NodeKind, build
-from interlock.core.html_page import graph_page
+from interlock.core.cli.main import main
+from interlock.core.report import render
+from interlock.core.report.graph_layout import layout
+from interlock.core.report.graph_model import EdgeKind, NodeKind, build
+from interlock.core.report.html_page import graph_page
 
 FILE = str(Path(pictured.__file__).resolve())
 SPEC = pictured.pictured.spec

@@ -56,14 +56,14 @@ def test_import_loads_no_core_module(tmp_path: Path) -> None:
 
 
 def test_a_name_loads_only_its_module(tmp_path: Path) -> None:
-    # status.py imports nothing of interlock: using il.Status loads the core package and it alone.
+    # status.py imports nothing of interlock: using il.Status loads it and its packages alone.
     assert loaded_after("import interlock\ninterlock.Status.SUCCEEDED", tmp_path) == [
-        "interlock", "interlock.core", "interlock.core.status"]
+        "interlock", "interlock.core", "interlock.core.base", "interlock.core.base.status"]
 
 
 def test_the_probe_sees_an_eager_import(tmp_path: Path) -> None:
     # The probe can fail: a name used loads its module, which shows up.
-    assert "interlock.core.api" in loaded_after("import interlock\ninterlock.run", tmp_path)
+    assert "interlock.core.backend.api" in loaded_after("import interlock\ninterlock.run", tmp_path)
 
 
 def test_type_checkers_see_exactly_the_public_names() -> None:
@@ -87,7 +87,7 @@ def test_star_import_binds_every_public_name(tmp_path: Path) -> None:
         "assert sorted(k for k in ns if k != '__builtins__') == sorted(interlock.__all__), sorted(ns)\n"
         "assert all(ns[k] is getattr(interlock, k) for k in interlock.__all__)\n"
     )
-    assert "interlock.core.api" in loaded_after(code, tmp_path)
+    assert "interlock.core.backend.api" in loaded_after(code, tmp_path)
 
 
 def test_unknown_names_fail_as_for_any_module() -> None:

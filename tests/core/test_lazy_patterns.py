@@ -1,4 +1,4 @@
-"""Patterns compiled on first use (core/lazyre.py): the built-in failure rules and the
+"""Patterns compiled on first use (core/base/lazyre.py): the built-in failure rules and the
 redactor's text patterns no longer compile at import, so each must still be a valid regex
 and still match what it matched."""
 
@@ -8,9 +8,11 @@ import re
 
 import pytest
 
-from interlock.core import failures, redact
-from interlock.core.failures import DEFAULT_RULES, Rule, classify
-from interlock.core.lazyre import LazyPattern
+from interlock.core.base.errors import PolicyError
+from interlock.core.base.lazyre import LazyPattern
+from interlock.core.base.status import FailureKind
+from interlock.core.failure.rules import DEFAULT_RULES, Rule, classify
+from interlock.core.run import redact
 
 
 def test_every_builtin_rule_pattern_compiles() -> None:
@@ -26,8 +28,8 @@ def test_a_deferred_rule_still_classifies() -> None:
 
 
 def test_a_user_rule_with_a_bad_regex_still_fails_when_declared() -> None:
-    with pytest.raises(failures.PolicyError, match="is not a regex"):
-        Rule("broken", failures.FailureKind.FATAL, "broken", types=(RuntimeError,), pattern="(unclosed")
+    with pytest.raises(PolicyError, match="is not a regex"):
+        Rule("broken", FailureKind.FATAL, "broken", types=(RuntimeError,), pattern="(unclosed")
 
 
 def test_lazy_pattern_behaves_as_the_compiled_one() -> None:

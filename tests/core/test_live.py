@@ -1,4 +1,4 @@
-"""core/live.py and core/console.py in-process: what a step prints and logs becomes its lines
+"""core/run/live.py and core/report/console.py in-process: what a step prints and logs becomes its lines
 while someone watches, and nothing changes when nobody does."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import sys
 import threading
 
 import interlock as il
-from interlock.core import live
-from interlock.core.console import RunConsole
-from interlock.core.live import StepLine
+from interlock.core.report.console import RunConsole
+from interlock.core.run import live
+from interlock.core.run.live_line import StepLine
 
 
 def test_a_captured_step_prints_and_logs_its_own_lines(lines):
@@ -93,7 +93,7 @@ def test_console_prefixes_lines_and_stdout_stays_on_stdout():
 
 
 def test_heartbeat_says_how_far_a_quiet_step_is(tmp_path):
-    from interlock.core.metrics import MetricLog, metrics_path
+    from interlock.core.run.metrics import MetricLog, metrics_path
 
     err = io.StringIO()
     console = RunConsole(err, out=io.StringIO(), style="plain", heartbeat_s=0.0)
@@ -124,7 +124,7 @@ def test_il_run_false_is_silent_and_the_default_ends_with_a_summary(tmp_path, ca
 
 
 def test_a_chatty_step_still_gets_a_beat_when_its_progress_moves(tmp_path):
-    from interlock.core.metrics import MetricLog, metrics_path
+    from interlock.core.run.metrics import MetricLog, metrics_path
 
     err = io.StringIO()
     console = RunConsole(err, out=io.StringIO(), style="plain", heartbeat_s=3600)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from interlock.core import live
+from interlock.core.run import live
 
 
 def test_each_step_gets_its_records_through_the_one_handler() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from interlock.core import live
+from interlock.core.run import live
 
 
 def test_a_held_capture_is_installed_once_and_each_step_keeps_its_lines(lines, capsys, monkeypatch):

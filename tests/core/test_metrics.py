@@ -5,7 +5,7 @@ import json
 import pytest
 
 import interlock as il
-from interlock.core.metrics import MetricLog, add_listener, read_points
+from interlock.core.run.metrics import MetricLog, add_listener, read_points
 
 
 @il.step

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import interlock as il
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.pipeline import run_option_names
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.dsl.pipeline import run_option_names
 
 
 @pytest.mark.parametrize(
@@ -112,7 +112,7 @@ def test_a_full_disk_after_the_step_fails_it_with_a_receipt(tmp_path: Path) -> N
 
 
 def test_run_option_names_are_il_run_keywords() -> None:
-    # Spelled in core/pipeline.py (decorating a pipeline must not import il.run's machinery):
+    # Spelled in core/dsl/pipeline.py (decorating a pipeline must not import il.run's machinery):
     # exactly il.run's keywords, in its order, so a new il.run option is refused as a parameter name.
     keywords = tuple(n for n, p in inspect.signature(il.run).parameters.items()
                      if p.kind is not inspect.Parameter.VAR_KEYWORD)
@@ -123,7 +123,7 @@ def test_decorating_a_pipeline_does_not_import_the_run_machinery(tmp_path: Path)
     # A KFP task imports the step's module, which often declares the pipeline too.
     code = ("import sys, interlock as il\n@il.step\ndef f(x: int) -> int:\n    return x\n"
             "@il.pipeline\ndef p(x: int = 1):\n    return f(x=x)\n"
-            "print(sorted(m for m in ('interlock.core.api', 'interlock.core.backends', 'interlock.core.receipt')"
+            "print(sorted(m for m in ('interlock.core.backend.api', 'interlock.core.backend.protocol', 'interlock.core.record.receipt')"
             " if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from interlock.core.errors import SerializationError
-from interlock.core.types import type_of
-from interlock.core.values import passed_value, read_value, write_value
+from interlock.core.base.errors import SerializationError
+from interlock.core.model.types import type_of
+from interlock.core.model.values import passed_value, read_value, write_value
 
 
 @dataclasses.dataclass

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from interlock.core import plugins
+from interlock.core.base import plugins
 
 GROUP = plugins.PluginGroup("interlock.test_scan", "thing", plugins.InterlockError, "no thing {name!r}", "")
 

@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from interlock.core import plugins
-from interlock.core.backends import get_backend
-from interlock.core.checkpoint import store_for_uri
-from interlock.core.errors import (
+from interlock.core.backend.protocol import get_backend
+from interlock.core.base import plugins
+from interlock.core.base.errors import (
     BackendNotFound,
     CheckpointError,
     InterlockError,
     LineageUnavailable,
 )
-from interlock.core.lineage import lineage_provider
+from interlock.core.checkpoint.checkpointer import store_for_uri
+from interlock.core.record.lineage import lineage_provider
 
 
 class _BrokenEntryPoint:
@@ -98,7 +98,7 @@ def test_an_object_of_the_wrong_kind_names_the_protocol(
 
 
 def test_a_registered_plugin_wins_over_an_entry_point_of_the_same_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    from interlock.core.backends import Capabilities
+    from interlock.core.backend.protocol import Capabilities
 
     class Shadow:
         name = "local"
@@ -131,7 +131,7 @@ def test_the_store_scheme_is_looked_up_by_entry_point(monkeypatch: pytest.Monkey
 def test_discovery_is_not_paid_for_at_import_time() -> None:
     # importlib.metadata costs ~40 ms: only looking a plugin up may import it.
     code = (
-        "import sys, interlock, interlock.core.cli, interlock.core.plugins, interlock.core.lineage\n"
+        "import sys, interlock, interlock.core.cli.main, interlock.core.base.plugins, interlock.core.record.lineage\n"
         "print('importlib.metadata' in sys.modules)\n"
     )
     root = Path(__file__).resolve().parents[2]  # this checkout's code

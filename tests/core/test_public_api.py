@@ -143,7 +143,7 @@ def test_when_on_a_non_bool_field() -> None:
 
 
 def test_tuple_defaults_round_trip_and_run(tmp_path: Path) -> None:
-    from interlock.core.spec import PipelineSpec
+    from interlock.core.model.pipeline_spec import PipelineSpec
 
     spec = il.spec(basic.tuple_defaults)
     assert PipelineSpec.loads(spec.dumps()) == spec

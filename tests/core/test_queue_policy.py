@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import interlock as il
-from interlock.core.backends import features_used
-from interlock.core.errors import PolicyError
-from interlock.core.policies import kueue_labels
+from interlock.core.backend.protocol import features_used
+from interlock.core.base.errors import PolicyError
+from interlock.core.model.policies import kueue_labels
 
 
 def test_queue_and_priority_render_as_kueue_labels() -> None:

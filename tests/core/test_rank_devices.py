@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 import interlock as il
-from interlock.core.devices import group_device
-from interlock.core.receipt import assemble_receipt
-from interlock.core.runstate import Attempt, Fragment, RunState
-from interlock.core.status import Status
+from interlock.core.base.status import Status
+from interlock.core.record.receipt import assemble_receipt
+from interlock.core.run.devices import group_device
+from interlock.core.run.state import Attempt, Fragment, RunState
 
 
 @il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo"),
@@ -89,7 +89,7 @@ def test_resources_are_per_node_as_kfpytorch_and_trainer_read_them(nnodes: int, 
 
 
 def test_cpu_and_memory_are_billed_once_per_node(tmp_path: Path) -> None:
-    from interlock.core.receipt import PriceTable
+    from interlock.core.record.receipt import PriceTable
 
     one, three = (il.spec(_one_step(n, 2, il.Resources(cpu="4", memory="8Gi"))).step_of("fit") for n in (1, 3))
     table = PriceTable.load()

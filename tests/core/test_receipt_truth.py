@@ -10,8 +10,8 @@ import pytest
 from core_pipelines import receipts
 
 import interlock as il
-from interlock.core import devices
-from interlock.core.runstate import last_object
+from interlock.core.run import devices
+from interlock.core.run.state import last_object
 
 
 def read(path: str | Path) -> dict:
@@ -106,12 +106,12 @@ def test_an_attempt_killed_before_a_resume_is_in_the_receipt(tmp_path: Path) -> 
     import subprocess
     import sys
 
-    from interlock.core.loader import load_pipeline
+    from interlock.core.dsl.loader import load_pipeline
 
     source = tmp_path / f"killed_once_{tmp_path.name.replace('-', '_')}.py"
     source.write_text(KILLED_ONCE)
     work, marker = tmp_path / "work", tmp_path / "marker"
-    argv = [sys.executable, "-m", "interlock.core.cli", "run", str(source), "--workdir", str(work),
+    argv = [sys.executable, "-m", "interlock.core.cli.main", "run", str(source), "--workdir", str(work),
             "--run-id", "r-kill", "-p", f"marker={marker}"]
     killed = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert killed.returncode == -9, killed.stderr  # SIGKILL: no receipt, no handler

@@ -12,7 +12,7 @@ import pytest
 from core_pipelines import receipts
 
 import interlock as il
-from interlock.core.receipt import DEFAULT_PRICES, PriceTable, git_info, redact
+from interlock.core.record.receipt import DEFAULT_PRICES, PriceTable, git_info, redact
 
 SECRET = "hunter2-very-secret"
 
@@ -114,7 +114,7 @@ def in_repo(x: int = 1):
 def test_git_describes_the_pipelines_repository_not_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from interlock.core.loader import load_pipeline
+    from interlock.core.dsl.loader import load_pipeline
 
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
 
@@ -217,7 +217,7 @@ def test_price_table_estimates(tmp_path: Path) -> None:
 
 def test_a_fragment_of_another_run_stays_out_of_the_receipt(tmp_path: Path) -> None:
     # A state directory shared by runs (a KFP state PVC) holds fragments of earlier runs.
-    from interlock.core.receipt import assemble_receipt
+    from interlock.core.record.receipt import assemble_receipt
 
     spec = il.spec(receipts.receipt_failing)
     state = tmp_path / "state"

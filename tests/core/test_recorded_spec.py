@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import interlock as il
-from interlock.core.pipeline import spec as spec_of
-from interlock.core.run_data import SPEC_FILE, load_spec, record_spec
+from interlock.core.dsl.pipeline import spec as spec_of
+from interlock.core.record.run_data import SPEC_FILE, load_spec, record_spec
 
 
 @il.step

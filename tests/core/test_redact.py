@@ -1,4 +1,4 @@
-"""One redactor (core/redact.py) for receipts, fragments, failure messages, logs and MLflow
+"""One redactor (core/run/redact.py) for receipts, fragments, failure messages, logs and MLflow
 (issue 11, item 10): table-driven cases, negatives, and the places it is applied."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import interlock as il
-from interlock.core.redact import MASK, Redactor, is_secret_key, redact, redact_text
+from interlock.core.run.redact import MASK, Redactor, is_secret_key, redact, redact_text
 
 SECRET_KEYS = [
     "password", "PASSWORD", "db_password", "dbPassword", "db_pwd", "redis_pass", "passwd", "passphrase",

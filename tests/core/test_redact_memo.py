@@ -3,7 +3,7 @@ known secrets and its mask), never another's for the same text."""
 
 from __future__ import annotations
 
-from interlock.core.redact import Redactor
+from interlock.core.run.redact import Redactor
 
 
 def test_the_same_text_is_masked_by_each_redactor_as_its_own_secrets_say() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from interlock.core.redact import Redactor
+from interlock.core.run.redact import Redactor
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 from core_pipelines import pictured, reported
 
 import interlock as il
-from interlock.core.html_page import graph_page
+from interlock.core.report.html_page import graph_page
 
 FOUND = browser.find()
 pytestmark = pytest.mark.skipif(FOUND is None, reason=browser.MISSING)

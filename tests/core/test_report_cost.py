@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import interlock as il
-from interlock.core import report_html
-from interlock.core.graph_layout import layout
-from interlock.core.pipeline import spec as spec_of
-from interlock.core.svg_graph import Outcome
+from interlock.core.dsl.pipeline import spec as spec_of
+from interlock.core.report import report_html
+from interlock.core.report.graph_layout import layout
+from interlock.core.report.svg_graph import Outcome
 
 
 @il.step

@@ -12,16 +12,14 @@ import torch.distributed
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interlock.core.errors import PolicyError, ValidationFailed
-from interlock.core.failures import Failure, FailureKind, Preempted, classify
-from interlock.core.retry import (
-    MAX_OOM_HALVINGS,
-    Backoff,
-    Decision,
-    Retry,
-    RetryTracker,
-    decide,
-)
+from interlock.core.base.errors import PolicyError, ValidationFailed
+from interlock.core.base.status import FailureKind
+from interlock.core.failure.decisions import Decision, RetryTracker, decide
+from interlock.core.failure.record import Failure
+from interlock.core.failure.rules import classify
+from interlock.core.failure.taxonomy import Preempted
+from interlock.core.model.backoff import Backoff
+from interlock.core.model.retry import MAX_OOM_HALVINGS, Retry
 
 WATCHDOG = "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE)"
 
@@ -151,7 +149,7 @@ def test_retry_n_keeps_oom_remediation_within_its_budget():
 
 
 def test_retry_in_process_per_backend():
-    from interlock.core.status import FailureKind as K
+    from interlock.core.base.status import FailureKind as K
 
     kfp, flyte, local = frozenset({K.TRANSIENT, K.FATAL}), frozenset({K.CONTENTION}), frozenset(K)
     taxonomy = Retry(transient=2)

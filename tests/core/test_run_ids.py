@@ -15,11 +15,11 @@ from core_pipelines import rerun
 from core_pipelines.rerun import calls_of
 
 import interlock as il
-from interlock.core import cli
-from interlock.core.backends import RunOptions, check_run_id
-from interlock.core.errors import RunIdError, RunInProgress, StepFailed
-from interlock.core.runstate import RunState, StopMarker, lock_run, state_dir_under
-from interlock.core.status import FailureKind, Status
+from interlock.core.backend.protocol import RunOptions, check_run_id
+from interlock.core.base.errors import RunIdError, RunInProgress, StepFailed
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.cli import main as cli
+from interlock.core.run.state import RunState, StopMarker, lock_run, state_dir_under
 
 FILE = str(Path(rerun.__file__))
 
@@ -150,7 +150,7 @@ def test_cli_reports_a_run_in_progress(tmp_path, capsys):
 def test_a_stale_lock_from_a_dead_process_is_taken_over(tmp_path):
     run_dir = tmp_path / "runs" / "r1"
     code = (
-        "import os, sys; from pathlib import Path; from interlock.core.runstate import lock_run\n"
+        "import os, sys; from pathlib import Path; from interlock.core.run.state import lock_run\n"
         "with lock_run(Path(sys.argv[1]), 'r1'):\n"
         "    os._exit(0)  # dies holding the lock: no cleanup runs\n"
     )
@@ -191,8 +191,8 @@ def test_resume_clears_the_fatal_marker_keeps_the_checkpoint_and_skips_what_succ
 
 
 def test_without_resume_the_marker_blocks_and_says_how_to_resume(tmp_path):
-    from interlock.core.runstate import RunContext
-    from interlock.core.runtime import execute_step
+    from interlock.core.run.runtime import execute_step
+    from interlock.core.run.state import RunContext
 
     flag, calls, params = _resumable(tmp_path)
     flag.write_text("bug")
@@ -315,7 +315,7 @@ def test_a_run_killed_with_sigkill_resumes_from_its_checkpoint(tmp_path):
 
     calls = tmp_path / "calls"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(rerun.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
-    argv = [sys.executable, "-m", "interlock.core.cli", "run", f"{FILE}:killable", "--workdir", str(tmp_path),
+    argv = [sys.executable, "-m", "interlock.core.cli.main", "run", f"{FILE}:killable", "--workdir", str(tmp_path),
             "-p", f"calls={calls}", "-p", "n=4"]
     proc = subprocess.Popen([*argv, "--run-id", "r1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

@@ -12,9 +12,9 @@ import pytest
 from core_pipelines import reported
 
 import interlock as il
-from interlock.core import report_html
-from interlock.core.cli import EXIT_USAGE, main
-from interlock.core.run_data import SPEC_FILE
+from interlock.core.cli.main import EXIT_USAGE, main
+from interlock.core.record.run_data import SPEC_FILE
+from interlock.core.report import report_html
 
 FILE = str(Path(reported.__file__).resolve())
 
@@ -144,7 +144,7 @@ def test_neither_the_report_nor_the_recorded_spec_carries_a_secret(tmp_path: Pat
 
 
 def test_an_attempt_with_no_recorded_end_is_drawn_to_the_end_of_the_timeline() -> None:
-    from interlock.core.svg_timeline import LABEL_W, NOTE_W, Row, timeline
+    from interlock.core.report.svg_timeline import LABEL_W, NOTE_W, Row, timeline
 
     svg = timeline([Row("train", "killed", [{"number": 1, "started": 10.0, "ended": 0.0, "status": "killed"}])],
                    0.0, 20.0, width=900)

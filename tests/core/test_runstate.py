@@ -1,4 +1,4 @@
-"""The run state (core/runstate.py): env contract, fragments, markers and the one outcome rule."""
+"""The run state (core/run/state.py): env contract, fragments, markers and the one outcome rule."""
 
 from __future__ import annotations
 
@@ -8,21 +8,20 @@ from pathlib import Path
 import pytest
 
 import interlock as il
-from interlock.core.errors import RunFailed, StepFailed
-from interlock.core.failures import Failure, FailureKind
-from interlock.core.runstate import (
+from interlock.core.base.errors import RunFailed, StepFailed
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.failure.record import Failure
+from interlock.core.record.outcomes import Seen, settle
+from interlock.core.run.state import (
     Attempt,
     EnvName,
     Fragment,
     RunContext,
     RunEnv,
     RunState,
-    Seen,
     StopMarker,
     last_object,
-    settle,
 )
-from interlock.core.status import Status
 
 
 @il.step

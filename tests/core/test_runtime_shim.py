@@ -1,4 +1,4 @@
-"""The runtime shim (``interlock.core.runtime.execute_step``): retries per failure kind, the
+"""The runtime shim (``interlock.core.run.runtime.execute_step``): retries per failure kind, the
 FATAL marker, preemption with a checkpoint, timeouts, OOM remediation, output checks and the
 receipt fragment. The sleeper is injected and records delays: nothing here really waits.
 """
@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 import pytest
 
 import interlock as il
-from interlock.core.errors import SerializationError
-from interlock.core.failures import FailureKind
-from interlock.core.runstate import StopMarker, last_object
-from interlock.core.runtime import RunContext, execute_step
+from interlock.core.base.errors import SerializationError
+from interlock.core.base.status import FailureKind
+from interlock.core.run.runtime import execute_step
+from interlock.core.run.state import RunContext, StopMarker, last_object
 
 GPU_FULL = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu"
 

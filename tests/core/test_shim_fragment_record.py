@@ -9,9 +9,9 @@ import gc
 from pathlib import Path
 
 import interlock as il
-from interlock.core.runstate import Fragment, RunState, last_object
-from interlock.core.runtime import RunContext, execute_step
-from interlock.core.status import Status
+from interlock.core.base.status import Status
+from interlock.core.run.runtime import execute_step
+from interlock.core.run.state import Fragment, RunContext, RunState, last_object
 
 
 def _fragment(run: RunContext, node: str) -> dict:

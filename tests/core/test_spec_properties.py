@@ -19,10 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import interlock as il
-from interlock.core.graph import topological_order, validate
-from interlock.core.policies import Toleration
-from interlock.core.spec import Binding, Gate, Node, PipelineSpec, Port, StepSpec
-from interlock.core.types import TypeSpec
+from interlock.core.model.graph import topological_order, validate
+from interlock.core.model.pipeline_spec import Gate, Node, PipelineSpec
+from interlock.core.model.policies_opt_in import Toleration
+from interlock.core.model.spec import Binding, Port, StepSpec
+from interlock.core.model.types import TypeSpec
 
 # The suite's autouse env fixture is function-scoped; it is the same for every example.
 PROPS = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])

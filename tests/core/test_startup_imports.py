@@ -30,7 +30,7 @@ PIPELINE = textwrap.dedent("""
 
 PROBE = textwrap.dedent("""
     import contextlib, io, json, sys
-    from interlock.core.cli import main
+    from interlock.core.cli.main import main
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         try:

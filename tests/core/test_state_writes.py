@@ -12,10 +12,10 @@ import json
 import logging
 from pathlib import Path
 
-from interlock.core import live
-from interlock.core.runstate import Fragment, RunState, json_by_lines, write_text_atomic
-from interlock.core.status import Status
-from interlock.core.svg import el, esc
+from interlock.core.base.status import Status
+from interlock.core.report.svg import el, esc
+from interlock.core.run import live
+from interlock.core.run.state import Fragment, RunState, json_by_lines, write_text_atomic
 
 
 def test_json_by_lines_reads_back_as_the_same_object_one_list_item_per_line() -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import interlock as il
-from interlock.core.runstate import RunContext, StopMarker
-from interlock.core.runtime import execute_step
-from interlock.core.statestore import DurableState, state_key
+from interlock.core.run.runtime import execute_step
+from interlock.core.run.state import RunContext, StopMarker
+from interlock.core.run.statestore import DurableState, state_key
 
 calls: list[int] = []
 
@@ -46,7 +46,8 @@ def test_a_fresh_pod_sees_the_stop_marker_of_an_earlier_one(tmp_path: Path) -> N
 
 def test_push_and_pull_round_trip_and_keys(tmp_path: Path) -> None:
     ctx = pod(tmp_path, "a", str(tmp_path / "store"))
-    from interlock.core.failures import Failure, FailureKind
+    from interlock.core.base.status import FailureKind
+    from interlock.core.failure.record import Failure
 
     ctx.state.write_marker("n", Failure(FailureKind.FATAL, "boom"))
     durable = DurableState(ctx.state_store or "", "p", "r1")
@@ -63,7 +64,8 @@ def test_an_unwritable_store_is_logged_not_raised(tmp_path: Path, caplog: pytest
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the store's directory should be")
     ctx = pod(tmp_path, "a", str(blocker / "store"))
-    from interlock.core.failures import Failure, FailureKind
+    from interlock.core.base.status import FailureKind
+    from interlock.core.failure.record import Failure
 
     ctx.state.write_marker("n", Failure(FailureKind.FATAL, "boom"))
     with caplog.at_level(logging.ERROR, logger="interlock.statestore"):

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 import interlock as il
-from interlock.core.checkpoint import Checkpointer, store_for_uri
-from interlock.core.errors import StepStopped
-from interlock.core.failures import FailureKind, StepTimeout, classify
-from interlock.core.runstate import RunContext, StopMarker, last_object
-from interlock.core.runtime import execute_step
-from interlock.core.status import Status
+from interlock.core.base.errors import StepStopped
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.checkpoint.checkpointer import Checkpointer, store_for_uri
+from interlock.core.failure.rules import classify
+from interlock.core.failure.taxonomy import StepTimeout
+from interlock.core.run.runtime import execute_step
+from interlock.core.run.state import RunContext, StopMarker, last_object
 
 needs_main_thread = pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(),
@@ -280,7 +281,7 @@ def test_a_failure_keeps_the_users_traceback(tmp_path: Path) -> None:
         execute(run, lookup, d={"a": 1})
     tb = info.value.failure.traceback
     assert tb and f'{__file__}", line {line}, in lookup' in tb and tb.rstrip().endswith("KeyError: 'missing'")
-    assert "core/runtime.py" not in tb  # interlock's frames trimmed
+    assert "core/run/runtime.py" not in tb  # interlock's frames trimmed
     recorded = fragment(run, "lookup")["attempts"][0]["failure"]["traceback"]
     assert recorded == tb
     assert Status(fragment(run, "lookup")["status"]) is Status.FAILED

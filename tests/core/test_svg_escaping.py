@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from interlock.core.graph_model import (
+from interlock.core.report.graph_model import (
     Badge,
     DisplayEdge,
     DisplayGraph,
@@ -13,8 +13,8 @@ from interlock.core.graph_model import (
     EdgeKind,
     NodeKind,
 )
-from interlock.core.svg_graph import Outcome, render_svg
-from interlock.core.svg_timeline import Row, timeline
+from interlock.core.report.svg_graph import Outcome, render_svg
+from interlock.core.report.svg_timeline import Row, timeline
 
 NS = "{http://www.w3.org/2000/svg}"
 HOSTILE = ['a"b', "x<y>&z", "it's", "plain"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from interlock.core.svg_timeline import Row, timeline
+from interlock.core.report.svg_timeline import Row, timeline
 
 
 def _rows(svg: str) -> list[tuple[str, str]]:

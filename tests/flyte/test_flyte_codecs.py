@@ -17,9 +17,9 @@ from flyte_pipelines.basic import TrainParams
 
 import interlock as il
 from interlock.adapters.flyte.types import FLYTE_CODECS, from_flyte, python_type, to_flyte
-from interlock.core.codecs import ARTIFACT_META, TypeKind
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.types import TypeSpec, type_of
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.codecs import ARTIFACT_META, TypeKind
+from interlock.core.model.types import TypeSpec, type_of
 
 
 def _directory(cls: type[il.Dataset] | type[il.Model]) -> Callable[[Path], Any]:

@@ -18,7 +18,7 @@ from google.protobuf.json_format import MessageToDict
 import interlock as il
 from interlock.adapters.flyte import FlyteBackend, FlyteLocalBackend, resolver
 from interlock.adapters.flyte.policies import accelerator
-from interlock.core.errors import PipelineDefinitionError, PolicyError
+from interlock.core.base.errors import PipelineDefinitionError, PolicyError
 
 SECRET_VALUE = "s3cr3t-value-never-compiled"
 
@@ -240,7 +240,7 @@ def test_backends_list_what_flyte_cannot_express() -> None:
 
 
 def test_cli_compile_and_backends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from interlock.core.cli import main
+    from interlock.core.cli.main import main
 
     out = tmp_path / "cli"
     rc = main([

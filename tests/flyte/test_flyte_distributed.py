@@ -9,7 +9,7 @@ import pytest
 from flyte_pipelines.dist import dist_pipeline
 
 from interlock.adapters.flyte import FlyteLocalOptions
-from interlock.core.backends import RunOptions, get_backend
+from interlock.core.backend.protocol import RunOptions, get_backend
 
 
 def test_two_process_allreduce_on_cpu(tmp_path: Path) -> None:

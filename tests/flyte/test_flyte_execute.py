@@ -26,8 +26,8 @@ from flytekit.core.type_engine import TypeEngine
 from flytekit.models.literals import LiteralMap
 
 import interlock as il
-from interlock.core.runstate import last_object
-from interlock.core.values import ARTIFACT_META, dataframe_hash
+from interlock.core.model.codecs import ARTIFACT_META, dataframe_hash
+from interlock.core.run.state import last_object
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from flyte_pipelines.basic import demo
 
 import interlock as il
-from interlock.core import live
+from interlock.core.run import live
 
 
 def test_a_run_installs_the_capture_once_and_puts_everything_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 import interlock as il
-from interlock.core.failures import Failure, FailureKind
-from interlock.core.loader import load_pipeline
-from interlock.core.runstate import (
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.dsl.loader import load_pipeline
+from interlock.core.failure.record import Failure
+from interlock.core.run.state import (
     Fragment,
     RunState,
     append_record,
@@ -26,7 +27,6 @@ from interlock.core.runstate import (
     last_object,
     write_text_atomic,
 )
-from interlock.core.status import Status
 
 KILLED_ONCE = """
 import os
@@ -59,7 +59,7 @@ def test_a_step_killed_mid_call_on_flyte_local_leaves_its_started_record(tmp_pat
     source = tmp_path / f"killed_flyte_{tmp_path.name.replace('-', '_')}.py"
     source.write_text(KILLED_ONCE)
     work, marker = tmp_path / "work", tmp_path / "marker"
-    argv = [sys.executable, "-m", "interlock.core.cli", "run", str(source), "--backend", "flyte-local",
+    argv = [sys.executable, "-m", "interlock.core.cli.main", "run", str(source), "--backend", "flyte-local",
             "--workdir", str(work), "--run-id", "r-kill", "-p", f"marker={marker}"]
     killed = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -9, killed.stderr  # SIGKILL: no receipt, no handler ran
@@ -106,7 +106,7 @@ def test_a_retry_killed_mid_call_is_appended_to_the_existing_fragment(tmp_path: 
     source = tmp_path / f"killed_retry_{tmp_path.name.replace('-', '_')}.py"
     source.write_text(KILLED_ON_RETRY)
     work, marker = tmp_path / "work", tmp_path / "marker"
-    argv = [sys.executable, "-m", "interlock.core.cli", "run", str(source), "--backend", "flyte-local",
+    argv = [sys.executable, "-m", "interlock.core.cli.main", "run", str(source), "--backend", "flyte-local",
             "--workdir", str(work), "--run-id", "r-retry", "-p", f"marker={marker}"]
     killed = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -9, killed.stderr
@@ -124,7 +124,7 @@ def test_a_retry_killed_mid_call_is_appended_to_the_existing_fragment(tmp_path: 
 
 
 def _fragment(run_id: str, node: str, attempts: int) -> Fragment:
-    from interlock.core.runstate import Attempt
+    from interlock.core.run.state import Attempt
 
     return Fragment(run_id=run_id, node=node, step=node, status=Status.FAILED, fingerprint="f", image=None,
                     started=1.0, ended=2.0,

@@ -19,8 +19,8 @@ import pytest
 from flyte_pipelines.basic import demo
 
 import interlock as il
-from interlock.core import receipt as receipt_mod
-from interlock.core.receipt import code_files, git_info
+from interlock.core.record import receipt as receipt_mod
+from interlock.core.record.receipt import code_files, git_info
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def test_queue_and_priority_land_on_the_task_pods(tmp_path: Path) -> None:
 
 
 def test_capabilities_say_where_the_queue_lands() -> None:
-    from interlock.core.backends import get_backend
+    from interlock.core.backend.protocol import get_backend
 
     for name in ("flyte", "kfp"):
         assert "kueue.x-k8s.io/queue-name" in get_backend(name).capabilities().features["queue"]

@@ -13,8 +13,8 @@ from flyteidl.core import types_pb2
 
 import interlock as il
 from interlock.adapters.flyte.types import from_flyte, python_type, to_flyte
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.types import TypeSpec
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.types import TypeSpec
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])

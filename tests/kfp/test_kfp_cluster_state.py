@@ -26,7 +26,7 @@ import interlock as il
 from interlock.adapters.kfp.compile import compile_pipeline
 from interlock.adapters.kfp.entry import run_node
 from interlock.adapters.kfp.policies import KfpOptions
-from interlock.core.errors import StepFailed
+from interlock.core.base.errors import StepFailed
 
 REF = "kfp_test_pipelines.cluster:cluster"
 SPEC = il.spec(cluster.cluster)

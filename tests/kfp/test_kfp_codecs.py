@@ -28,9 +28,9 @@ from interlock.adapters.kfp.types import (
     to_value,
     write_artifact,
 )
-from interlock.core.codecs import ARTIFACT_META, TypeKind, codec
-from interlock.core.errors import PipelineDefinitionError
-from interlock.core.types import TypeSpec, type_of
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.codecs import ARTIFACT_META, TypeKind, codec
+from interlock.core.model.types import TypeSpec, type_of
 
 
 def _directory(cls: type[il.Dataset] | type[il.Model]) -> Callable[[Path], Any]:

@@ -14,10 +14,11 @@ from kfp_test_pipelines import policies, typed
 import interlock as il
 from interlock.adapters.kfp import KfpBackend, KfpLocalBackend, compile_pipeline, retry_mapping
 from interlock.adapters.kfp.policies import KfpOptions
-from interlock.core import backends
-from interlock.core.backends import Runner, get_backend, register_backend
-from interlock.core.errors import CapabilityError, PipelineDefinitionError, PolicyError
-from interlock.core.spec import Binding, Node, PipelineSpec
+from interlock.core.backend import protocol as backends
+from interlock.core.backend.protocol import Runner, get_backend, register_backend
+from interlock.core.base.errors import CapabilityError, PipelineDefinitionError, PolicyError
+from interlock.core.model.pipeline_spec import Node, PipelineSpec
+from interlock.core.model.spec import Binding
 
 
 def load_ir(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -343,7 +344,7 @@ def test_optional_values_travel_as_json_text(tmp_path: Path) -> None:
 
 
 def test_interlock_compile_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from interlock.core.cli import main
+    from interlock.core.cli.main import main
 
     try:
         get_backend("kfp")

@@ -10,8 +10,8 @@ import pytest
 from kfp_test_pipelines import dist
 from test_kfp_local import Sleeper, receipt, run
 
-from interlock.core.runstate import RunState, last_object
-from interlock.core.status import FailureKind, Status
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.run.state import RunState, last_object
 
 
 def step_of(result: Any, node: str) -> dict[str, Any]:

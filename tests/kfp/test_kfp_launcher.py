@@ -19,9 +19,9 @@ from interlock.adapters.kfp.handoff import StagedArtifact
 from interlock.adapters.kfp.launcher import launch_node
 from interlock.adapters.kfp.policies import KfpOptions
 from interlock.adapters.kfp.types import read_artifact, write_artifact
-from interlock.core.errors import StepFailed
-from interlock.core.runstate import RunState
-from interlock.core.status import FailureKind
+from interlock.core.base.errors import StepFailed
+from interlock.core.base.status import FailureKind
+from interlock.core.run.state import RunState
 
 REF = "kfp_test_pipelines.dist:dist_pipeline"
 SPEC = il.spec(dist.dist_pipeline)

@@ -17,8 +17,9 @@ from kfp_test_pipelines import failing, typed
 
 import interlock as il
 from interlock.adapters.kfp import KfpLocalBackend, KfpLocalOptions
-from interlock.core.backends import RunOptions, RunResult, resolve_params
-from interlock.core.errors import StepStopped
+from interlock.core.backend.protocol import RunOptions, resolve_params
+from interlock.core.base.errors import StepStopped
+from interlock.core.record.outcomes import RunResult
 
 MLMD_PYTHON = os.environ.get("INTERLOCK_MLMD_PYTHON")
 needs_mlmd = pytest.mark.skipif(
@@ -274,7 +275,7 @@ def test_the_executor_input_log_is_redacted(tmp_path: Path, capfd: pytest.Captur
     # kfp's executor logs "Got executor_input:" with every parameter value; kfp.local echoes it.
     from kfp_test_pipelines import secrets
 
-    from interlock.core import live
+    from interlock.core.run import live
 
     with live.verbosity(True):  # kfp's own log is shown only to a verbose run (--verbose)
         result = run(secrets.kfp_secrets, tmp_path / "work")

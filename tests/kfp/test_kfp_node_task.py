@@ -19,9 +19,9 @@ import interlock as il
 from interlock.adapters.kfp.component import component_source
 from interlock.adapters.kfp.entry import run_node
 from interlock.adapters.kfp.node_task import NodeTask
-from interlock.core.errors import StepFailed
-from interlock.core.runstate import RunEnv, RunState
-from interlock.core.spec import StepSpec
+from interlock.core.base.errors import StepFailed
+from interlock.core.model.spec import StepSpec
+from interlock.core.run.state import RunEnv, RunState
 
 FATAL_REF = "kfp_test_pipelines.failing:fatal"
 TYPED_REF = "kfp_test_pipelines.typed:typed"
@@ -29,7 +29,7 @@ TYPED_REF = "kfp_test_pipelines.typed:typed"
 CHILD = textwrap.dedent("""
     import json, sys
     from interlock.adapters.kfp.entry import run_node
-    from interlock.core.errors import StepFailed
+    from interlock.core.base.errors import StepFailed
     ref, node, fp, args, task = json.loads(sys.argv[1])
     try:
         out = {"returned": run_node(ref, node, fp, args, task)}
@@ -76,8 +76,8 @@ def test_the_slice_leaves_out_defaults_and_reads_them_back() -> None:
     and every value that differs from a default comes back, falsy ones included."""
     import dataclasses
 
-    from interlock.core.policies import Cache
-    from interlock.core.retry import Retry
+    from interlock.core.model.policies import Cache
+    from interlock.core.model.retry import Retry
 
     spec = il.spec(typed.typed)
     task = NodeTask.of(spec, "total")
@@ -142,8 +142,9 @@ def test_without_the_slice_the_task_loads_the_pipeline_as_before(state: Path) ->
 
 
 def test_a_retry_of_a_stopped_node_exits_before_importing_the_pipeline(state: Path, tmp_path: Path) -> None:
-    from interlock.core.failures import Failure, FailureKind
-    from interlock.core.runstate import StopMarker
+    from interlock.core.base.status import FailureKind
+    from interlock.core.failure.record import Failure
+    from interlock.core.run.state import StopMarker
 
     spec = il.spec(failing.fatal)
     RunState(state, "r-node-task").write_marker("doomed", Failure(

@@ -15,8 +15,8 @@ from kfp_test_pipelines import names
 import interlock as il
 from interlock.adapters.kfp import KfpLocalBackend, compile_pipeline
 from interlock.adapters.kfp.names import artifact_name, io_names
-from interlock.core.backends import RunOptions, resolve_params
-from interlock.core.types import type_of
+from interlock.core.backend.protocol import RunOptions, resolve_params
+from interlock.core.model.types import type_of
 
 MLMD_PYTHON = os.environ.get("INTERLOCK_MLMD_PYTHON")
 needs_mlmd = pytest.mark.skipif(

@@ -16,7 +16,7 @@ from kfp_test_pipelines import dist
 import interlock as il
 from interlock.adapters.kfp import KfpBackend
 from interlock.adapters.kfp.trainjob import JobTemplate, job_name, render
-from interlock.core.errors import PolicyError
+from interlock.core.base.errors import PolicyError
 
 CRDS = Path(__file__).parent / "fixtures" / "crds"
 

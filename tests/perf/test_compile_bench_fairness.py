@@ -18,7 +18,7 @@ pytestmark = pytest.mark.perf
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 # What a pipeline module's `il.step` / `il.pipeline` load: library, not compile work.
-DEFINITION_MODULES = {"interlock.core.step", "interlock.core.pipeline", "interlock.core.build"}
+DEFINITION_MODULES = {"interlock.core.dsl.step", "interlock.core.dsl.pipeline", "interlock.core.dsl.build"}
 
 
 @pytest.mark.parametrize(("script", "native"), [("flyte_compile", "flytekit"), ("kfp_compile", "kfp")])

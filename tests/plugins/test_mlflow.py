@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from interlock.core.errors import InterlockError
+from interlock.core.base.errors import InterlockError
 from interlock.plugins.mlflow import (
     CHALLENGER,
     CHAMPION,
@@ -180,7 +180,7 @@ def test_secrets_never_reach_tags_params_or_the_receipt_artifact(reg, raw, tmp_p
         "endpoint": "https://minio.local:9000",
         "password": "***redacted***",
     }
-    # The one redactor (core/redact.py) masks a URL's credentials and keeps its host, as receipts do.
+    # The one redactor (core/run/redact.py) masks a URL's credentials and keeps its host, as receipts do.
     assert saved["feature_db"] == "postgresql://***redacted***@db.local/features"
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from interlock.core.failures import classify
-from interlock.core.status import FailureKind
+from interlock.core.base.status import FailureKind
+from interlock.core.failure.rules import classify
 from interlock.plugins.mlflow import (
     CHAMPION,
     PREVIOUS_CHAMPION,

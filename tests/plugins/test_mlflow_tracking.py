@@ -15,8 +15,8 @@ import pytest
 from conformance.tracked_pipelines import EXPERIMENT, tracked_demo
 
 import interlock as il
-from interlock.core import trackers
-from interlock.core.backends import available_backends
+from interlock.core.backend.protocol import available_backends
+from interlock.core.record import trackers
 from interlock.plugins.mlflow import MlflowRegistry, find_run, registry_at
 
 RUNNABLE = ["local", "flyte-local", "kfp-local"]
@@ -172,7 +172,7 @@ needs_mlmd = pytest.mark.skipif(_mlmd_python() is None, reason="no ml-metadata i
 def test_interlock_lineage_after_a_run_shows_snapshot_to_model(backend, tmp_path, capsys, monkeypatch):
     if backend not in available_backends():
         pytest.skip(f"backend {backend} not installed")
-    from interlock.core.cli import main
+    from interlock.core.cli.main import main
 
     monkeypatch.delenv("INTERLOCK_MLMD_SQLITE", raising=False)
     work = tmp_path / "work"
@@ -202,7 +202,7 @@ def test_interlock_lineage_after_a_run_shows_snapshot_to_model(backend, tmp_path
 
 
 def test_a_cache_hit_is_recorded_with_the_artifact_of_the_run_that_produced_it(tmp_path):
-    from interlock.core.lineage_record import run_record, uris_for
+    from interlock.core.record.lineage_record import run_record, uris_for
 
     work = tmp_path / "work"
     produced = work / "runs" / "r-first" / "values" / "ingest" / "o0"
@@ -226,7 +226,7 @@ def test_a_cache_hit_is_recorded_with_the_artifact_of_the_run_that_produced_it(t
 
 @needs_mlmd
 def test_runs_kept_before_ml_metadata_was_set_up_are_recorded_by_the_next_query(tmp_path, capsys, monkeypatch):
-    from interlock.core.cli import main
+    from interlock.core.cli.main import main
 
     work = tmp_path / "work"
     python = _mlmd_python()
@@ -242,7 +242,7 @@ def test_runs_kept_before_ml_metadata_was_set_up_are_recorded_by_the_next_query(
 def test_lineage_of_a_workdir_with_nothing_recorded_says_what_to_do(tmp_path, capsys):
     if _mlmd_python() is None:
         pytest.skip("no ml-metadata interpreter")
-    from interlock.core.cli import main
+    from interlock.core.cli.main import main
 
     assert main(["lineage", "r-none", "--workdir", str(tmp_path / "empty")]) != 0
     err = capsys.readouterr().err

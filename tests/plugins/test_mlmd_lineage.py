@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from interlock.core.cli import main as cli_main
-from interlock.core.errors import InterlockError, LineageUnavailable
-from interlock.core.lineage import LineageProvider, lineage_provider
+from interlock.core.base.errors import InterlockError, LineageUnavailable
+from interlock.core.cli.main import main as cli_main
+from interlock.core.record.lineage import LineageProvider, lineage_provider
 from interlock.plugins.mlmd import (
     PYTHON_ENV_VAR,
     LineageConnectionError,

@@ -9,7 +9,7 @@ import pandas as pd
 import pandera.pandas as pa
 import pytest
 
-from interlock.core.errors import InterlockError, ValidationFailed
+from interlock.core.base.errors import InterlockError, ValidationFailed
 from interlock.plugins.pandera import (
     baseline_checks,
     distribution_check,

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import interlock as il
-from interlock.core.backends import available_backends
+from interlock.core.backend.protocol import available_backends
 from interlock.plugins.mlflow import MlflowRegistry
 from reference_pipelines import fraud_data, fraud_model
 from reference_pipelines.fraud_model import TrainParams

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 import interlock as il
-from interlock.core.checkpoint import Checkpointer
-from interlock.core.checkpoint_local import LocalCheckpointStore
+from interlock.core.checkpoint.checkpointer import Checkpointer
+from interlock.core.checkpoint.local import LocalCheckpointStore
 from interlock.plugins.pandera import validate
 from reference_pipelines import fraud_data, fraud_model, fraud_schema
 from reference_pipelines.fraud_model import TrainParams
@@ -316,7 +316,8 @@ def test_training_picks_cuda_only_when_present():
 def test_train_step_resumes_through_the_runtime_shim_after_a_transient_failure(tmp_path, transformed, monkeypatch):
     """The real train step under the real shim: a TRANSIENT crash after epoch 2 is retried
     in-process, and the retry resumes from the epoch-2 checkpoint."""
-    from interlock.core.runtime import RunContext, execute_step
+    from interlock.core.run.runtime import execute_step
+    from interlock.core.run.state import RunContext
     from reference_pipelines.fraud_retrain import train
 
     params = TrainParams(hidden=8, epochs=4, batch_size=512)
@@ -344,7 +345,7 @@ def test_train_step_resumes_through_the_runtime_shim_after_a_transient_failure(t
     assert result.attempts[0].failure["kind"] == "TRANSIENT"
     assert epochs_seen == [[1, 2], [3, 4]]  # the retry trained only what was missing
     # The per-epoch curve (ctx.log_metric) has every epoch once, attempt 2 only the resumed ones.
-    from interlock.core.metrics import read_points
+    from interlock.core.run.metrics import read_points
 
     curve = [(p.step, p.attempt) for p in read_points(tmp_path / "state", "train") if p.name == "valid_auc"]
     assert curve == [(1, 1), (2, 1), (3, 2), (4, 2)]

@@ -68,7 +68,7 @@ def history(tmp_path_factory) -> History:
         run("weak_first", params=dataclasses.asdict(WEAK))
         env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
         cli = subprocess.run(
-            [sys.executable, "-m", "interlock.core.cli", "run", str(ROOT / "reference_pipelines" / "fraud_retrain.py")],
+            [sys.executable, "-m", "interlock.core.cli.main", "run", str(ROOT / "reference_pipelines" / "fraud_retrain.py")],
             cwd=home, env=env, capture_output=True, text=True, timeout=600,
         )
         run("rerun")

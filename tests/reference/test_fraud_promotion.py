@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import interlock as il
-from interlock.core.context import StepContext
-from interlock.core.failures import classify
-from interlock.core.status import FailureKind
+from interlock.core.base.status import FailureKind
+from interlock.core.failure.rules import classify
+from interlock.core.run.context import StepContext
 from interlock.plugins.mlflow import ChampionMoved
 from reference_pipelines import fraud_data, fraud_model
 from reference_pipelines.fraud_model import TrainParams

@@ -13,9 +13,9 @@ import pytest
 from kfp_test_pipelines import dist
 
 import interlock as il
-from interlock.core.backends import RunOptions, get_backend, resolve_params
-from interlock.core.runstate import RunState
-from interlock.core.status import FailureKind, Status
+from interlock.core.backend.protocol import RunOptions, get_backend, resolve_params
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.run.state import RunState
 
 SPEC = il.spec(dist.dist_pipeline)
 

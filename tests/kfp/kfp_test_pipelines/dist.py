@@ -32,7 +32,7 @@ def make_frame(n: int) -> pd.DataFrame:
     return pd.DataFrame({"v": [float(i) for i in range(n)]})
 
 
-# A step that declares no Retry is never retried (core/retry.py): the drills need the budgets.
+# A step that declares no Retry is never retried (core/model/retry.py): the drills need the budgets.
 @il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="45s"),
          retry=il.Retry(transient=1, preempted=1))
 def allreduce(df: pd.DataFrame, base: float) -> Reduced:
@@ -79,7 +79,7 @@ def dist_pipeline(n: int = 10, base: float = 1.0):
     ),
     interruptible=True, timeout="6h", labels={"team": "fraud"}, env={"NCCL_DEBUG": "WARN"},
     secrets=[il.Secret(group="wandb", key="api-key")],
-    retry=il.Retry(preempted=3, contention=3),  # undeclared, nothing is retried (core/retry.py)
+    retry=il.Retry(preempted=3, contention=3),  # undeclared, nothing is retried (core/model/retry.py)
 )
 def train_gpu(df: pd.DataFrame, epochs: int) -> il.Metrics:
     return il.Metrics(epochs=float(epochs))

@@ -17,7 +17,7 @@ def kfp_secrets(api_token: str = "tok-live-8f3a9c1d", db_url: str = "postgresql:
 
 @il.step
 def connect_loudly(api_token: str, db_url: str) -> int:
-    print(f"connecting to {db_url} with {api_token}")  # relayed to the run's console (core/live.py)
+    print(f"connecting to {db_url} with {api_token}")  # relayed to the run's console (core/run/live.py)
     return len(api_token)
 
 

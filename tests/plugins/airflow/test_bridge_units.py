@@ -18,7 +18,7 @@ from bridge_fake_admin import k8s_key_ok, k8s_value_ok
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interlock.core.errors import InterlockError, PipelineDefinitionError, SerializationError
+from interlock.core.base.errors import InterlockError, PipelineDefinitionError, SerializationError
 from interlock.plugins.airflow import names
 from interlock.plugins.airflow.connection import config_from_connection, connection_extra
 from interlock.plugins.airflow.phases import ACTIVE, FAILED_OR_ENDING, TERMINAL, Phase

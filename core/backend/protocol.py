@@ -1,0 +1,381 @@
+"""The backend seam: small Protocols, found through the ``interlock.backends`` entry points.
+
+A backend plays one role or both: a ``Compiler`` turns a PipelineSpec into native files (IR
+YAML, protobufs), a ``Runner`` runs it. A compile-only backend (``flyte``, ``kfp``) has no
+``run`` at all. Core validates parameters, run options and capabilities first, so every
+backend refuses the same mistakes the same way. Adding a backend means one package and one
+entry point; no other backend changes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import time
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from interlock.core.base import plugins
+from interlock.core.base.errors import (
+    CapabilityError,
+    PipelineDefinitionError,
+    PolicyError,
+    RunIdError,
+)
+from interlock.core.model.codecs import TypeKind, json_problem, value_matches
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.record.outcomes import RunResult
+from interlock.core.run.state import RunEnv, run_dir_under
+
+ENTRY_POINT_GROUP = plugins.BACKENDS.entry_point
+DEFAULT_BACKEND = "local"
+
+# Features a pipeline may use; each backend says "native", "emulated: <how>" or "unsupported".
+FEATURES = (
+    "gpu", "accelerator", "shared_memory", "node_selector", "tolerations", "interruptible", "timeout",
+    "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
+    "checkpoint", "gates", "condition.expression", "condition.or", "branch.chain", "branch.value",
+    "finally",  # il.finally_ (core/dsl/finally_.py)
+    "subpipeline", "subpipeline.cache",  # an @il.pipeline called in another (core/dsl/subpipeline.py)
+    "finally.block",  # with il.finally_(step): ... around one block
+    "subpipeline.finally",  # il.finally_ in a sub-pipeline's body: scoped to each call
+    "secrets", "labels", "queue", "distributed", "schedule", "run",
+    "map", "map.tolerate", "fan_in",
+    "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
+)
+
+_O = TypeVar("_O", bound="BackendOptions")
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Base of a backend's run options: ``il.run(..., options=...)``, ``interlock run --option K=V``.
+
+    A backend that takes options subclasses this with a frozen dataclass of plain fields
+    (bool, int, float, str, or Optional of those) and names the class in its
+    ``Capabilities.run_options``; this base itself is "no options".
+    """
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_mapping(cls: type[_O], values: Mapping[str, Any], *, backend: str) -> _O:
+        """Options from keywords; string values (the CLI's) are read as each field's type."""
+        names = cls.names()
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            accepted = f"its options are: {', '.join(names)}" if names else "it takes no run options"
+            raise PolicyError(
+                f"backend {backend!r} has no run option(s) {unknown}; {accepted}",
+                hint="`interlock backends` lists each backend's run options",
+            )
+        hints = typing.get_type_hints(cls)
+        return cls(**{k: _option_value(backend, k, v, hints[k]) for k, v in values.items()})
+
+    @classmethod
+    def of(cls: type[_O], options: RunOptions) -> _O:
+        """This backend's options from a RunOptions (the defaults when none were given)."""
+        given = options.backend_options
+        return given if isinstance(given, cls) else cls()
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _option_value(backend: str, name: str, value: Any, hint: Any) -> Any:
+    """``value`` as option ``name``'s declared type; strings are parsed, others checked."""
+    union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+    allowed = typing.get_args(hint) if union else (hint,)
+    optional = type(None) in allowed
+    target = next((t for t in allowed if t is not type(None)), str)
+    if optional and (value is None or value == "null"):  # JSON's null, as for -p parameters
+        return None
+    if isinstance(value, str) and target is not str:
+        text = value.strip().lower()
+        try:
+            if target is bool:
+                if text not in _TRUE + _FALSE:
+                    raise ValueError(value)
+                return text in _TRUE
+            return target(value)
+        except (TypeError, ValueError) as exc:
+            raise PolicyError(
+                f"backend {backend!r}: run option {name}={value!r} is not of type {target.__name__}"
+            ) from exc
+    if not isinstance(value, target) or (target is not bool and isinstance(value, bool)):
+        if not (target is float and isinstance(value, int) and not isinstance(value, bool)):
+            raise PolicyError(
+                f"backend {backend!r}: run option {name}={value!r} is not of type {target.__name__}"
+            )
+    return value
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    backend: str
+    features: dict[str, str]
+    lossy: tuple[str, ...] = ()  # mappings that lose information, and what the adapter does instead
+    description: str = ""
+    run_options: type[BackendOptions] = BackendOptions  # what ``il.run(options=...)`` takes
+
+    def supports(self, feature: str) -> bool:
+        return not self.features.get(feature, "unsupported").startswith("unsupported")
+
+
+@dataclass
+class RunOptions:
+    run_id: str
+    workdir: Path
+    cache: bool = True
+    sleeper: Callable[[float], None] = time.sleep
+    progress: Callable[[str, str, str], None] | None = None  # (node, event, detail)
+    # The pipeline's in-process step functions by step name (il.run passes them from a
+    # Pipeline; a bare spec has none, and backends import steps by reference instead).
+    functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    # The backend's own options (its Capabilities.run_options); None: its defaults.
+    backend_options: BackendOptions | None = None
+    # Where steps without their own CheckpointPolicy(store=) keep checkpoints (a path or a
+    # store URI); None: the run's own folder.
+    checkpoint_store: str | None = None
+
+    def __post_init__(self) -> None:
+        check_run_id(self.run_id)  # every backend, also when called without il.run
+        self.workdir = Path(self.workdir)
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir_under(self.workdir, self.run_id)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.workdir / "cache"
+
+    def emit(self, node: str, event: str, detail: str = "") -> None:
+        if self.progress:
+            self.progress(node, event, detail)
+
+
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every backend has: a name and its capabilities. It also plays one role or both."""
+
+    name: str
+
+    def capabilities(self) -> Capabilities: ...
+
+
+@runtime_checkable
+class Compiler(Backend, Protocol):
+    """A backend that compiles a spec into files a platform accepts."""
+
+    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]: ...
+
+
+@runtime_checkable
+class Runner(Backend, Protocol):
+    """A backend that runs a spec here and returns its RunResult."""
+
+    def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult: ...
+
+
+# -- discovery -------------------------------------------------------------------------------
+_registered: dict[str, Any] = plugins.registry(plugins.BACKENDS)
+
+
+def register_backend(name: str, factory: Callable[[], Compiler | Runner]) -> None:
+    """Register a backend in-process (tests, notebooks); entry points are the normal route."""
+    plugins.register(plugins.BACKENDS, name, factory)
+
+
+def available_backends() -> dict[str, Any]:
+    return plugins.installed(plugins.BACKENDS)
+
+
+def get_backend(name: str) -> Compiler | Runner:
+    backend: Compiler | Runner = plugins.create(plugins.BACKENDS, name, (Compiler, Runner), "Backend")
+    return backend
+
+
+# -- checks every backend gets -----------------------------------------------------------------
+def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
+    used: dict[str, list[str]] = {}
+
+    def mark(feature: str, where: str) -> None:
+        used.setdefault(feature, []).append(where)
+
+    for node in (*spec.nodes, *spec.finally_nodes()):
+        s = spec.step_of(node)
+        r = s.resources
+        checks = {
+            "gpu": r.gpu > 0, "accelerator": bool(r.accelerator), "shared_memory": bool(r.shared_memory),
+            "node_selector": bool(r.node_selector), "tolerations": bool(r.tolerations),
+            "interruptible": s.interruptible, "timeout": s.timeout_s is not None,
+            "cache": bool(s.cache and s.cache.enabled), "checkpoint": s.checkpoint is not None,
+            "secrets": bool(s.secrets), "labels": bool(s.labels or s.annotations),
+            "distributed": s.distributed is not None, "queue": bool(r.queue),
+        }
+        for feature, on in checks.items():
+            if on:
+                mark(feature, node.name)
+    for node in spec.nodes:
+        if node.map is not None:
+            mark("map", node.name)
+            if node.map.tolerant:
+                mark("map.tolerate", node.name)
+        if any(b.kind == "list" for _, b in node.inputs):
+            mark("fan_in", node.name)
+    if spec.gates:
+        mark("gates", ", ".join(g.id for g in spec.gates))
+        for g in spec.gates:
+            if g.expr is not None:
+                mark("condition.expression", g.id)
+            if g.expr is not None and _has_or(g.expr):
+                mark("condition.or", g.id)
+            if g.follows is not None:
+                mark("branch.chain", g.id)
+        for _, b in [*spec.outputs, *(i for n in spec.nodes for i in n.inputs)]:
+            if b.kind == "one_of":
+                mark("branch.value", b.describe())
+    if spec.finally_ is not None:
+        mark("finally", spec.finally_.name)
+    for c in spec.subs:
+        mark("subpipeline", c.name)
+    from interlock.core.model.finally_blocks import is_call_finally
+
+    for block in spec.finally_blocks:
+        mark("subpipeline.finally" if is_call_finally(spec, block) else "finally.block", block.node.name)
+    if spec.schedule:
+        mark("schedule", spec.name)
+    return used
+
+
+def _has_or(cond: Any) -> bool:
+    from interlock.core.model.conditions import Op
+
+    c = cond.without_not()
+    return c.op is Op.OR or any(_has_or(t) for t in c.terms)
+
+
+def as_runner(spec: PipelineSpec, backend: Compiler | Runner) -> tuple[Runner, Capabilities]:
+    """The backend in its run role, and its capabilities; refused when it has no ``run`` or
+    declares running unsupported (compile-only)."""
+    caps = backend.capabilities()
+    if not (isinstance(backend, Runner) and caps.supports("run")):
+        how = caps.features.get("run", "").partition(":")[2].strip()  # "unsupported: <what to do>"
+        raise CapabilityError(
+            f"backend {caps.backend!r} compiles only; it cannot run pipelines here",
+            pipeline=spec.name, hint=how or f"compile with --backend {caps.backend}, or run with a local backend",
+        )
+    return backend, caps
+
+
+def as_compiler(spec: PipelineSpec, backend: Compiler | Runner) -> tuple[Compiler, Capabilities]:
+    """The backend in its compile role, and its capabilities; refused when it has no ``compile``."""
+    caps = backend.capabilities()
+    if not isinstance(backend, Compiler):
+        raise CapabilityError(
+            f"backend {caps.backend!r} runs only; it cannot compile pipelines",
+            pipeline=spec.name, hint="`interlock backends` lists what each backend does",
+        )
+    return backend, caps
+
+
+def run_options_for(caps: Capabilities, given: BackendOptions | Mapping[str, Any] | None) -> BackendOptions:
+    """The backend's run options from what the caller gave: its own options object, keywords
+    (strings read as each field's type), or nothing (its defaults)."""
+    cls = caps.run_options
+    if given is None:
+        return cls()
+    if isinstance(given, BackendOptions):
+        if type(given) is not cls:  # exactly: another backend's options would be ignored silently
+            raise PolicyError(
+                f"backend {caps.backend!r} takes {cls.__name__} run options, not {type(given).__name__}"
+            )
+        return given
+    return cls.from_mapping(given, backend=caps.backend)
+
+
+def check_capabilities(spec: PipelineSpec, caps: Capabilities) -> None:
+    """Refuse a pipeline that uses a feature the backend cannot express."""
+    for feature, where in features_used(spec).items():
+        if not caps.supports(feature):
+            raise CapabilityError(
+                f"backend {caps.backend!r} cannot express {feature!r} (used by {', '.join(where)})",
+                pipeline=spec.name, step=where[0], hint="`interlock backends` lists what each backend supports",
+            )
+
+
+def resolve_params(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(params) - {p.name for p in spec.params})
+    if unknown:
+        raise PipelineDefinitionError(
+            f"unknown parameter(s) {unknown}; parameters are {[p.name for p in spec.params]}",
+            pipeline=spec.name, port=unknown[0],
+        )
+    resolved: dict[str, Any] = {}
+    for p in spec.params:
+        if p.name in params:
+            value = params[p.name]
+        elif p.has_default:
+            value = p.default
+        else:
+            raise PipelineDefinitionError(
+                f"missing required parameter of type {p.type.describe()}", pipeline=spec.name, port=p.name
+            )
+        if p.type.kind is TypeKind.DATACLASS and isinstance(value, dict):
+            # A JSON object for a dataclass (the CLI's -p cfg='{...}'): check it field by field
+            # here, or a bad field surfaces as a raw TypeError/ValueError inside a backend.
+            problem = json_problem(value, p.type, p.name)
+            if problem:
+                raise PipelineDefinitionError(f"parameter value {problem}", pipeline=spec.name, port=p.name)
+            resolved[p.name] = value
+            continue
+        if not value_matches(value, p.type):
+            raise PipelineDefinitionError(
+                f"parameter value {value!r} ({type(value).__name__}) does not fit {p.type.describe()}",
+                pipeline=spec.name, port=p.name,
+            )
+        resolved[p.name] = value
+    return resolved
+
+
+# One rule for every backend, the strictest of them: a Flyte execution name (it also names
+# Kubernetes objects, so it must be a DNS label) of at most 20 characters. A KFP run name
+# and a local folder name accept every such id, and it can never climb out of a directory.
+RUN_ID_MAX = 20
+RUN_ID_RULE = (
+    f"a run id is 1-{RUN_ID_MAX} lowercase letters, digits and '-', starting with a letter and "
+    "not ending with '-' (a Flyte execution name)"
+)
+_RUN_ID = re.compile(rf"[a-z](?:[a-z0-9-]{{0,{RUN_ID_MAX - 2}}}[a-z0-9])?")
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` if it follows RUN_ID_RULE; else RunIdError naming the rule (CLI exit 2)."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise RunIdError(f"run id {run_id!r} is not valid: {RUN_ID_RULE}", hint="e.g. --run-id fraud-1130a")
+    return run_id
+
+
+def new_run_id(pipeline: str) -> str:
+    """Sortable, unique, and a valid Flyte execution name: lowercase, starts with a letter, 20 chars."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%y%m%d%H%M%S")
+    return f"r{stamp}-{os.urandom(3).hex()}"
+
+
+def default_backend() -> str:
+    """The backend il.run and the CLI use when none is named: $INTERLOCK_BACKEND, else local."""
+    return RunEnv.read().backend or DEFAULT_BACKEND
+
+
+def default_workdir() -> Path:
+    return Path(os.environ.get("INTERLOCK_WORKDIR", ".interlock"))

@@ -1,0 +1,82 @@
+"""``il.map`` and fan-in lists while a pipeline body is recorded (the model is in ``fanout``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.codecs import TypeKind
+from interlock.core.model.fanout import MapSpec, element_of
+from interlock.core.model.spec import Binding
+from interlock.core.model.types import TypeSpec
+
+if TYPE_CHECKING:
+    from interlock.core.dsl.build import Builder
+    from interlock.core.dsl.step import Step
+
+
+def map(  # noqa: A001 - il.map reads as the verb it is
+    step: Step,
+    over: Any,
+    *,
+    item: str | None = None,
+    concurrency: int | None = None,
+    tolerate: float = 0,
+    **broadcast: Any,
+) -> Any:
+    """Run ``step`` once per element of ``over``; return a list of its output, one per item.
+
+    ``over`` is a list: a pipeline parameter, a step output, or a list written here. Each
+    element goes to the input named ``item`` (default: the one required input that
+    ``broadcast`` leaves unbound); ``broadcast`` inputs are the same for every item.
+    ``concurrency`` bounds how many items run at once. ``tolerate`` lets up to that many
+    items (an int) or that fraction of them (a float in (0, 1)) fail: their elements are
+    None (the output is ``list[Optional[T]]``) and the failed indices are reported.
+    """
+    from interlock.core.dsl.build import current_builder
+    from interlock.core.dsl.step import Step as StepClass
+
+    builder = current_builder()
+    if builder is None:
+        raise PipelineDefinitionError("il.map is only meaningful inside an @il.pipeline function")
+    if not isinstance(step, StepClass):
+        raise PipelineDefinitionError(f"il.map takes an @il.step, got {step!r}", pipeline=builder.name)
+    spec = step.spec
+    node = step._node_name or spec.name
+    if item is None:
+        free = [p.name for p in spec.inputs if p.name not in broadcast and not p.has_default]
+        if len(free) != 1:
+            raise PipelineDefinitionError(
+                f"il.map cannot tell which input takes the item: unbound inputs are {free}",
+                pipeline=builder.name, step=node,
+                hint=f"name it: il.map({spec.name}, over=..., item={(free or ['<input>'])[0]!r}, ...)",
+            )
+        item = free[0]
+    if item in broadcast:
+        raise PipelineDefinitionError(
+            f"input {item!r} is both the mapped item and a broadcast argument", pipeline=builder.name, step=node, port=item
+        )
+    m = MapSpec(item, concurrency, tolerate)
+    from interlock.core.model.fanout import check_map
+
+    check_map(builder.name, node, spec, m, None)
+    return builder.add_node(step, {**broadcast, item: over}, step._node_name, map_spec=m)
+
+
+def bind_list(builder: Builder, value: list[Any] | tuple[Any, ...], node: str, port: str, dst: TypeSpec) -> Binding:
+    """A list of step outputs (and constants) written in the pipeline body, for a list input."""
+    elem = element_of(dst)
+    assert elem is not None
+    items = []
+    for i, v in enumerate(value):
+        try:
+            items.append(builder._bind(v, node, port, elem))
+        except PipelineDefinitionError as exc:
+            raise PipelineDefinitionError(
+                f"element [{i}] of the list: {exc.args[0] if exc.args else exc}", pipeline=builder.name,
+                step=node, port=port,
+            ) from exc
+    if dst.kind is TypeKind.ARTIFACTS and any(b.kind == "const" for b in items):
+        raise PipelineDefinitionError("a list of artifacts holds step outputs only", pipeline=builder.name,
+                                      step=node, port=port)
+    return Binding.of_list(items)

@@ -1,0 +1,185 @@
+"""``il.finally_``: a step that runs after the pipeline whatever its outcome, and sees it.
+
+    @il.step
+    def notify(status: il.RunStatus, channel: str) -> None:
+        if not status.succeeded:
+            post(channel, f"{status.failed_steps}: {status.error}")
+
+    @il.pipeline(name="train")
+    def train(channel: str = "#ml"):
+        il.finally_(notify, channel=channel)
+        ...
+
+The step declares one input of type ``il.RunStatus``; the backend fills it with the body's
+final status. Its other inputs are parameters or constants (a step output may not exist when
+the body failed). At most one per pipeline, written at the top level of the body (not inside
+an ``il.when`` block): its scope is the whole pipeline. The run's status is the body's, and
+failed as well when the finally step itself fails. Written in a sub-pipeline's body, its scope
+is each call of the sub-pipeline (core/dsl/subpipeline.py): a :class:`FinallyBlock` over the call's
+nodes, recorded as the call's ``finally_``, rendered by the call's own sub-workflow (Flyte) or
+nested pipeline (KFP).
+
+Rendered natively: KFP ``dsl.ExitHandler`` around the body with the step as its exit task
+(``dsl.PipelineTaskFinalStatus``); ``local`` runs it last. Every backend derives the status
+from the same run state (``settle`` over the step fragments), so the finally step receives
+the same ``RunStatus`` everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.codecs import qualname
+from interlock.core.model.finally_blocks import RunStatus
+from interlock.core.model.pipeline_spec import FinallyBlock
+from interlock.core.model.spec import BindingKind
+
+if TYPE_CHECKING:
+    from interlock.core.dsl.step import Step
+    from interlock.core.model.pipeline_spec import Node
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+class _FinallyCall:
+    """What ``il.finally_(...)`` returns: used as ``with``, it scopes the finally step to the block."""
+
+    def __init__(self, builder: Any, node: Node):
+        self._builder = builder
+        self._node = node
+        self._start: int | None = None
+
+    def __enter__(self) -> None:
+        b = self._builder
+        if b.finally_open:
+            raise PipelineDefinitionError(
+                "il.finally_ blocks cannot nest: KFP allows exit handlers at the outermost scope only",
+                pipeline=b.name, step=self._node.name, hint="give the inner block's cleanup to the outer finally step",
+            )
+        if b.finally_node is self._node:
+            b.finally_node = None  # not the whole pipeline's: this block's
+        if b.finally_pending is self._node:
+            b.finally_pending = None
+        b.finally_open = True
+        self._start = len(b.nodes)
+
+    def __exit__(self, exc_type: Any, *_: Any) -> bool:
+        b = self._builder
+        b.finally_open = False
+        if exc_type is not None:
+            return False
+        members = tuple(n.name for n in b.nodes[self._start or 0:])
+        if not members:
+            raise PipelineDefinitionError(
+                "an il.finally_ block records no step", pipeline=b.name, step=self._node.name,
+                hint="call the block's steps inside the `with il.finally_(...):` block",
+            )
+        # An il.elif_ after the block may not continue a chain from inside it (one exit handler group).
+        b.last_block = None
+        b.finally_blocks.append(FinallyBlock(self._node, members))
+        return False
+
+
+def finally_blocks_of(builder: Any) -> tuple[FinallyBlock, ...]:
+    """The il.finally_ blocks a pipeline body recorded; refuses a second whole-pipeline one."""
+    pending = builder.finally_pending
+    if pending is not None:
+        raise PipelineDefinitionError(
+            "a pipeline has at most one il.finally_ step for the whole body", pipeline=builder.name, step=pending.name,
+            hint="call the other cleanups from one finally step, or scope one to a block: `with il.finally_(step): ...`",
+        )
+    return tuple(builder.finally_blocks)
+
+
+def call_finally(builder: Any) -> Node | None:
+    """The whole-body il.finally_ step recorded in the sub-pipeline call being closed (its scope:
+    that call); refuses a second one, as for a pipeline."""
+    finally_blocks_of(builder)
+    return builder.finally_node
+
+
+
+
+
+
+
+
+
+
+def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
+    """Run ``step`` after the whole pipeline, whatever its outcome, with its ``il.RunStatus``;
+    as ``with il.finally_(step): ...``, after that block only, with the block's status."""
+    from interlock.core.dsl.build import current_builder
+
+    builder = current_builder()
+    if builder is None:
+        raise PipelineDefinitionError("il.finally_ is only meaningful inside an @il.pipeline function")
+    # Inside a sub-pipeline its scope is the call: the il.when blocks around the call are the caller's.
+    base = builder.sub_gate_depths[-1] if builder._sub_stack else 0
+    if len(builder._gate_stack) > base:
+        raise PipelineDefinitionError(
+            "il.finally_ inside an il.when block: its scope is the whole pipeline (or the sub-pipeline call)",
+            pipeline=builder.name, step=step.spec.name, hint="call il.finally_ at the top level of the pipeline body",
+        )
+    pending = builder.finally_pending
+    if pending is not None:
+        raise PipelineDefinitionError(
+            "a pipeline has at most one il.finally_ step for the whole body", pipeline=builder.name,
+            step=pending.name,
+            hint="call the other cleanups from one finally step, or scope one to a block: `with il.finally_(step): ...`",
+        )
+    want = qualname(RunStatus)
+    ports = [p.name for p in step.spec.inputs if p.type.name == want]
+    if len(ports) != 1 or step.spec.inputs[[p.name for p in step.spec.inputs].index(ports[0])].type.optional:
+        raise PipelineDefinitionError(
+            f"a finally step declares exactly one input of type il.RunStatus (found {len(ports)})",
+            pipeline=builder.name, step=step.spec.name, hint="def cleanup(status: il.RunStatus, ...) -> None",
+        )
+    if ports[0] in kwargs:
+        raise PipelineDefinitionError(
+            "the il.RunStatus input is filled by the backend; do not pass it",
+            pipeline=builder.name, step=step.spec.name, port=ports[0],
+        )
+    before = len(builder.nodes)
+    # Recorded like any call (type checks, names), with a placeholder status, then taken out
+    # of the body: backends that know il.finally_ run it after everything else.
+    builder.add_node(step, {**kwargs, ports[0]: RunStatus("pending")}, getattr(step, "_node_name", None))
+    node = builder.nodes.pop(before)
+    builder._node_gate.pop(node.name, None)
+    if node.gate is not None:  # in a sub-pipeline called inside an il.when: the call's gate is its (block_gate)
+        from dataclasses import replace
+
+        node = replace(node, gate=None)
+    outputs = [k for k, b in node.inputs if b.kind is not BindingKind.PARAM and b.kind is not BindingKind.CONST]
+    if outputs and builder._sub_stack:
+        raise PipelineDefinitionError(
+            "a finally step reads parameters and constants only: this sub-pipeline parameter is bound to a "
+            "step output of the calling pipeline, which no backend hands to a sub-workflow's failure node yet",
+            pipeline=builder.name, step=node.name, port=outputs[0],
+            hint="pass the finally step a parameter of the outermost pipeline or a constant instead",
+        )
+    if outputs:
+        raise PipelineDefinitionError(
+            "a finally step reads parameters and constants only: a step output may not exist when the body failed",
+            pipeline=builder.name, step=node.name, port=outputs[0],
+        )
+    if getattr(builder, "finally_node", None) is not None:
+        builder.finally_pending = node  # a second one: fine if it scopes a block (`with`), checked at the end
+    else:
+        builder.finally_node = node
+    return _FinallyCall(builder, node)

@@ -1,0 +1,165 @@
+"""Fan-out and fan-in: ``il.map`` over a runtime list, and lists of step outputs as inputs.
+
+A mapped node is one ``Node`` with a ``MapSpec``: the step runs once per item of the list
+bound to its *item* input (a pipeline parameter, a step output or a literal list); every
+other input is broadcast to all items. Each output port of the step becomes a list, one
+element per item, in item order. The compiled graph has one node whatever the list's
+length: the list is a runtime value (Flyte array node, KFP ``ParallelFor``).
+
+Per item, the shim runs under the node name ``node[i]`` (``item_node``): its cache key, its
+retries, its checkpoint key (``pipeline/run/node[i]``), its receipt fragment and its FATAL
+marker are the item's own. When the map is over, ``aggregate`` folds the item fragments
+into the node's fragment (status, every item's attempts, ``facts["map"]``: item count, the
+failed indices and one entry per item), so that ``settle`` and the receipt need nothing new.
+
+Failure policy: fail fast by default (the first failed item fails the node; items not yet
+started are not started). ``tolerate=`` allows up to a number (int >= 1) or a fraction
+(0 < float < 1) of failed items: the node then succeeds, its output lists hold ``None`` at
+the failed indices (the element type is ``Optional[T]``), and the failed indices are in
+``RunResult.maps`` and in the receipt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.codecs import TypeKind
+from interlock.core.model.types import TypeSpec
+
+if TYPE_CHECKING:
+    from interlock.core.model.pipeline_spec import PipelineSpec
+
+
+@dataclass(frozen=True)
+class MapSpec:
+    """How a node fans out: which input takes one item, how many at once, what failure is allowed."""
+
+    item: str  # the input port that receives one item; its binding is the list
+    concurrency: int | None = None  # at most this many items at once; None: the backend's default
+    tolerate: float = 0  # failed items allowed: an int >= 1 (a count) or a fraction in (0, 1)
+
+    def __post_init__(self) -> None:
+        if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
+            raise PipelineDefinitionError(f"il.map concurrency={self.concurrency!r} must be a positive int or None")
+        t = self.tolerate
+        ok = isinstance(t, int | float) and not isinstance(t, bool) and t >= 0 and (t < 1 or float(t).is_integer())
+        if not ok:
+            raise PipelineDefinitionError(
+                f"il.map tolerate={t!r} is neither a count of failed items (an int >= 0) nor a fraction in (0, 1)",
+                hint="tolerate=2 allows two failed items; tolerate=0.1 allows 10% of them",
+            )
+
+    @property
+    def tolerant(self) -> bool:
+        return self.tolerate > 0
+
+    def allowed_failures(self, n: int) -> int:
+        """How many of ``n`` items may fail with the node still succeeding."""
+        if self.tolerate >= 1:
+            return int(self.tolerate)
+        return math.floor(n * self.tolerate + 1e-9)
+
+    def min_success_ratio(self) -> float | None:
+        """The fraction of items that must succeed, where the policy is a fraction (Flyte's form)."""
+        return round(1 - self.tolerate, 9) if 0 < self.tolerate < 1 else None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"item": self.item}
+        if self.concurrency is not None:
+            out["concurrency"] = self.concurrency
+        if self.tolerate:
+            out["tolerate"] = self.tolerate
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MapSpec:
+        return cls(d["item"], d.get("concurrency"), d.get("tolerate", 0))
+
+
+# -- types -------------------------------------------------------------------------------------
+def list_of(t: TypeSpec) -> TypeSpec:
+    """``list[t]``; a list of artifacts is its own kind (it moves as files, never as JSON)."""
+    kind = TypeKind.ARTIFACTS if t.is_artifact else TypeKind.LIST
+    return TypeSpec(kind, args=(t,))
+
+
+def element_of(t: TypeSpec) -> TypeSpec | None:
+    """The element type of a list type (either kind); None for anything else or an untyped list."""
+    if t.kind in (TypeKind.LIST, TypeKind.ARTIFACTS) and t.args:
+        return t.args[0]
+    return None
+
+
+def mapped_output(t: TypeSpec, m: MapSpec) -> TypeSpec:
+    """What a mapped node's output port carries: one element per item, Optional when tolerant."""
+    return list_of(dataclasses.replace(t, optional=True) if m.tolerant else t)
+
+
+def list_binding_type(spec: PipelineSpec, b: Any, type_of_binding: Any) -> TypeSpec | None:
+    """The type of a list written in the pipeline body: ``list`` of its items' common type.
+
+    Items of one type give ``list[T]``; ints mixed with floats give ``list[float]``; an
+    Optional item makes the element Optional. Anything else has no common type (None).
+    """
+    # Constants in the list were checked against the element type when it was wired.
+    types = [type_of_binding(spec, item) for item in b.items if item.kind != "const"]
+    if not types or any(t is None for t in types):
+        return None
+    elem = types[0]
+    for t in types[1:]:
+        if t.kind is TypeKind.FLOAT and elem.kind is TypeKind.INT:
+            elem = dataclasses.replace(t, optional=elem.optional or t.optional)
+        elif dataclasses.replace(t, optional=False) == dataclasses.replace(elem, optional=False) or (
+            t.kind is TypeKind.INT and elem.kind is TypeKind.FLOAT
+        ):
+            elem = dataclasses.replace(elem, optional=elem.optional or t.optional)
+        else:
+            return None
+    return list_of(elem)
+
+
+# -- names -------------------------------------------------------------------------------------
+def item_node(node: str, index: int) -> str:
+    """The node name the shim runs item ``index`` under (fragments, markers, checkpoints)."""
+    return f"{node}[{index}]"
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+# -- validation --------------------------------------------------------------------------------
+def check_map(spec_name: str, node: str, step: Any, m: MapSpec, over: TypeSpec | None) -> None:
+    """A map must name a real input, iterate a typed list of its type, and have one output at most."""
+    port = step.input(m.item)
+    if port is None:
+        raise PipelineDefinitionError(
+            f"il.map item={m.item!r} is not an input; inputs are {[p.name for p in step.inputs]}",
+            pipeline=spec_name, step=node,
+        )
+    if over is not None and over.kind is TypeKind.ARTIFACTS:
+        raise PipelineDefinitionError(
+            f"il.map over a list of artifacts ({over.describe()}) cannot fan out on KFP (ParallelFor iterates "
+            "parameters only)",
+            pipeline=spec_name, step=node, port=m.item,
+            hint="map over a list of ids/paths (str) and load each item inside the step",
+        )
+    if len(step.outputs) > 1:
+        raise PipelineDefinitionError(
+            f"il.map of a step with several outputs ({[p.name for p in step.outputs]}): Flyte's map_task "
+            "maps single-output tasks only",
+            pipeline=spec_name, step=node,
+            hint="return one dataclass (its fields travel together) and map that step",
+        )

@@ -1,0 +1,103 @@
+"""Finally blocks read from a spec: ``RunStatus`` (what a finally step receives), a block's
+members, its gate and its call, and whether a run reached it (the authoring side is
+``dsl/finally_.py``; settling the status is ``record/outcomes.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.base.status import Status
+from interlock.core.model.codecs import qualname
+from interlock.core.model.pipeline_spec import FinallyBlock, PipelineSpec
+
+if TYPE_CHECKING:
+    from interlock.core.model.pipeline_spec import Node
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """The final status of a pipeline's body, as a finally step receives it."""
+
+    status: str = "succeeded"  # "succeeded" | "failed" | "stopped"
+    failed_steps: list[str] = field(default_factory=list)  # in the pipeline's order
+    error: str = ""  # the first failure, "KIND: reason"; "" when the body succeeded
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+
+def status_port(spec: PipelineSpec, node: Node) -> str:
+    """The finally step's input that receives the RunStatus."""
+    step = spec.step_of(node)
+    want = qualname(RunStatus)
+    ports = [p.name for p in step.inputs if p.type.name == want]
+    if len(ports) != 1:
+        raise PipelineDefinitionError(
+            f"a finally step takes exactly one input of type il.RunStatus (found {len(ports)})",
+            pipeline=spec.name, step=node.name,
+        )
+    return ports[0]
+
+
+def finally_inputs(spec: PipelineSpec, node: Node, inputs: dict[str, Any], status: RunStatus) -> dict[str, Any]:
+    """The finally step's inputs with the status filled in."""
+    return {**inputs, status_port(spec, node): status}
+
+
+# -- il.finally_ around one block --------------------------------------------------------------
+def block_spec(spec: PipelineSpec, block: FinallyBlock) -> PipelineSpec:
+    """The spec restricted to one block's nodes: what its finally step's status is settled over."""
+    from dataclasses import replace
+
+    members = set(block.members)
+    return replace(spec, nodes=tuple(n for n in spec.nodes if n.name in members), outputs=(), output_types=(),
+                   finally_=None, finally_blocks=())
+
+
+def block_of(spec: PipelineSpec, node: str) -> FinallyBlock | None:
+    """The il.finally_ block whose finally step is ``node``, if any."""
+    return next((b for b in spec.finally_blocks if b.node.name == node), None)
+
+
+def reached(spec: PipelineSpec, block: FinallyBlock, seen: dict[str, Any]) -> bool:
+    """Did the run reach the block? Not when the body failed (or stopped) before its first node:
+    like Python's ``try``/``finally``, a block never entered runs no finally step."""
+    first = next((i for i, n in enumerate(spec.nodes) if n.name in block.members), None)
+    for i, n in enumerate(spec.nodes):
+        saw = seen.get(n.name)
+        if first is not None and i >= first:
+            return True
+        if saw is not None and saw.status in (Status.FAILED, Status.STOPPED):
+            return False
+    return True
+
+
+def block_call(spec: PipelineSpec, block: FinallyBlock) -> Any:
+    """The sub-pipeline call (core/subpipeline.SubCall) a block is written in; None: the top level.
+    A finally step recorded inside a call is named ``<call>.<step>``."""
+    call = block.node.name.rpartition(".")[0]
+    return next((s for s in spec.subs if s.name == call), None) if call else None
+
+
+def is_call_finally(spec: PipelineSpec, block: FinallyBlock) -> bool:
+    """Is ``block`` a sub-pipeline call's whole-body finally (rendered with the call's own
+    sub-workflow or nested pipeline)?"""
+    c = block_call(spec, block)
+    return c is not None and c.finally_ == block.node.name
+
+
+def blocks_in(spec: PipelineSpec, call: str | None) -> tuple[FinallyBlock, ...]:
+    """The ``with il.finally_`` blocks written directly in one scope (a call's body; None: the
+    top level), not the calls' own whole-body finally steps."""
+    return tuple(b for b in spec.finally_blocks if not is_call_finally(spec, b)
+                 and (getattr(block_call(spec, b), "name", None) == call))
+
+
+def block_gate(spec: PipelineSpec, block: FinallyBlock) -> str | None:
+    """The il.when block around a block's scope (a call written inside one): its finally runs
+    only if that block was taken."""
+    c = block_call(spec, block)
+    return c.gate if c is not None else None

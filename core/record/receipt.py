@@ -1,0 +1,344 @@
+"""Reproducibility receipts: one versioned JSON document per run.
+
+Which code (git SHA, dirty flag, per-step fingerprints and images), which data (snapshot
+ids the steps declared), which parameters, what happened (attempts with failure kinds,
+cache hits, durations) and what it cost (GPU-seconds, an estimate from a price table).
+Steps write fragments through the runtime shim; the backend assembles them at the end.
+Secret-looking parameters and credentials in URLs never reach a receipt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interlock.core.base.errors import PolicyError
+from interlock.core.base.status import Status
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.policies import parse_quantity
+from interlock.core.record import git_state
+from interlock.core.run.devices import billed_gpus, group_device
+from interlock.core.run.redact import Redactor
+from interlock.core.run.state import Fragment, RunState
+
+RECEIPT_VERSION = 1
+
+# USD per hour; rough on-demand list prices, overridable per team (INTERLOCK_PRICES=file.json).
+DEFAULT_PRICES: dict[str, float] = {
+    "cpu_core_hour": 0.04,
+    "memory_gib_hour": 0.005,
+    "gpu_hour:default": 2.50,
+    "gpu_hour:nvidia-tesla-t4": 0.35,
+    "gpu_hour:nvidia-l4": 0.80,
+    "gpu_hour:nvidia-a100-40gb": 3.00,
+    "gpu_hour:nvidia-a100-80gb": 4.00,
+    "gpu_hour:nvidia-h100": 6.00,
+    "gpu_hour:nvidia-h200": 8.00,
+    "interruptible_discount": 0.65,  # spot costs (1 - discount) of on-demand
+}
+
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    prices: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PRICES))
+
+    @classmethod
+    def load(cls, path: str | None = None) -> PriceTable:
+        """The default prices, updated from ``path`` or $INTERLOCK_PRICES (a JSON object of
+        name -> USD per hour). A bad table is a PolicyError: il.run checks it before any step
+        runs, so a typo never costs a finished run its receipt."""
+        from_env = not path
+        path = path or os.environ.get("INTERLOCK_PRICES")
+        prices = dict(DEFAULT_PRICES)
+        if path:
+            where = f"price table {path}" + (" (INTERLOCK_PRICES)" if from_env else "")
+            hint = 'a JSON object of name -> USD per hour, e.g. {"gpu_hour:nvidia-h200": 7.5}'
+            try:
+                loaded = json.loads(Path(path).read_text())
+            except OSError as exc:
+                raise PolicyError(f"cannot read {where}: {exc.strerror or exc}", hint=hint) from exc
+            except ValueError as exc:
+                raise PolicyError(f"{where} is not valid JSON: {exc}", hint=hint) from exc
+            if not isinstance(loaded, dict):
+                raise PolicyError(f"{where} must be a JSON object, got {type(loaded).__name__}", hint=hint)
+            bad = {k: v for k, v in loaded.items() if isinstance(v, bool) or not isinstance(v, int | float) or v < 0}
+            if bad:
+                raise PolicyError(f"{where}: prices must be non-negative numbers; got {bad}", hint=hint)
+            prices.update({k: float(v) for k, v in loaded.items()})
+        return cls(prices)
+
+    def gpu_hour(self, accelerator: str | None) -> float:
+        return self.prices.get(f"gpu_hour:{accelerator}", self.prices["gpu_hour:default"])
+
+    def estimate(self, resources: dict[str, Any], seconds: float, *, gpus: int, interruptible: bool,
+                 nodes: int = 1) -> float:
+        """``resources`` are per node; ``gpus`` is the step's total (what its ranks saw)."""
+        hours = seconds / 3600.0 * nodes
+        cpu = _quantity(resources.get("cpu", "1"), "cpu")
+        mem_gib = _quantity(resources.get("memory", "1Gi"), "memory") / 2**30
+        cost = hours * (cpu * self.prices["cpu_core_hour"] + mem_gib * self.prices["memory_gib_hour"])
+        cost += seconds / 3600.0 * gpus * self.gpu_hour(resources.get("accelerator"))
+        if interruptible:
+            cost *= 1.0 - self.prices.get("interruptible_discount", 0.0)
+        return round(cost, 6)
+
+
+_QUANTITIES: dict[tuple[str, str], float] = {}  # "500m" -> 0.5: a pure function, asked twice a node
+
+
+def _quantity(value: str | int | float, field_name: str) -> float:
+    if not isinstance(value, str):
+        return parse_quantity(value, field_name)
+    key = (value, field_name)
+    if key not in _QUANTITIES:
+        _QUANTITIES[key] = parse_quantity(value, field_name)  # an invalid one raises, and is not kept
+    return _QUANTITIES[key]
+
+
+def _ranks_device(state: RunState, node: str, world: int, own: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A distributed node bills what its ranks saw: each rank records its device in its own
+    fragment under ranks/<rank> (rank 0 in the node's fragment on Flyte, where the node
+    fragment is rank 0's; under ranks/0 on KFP and local, where it is the launcher's)."""
+    ranks = [RunState(Path(state.state_dir) / "ranks" / str(r), state.run_id).read_fragment(node) for r in range(world)]
+    found = [own, *(f.device for f in ranks if f is not None)]
+    return group_device(found) or own
+
+
+_RESOLVED: dict[str, Path] = {}  # a module's __file__ -> where it was imported from (twice per run)
+
+
+def code_files(spec: PipelineSpec) -> list[Path]:
+    """The source files of a pipeline and its steps, as this process imported them."""
+    files: list[Path] = []
+    for ref in dict.fromkeys([spec.ref or "", *(s.ref for s in spec.steps)]):
+        module = sys.modules.get(ref.partition(":")[0])
+        source = getattr(module, "__file__", None)
+        if not source:
+            continue
+        path = _RESOLVED.get(source)
+        if path is None:
+            path = _RESOLVED[source] = Path(source).resolve()
+        if path not in files:
+            files.append(path)
+    return files
+
+
+def _git(cwd: Path | str, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=str(cwd), capture_output=True, text=True, timeout=10, check=True
+    ).stdout.strip()
+
+
+def git_info(start: str | Path | None = None, files: list[Path] | tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The commit the pipeline code came from: the repository holding the pipeline's source
+    file (``files[0]``, else ``start``, else the current directory), not wherever the command
+    ran. Dirty when a tracked file changed, or when one of ``files`` (the pipeline's and its
+    steps' sources) is untracked or modified. Containers have no .git: they pass
+    INTERLOCK_GIT_SHA (and INTERLOCK_GIT_DIRTY=1).
+
+    A clean checkout is proven from the repository's files, as git proves it (core/record/git_state.py:
+    HEAD from the refs, every index entry's stat, the index's tree against HEAD's); whatever
+    that cannot prove (a changed or racily new file, an untracked source) is asked of git."""
+    cwd, found, known = _git_probe(start, files)
+    return known if known is not None else _ask_git(cwd, files, found)
+
+
+def _git_probe(start: str | Path | None, files: list[Path] | tuple[Path, ...],
+               ) -> tuple[Path, git_state.Probe | None, dict[str, Any] | None]:
+    """What is known without a git process: the container's word, or a proven clean checkout."""
+    cwd = Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
+    if os.environ.get("INTERLOCK_GIT_SHA"):
+        return cwd, None, {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
+    found = git_state.probe(cwd, files)
+    if found is not None and found.clean:
+        return cwd, found, {"sha": found.sha, "dirty": False}
+    return cwd, found, None
+
+
+def _ask_git(cwd: Path, files: list[Path] | tuple[Path, ...], found: git_state.Probe | None) -> dict[str, Any]:
+    try:
+        # git finds the repository some other way (environment, layout): ask it where
+        top = found.top if found is not None else Path(_git(cwd, "rev-parse", "--show-toplevel")).resolve()
+        # One process for HEAD and the tracked changes, git's word at the time it looked.
+        porcelain = _git(cwd, "status", "--porcelain=v2", "--branch", "--untracked-files=no").splitlines()
+        head = next((line.split()[2] for line in porcelain if line.startswith("# branch.oid ")), None)
+        if head is None or head == "(initial)":
+            return {"sha": None, "dirty": None}  # no commit yet: nothing to point at
+        dirty = any(not line.startswith("#") for line in porcelain)
+        ours = [str(f) for f in files if f.is_relative_to(top)]
+        if found is not None and found.tracked is not None:
+            # A tracked source's changes are in the status above; only an untracked one is not.
+            ours = [f for f in ours if Path(f).resolve().relative_to(top).as_posix() not in found.tracked]
+        if ours and not dirty:
+            dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=all", "--", *ours))
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {"sha": None, "dirty": None}
+    return {"sha": head, "dirty": dirty}
+
+
+class _GitLookup(threading.Thread):
+    """The git processes of ``git_info`` in a thread: they run while the run's steps do."""
+
+    def __init__(self, cwd: Path, files: tuple[Path, ...], found: git_state.Probe | None):
+        super().__init__(name="interlock-git-info", daemon=True)
+        self.args = (cwd, files, found)
+        self.result: dict[str, Any] | None = None
+
+    def run(self) -> None:
+        self.result = _ask_git(*self.args)
+
+
+_LOOKUPS: dict[tuple[str, tuple[Path, ...]], _GitLookup | dict[str, Any]] = {}
+_LOOKUPS_LOCK = threading.Lock()
+
+
+def prefetch_git_info(spec: PipelineSpec, code_dir: str | Path | None = None) -> None:
+    """Take the receipt's git facts now, as the run starts: ``assemble_receipt`` for the same
+    code takes this answer. What the receipt records is then the code as the run started,
+    which is the code that ran. A clean checkout is proven here from the repository's files
+    (well under a millisecond); git processes, when needed, run in a thread alongside the steps."""
+    files = tuple(code_files(spec))
+    key = (str(code_dir), files)
+    cwd, found, known = _git_probe(code_dir, files)
+    lookup = known if known is not None else _GitLookup(cwd, files, found)
+    with _LOOKUPS_LOCK:
+        _LOOKUPS[key] = lookup  # a lookup nobody took (a run that failed early) is replaced
+    if isinstance(lookup, _GitLookup):
+        lookup.start()
+
+
+def _git_for(code_dir: str | Path | None, files: list[Path]) -> dict[str, Any]:
+    with _LOOKUPS_LOCK:
+        lookup = _LOOKUPS.pop((str(code_dir), tuple(files)), None)
+    if isinstance(lookup, dict):
+        return lookup
+    if lookup is not None:
+        lookup.join()
+        if lookup.result is not None:
+            return lookup.result
+    return git_info(code_dir, files)
+
+
+def redact(params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters for the record: secret-looking keys masked, credentials stripped from URLs.
+
+    Nested values too: a dataclass parameter (a config object) becomes a JSON object, and a
+    secret-looking field inside it is masked like a top-level one. The rules: core/run/redact.py.
+    """
+    return Redactor.for_values(params)(dict(params))
+
+
+def image_record(image: str | None) -> dict[str, Any]:
+    if not image:
+        return {"image": None, "digest": None}
+    digest = image.split("@", 1)[1] if "@sha256:" in image else None
+    return {"image": image, "digest": digest}
+
+
+def _without_node(snapshot: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in snapshot.items() if k != "node"}
+
+
+def assemble_receipt(
+    spec: PipelineSpec,
+    *,
+    run_id: str,
+    backend: str,
+    state_dir: Path,
+    params: dict[str, Any],
+    status: Status | str,
+    statuses: Mapping[str, Status | str],
+    started: float,
+    images: dict[str, str | None] | None = None,
+    extra: dict[str, Any] | None = None,
+    prices: PriceTable | None = None,
+    code_dir: str | Path | None = None,
+    fragments: Mapping[str, Fragment] | None = None,
+) -> Path:
+    """Merge the step fragments the shim wrote into state_dir/receipt.json and return its path.
+
+    ``fragments``: those of ``spec.nodes`` as ``settle`` just read them (``RunOutcome.fragments``),
+    so that they are not read again; the finally steps' are read here."""
+    prices = prices or PriceTable.load()
+    state = RunState(Path(state_dir), run_id)
+    nodes = (*spec.nodes, *spec.finally_nodes())  # il.finally_'s steps too
+    if fragments is None:
+        fragments = state.fragments(n.name for n in nodes)  # only this run's: a state dir may be shared
+    else:
+        fragments = {**fragments, **state.fragments(n.name for n in spec.finally_nodes())}
+    # The one redactor, knowing this run's secret values: over what steps and users wrote
+    # (parameters, facts, snapshots, failure messages that may quote a parameter), not over
+    # interlock's own identity fields (names, refs, digests).
+    redactor = Redactor.for_values(params)
+    steps: list[dict[str, Any]] = []
+    snapshots: list[dict[str, Any]] = []
+    total_gpu_s = 0.0
+    total_cost = 0.0
+    resources: dict[str, dict[str, Any]] = {}  # per step: many nodes may run one step
+    for node in nodes:
+        step = spec.step_of(node)
+        if step.name not in resources:
+            resources[step.name] = step.resources.to_json()
+        frag = fragments.get(node.name)
+        is_cached = statuses.get(node.name) == Status.CACHED
+        attempts = [a.to_dict() for a in frag.attempts] if frag and not is_cached else []
+        busy = sum(a.get("duration_s", 0.0) for a in attempts)
+        device = frag.device if frag else None
+        if step.distributed is not None and frag is not None and not is_cached:
+            device = _ranks_device(state, node.name, step.distributed.world_size, device)
+        gpus = billed_gpus(step.gpus, device)  # what ran: a CPU-only run bills no GPU
+        gpu_s = busy * gpus
+        cost = prices.estimate(resources[step.name], busy, gpus=gpus, interruptible=step.interruptible,
+                               nodes=step.nodes)
+        total_gpu_s += gpu_s
+        total_cost += cost
+        for snap in frag.snapshots if frag else []:
+            # One entry per snapshot, credited to the first node that declared it.
+            if _without_node(snap) not in [_without_node(s) for s in snapshots]:
+                snapshots.append({**snap, "node": node.name} if "node" not in snap else snap)
+        image = (images or {}).get(node.name) or step.image
+        steps.append({
+            "node": node.name,
+            "step": step.name,
+            "status": Status(statuses.get(node.name, frag.status if frag else Status.NOT_RUN)),
+            "cached": is_cached,
+            "fingerprint": step.fingerprint,
+            **image_record(image),
+            "attempts": redactor(attempts),
+            "failure_kinds": [a["failure"]["kind"] for a in attempts if a.get("failure")],
+            "duration_s": round(busy, 6),
+            "resources": dict(resources[step.name]),
+            "interruptible": step.interruptible,
+            "distributed": step.distributed.to_json() if step.distributed else None,
+            "gpus": {"requested": step.gpus, "billed": gpus, "device": device},
+            "gpu_seconds": round(gpu_s, 3),
+            "estimated_cost_usd": cost,
+            "facts": redactor(frag.facts if frag else {}),
+        })
+    receipt = {
+        "receipt_version": RECEIPT_VERSION,
+        "pipeline": spec.name,
+        "pipeline_ref": spec.ref,
+        "run_id": run_id,
+        "backend": backend,
+        "status": Status(status),
+        "started": started,
+        "ended": time.time(),
+        "git": _git_for(code_dir, code_files(spec)),
+        "parameters": redactor(dict(params)),
+        "snapshots": redactor(snapshots),
+        "cache_hits": [s["node"] for s in steps if s["cached"]],
+        "steps": steps,
+        "totals": {"gpu_seconds": round(total_gpu_s, 3), "estimated_cost_usd": round(total_cost, 6)},
+        **redactor(extra or {}),
+    }
+    return state.write_receipt(receipt)

@@ -1,0 +1,58 @@
+"""Resuming a run: the parameters it ran with, so that ``--resume RUN_ID`` is the same run.
+
+A resumed run (``il.run(..., resume=RUN_ID)``, or a reused run id) takes every parameter the
+caller does not give again from the run's previous attempt, as Flyte's recover and KFP's
+retry reuse an execution's inputs: a training step that continues from its checkpoint must
+not silently switch to the defaults. Parameter values that look secret (the receipt masks
+them) are never written to disk; a resume that needs one asks for it again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.codecs import revive, to_jsonable
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.record.receipt import redact
+from interlock.core.run.state import RunState, write_json_atomic
+
+WITHHELD = "withheld"
+
+
+def record_params(spec: PipelineSpec, state: RunState, resolved: dict[str, Any]) -> None:
+    """Write the run's parameters (JSON form) for a later resume; secret-looking ones withheld."""
+    values: dict[str, Any] = {}
+    withheld: list[str] = []
+    for p in spec.params:
+        if p.name not in resolved:
+            continue
+        try:
+            value = to_jsonable(revive(resolved[p.name], p.type), p.type)  # a dataclass may come as its JSON object
+            if redact({p.name: value})[p.name] != value:
+                raise ValueError("secret-looking")
+            values[p.name] = value
+        except (TypeError, ValueError, AttributeError):  # a secret, or not JSON-able (a DataFrame)
+            withheld.append(p.name)
+    write_json_atomic(state.params_path, {"run_id": state.run_id, "params": values, WITHHELD: withheld}, indent=1)
+
+
+def with_recorded_params(spec: PipelineSpec, state: RunState, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` completed with the values the run's previous attempt used."""
+    recorded = state.read_params()
+    if recorded is None:
+        return params
+    values, withheld = recorded
+    out = dict(params)
+    for p in spec.params:
+        if p.name in out:
+            continue
+        if p.name in values:
+            out[p.name] = revive(values[p.name], p.type)
+        elif p.name in withheld:
+            raise PipelineDefinitionError(
+                f"resuming run {state.run_id}: the value of this parameter was not recorded (it looks secret or is "
+                "not JSON), pass it again", pipeline=spec.name, port=p.name,
+                hint=f"-p {p.name}=... on the command line, or il.run(..., {p.name}=...)",
+            )
+    return out

@@ -1,0 +1,79 @@
+"""Resolving bindings to values at run time, for backends that orchestrate in-process."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.codecs import revive
+from interlock.core.model.spec import Binding, BindingKind
+from interlock.core.model.types import TypeSpec
+
+if TYPE_CHECKING:
+    from interlock.core.model.pipeline_spec import PipelineSpec
+
+
+def follow(value: Any, fields: tuple[str, ...]) -> Any:
+    """A field path into a dataclass value, or into its JSON object."""
+    for f in fields:
+        value = value[f] if isinstance(value, dict) else getattr(value, f)
+    return value
+
+
+def resolve(b: Binding, params: dict[str, Any], outputs: dict[str, dict[str, Any]], t: TypeSpec | None = None) -> Any:
+    """The value a binding points at: a parameter, a (field of a) node output, or a constant."""
+    if b.kind is BindingKind.PARAM:
+        value = params[b.param or ""]
+    elif b.kind is BindingKind.OUTPUT:
+        value = follow(outputs[b.node or ""][b.port or ""], b.field)
+    elif b.kind is BindingKind.ONE_OF:  # the branch that ran produced its option
+        taken = [o for o in b.options if o.nodes() & outputs.keys()]  # a nested chain's value: any of its nodes
+        if not taken:
+            raise KeyError(f"no branch produced {b.describe()}")
+        value = resolve(taken[0], params, outputs)
+    elif b.kind is BindingKind.LIST:
+        elem = t.args[0] if t is not None and t.args else None
+        return [resolve(item, params, outputs, elem) for item in b.items]
+    else:
+        value = b.value
+    return revive(value, t) if t is not None else value
+
+
+def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    node = spec.node(node_name)
+    step = spec.step(node.step)
+    values = {}
+    for name, b in node.inputs:
+        port = step.input(name)
+        if port is None:
+            raise PipelineDefinitionError("unknown argument", pipeline=spec.name, step=node_name, port=name)
+        t = port.type
+        if node.map is not None and name == node.map.item:
+            # il.map's module, imported here: a KFP task (types.follow) needs none of it.
+            from interlock.core.model.fanout import list_of
+
+            t = list_of(port.type)
+        values[name] = resolve(b, params, outputs, t)
+    for port in step.inputs:
+        if port.name not in values and port.has_default:
+            values[port.name] = revive(port.default, port.type)
+    return values
+
+
+def gate_open(spec: PipelineSpec, gate_id: str | None, outputs: dict[str, dict[str, Any]],
+              params: dict[str, Any] | None = None) -> bool:
+    """True when every enclosing il.when condition of a block holds."""
+    from interlock.core.model.conditions import condition_of
+
+    def value_of(b: Binding) -> Any:
+        return resolve(b, params or {}, outputs)
+
+    return all(condition_of(g).evaluate(value_of) for g in spec.gate_chain(gate_id))
+
+
+def gate_decisions(spec: PipelineSpec, params: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> dict[str, bool]:
+    """Each gate whose condition could be evaluated (every value it reads was produced), by id."""
+    from interlock.core.model.conditions import decide
+
+    return {g.id: d for g in spec.gates
+            if (d := decide(g, lambda b: resolve(b, params, outputs))) is not None}
