@@ -73,7 +73,8 @@ def _worker(rank: int, world: int, args: argparse.Namespace, port: int, out: Any
 
     checkpointer = None
     if rank == 0 and args.checkpoint_every:
-        from interlock.core.checkpoint.checkpointer import Checkpointer, store_for_uri
+        from interlock.core.checkpoint.checkpointer import Checkpointer
+        from interlock.core.checkpoint.store import store_for_uri
 
         checkpointer = Checkpointer(store_for_uri(args.store), "bench/gpu-train", keep=2)
 

@@ -69,7 +69,9 @@ def refused_retry_env(work: Path) -> tuple[dict[str, str], list[Any]]:
     import interlock as il
     from interlock.core.base.status import FailureKind
     from interlock.core.failure.record import Failure
-    from interlock.core.run.state import RunEnv, RunState, StopMarker
+    from interlock.core.run.env import RunEnv
+    from interlock.core.run.records import StopMarker
+    from interlock.core.run.state import RunState
     from reference_pipelines.fraud_retrain import fraud_retrain
 
     spec = il.spec(fraud_retrain)

@@ -25,7 +25,7 @@ from flytekit.tools.translator import get_serializable
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.base.status import FailureKind
 from interlock.core.model.pipeline_spec import PipelineSpec
-from interlock.core.run.state import RunEnv
+from interlock.core.run.env import RunEnv
 
 from .resolver import check_ref
 from .tasks import CLUSTER_IN_PROCESS, TaskOptions

@@ -20,7 +20,7 @@ from typing import Any
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.fanout import item_node
 from interlock.core.model.pipeline_spec import PipelineSpec
-from interlock.core.run.state import RunEnv
+from interlock.core.run.env import RunEnv
 
 _COUNTERS: dict[tuple[str, str], itertools.count[int]] = {}
 _LOCK = threading.Lock()

@@ -104,7 +104,7 @@ def build_finally_task(spec: PipelineSpec, options: TaskOptions | None = None, n
                        types: dict[str, Any] | None = None, params_from: dict[str, str] | None = None) -> PythonFunctionTask:
     """The finally step's task: the failure node, and the last node of a succeeded body (the
     workflow's, or with ``node`` and ``types`` a block's sub-workflow's)."""
-    from interlock.core.run.state import RunEnv
+    from interlock.core.run.env import RunEnv
 
     from .resolver import resolver
 

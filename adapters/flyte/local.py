@@ -23,7 +23,9 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.outcomes import RunResult, Seen, settle, with_finally
 from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
 from interlock.core.run import live
-from interlock.core.run.state import ALL_KINDS, RunContext, exported, state_dir_of
+from interlock.core.run.env import exported, state_dir_of
+from interlock.core.run.records import ALL_KINDS
+from interlock.core.run.state import RunContext
 
 from . import fanout
 from .tasks import LocalRun, TaskOptions, _step_failed, local_run

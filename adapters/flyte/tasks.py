@@ -34,8 +34,9 @@ from interlock.core.base.status import FailureKind, Status
 from interlock.core.model.codecs import revive
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import StepSpec
+from interlock.core.run.env import EnvName, RunEnv
 from interlock.core.run.runtime import execute_step
-from interlock.core.run.state import EnvName, RunContext, RunEnv
+from interlock.core.run.state import RunContext
 
 from . import distributed, fanout, policies
 from .types import from_flyte, outputs_to_flyte, outputs_type, python_type

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import FailureKind
 from interlock.core.model.codecs import from_jsonable
+from interlock.core.run.env import RunEnv, state_dir_under
 from interlock.core.run.runtime import execute_step
-from interlock.core.run.state import RunContext, RunEnv, state_dir_under
+from interlock.core.run.state import RunContext
 
 from .names import io_names, single_return
 from .node_task import NodeTask
@@ -145,7 +146,7 @@ def _tolerant_item(run: Any, step: StepSpec, name: str, inputs: Any) -> str:
     from dataclasses import replace
 
     from interlock.core.model.codecs import to_jsonable
-    from interlock.core.run.state import ALL_KINDS
+    from interlock.core.run.records import ALL_KINDS
 
     from .fanout import envelope_failed, envelope_ok
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interlock.core.run.state import write_json_atomic
+from interlock.core.run.files import write_json_atomic
 
 
 @dataclass

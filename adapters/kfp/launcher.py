@@ -32,7 +32,8 @@ from interlock.core.base.status import FailureKind
 from interlock.core.failure.record import Failure
 from interlock.core.model.refs import load_spec
 from interlock.core.model.spec import StepSpec
-from interlock.core.run.state import RunContext, RunEnv
+from interlock.core.run.env import RunEnv
+from interlock.core.run.state import RunContext
 from interlock.plugins.pytorch.launch import (  # noqa: F401 - re-exported: the launcher's own names
     JobEnd,
     LocalRanks,

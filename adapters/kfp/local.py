@@ -34,9 +34,10 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.outcomes import RunResult, Seen, settle
 from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
 from interlock.core.run import live
+from interlock.core.run.env import EnvName, RunEnv, exported, state_dir_of
 from interlock.core.run.map_items import reports
 from interlock.core.run.redact import Redactor
-from interlock.core.run.state import EnvName, RunEnv, RunState, exported, state_dir_of
+from interlock.core.run.state import RunState
 
 from .compile import BuiltPipeline, build_pipeline
 from .entry import to_value

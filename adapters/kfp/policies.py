@@ -20,7 +20,7 @@ from interlock.core.model.policies import kueue_labels
 from interlock.core.model.policies_opt_in import Toleration
 from interlock.core.model.retry import Retry
 from interlock.core.model.spec import StepSpec
-from interlock.core.run.state import EnvName, RunEnv
+from interlock.core.run.env import EnvName, RunEnv
 
 # Kinds the shim retries inside the container: TRANSIENT (at once, cheap) and FATAL (only
 # OOM remediation ever retries a FATAL). CONTENTION and PREEMPTED need a new pod, after a

@@ -34,8 +34,10 @@ from interlock.core.failure.record import Failure
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import read_value, write_value
+from interlock.core.run.env import RunEnv
+from interlock.core.run.files import write_json_atomic
 from interlock.core.run.runtime import StepResult
-from interlock.core.run.state import RunContext, RunEnv, write_json_atomic
+from interlock.core.run.state import RunContext
 from interlock.plugins.pytorch.launch import (
     LocalRanks,
     _clear_rank_markers,

@@ -35,7 +35,8 @@ from interlock.core.record.resume import record_params, with_recorded_params
 from interlock.core.record.run_data import record_spec
 from interlock.core.record.trackers import TrackedRun, tracked
 from interlock.core.report.console import RunConsole
-from interlock.core.run.state import EnvName, RunState, lock_run, run_dir_under, state_dir_of
+from interlock.core.run.env import EnvName, run_dir_under, state_dir_of
+from interlock.core.run.state import RunState, lock_run
 
 
 def run(

@@ -30,7 +30,7 @@ from interlock.core.base.errors import (
 from interlock.core.model.codecs import TypeKind, json_problem, value_matches
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.outcomes import RunResult
-from interlock.core.run.state import RunEnv, run_dir_under
+from interlock.core.run.env import RunEnv, run_dir_under
 
 ENTRY_POINT_GROUP = plugins.BACKENDS.entry_point
 DEFAULT_BACKEND = "local"

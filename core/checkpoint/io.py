@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from interlock.core.base.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from interlock.core.checkpoint.checkpointer import CheckpointInfo, FileEntry
+    from interlock.core.checkpoint.manifest import CheckpointInfo, FileEntry
 
 __all__ = [
     "DEFAULT_DIGEST",
@@ -108,7 +108,7 @@ def digest_of(algorithm: str, data: bytes | bytearray | memoryview) -> str:
 
 
 def mismatch(info: CheckpointInfo, name: str, detail: str) -> CheckpointError:
-    from interlock.core.checkpoint.checkpointer import mismatch_error
+    from interlock.core.checkpoint.manifest import mismatch_error
 
     return mismatch_error(info, name, detail)
 

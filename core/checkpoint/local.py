@@ -39,25 +39,7 @@ from typing import Any, BinaryIO
 from urllib.parse import quote
 
 from interlock.core.base.errors import CheckpointError, SerializationError
-from interlock.core.checkpoint.checkpointer import (
-    CheckpointInfo,
-    FileEntry,
-    FileSource,
-    LoadedCheckpoint,
-    check_save_args,
-    decode_manifest,
-    encode_manifest,
-    format_checkpoint_id,
-    log,
-    mismatch_error,
-    newest_that_verifies,
-    open_inside,
-    parse_checkpoint_id,
-    path_inside,
-    remove_tree,
-    validate_file_names,
-    validate_key,
-)
+from interlock.core.checkpoint.checkpointer import log, remove_tree
 from interlock.core.checkpoint.io import (
     DEFAULT_DIGEST,
     IO_CHUNK,
@@ -65,6 +47,22 @@ from interlock.core.checkpoint.io import (
     HashingWriter,
     check_digest_algorithm,
 )
+from interlock.core.checkpoint.manifest import (
+    CheckpointInfo,
+    FileEntry,
+    FileSource,
+    check_save_args,
+    decode_manifest,
+    encode_manifest,
+    format_checkpoint_id,
+    mismatch_error,
+    open_inside,
+    parse_checkpoint_id,
+    path_inside,
+    validate_file_names,
+    validate_key,
+)
+from interlock.core.checkpoint.store import LoadedCheckpoint, newest_that_verifies
 
 try:
     import fcntl

@@ -38,8 +38,8 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.types import TypeSpec
 from interlock.core.record.lineage import LineageProvider, lineage_provider
 from interlock.core.report.console import HEARTBEAT_S, RunConsole
+from interlock.core.run.env import EnvName
 from interlock.core.run.runtime import StopRequested
-from interlock.core.run.state import EnvName
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2

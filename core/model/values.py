@@ -15,12 +15,7 @@ from typing import Any
 
 from interlock.core.base.digest import sha256
 from interlock.core.base.errors import SerializationError
-from interlock.core.model.codecs import (
-    VALUE_FILE,
-    codec,
-    from_jsonable,
-    output_matches,
-)
+from interlock.core.model.codecs import VALUE_FILE, codec, from_jsonable, output_matches
 from interlock.core.model.types import TypeSpec
 
 __all__ = ["check_output", "read_value", "value_hash", "write_value"]

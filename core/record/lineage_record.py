@@ -35,7 +35,7 @@ from interlock.core.base.errors import LineageUnavailable
 from interlock.core.model.codecs import METRICS_FILE, TypeKind
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import BindingKind
-from interlock.core.run.state import run_dir_under, state_dir_of
+from interlock.core.run.env import run_dir_under, state_dir_of
 
 if TYPE_CHECKING:
     from interlock.core.record.lineage import LineageProvider

@@ -17,7 +17,8 @@ from interlock.core.base.status import FailureKind, Status
 from interlock.core.failure.record import Failure
 from interlock.core.model.finally_blocks import RunStatus
 from interlock.core.model.pipeline_spec import PipelineSpec
-from interlock.core.run.state import Fragment, RunState
+from interlock.core.run.records import Fragment
+from interlock.core.run.state import RunState
 
 
 @dataclass
@@ -174,7 +175,6 @@ def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen:
     fails too if the finally step failed."""
     from dataclasses import replace
 
-    from interlock.core.record.outcomes import settle
 
     nodes = spec.finally_nodes()
     if not nodes:

@@ -26,8 +26,9 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.policies import parse_quantity
 from interlock.core.record import git_state
 from interlock.core.run.devices import billed_gpus, group_device
+from interlock.core.run.records import Fragment
 from interlock.core.run.redact import Redactor
-from interlock.core.run.state import Fragment, RunState
+from interlock.core.run.state import RunState
 
 RECEIPT_VERSION = 1
 

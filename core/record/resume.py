@@ -15,7 +15,8 @@ from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.codecs import revive, to_jsonable
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.receipt import redact
-from interlock.core.run.state import RunState, write_json_atomic
+from interlock.core.run.files import write_json_atomic
+from interlock.core.run.state import RunState
 
 WITHHELD = "withheld"
 

@@ -20,9 +20,11 @@ from typing import Any
 from interlock.core.base.errors import RunIdError
 from interlock.core.base.status import Status
 from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.run.env import state_dir_under
+from interlock.core.run.files import write_text_atomic
 from interlock.core.run.metrics import PROGRESS, MetricPoint, read_points
 from interlock.core.run.redact import Redactor
-from interlock.core.run.state import RunState, state_dir_under, write_text_atomic
+from interlock.core.run.state import RunState
 
 SPEC_FILE = "spec.json"
 REPORT_FILE = "report.html"

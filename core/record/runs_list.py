@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.core.run.state import LOCK_FILE, RunState, state_dir_of
+from interlock.core.run.env import state_dir_of
+from interlock.core.run.state import LOCK_FILE, RunState
 
 
 @dataclass(frozen=True)

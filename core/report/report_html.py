@@ -33,8 +33,9 @@ from interlock.core.report.svg import esc
 from interlock.core.report.svg_chart import Series, line_chart
 from interlock.core.report.svg_graph import STATUS_COLOURS, Outcome, render_svg
 from interlock.core.report.svg_timeline import Row, timeline
+from interlock.core.run.files import write_text_atomic
 from interlock.core.run.metrics import MetricPoint
-from interlock.core.run.state import RunState, write_text_atomic
+from interlock.core.run.state import RunState
 
 log = logging.getLogger("interlock.report")
 

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from interlock.core.run.state import EnvName
+from interlock.core.run.env import EnvName
 
 if TYPE_CHECKING:
     from interlock.core.run.live_line import StepLine

@@ -12,7 +12,8 @@ from interlock.core.model.fanout import item_node
 
 if TYPE_CHECKING:
     from interlock.core.model.pipeline_spec import Node, PipelineSpec
-    from interlock.core.run.state import Fragment, RunState
+    from interlock.core.run.records import Fragment
+    from interlock.core.run.state import RunState
 
 
 def _item_pattern(node: str) -> re.Pattern[str]:
@@ -61,7 +62,7 @@ def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None
     ``items``: how many items the list held, when the backend knows (an item that never
     started left no fragment); else the highest index seen + 1.
     """
-    from interlock.core.run.state import Fragment
+    from interlock.core.run.records import Fragment
 
     assert node.map is not None
     frags = item_fragments(state, node.name)

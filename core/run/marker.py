@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from interlock.core.failure.record import Failure
-from interlock.core.run.state import StopMarker
+from interlock.core.run.records import StopMarker
 
 
 @dataclass(frozen=True)

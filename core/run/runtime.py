@@ -16,7 +16,6 @@ import functools
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import FailureKind, Status
+from interlock.core.checkpoint.checkpointer import wait_for_prunes
 from interlock.core.failure.rules import default_classifier
 from interlock.core.failure.taxonomy import Preempted, StepTimeout, qualified_name
 from interlock.core.model.spec import StepSpec
@@ -33,8 +33,9 @@ from interlock.core.model.values import check_output
 from interlock.core.run import live
 from interlock.core.run.context import StepContext
 from interlock.core.run.devices import DEVICE_FACT, detected_device
+from interlock.core.run.records import Attempt, Fragment, StopMarker
 from interlock.core.run.redact import Redactor
-from interlock.core.run.state import Attempt, Fragment, RunContext, StopMarker
+from interlock.core.run.state import RunContext
 from interlock.core.run.tracebacks import user_traceback
 
 # Checkpoints, metric logs and the durable state store load when a step uses them (a step
@@ -102,7 +103,7 @@ def _output_error(step: StepSpec, msg: str) -> StepFailed:
 
 
 def _checkpointer(run: RunContext, step: StepSpec, node: str, ctx: StepContext) -> Checkpointer:
-    from interlock.core.checkpoint.checkpointer import store_for_uri
+    from interlock.core.checkpoint.store import store_for_uri
 
     policy = step.checkpoint
     root = (policy.store if policy and policy.store else None) or run.checkpoint_root or str(run.state.checkpoints_dir)
@@ -112,7 +113,8 @@ def _checkpointer(run: RunContext, step: StepSpec, node: str, ctx: StepContext) 
 @functools.cache
 def _runtime_checkpointer() -> type[Checkpointer]:
     """The class, made on first use (it subclasses Checkpointer, whose module loads then)."""
-    from interlock.core.checkpoint.checkpointer import Checkpointer, CheckpointInfo
+    from interlock.core.checkpoint.checkpointer import Checkpointer
+    from interlock.core.checkpoint.manifest import CheckpointInfo
 
     class _RuntimeCheckpointer(Checkpointer):
         """A checkpointer that yields to a pending preemption or stop right after a committed save."""
@@ -292,10 +294,7 @@ def _waits_for_prunes(fn: Callable[..., StepResult]) -> Callable[..., StepResult
         try:
             return fn(*args, **kwargs)
         finally:
-            # Prunes start only from a checkpoint save: none if its module never loaded.
-            checkpoint = sys.modules.get(f"{__package__}.checkpoint")
-            if checkpoint is not None:
-                checkpoint.wait_for_prunes()
+            wait_for_prunes()
 
     return run_then_wait
 

@@ -8,8 +8,9 @@ directory per run:
     <state_dir>/receipt.json               the run's receipt, merged from the fragments
 
 A child process (a kfp subprocess, a container, a torch worker) finds the run through the
-environment: ``RunEnv`` is the only code that spells those variable names, and
-``RunContext.to_env()/from_env()`` the only way across. At the end of a run ``settle`` (outcomes.py)
+environment (``env.py``): ``RunContext.to_env()/from_env()`` is the only way across. The
+records themselves are ``records.py``, their atomic writes ``files.py``. At the end of a run
+``settle`` (``record/outcomes.py``)
 turns the spec, the fragments and what the backend saw into each step's outcome and the
 first failure, with one rule for every backend: a node behind a closed ``il.when`` gate is
 SKIPPED, a node an earlier failure kept from running is NOT_RUN.
@@ -23,148 +24,28 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.base.errors import PolicyError
-from interlock.core.base.status import FailureKind, Status
+from interlock.core.base.status import FailureKind
+from interlock.core.run.env import RunEnv
+from interlock.core.run.files import (
+    append_record,
+    create_text,
+    json_by_lines,
+    last_object,
+    write_json_atomic,
+    write_text_atomic,
+)
+from interlock.core.run.records import ALL_KINDS, Fragment, StopMarker
 
 if TYPE_CHECKING:
     from interlock.core.failure.record import Failure
     from interlock.core.run.marker import Marker
 
 log = logging.getLogger("interlock.runstate")
-
-
-
-ALL_KINDS = frozenset(FailureKind)
-
-
-# -- the environment contract ----------------------------------------------------------------
-class EnvName:
-    """The environment variables a run is passed through. Spelled nowhere else."""
-
-    PIPELINE = "INTERLOCK_PIPELINE"
-    RUN_ID = "INTERLOCK_RUN_ID"
-    BACKEND = "INTERLOCK_BACKEND"  # also il.run's default backend outside a step
-    STATE_DIR = "INTERLOCK_STATE_DIR"
-    # A directory shared by runs (a KFP state volume): the state is STATE_ROOT/runs/<run id>/state.
-    STATE_ROOT = "INTERLOCK_STATE_ROOT"
-    RETRY_IN_PROCESS = "INTERLOCK_RETRY_IN_PROCESS"
-    CHECKPOINT_ROOT = "INTERLOCK_CHECKPOINT_ROOT"
-    # Durable run state for backends that retry in a fresh pod (a KFP pipeline root, s3://...):
-    # each node's fragment and stop markers are mirrored there (statestore.DurableState).
-    STATE_STORE = "INTERLOCK_STATE_STORE"
-    # The run id as the orchestrator knows it, when INTERLOCK_RUN_ID cannot be set at compile
-    # time: the kfp adapter maps the pod's `pipeline/runid` label to it (downward API).
-    ORCHESTRATOR_RUN_ID = "KFP_RUN_ID"
-    # "1" in the task templates the flyte and kfp compilers emit for a cluster: there, and only
-    # there, SIGTERM to an interruptible step is a spot reclaim (checkpoint, PREEMPTED, retry).
-    # Anywhere else SIGTERM is someone stopping the run (docs/stopping-and-timeouts.md).
-    ON_CLUSTER = "INTERLOCK_ON_CLUSTER"
-    # Set by a parent that watches a run (kfp-local): a step's output lines are relayed to it
-    # as tagged lines on the task's stdout (core/run/live.py); "relay-verbose" keeps foreign logs.
-    LIVE = "INTERLOCK_LIVE"
-
-
-@dataclass(frozen=True)
-class RunEnv:
-    """The environment contract, each field None when its variable is not set."""
-
-    pipeline: str | None = None
-    run_id: str | None = None
-    backend: str | None = None
-    state_dir: Path | None = None
-    state_root: Path | None = None
-    retry_in_process: frozenset[FailureKind] | None = None
-    checkpoint_root: str | None = None
-    state_store: str | None = None
-    on_cluster: bool | None = None
-
-    @classmethod
-    def read(cls, env: Mapping[str, str] | None = None) -> RunEnv:
-        env = os.environ if env is None else env
-        kinds = env.get(EnvName.RETRY_IN_PROCESS)
-        state_dir, state_root = env.get(EnvName.STATE_DIR), env.get(EnvName.STATE_ROOT)
-        return cls(
-            pipeline=env.get(EnvName.PIPELINE) or None,
-            run_id=env.get(EnvName.RUN_ID) or env.get(EnvName.ORCHESTRATOR_RUN_ID) or None,
-            backend=env.get(EnvName.BACKEND) or None,
-            state_dir=Path(state_dir) if state_dir else None,
-            state_root=Path(state_root) if state_root else None,
-            retry_in_process=frozenset(FailureKind(k) for k in kinds.split(",") if k) if kinds is not None else None,
-            checkpoint_root=env.get(EnvName.CHECKPOINT_ROOT) or None,
-            state_store=env.get(EnvName.STATE_STORE) or None,
-            on_cluster=env[EnvName.ON_CLUSTER] == "1" if env.get(EnvName.ON_CLUSTER) else None,
-        )
-
-    def to_env(self) -> dict[str, str]:
-        """The variables for the fields that are set."""
-        values = {
-            EnvName.PIPELINE: self.pipeline,
-            EnvName.RUN_ID: self.run_id,
-            EnvName.BACKEND: self.backend,
-            EnvName.STATE_DIR: str(self.state_dir) if self.state_dir is not None else None,
-            EnvName.STATE_ROOT: str(self.state_root) if self.state_root is not None else None,
-            EnvName.RETRY_IN_PROCESS: (
-                ",".join(sorted(k.value for k in self.retry_in_process)) if self.retry_in_process is not None else None
-            ),
-            EnvName.CHECKPOINT_ROOT: self.checkpoint_root,
-            EnvName.STATE_STORE: self.state_store,
-            EnvName.ON_CLUSTER: ("1" if self.on_cluster else "0") if self.on_cluster is not None else None,
-        }
-        return {k: v for k, v in values.items() if v is not None}
-
-    def run_state_dir(self) -> Path | None:
-        """STATE_DIR, else the run's own folder under STATE_ROOT (when the run id is known)."""
-        if self.state_dir is not None:
-            return self.state_dir
-        if self.state_root is not None and self.run_id:
-            return state_dir_under(self.state_root, self.run_id)
-        return None
-
-
-@contextmanager
-def exported(values: Mapping[str, str]) -> Iterator[None]:
-    """Set environment variables for the duration of a run (its child processes read them)."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-# -- layout ------------------------------------------------------------------------------------
-def run_dir_under(root: Path, run_id: str) -> Path:
-    """A run's folder in a work directory or a volume shared by runs.
-
-    The id becomes one path component, never more: ``../x`` or ``a/b`` would put a run's
-    state (and whatever a reused id deletes) outside ``root``. User-given ids are checked
-    against the full naming rule before this (backends.check_run_id); ids an orchestrator
-    assigns (KFP's run UUID) only need to be one safe component.
-    """
-    text = str(run_id)
-    if not text or text in (".", "..") or any(c in text for c in ("/", "\\", "\0")):
-        from interlock.core.base.errors import RunIdError
-
-        raise RunIdError(f"run id {run_id!r} is not a single path component; it cannot name a run folder")
-    return Path(root) / "runs" / text
-
-
-def state_dir_of(run_dir: Path) -> Path:
-    """Where the shim's state lives inside a run's folder."""
-    return Path(run_dir) / "state"
-
-
-def state_dir_under(root: Path, run_id: str) -> Path:
-    return state_dir_of(run_dir_under(root, run_id))
 
 
 @dataclass
@@ -218,154 +99,6 @@ class RunContext:
         }
         values.update(overrides)
         return cls(**values)
-
-
-# -- fragments ---------------------------------------------------------------------------------
-@dataclass
-class Attempt:
-    """One attempt of a step, as the shim recorded it."""
-
-    number: int
-    started: float
-    ended: float
-    status: Status  # SUCCEEDED | FAILED | STOPPED
-    failure: dict[str, Any] | None = None  # Failure.to_dict(): receipts keep the JSON form
-    decision: str | None = None
-    delay_s: float = 0.0
-    batch_size_factor: float = 1.0
-
-    def __post_init__(self) -> None:
-        if type(self.status) is not Status:  # the shim passes a Status (Status() of one is a lookup)
-            self.status = Status(self.status)
-
-    @property
-    def duration_s(self) -> float:
-        return round(self.ended - self.started, 6)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "number": self.number,
-            "started": self.started,
-            "ended": self.ended,
-            "duration_s": self.duration_s,
-            "status": self.status,
-            "failure": self.failure,
-            "decision": self.decision,
-            "delay_s": self.delay_s,
-            "batch_size_factor": self.batch_size_factor,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Attempt:
-        started = float(d.get("started", 0.0))
-        return cls(
-            number=int(d.get("number", 0)),
-            started=started,
-            ended=float(d.get("ended", started + float(d.get("duration_s", 0.0)))),
-            status=Status(d.get("status", Status.FAILED)),
-            failure=d.get("failure"),
-            decision=d.get("decision"),
-            delay_s=float(d.get("delay_s", 0.0)),
-            batch_size_factor=float(d.get("batch_size_factor", 1.0)),
-        )
-
-    def failure_record(self) -> Failure | None:
-        """The recorded failure, typed; None when there is none or it cannot be read back."""
-        if not self.failure:
-            return None
-        from interlock.core.failure.record import Failure
-
-        try:
-            return Failure.from_dict(self.failure)
-        except (PolicyError, TypeError, ValueError):
-            return None
-
-
-@dataclass
-class Fragment:
-    """What the shim recorded about one node in one run: the receipt is merged from these."""
-
-    run_id: str
-    node: str
-    step: str
-    status: Status  # SUCCEEDED | FAILED | CACHED | STOPPED
-    fingerprint: str | None = None
-    image: str | None = None
-    started: float = 0.0
-    ended: float = 0.0
-    attempts: list[Attempt] = field(default_factory=list)
-    snapshots: list[dict[str, Any]] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
-    resources: dict[str, Any] = field(default_factory=dict)
-    distributed: dict[str, Any] | None = None
-    device: dict[str, Any] | None = None  # what the step ran on (core/run/devices.py): GPU billing
-
-    def __post_init__(self) -> None:
-        if type(self.status) is not Status:  # the shim passes a Status (Status() of one is a lookup)
-            self.status = Status(self.status)
-
-    @property
-    def duration_s(self) -> float:
-        return round(self.ended - self.started, 6)
-
-    def last_failure(self) -> dict[str, Any] | None:
-        failures = [a.failure for a in self.attempts if a.failure]
-        return failures[-1] if failures else None
-
-    def failures(self) -> list[Failure]:
-        return [f for f in (a.failure_record() for a in self.attempts) if f is not None]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "node": self.node,
-            "step": self.step,
-            "status": self.status,
-            "fingerprint": self.fingerprint,
-            "image": self.image,
-            "started": self.started,
-            "ended": self.ended,
-            "attempts": [a.to_dict() for a in self.attempts],
-            "snapshots": self.snapshots,
-            "facts": self.facts,
-            "resources": self.resources,
-            "distributed": self.distributed,
-            "device": self.device,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], *, run_id: str, node: str) -> Fragment:
-        return cls(
-            run_id=d.get("run_id", run_id),
-            node=d.get("node", node),
-            step=d.get("step", node),
-            status=Status(d.get("status", Status.FAILED)),
-            fingerprint=d.get("fingerprint"),
-            image=d.get("image"),
-            started=float(d.get("started", 0.0)),
-            ended=float(d.get("ended", 0.0)),
-            attempts=[Attempt.from_dict(a) for a in d.get("attempts", [])],
-            snapshots=list(d.get("snapshots", [])),
-            facts=dict(d.get("facts", {})),
-            resources=dict(d.get("resources", {})),
-            distributed=d.get("distributed"),
-            device=d.get("device"),
-        )
-
-
-# -- markers -----------------------------------------------------------------------------------
-class StopMarker(StrEnum):
-    """Why a node must not run again in this run (one file per node and kind).
-
-    The shim writes one whenever it decides "do not retry": a backend that retries every
-    failure (KFP's ``set_retry``) or a retry in a fresh pod must end in seconds, not rerun.
-    """
-
-    FATAL = "fatal"  # it failed FATAL: a backend retry cannot help
-    EXHAUSTED = "exhausted"  # its retry budget for that failure kind is spent
-    # The run was stopped (SIGTERM, Ctrl-C) while it ran: a backend retry must not restart it
-    # behind the user's back; resuming the run clears it.
-    STOPPED = "stopped"
 
 
 # -- one run's directory -----------------------------------------------------------------------
@@ -608,110 +341,3 @@ def lock_run(run_dir: Path, run_id: str) -> Iterator[Path]:
         os.close(fd)
 
 
-def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1) -> None:
-    """Write JSON so that a reader sees the old file or the new one, never half of one."""
-    write_text_atomic(path, json.dumps(data, sort_keys=True, indent=indent, default=str))
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write a temporary file next to ``path``, then rename it over ``path``: a reader, or a
-    process killed at any point, sees the old file or the new one, never half of one. No
-    fsync: the state must survive the process (a kill, an eviction), not the machine."""
-    where = os.fspath(path)
-    head, name = os.path.split(where)
-    tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
-    data = text.encode()
-    try:  # the folder exists but for a file's first write: make it only then
-        _write_bytes(tmp, data, os.O_TRUNC)
-    except FileNotFoundError:
-        os.makedirs(head or ".", exist_ok=True)
-        _write_bytes(tmp, data, os.O_TRUNC)
-    os.replace(tmp, where)
-
-
-def create_text(path: str | Path, text: str) -> bool:
-    """Write ``path`` only if no file is there (O_EXCL); False if one is. For a file's first
-    write: a rename has nothing to replace, so it buys nothing. A reader, or a process killed
-    mid-write, may see the file empty or cut short: readers take an unreadable file for an
-    absent one (``RunState._read``), which is what it was a moment before, and the next write
-    (``append_record``) starts a line of its own after it. Half a file is never taken for a record."""
-    where = os.fspath(path)
-    data = text.encode()
-    try:
-        _write_bytes(where, data, os.O_EXCL)
-    except FileExistsError:
-        return False
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(where) or ".", exist_ok=True)
-        try:
-            _write_bytes(where, data, os.O_EXCL)
-        except FileExistsError:
-            return False
-    return True
-
-
-def append_record(path: str | Path, text: str) -> None:
-    """Append ``text`` (one line of JSON) to the record file at ``path``, creating it if needed.
-
-    Appended, not swapped in: a step writes its fragment twice (before the call: what a
-    killed attempt leaves; after: how it ended), and a new file for the second write, then
-    a rename, cost more than the step's shim on some file systems (an inode made and freed
-    per step). Atomic for readers all the same: ``last_object`` takes the last line that
-    ends in a newline, so a record still being written, or cut short by a kill, is not read
-    and the one before it still is. The record starts with a newline of its own, so one cut
-    short before it can never run into it."""
-    where = os.fspath(path)
-    data = f"\n{text}\n".encode()
-    try:
-        _write_bytes(where, data, os.O_APPEND)
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(where) or ".", exist_ok=True)
-        _write_bytes(where, data, os.O_APPEND)
-
-
-def last_object(data: bytes) -> dict[str, Any] | None:
-    """The last whole record of a record file (``append_record``): its last line that ends
-    in a newline and holds a JSON object. A line that does not parse is passed over for the
-    one before it: a record torn where a file system wrote its end before a page ahead of it
-    (a network volume, a node lost mid-write) counts as not written, as a record cut short
-    does. A file without any newline is one record, as written before records were appended
-    (or a first record cut short, which does not parse: None)."""
-    end = data.rfind(b"\n")
-    lines = [data] if end < 0 else data[:end].split(b"\n")
-    for line in reversed(lines):
-        if not line:
-            continue
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
-
-
-def _write_bytes(path: str, data: bytes, mode: int) -> None:
-    # os-level: pathlib's write_text and its TextIOWrapper cost as much as the write itself
-    # (two fragment writes per step).
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-
-
-def json_by_lines(data: Mapping[str, Any]) -> str:
-    """A JSON object with one key per line and one item of a list per line: readable, and
-    written by json's C encoder (``indent`` makes json use its pure-Python one, about a
-    tenth of a millisecond per step of a receipt)."""
-    def enc(value: Any) -> str:
-        return json.dumps(value, sort_keys=True, default=str)
-
-    def member(value: Any) -> str:
-        if isinstance(value, list) and value:
-            return "[\n" + ",\n".join(f"  {enc(v)}" for v in value) + "\n ]"
-        return enc(value)
-
-    return "{\n" + ",\n".join(f" {enc(str(k))}: {member(data[k])}" for k in sorted(data)) + "\n}\n"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interlock.core.base.errors import CheckpointError
-from interlock.core.checkpoint.checkpointer import CheckpointStore, store_for_uri
+from interlock.core.checkpoint.store import CheckpointStore, store_for_uri
 from interlock.core.run.state import RunState
 
 log = logging.getLogger("interlock.statestore")

@@ -22,8 +22,8 @@ _FRAMEWORKS = ("interlock", "flytekit", "kfp", "runpy", "contextlib", "concurren
 
 
 def _framework_dirs() -> tuple[str, ...]:
-    here = Path(__file__).resolve().parent  # interlock.core
-    dirs = {str(here), str(here.parent / "adapters"), str(here.parent / "plugins")}
+    core = Path(__file__).resolve().parents[1]  # this file is core/run/tracebacks.py
+    dirs = {str(core), str(core.parent / "adapters"), str(core.parent / "plugins")}
     for name in _FRAMEWORKS:
         mod = sys.modules.get(name)
         path = getattr(mod, "__file__", None) if mod is not None else None

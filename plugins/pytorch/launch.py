@@ -24,7 +24,8 @@ from typing import Any, Protocol
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.failure.record import Failure
 from interlock.core.model.spec import StepSpec
-from interlock.core.run.state import Attempt, Fragment, RunContext, RunState, StopMarker
+from interlock.core.run.records import Attempt, Fragment, StopMarker
+from interlock.core.run.state import RunContext, RunState
 
 _SEVERITY = {FailureKind.FATAL: 0, FailureKind.PREEMPTED: 1, FailureKind.CONTENTION: 2, FailureKind.TRANSIENT: 3}
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from interlock.core.base.errors import CheckpointError
-from interlock.core.checkpoint.checkpointer import validate_file_name, validate_key
+from interlock.core.checkpoint.manifest import validate_file_name, validate_key
 
 MARKER = "@ckpt"
 MANIFEST = "manifest.json"

@@ -41,19 +41,18 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TypeVar
 
 from interlock.core.base.errors import CheckpointError
-from interlock.core.checkpoint.checkpointer import (
+from interlock.core.checkpoint.manifest import (
     CheckpointInfo,
     FileEntry,
     FileSource,
-    LoadedCheckpoint,
     check_save_args,
     decode_manifest,
     encode_manifest,
     format_checkpoint_id,
     mismatch_error,
-    newest_that_verifies,
     parse_checkpoint_id,
 )
+from interlock.core.checkpoint.store import LoadedCheckpoint, newest_that_verifies
 
 from .errors import S3StoreError, error_code, is_boto_error, is_missing, wrap
 from .layout import CLAIM, MANIFEST, KeyLayout, normalise_prefix

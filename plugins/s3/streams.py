@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from interlock.core.base.errors import CheckpointError, SerializationError
-from interlock.core.checkpoint.checkpointer import FileEntry, FileSource
 from interlock.core.checkpoint.io import DEFAULT_DIGEST, Hasher
+from interlock.core.checkpoint.manifest import FileEntry, FileSource
 
 from .errors import S3StoreError, is_boto_error
 

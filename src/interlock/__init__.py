@@ -124,7 +124,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see every name as if imported here
         ValidationFailed,
     )
     from interlock.core.base.status import FailureKind, Status
-    from interlock.core.checkpoint.checkpointer import CheckpointStore
+    from interlock.core.checkpoint.store import CheckpointStore
     from interlock.core.dsl.branches import branch_value, elif_, otherwise
     from interlock.core.dsl.build import when
     from interlock.core.dsl.fanout import map

@@ -28,12 +28,9 @@ import pytest
 import xxhash
 
 from interlock.core.base.errors import CheckpointError, InterlockError, SerializationError
-from interlock.core.checkpoint.checkpointer import (
-    Checkpointer,
-    CheckpointInfo,
-    CheckpointStore,
-    LoadedCheckpoint,
-)
+from interlock.core.checkpoint.checkpointer import Checkpointer
+from interlock.core.checkpoint.manifest import CheckpointInfo
+from interlock.core.checkpoint.store import CheckpointStore, LoadedCheckpoint
 
 KEY = "fraud-retrain/run-1/train"
 

@@ -14,8 +14,10 @@ import pytest
 from checkpoints import contract
 
 from interlock.core.base.errors import CheckpointError, SerializationError
-from interlock.core.checkpoint.checkpointer import Checkpointer, CheckpointInfo, CheckpointStore
+from interlock.core.checkpoint.checkpointer import Checkpointer
 from interlock.core.checkpoint.local import LocalCheckpointStore
+from interlock.core.checkpoint.manifest import CheckpointInfo
+from interlock.core.checkpoint.store import CheckpointStore
 
 KEY = contract.KEY
 payload = contract.payload
@@ -357,8 +359,8 @@ def test_checkpoint_modules_do_not_use_pickle() -> None:
 
 def test_store_for_uri_picks_local_paths_and_refuses_unknown_schemes(tmp_path) -> None:
     from interlock.core.base.errors import CheckpointError
-    from interlock.core.checkpoint.checkpointer import store_for_uri
     from interlock.core.checkpoint.local import LocalCheckpointStore
+    from interlock.core.checkpoint.store import store_for_uri
 
     assert isinstance(store_for_uri(str(tmp_path / "ckpt")), LocalCheckpointStore)
     with pytest.raises(CheckpointError) as info:

@@ -19,8 +19,9 @@ from checkpoints import contract
 from checkpoints.test_s3_store import admin, bucket, moto_endpoint, s3  # noqa: F401 - fixtures
 
 from interlock.core.base.errors import CheckpointError
-from interlock.core.checkpoint.checkpointer import Checkpointer, decode_manifest
+from interlock.core.checkpoint.checkpointer import Checkpointer
 from interlock.core.checkpoint.local import LocalCheckpointStore
+from interlock.core.checkpoint.manifest import decode_manifest
 
 KEY = contract.KEY
 V1_STORE = Path(__file__).parent / "v1_store"
@@ -260,7 +261,7 @@ def test_the_documented_manifest_is_what_a_save_writes(tmp_path: Path) -> None:
 
 
 def test_a_store_cannot_commit_a_digest_no_load_could_check() -> None:
-    from interlock.core.checkpoint.checkpointer import CheckpointInfo, FileEntry, encode_manifest
+    from interlock.core.checkpoint.manifest import CheckpointInfo, FileEntry, encode_manifest
 
     info = CheckpointInfo(
         key=KEY, id="000000000001", step=None, created_at=1.0, metadata={},

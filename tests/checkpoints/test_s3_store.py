@@ -31,7 +31,9 @@ from moto.server import ThreadedMotoServer
 import interlock as il
 from interlock.core.base.errors import CheckpointError
 from interlock.core.base.status import FailureKind
-from interlock.core.checkpoint.checkpointer import Checkpointer, CheckpointInfo, CheckpointStore
+from interlock.core.checkpoint.checkpointer import Checkpointer
+from interlock.core.checkpoint.manifest import CheckpointInfo
+from interlock.core.checkpoint.store import CheckpointStore
 from interlock.core.failure.rules import classify
 from interlock.plugins.s3 import KeyLayout, S3CheckpointStore, S3StoreError, parse_s3_uri
 

@@ -12,7 +12,8 @@ import pytest
 
 import interlock as il
 from interlock.core.backend.api import checkpoint_store_for, record_checkpoint_store
-from interlock.core.run.state import EnvName, RunState
+from interlock.core.run.env import EnvName
+from interlock.core.run.state import RunState
 
 ATTEMPTS: list[int] = []
 

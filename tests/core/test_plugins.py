@@ -24,7 +24,7 @@ from interlock.core.base.errors import (
     InterlockError,
     LineageUnavailable,
 )
-from interlock.core.checkpoint.checkpointer import store_for_uri
+from interlock.core.checkpoint.store import store_for_uri
 from interlock.core.record.lineage import lineage_provider
 
 

@@ -16,7 +16,8 @@ import interlock as il
 from interlock.core.base.status import Status
 from interlock.core.record.receipt import assemble_receipt
 from interlock.core.run.devices import group_device
-from interlock.core.run.state import Attempt, Fragment, RunState
+from interlock.core.run.records import Attempt, Fragment
+from interlock.core.run.state import RunState
 
 
 @il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo"),

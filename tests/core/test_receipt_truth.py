@@ -11,7 +11,7 @@ from core_pipelines import receipts
 
 import interlock as il
 from interlock.core.run import devices
-from interlock.core.run.state import last_object
+from interlock.core.run.files import last_object
 
 
 def read(path: str | Path) -> dict:

@@ -19,7 +19,9 @@ from interlock.core.backend.protocol import RunOptions, check_run_id
 from interlock.core.base.errors import RunIdError, RunInProgress, StepFailed
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.cli import main as cli
-from interlock.core.run.state import RunState, StopMarker, lock_run, state_dir_under
+from interlock.core.run.env import state_dir_under
+from interlock.core.run.records import StopMarker
+from interlock.core.run.state import RunState, lock_run
 
 FILE = str(Path(rerun.__file__))
 

@@ -12,16 +12,10 @@ from interlock.core.base.errors import RunFailed, StepFailed
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.failure.record import Failure
 from interlock.core.record.outcomes import Seen, settle
-from interlock.core.run.state import (
-    Attempt,
-    EnvName,
-    Fragment,
-    RunContext,
-    RunEnv,
-    RunState,
-    StopMarker,
-    last_object,
-)
+from interlock.core.run.env import EnvName, RunEnv
+from interlock.core.run.files import last_object
+from interlock.core.run.records import Attempt, Fragment, StopMarker
+from interlock.core.run.state import RunContext, RunState
 
 
 @il.step

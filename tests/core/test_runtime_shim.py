@@ -18,8 +18,10 @@ import pytest
 import interlock as il
 from interlock.core.base.errors import SerializationError
 from interlock.core.base.status import FailureKind
+from interlock.core.run.files import last_object
+from interlock.core.run.records import StopMarker
 from interlock.core.run.runtime import execute_step
-from interlock.core.run.state import RunContext, StopMarker, last_object
+from interlock.core.run.state import RunContext
 
 GPU_FULL = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu"
 

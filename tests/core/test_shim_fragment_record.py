@@ -10,8 +10,10 @@ from pathlib import Path
 
 import interlock as il
 from interlock.core.base.status import Status
+from interlock.core.run.files import last_object
+from interlock.core.run.records import Fragment
 from interlock.core.run.runtime import execute_step
-from interlock.core.run.state import Fragment, RunContext, RunState, last_object
+from interlock.core.run.state import RunContext, RunState
 
 
 def _fragment(run: RunContext, node: str) -> dict:

@@ -15,7 +15,9 @@ from pathlib import Path
 from interlock.core.base.status import Status
 from interlock.core.report.svg import el, esc
 from interlock.core.run import live
-from interlock.core.run.state import Fragment, RunState, json_by_lines, write_text_atomic
+from interlock.core.run.files import json_by_lines, write_text_atomic
+from interlock.core.run.records import Fragment
+from interlock.core.run.state import RunState
 
 
 def test_json_by_lines_reads_back_as_the_same_object_one_list_item_per_line() -> None:

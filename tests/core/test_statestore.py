@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import interlock as il
+from interlock.core.run.records import StopMarker
 from interlock.core.run.runtime import execute_step
-from interlock.core.run.state import RunContext, StopMarker
+from interlock.core.run.state import RunContext
 from interlock.core.run.statestore import DurableState, state_key
 
 calls: list[int] = []

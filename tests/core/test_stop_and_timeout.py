@@ -15,13 +15,17 @@ from typing import Any
 import pytest
 
 import interlock as il
+import interlock.core
 from interlock.core.base.errors import StepStopped
 from interlock.core.base.status import FailureKind, Status
-from interlock.core.checkpoint.checkpointer import Checkpointer, store_for_uri
+from interlock.core.checkpoint.checkpointer import Checkpointer
+from interlock.core.checkpoint.store import store_for_uri
 from interlock.core.failure.rules import classify
 from interlock.core.failure.taxonomy import StepTimeout
+from interlock.core.run.files import last_object
+from interlock.core.run.records import StopMarker
 from interlock.core.run.runtime import execute_step
-from interlock.core.run.state import RunContext, StopMarker, last_object
+from interlock.core.run.state import RunContext
 
 needs_main_thread = pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(),
@@ -282,6 +286,7 @@ def test_a_failure_keeps_the_users_traceback(tmp_path: Path) -> None:
     tb = info.value.failure.traceback
     assert tb and f'{__file__}", line {line}, in lookup' in tb and tb.rstrip().endswith("KeyError: 'missing'")
     assert "core/run/runtime.py" not in tb  # interlock's frames trimmed
+    assert str(Path(interlock.core.__file__).parent) not in tb  # from every layer of core
     recorded = fragment(run, "lookup")["attempts"][0]["failure"]["traceback"]
     assert recorded == tb
     assert Status(fragment(run, "lookup")["status"]) is Status.FAILED

@@ -27,7 +27,7 @@ from flytekit.models.literals import LiteralMap
 
 import interlock as il
 from interlock.core.model.codecs import ARTIFACT_META, dataframe_hash
-from interlock.core.run.state import last_object
+from interlock.core.run.files import last_object
 
 
 @pytest.fixture

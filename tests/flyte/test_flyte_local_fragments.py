@@ -19,14 +19,9 @@ import interlock as il
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.dsl.loader import load_pipeline
 from interlock.core.failure.record import Failure
-from interlock.core.run.state import (
-    Fragment,
-    RunState,
-    append_record,
-    create_text,
-    last_object,
-    write_text_atomic,
-)
+from interlock.core.run.files import append_record, create_text, last_object, write_text_atomic
+from interlock.core.run.records import Fragment
+from interlock.core.run.state import RunState
 
 KILLED_ONCE = """
 import os
@@ -124,7 +119,7 @@ def test_a_retry_killed_mid_call_is_appended_to_the_existing_fragment(tmp_path: 
 
 
 def _fragment(run_id: str, node: str, attempts: int) -> Fragment:
-    from interlock.core.run.state import Attempt
+    from interlock.core.run.records import Attempt
 
     return Fragment(run_id=run_id, node=node, step=node, status=Status.FAILED, fingerprint="f", image=None,
                     started=1.0, ended=2.0,

@@ -11,7 +11,8 @@ from kfp_test_pipelines import dist
 from test_kfp_local import Sleeper, receipt, run
 
 from interlock.core.base.status import FailureKind, Status
-from interlock.core.run.state import RunState, last_object
+from interlock.core.run.files import last_object
+from interlock.core.run.state import RunState
 
 
 def step_of(result: Any, node: str) -> dict[str, Any]:

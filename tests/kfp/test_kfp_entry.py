@@ -17,7 +17,7 @@ from interlock.adapters.kfp.entry import read_artifact, run_node, to_value, writ
 from interlock.core.base.errors import SerializationError, StepFailed
 from interlock.core.model.spec import Binding
 from interlock.core.model.types import TypeSpec, type_of
-from interlock.core.run.state import last_object
+from interlock.core.run.files import last_object
 
 
 def test_dataframe_is_a_parquet_file_at_the_artifact_path(tmp_path: Path) -> None:

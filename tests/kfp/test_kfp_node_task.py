@@ -21,7 +21,8 @@ from interlock.adapters.kfp.entry import run_node
 from interlock.adapters.kfp.node_task import NodeTask
 from interlock.core.base.errors import StepFailed
 from interlock.core.model.spec import StepSpec
-from interlock.core.run.state import RunEnv, RunState
+from interlock.core.run.env import RunEnv
+from interlock.core.run.state import RunState
 
 FATAL_REF = "kfp_test_pipelines.failing:fatal"
 TYPED_REF = "kfp_test_pipelines.typed:typed"
@@ -144,7 +145,7 @@ def test_without_the_slice_the_task_loads_the_pipeline_as_before(state: Path) ->
 def test_a_retry_of_a_stopped_node_exits_before_importing_the_pipeline(state: Path, tmp_path: Path) -> None:
     from interlock.core.base.status import FailureKind
     from interlock.core.failure.record import Failure
-    from interlock.core.run.state import StopMarker
+    from interlock.core.run.records import StopMarker
 
     spec = il.spec(failing.fatal)
     RunState(state, "r-node-task").write_marker("doomed", Failure(

@@ -20,7 +20,8 @@ import pytest
 import interlock as il
 from interlock.adapters.kfp.node_task import NodeTask
 from interlock.core.model.pipeline_spec import PipelineSpec
-from interlock.core.run.state import RunEnv, RunState
+from interlock.core.run.env import RunEnv
+from interlock.core.run.state import RunState
 
 # What a task never needs: the libraries that compile or drive a pipeline, and the heavy ones
 # a step that does not use them should not pay for (one process per task).

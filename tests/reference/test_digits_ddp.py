@@ -200,7 +200,7 @@ def test_sigterm_of_one_rank_checkpoints_and_resumes_bitwise(
 ) -> None:
     """A spot reclaim of rank 1's node mid-epoch: the group checkpoints, the step ends PREEMPTED,
     KFP retries it, the ranks resume from that checkpoint and the model is the uninterrupted one."""
-    from interlock.core.run.state import EnvName
+    from interlock.core.run.env import EnvName
 
     monkeypatch.setenv(EnvName.ON_CLUSTER, "1")  # as a cluster pod's ranks: SIGTERM is a reclaim there
     run_id = "digits-term"
