@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from interlock.core.base.errors import PolicyError
 
@@ -103,9 +103,8 @@ def format_duration(seconds: float | int | timedelta) -> str:
     Rounded to the millisecond; ``parse_duration(format_duration(x))`` gives ``x`` back for
     any ``x`` with millisecond resolution.
     """
-    if (td := timedelta_seconds(seconds)) is not None:
-        seconds = td
-    seconds = float(seconds)
+    td = timedelta_seconds(seconds)
+    seconds = td if td is not None else float(cast(float, seconds))
     if seconds != seconds:  # nan
         return "nan"
     if seconds in (_INF, -_INF):

@@ -486,7 +486,7 @@ class LocalCheckpointSession:
             self._store.digest,
         )
         self._writing[name] = writer
-        return writer  # type: ignore[return-value]
+        return writer
 
     def _closed(self, name: str, writer: HashingWriter, out: Any) -> None:
         self._writing.pop(name, None)

@@ -111,7 +111,7 @@ class LoadedCheckpoint:
             raw, self.info, name, entry, on_close=lambda: opened.__exit__(None, None, None)
         )
         if not seekable or reader.seekable():
-            return reader  # type: ignore[return-value]
+            return reader
         import tempfile
 
         spool = tempfile.TemporaryFile(prefix="interlock-ckpt-")  # noqa: SIM115 - returned
@@ -124,7 +124,7 @@ class LoadedCheckpoint:
         except BaseException:
             spool.close()
             raise
-        return spool  # type: ignore[return-value]
+        return spool
 
     def _chunks(self, name: str) -> Iterator[bytes]:
         """The bytes of ``name`` in chunks; raises before yielding the final one if it

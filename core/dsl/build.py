@@ -67,10 +67,10 @@ class Promise:
         return Promise(self._builder, Binding.of_output(b.node or "", b.port or "", (*b.field, name)), ft)
 
     # -- conditions: `n > 5`, `flip == "heads"`, `a & ~b` build a Condition for il.when ----------
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+    def __eq__(self, other: object) -> Any:
         return compare(Op.EQ, self, other)
 
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+    def __ne__(self, other: object) -> Any:
         return compare(Op.NE, self, other)
 
     def __lt__(self, other: Any) -> Any:

@@ -27,7 +27,7 @@ the same ``RunStatus`` everywhere.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.codecs import qualname
@@ -78,7 +78,7 @@ class _FinallyCall:
         b.finally_open = True
         self._start = len(b.nodes)
 
-    def __exit__(self, exc_type: Any, *_: Any) -> bool:
+    def __exit__(self, exc_type: Any, *_: Any) -> Literal[False]:
         b = self._builder
         b.finally_open = False
         if exc_type is not None:

@@ -63,6 +63,7 @@ class Pipeline:
         labels: Mapping[str, str] | None = None,
     ):
         self.fn = fn
+        self._call_name: str | None = None  # set on the copy .named() makes
         self.name = name or fn.__name__.replace("_", "-").lower()
         if not self.name or self.name[0] not in "abcdefghijklmnopqrstuvwxyz" or set(self.name) - set(_NAME_OK):
             raise PipelineDefinitionError(
@@ -208,7 +209,7 @@ class Pipeline:
                 raise PipelineDefinitionError(
                     "pass sub-pipeline parameters by keyword", pipeline=builder.name, step=self.name,
                 )
-            return call_subpipeline(self, builder, kwargs, getattr(self, "_call_name", None))
+            return call_subpipeline(self, builder, kwargs, self._call_name)
         raise PipelineDefinitionError(
             "a pipeline is not called directly",
             pipeline=self.name,

@@ -143,7 +143,7 @@ class Retry:
     @property
     def backoff(self) -> Backoff | None:
         """``contention`` with its type narrowed (always a Backoff or None after init)."""
-        return self.contention  # type: ignore[return-value]
+        return self.contention
 
     @property
     def max_retries(self) -> int:

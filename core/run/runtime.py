@@ -420,9 +420,9 @@ def _execute_step(
                 if decision.delay_s:
                     try:
                         run.sleeper(decision.delay_s)
-                    except (StopRequested, KeyboardInterrupt) as exc:  # stopped while waiting to retry
-                        stop = exc if isinstance(exc, StopRequested) else StopRequested("SIGINT")
-                        raise _stopped(run, step, node, stop, attempts, started, ctx, base) from exc
+                    except (StopRequested, KeyboardInterrupt) as waiting:  # stopped while waiting to retry
+                        why = waiting if isinstance(waiting, StopRequested) else StopRequested("SIGINT")
+                        raise _stopped(run, step, node, why, attempts, started, ctx, base) from waiting
                 continue
             if not decision.retry:  # no retry anywhere: a backend retry of this node must end at once
                 fatal = failure.kind is FailureKind.FATAL and not step.retry.retries_any

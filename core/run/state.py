@@ -206,7 +206,7 @@ class RunState:
             from interlock.core.failure.record import Failure
             from interlock.core.run.marker import Marker
 
-            return Marker(kind, node, self.run_id, Failure.from_dict(data.get("failure")))  # type: ignore[arg-type]
+            return Marker(kind, node, self.run_id, Failure.from_dict(data.get("failure")))
         except (PolicyError, TypeError, ValueError):
             return None
 
