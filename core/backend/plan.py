@@ -180,11 +180,11 @@ def _describe(units: tuple[Unit, ...], depth: int, lines: list[str]) -> None:
         elif isinstance(u, Call):
             ins = ", ".join(k for k, _ in u.inputs)
             outs = ", ".join(k for k, _ in u.outputs)
-            lines.append(f"{pad}call {u.call.name} (pipeline {u.call.pipeline}) in: {ins or '-'} out: {outs or '-'}"
+            lines.append(f"{pad}call {u.key} (pipeline {u.call.pipeline}) in: {ins or '-'} out: {outs or '-'}"
                          + (f" finally {u.finally_.name}" if u.finally_ is not None else ""))
             _describe(u.units, depth + 1, lines)
         else:
-            lines.append(f"{pad}finally {u.block.node.name}")
+            lines.append(f"{pad}finally {u.key} (step {u.block.node.name})")
             _describe(u.units, depth + 1, lines)
 
 
