@@ -2,7 +2,7 @@
 
 flytekit compiles a workflow by calling a Python function with promises, and executes it
 locally by calling the same function with values; so the workflow body here is a
-synthesised function that walks the spec. A gate becomes
+synthesised function that walks the lowered plan (core/backend/plan.py). A gate becomes
 ``conditional(gate).if_(flag.is_true()).then(...).else_().then(noop())``; a block of
 several steps (or a nested gate) becomes a sub-workflow, one step is called directly.
 """

@@ -1,10 +1,11 @@
 """PipelineSpec -> a kfp v2 pipeline (GraphComponent) -> IR YAML.
 
 The pipeline function is built at run time: its signature is the interlock pipeline's
-parameters (kfp reads it with ``inspect.signature``), and its body creates one task per
-node in topological order, opening a ``dsl.If`` for each ``il.when`` block. kfp checks
-every edge while the body runs (``InconsistentTypeException``); interlock already did, so
-a kfp refusal here is reported as a definition error naming the node.
+parameters (kfp reads it with ``inspect.signature``), and its body renders the lowered plan
+(core/backend/plan.py): one task per step, a ``dsl.If`` per ``il.when`` block, a nested
+pipeline component per sub-pipeline call, a ``dsl.ExitHandler`` per ``il.finally_`` block.
+kfp checks every edge while the body runs (``InconsistentTypeException``); interlock already
+did, so a kfp refusal here is reported as a definition error naming the node.
 """
 
 from __future__ import annotations
