@@ -19,10 +19,10 @@ from interlock.core.backend.plan import FinallyScope
 from interlock.core.model.spec import Binding, BindingKind
 
 if TYPE_CHECKING:
-    from .workflow import _Builder
+    from .workflow import Builder
 
 
-def block_returns(builder: _Builder, gid: str) -> list[Binding]:
+def block_returns(builder: Builder, gid: str) -> list[Binding]:
     """The outputs made in the block that something after it reads (a step, a pipeline output)."""
     inside = set(builder.nodes_in(gid))
     found: list[Binding] = []
@@ -38,7 +38,7 @@ def block_returns(builder: _Builder, gid: str) -> list[Binding]:
     return found
 
 
-def emit_block(builder: _Builder, unit: FinallyScope, values: dict[str, Any]) -> None:
+def emit_block(builder: Builder, unit: FinallyScope, values: dict[str, Any]) -> None:
     """Call the block's sub-workflow; what it returns stands for the outputs of the block's nodes."""
     gid = unit.key
     sub = builder.subworkflow(gid)

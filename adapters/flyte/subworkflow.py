@@ -20,13 +20,13 @@ from interlock.core.backend.plan import Call, Plan
 from interlock.core.model.spec import Binding, BindingKind
 
 if TYPE_CHECKING:
-    from .workflow import _Builder
+    from .workflow import Builder
 
 
 def _wkey(x: Binding) -> str:
-    from .workflow import _key as key
+    from .workflow import binding_key
 
-    return key(x)
+    return binding_key(x)
 
 
 def finally_tasks(plan: Plan, options: Any) -> dict[str, Any]:
@@ -36,7 +36,7 @@ def finally_tasks(plan: Plan, options: Any) -> dict[str, Any]:
     compiles takes that workflow as its resolver)."""
     from .finally_node import build_finally_task
     from .types import python_type
-    from .workflow import _type_of
+    from .workflow import type_of_binding
 
     spec = plan.spec
     out: dict[str, Any] = {}
@@ -45,13 +45,13 @@ def finally_tasks(plan: Plan, options: Any) -> dict[str, Any]:
         if unit.finally_ is None:
             continue
         ins, node = unit.inputs, unit.finally_
-        types = {k: python_type(_type_of(spec, x)) for k, x in ins}
+        types = {k: python_type(type_of_binding(spec, x)) for k, x in ins}
         params_from = {k: x.param or "" for k, x in ins if x.kind is BindingKind.PARAM}
         out[c.name] = build_finally_task(spec, options, node, types, params_from)
     return out
 
 
-def make(b: _Builder, unit: Call) -> Any:
+def make(b: Builder, unit: Call) -> Any:
     """The sub-workflow of a sub-pipeline call: inputs and outputs named by the sub-pipeline's own
     parameters and outputs where they match (core/dsl/subpipeline.py call_inputs/call_outputs).
 
@@ -62,12 +62,19 @@ def make(b: _Builder, unit: Call) -> Any:
 
     from .tasks import py_ident
     from .types import outputs_type, python_type
-    from .workflow import _defaults, _fail_immediately, _function, _Port, _type_of
+    from .workflow import (
+        OutputPort,
+        fail_immediately,
+        type_of_binding,
+        workflow_defaults,
+        workflow_function,
+    )
 
     spec, name = b.spec, unit.call.name
     ins, outs = unit.inputs, unit.outputs
-    types = {k: python_type(_type_of(spec, x)) for k, x in ins}
-    ret = outputs_type(tuple(_Port(k, _type_of(spec, x)) for k, x in outs), py_ident(f"{spec.name}_{name}_outputs"))
+    types = {k: python_type(type_of_binding(spec, x)) for k, x in ins}
+    ret = outputs_type(tuple(OutputPort(k, type_of_binding(spec, x)) for k, x in outs),
+                       py_ident(f"{spec.name}_{name}_outputs"))
     fin = b.call_finally_tasks.get(name)
 
     def body(**kwargs: Any) -> Any:
@@ -87,14 +94,14 @@ def make(b: _Builder, unit: Call) -> Any:
             return None
         return results[0] if len(outs) == 1 and outs[0][0] == "o0" else ret(*results)
 
-    fn = _function(py_ident(f"{spec.name}_{name}"), types, {}, ret, body)
-    wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                default_metadata=_defaults(), on_failure=fin)
+    fn = workflow_function(py_ident(f"{spec.name}_{name}"), types, {}, ret, body)
+    wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=fail_immediately()),
+                                default_metadata=workflow_defaults(), on_failure=fin)
     wf._name = f"{spec.name}.{name}"  # <pipeline>.<call>
     return wf
 
 
-def emit_sub(b: _Builder, unit: Call, values: dict[str, Any]) -> None:
+def emit_sub(b: Builder, unit: Call, values: dict[str, Any]) -> None:
     """Call the sub-workflow of a sub-pipeline call and publish its outputs to the caller's scope."""
     from flytekit.core.promise import Promise
 

@@ -45,11 +45,11 @@ class Entities:
     finally_task: Any | None = None  # il.finally_: the failure node and the success path's last node
 
 
-def _key(b: Binding) -> str:
+def binding_key(b: Binding) -> str:
     if b.kind is BindingKind.PARAM:
         return b.param or ""  # workflow inputs keep the pipeline's parameter names
     if b.kind is BindingKind.ONE_OF:  # an option may be a nested chain's value
-        return py_ident("__".join(["oneof", *(_key(o) for o in b.options)]))
+        return py_ident("__".join(["oneof", *(binding_key(o) for o in b.options)]))
     return py_ident("__".join([b.node or "", b.port or "", *b.field]))
 
 
@@ -62,7 +62,7 @@ class _NodePlan(NamedTuple):
     ports: tuple[str, ...]
 
 
-class _Builder:
+class Builder:
     def __init__(self, spec: PipelineSpec, options: TaskOptions):
         self.spec = spec
         self.options = options
@@ -93,8 +93,8 @@ class _Builder:
         self.blocks = {s.key: s.block for s in finals}
         # Built here, outside any workflow compilation (a task made while a workflow compiles takes
         # that workflow as its resolver), with the very types its sub-workflow declares.
-        self.block_types = {gid: {k: python_type(_type_of(self.spec, b)) for k, b in self.external_bindings(gid).items()}
-                            for gid in self.blocks}
+        self.block_types = {gid: {k: python_type(type_of_binding(self.spec, b))
+                                  for k, b in self.external_bindings(gid).items()} for gid in self.blocks}
         self.block_tasks: dict[str, Any] = {gid: self.block_task(gid, t) for gid, t in self.block_types.items()}
         self.call_finally_tasks = subworkflow.finally_tasks(self.plan, options)  # il.finally_ in a sub-pipeline
         for g in spec.gates:
@@ -121,20 +121,20 @@ class _Builder:
             for _, top in self.spec.node(name).inputs:
                 for b in (top, *top.items):  # a fan-in list reads each of its items
                     if b.kind is BindingKind.PARAM or (b.kind is BindingKind.OUTPUT and b.node not in inside):
-                        found[_key(b)] = b
+                        found[binding_key(b)] = b
                     elif b.kind is BindingKind.ONE_OF and not set(b.nodes()) & inside:  # a chain's value from outside
-                        found[_key(b)] = b
+                        found[binding_key(b)] = b
         for g in (self.spec.gate(x) for x in self.plan.gates_in(gate) if x != gate):  # blocks nested in it
             for c in condition_of(g).bindings():
                 if c.node not in inside:
-                    found[_key(c)] = c
+                    found[binding_key(c)] = c
         # What the finally steps of the il.finally_ blocks inside it read (its own, if it is one;
         # a sub-pipeline call's within it): parameters.
         for block in self.spec.finally_blocks:
             if gate in self.blocks and self.blocks[gate] is block or set(block.members) <= inside:
                 for _, b in block.node.inputs:
                     if b.kind is BindingKind.PARAM:
-                        found[_key(b)] = b
+                        found[binding_key(b)] = b
         return dict(sorted(found.items()))
 
     # -- emitting --------------------------------------------------------------------------
@@ -156,7 +156,7 @@ class _Builder:
                 emit_block(self, u, values)
 
     def value_of(self, b: Binding, values: dict[str, Any], node_outputs: dict[str, Any], key: str | None = None) -> Any:
-        key = _key(b) if key is None else key  # emit_node passes the key it planned
+        key = binding_key(b) if key is None else key  # emit_node passes the key it planned
         if key in values:  # a workflow input: a parameter, or a value passed into a sub-workflow
             return values[key]
         if b.kind is BindingKind.OUTPUT:
@@ -177,7 +177,7 @@ class _Builder:
             t = step.input(port).type
             if node.map is not None and port == node.map.item:
                 t = list_of(t)
-            inputs.append((port, b, _key(b), t))
+            inputs.append((port, b, binding_key(b), t))
         plan = self._plans[name] = _NodePlan(node, tuple(inputs), tuple(p.name for p in step.outputs))
         return plan
 
@@ -265,7 +265,7 @@ class _Builder:
         _restore_branch_mode(saved)
         _name_branch_node(head)
         for k, b in enumerate(chain_vals):
-            values[_key(b)] = section if len(chain_vals) == 1 else getattr(section, f"v{k}")
+            values[binding_key(b)] = section if len(chain_vals) == 1 else getattr(section, f"v{k}")
 
     def subworkflow(self, gate_id: str) -> PythonFunctionWorkflow:
         scope = self.plan.scope(gate_id)
@@ -273,14 +273,15 @@ class _Builder:
             self.subworkflows[gate_id] = subworkflow.make(self, scope)
         if gate_id not in self.subworkflows:
             ext = self.external_bindings(gate_id)
-            types = self.block_types.get(gate_id) or {k: python_type(_type_of(self.spec, b)) for k, b in ext.items()}
+            types = (self.block_types.get(gate_id)
+                     or {k: python_type(type_of_binding(self.spec, b)) for k, b in ext.items()})
 
             returns = self.branch_returns(gate_id)
             if gate_id in self.blocks:  # what is read after the block: its sub-workflow's outputs
                 from .finally_blocks import block_returns
 
                 returns = block_returns(self, gate_id)
-            ret = outputs_type(tuple(_Port(f"v{i}", _type_of(self.spec, b)) for i, b in enumerate(returns)),
+            ret = outputs_type(tuple(OutputPort(f"v{i}", type_of_binding(self.spec, b)) for i, b in enumerate(returns)),
                                py_ident(f"{self.spec.name}_{gate_id}_values"))
 
             def body(**kwargs: Any) -> Any:
@@ -296,9 +297,9 @@ class _Builder:
                 outs = [self.value_of(b, values, values["__outputs__"]) for b in returns]
                 return ret(*outs)
 
-            fn = _function(f"{self.spec.name}_{gate_id}", types, {}, ret, body)
-            wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                        default_metadata=_defaults(),
+            fn = workflow_function(f"{self.spec.name}_{gate_id}", types, {}, ret, body)
+            wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=fail_immediately()),
+                                        default_metadata=workflow_defaults(),
                                         on_failure=self.block_task(gate_id, types) if gate_id in self.blocks else None)
             wf._name = f"{self.spec.name}.{gate_id}"
             self.subworkflows[gate_id] = wf
@@ -318,7 +319,7 @@ class _Builder:
         defaults = {
             p.name: to_flyte(p.default, p.type) for p in spec.params if p.has_default
         }
-        out_ports = tuple(_Port(k, t) for k, t in spec.output_types)
+        out_ports = tuple(OutputPort(k, t) for k, t in spec.output_types)
         ret = outputs_type(out_ports, f"{py_ident(spec.name)}_outputs")
 
         def body(**kwargs: Any) -> Any:
@@ -334,23 +335,23 @@ class _Builder:
                 return None
             return outs[0] if len(outs) == 1 and spec.outputs[0][0] == "o0" else ret(*outs)
 
-        fn = _function(py_ident(spec.name), types, defaults, ret, body)
+        fn = workflow_function(py_ident(spec.name), types, defaults, ret, body)
         fn.__doc__ = spec.doc or None
         # As @workflow does: the docstring becomes the workflow's description in the Flyte console.
-        wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                    default_metadata=_defaults(), docstring=Docstring(callable_=fn),
+        wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=fail_immediately()),
+                                    default_metadata=workflow_defaults(), docstring=Docstring(callable_=fn),
                                     on_failure=self.finally_task)
         wf._name = spec.name
         return wf
 
 
 @dataclass(frozen=True)
-class _Port:
+class OutputPort:
     name: str
     type: Any
 
 
-def _type_of(spec: PipelineSpec, b: Binding) -> Any:
+def type_of_binding(spec: PipelineSpec, b: Binding) -> Any:
     t = binding_type(spec, b)
     if t is None:
         raise PipelineDefinitionError(f"cannot type {b.describe()}", pipeline=spec.name)
@@ -466,19 +467,19 @@ def _is_true(flag: Any) -> Any:
     return flag.is_true() if hasattr(flag, "is_true") else flag
 
 
-def _fail_immediately() -> Any:
+def fail_immediately() -> Any:
     from flytekit.core.workflow import WorkflowFailurePolicy
 
     return WorkflowFailurePolicy.FAIL_IMMEDIATELY
 
 
-def _defaults() -> Any:
+def workflow_defaults() -> Any:
     from flytekit.core.workflow import WorkflowMetadataDefaults
 
     return WorkflowMetadataDefaults(interruptible=False)
 
 
-def _function(name: str, types: dict[str, Any], defaults: dict[str, Any], ret: Any,
+def workflow_function(name: str, types: dict[str, Any], defaults: dict[str, Any], ret: Any,
               body: Callable[..., Any]) -> Callable[..., Any]:
     def fn(**kwargs: Any) -> Any:
         return body(**kwargs)
@@ -496,7 +497,7 @@ def _function(name: str, types: dict[str, Any], defaults: dict[str, Any], ret: A
 
 
 def build_entities(spec: PipelineSpec, options: TaskOptions | None = None) -> Entities:
-    b = _Builder(spec, options or TaskOptions())
+    b = Builder(spec, options or TaskOptions())
     wf = b.workflow()
     tasks = {**b.tasks, **{blk.node.name: b.block_tasks[g] for g, blk in b.blocks.items() if g in b.block_tasks}}
     tasks.update({t.interlock_node: t for t in b.call_finally_tasks.values()})

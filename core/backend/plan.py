@@ -105,10 +105,12 @@ class Plan:
 
     spec: PipelineSpec
     units: tuple[Unit, ...]
+    # Lookups by scope key: the scope; a block's chain (by any of its gate ids); the nodes
+    # inside a scope, nested ones too; the gates inside it (a block: its own first).
     scopes: Mapping[str, Scope] = field(repr=False, compare=False)
-    chains: Mapping[str, Chain] = field(repr=False, compare=False)  # any block's gate id -> its chain
-    members: Mapping[str, tuple[str, ...]] = field(repr=False, compare=False)  # key -> nodes inside, nested too
-    nested: Mapping[str, tuple[str, ...]] = field(repr=False, compare=False)  # key -> gates inside (a block: itself first)
+    chains: Mapping[str, Chain] = field(repr=False, compare=False)
+    members: Mapping[str, tuple[str, ...]] = field(repr=False, compare=False)
+    nested: Mapping[str, tuple[str, ...]] = field(repr=False, compare=False)
 
     def nodes(self) -> list[Node]:
         """Every node, in plan order (each block contiguous)."""
