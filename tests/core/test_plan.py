@@ -96,6 +96,21 @@ def guarded(x: float = 1.0):
     return tag.named("after")(label=before, x=x)
 
 
+@il.step
+def explode(flag: bool) -> str:
+    raise ValueError(f"not with {flag}")
+
+
+@il.pipeline(name="plan-local-order")
+def interleaved(x: float = 1.0):
+    """The spec's topological order puts ``after`` between the block's two steps."""
+    flag = above.named("flag")(x=x, limit=0.5)
+    with il.when(flag):
+        one = tag.named("one")(label="one", x=x)
+        tag.named("two")(label=one, x=x)
+    explode.named("after")(flag=flag)
+
+
 def shape(units: tuple[Unit, ...]) -> list[object]:
     """The plan as nested lists of keys: the nesting and order at a glance."""
     out: list[object] = []
@@ -175,3 +190,13 @@ def test_the_plan_in_the_architecture_page_is_what_describe_prints() -> None:
     assert printed[0].rstrip("\n") == lower(il.spec(plan_example)).describe()
     shown = re.findall(r"```python\n(.*?)```", section, re.S)
     assert shown and shown[0] in EXAMPLE.read_text(), "the page shows the example's code as the file has it"
+
+
+def test_the_local_backend_runs_a_block_whole_before_a_step_the_spec_put_inside_it(tmp_path: Path) -> None:
+    spec = il.spec(interleaved)
+    assert [n.name for n in spec.nodes] == ["flag", "one", "after", "two"]
+    assert [n.name for n in lower(spec).nodes()] == ["flag", "one", "two", "after"]
+    r = il.run(interleaved, backend="local", workdir=tmp_path, raise_on_failure=False)
+    # As on Flyte and KFP, the failure outside the block does not cut the block in two.
+    assert {k: str(s.status) for k, s in r.steps.items()} == {
+        "flag": "succeeded", "one": "succeeded", "two": "succeeded", "after": "failed"}
