@@ -9,83 +9,49 @@ reads from outside it (the caller's parameters and upstream outputs, as bound at
 its outputs are what the rest of the pipeline reads from inside it. Flyte caches tasks, not
 workflow nodes: the inner steps cache one by one.
 
-Scope keys: an il.when block is its gate id (as before); a call is ``sub:<call name>``.
+The call's scope (its units, inputs and outputs) comes from the plan (core/backend/plan.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.backend.plan import Call, Plan
 from interlock.core.model.spec import Binding, BindingKind
-from interlock.core.model.subcalls import call, call_inputs, call_outputs, scope_chain
 
 if TYPE_CHECKING:
-    from .workflow import _Builder
-
-PREFIX = "sub:"
-
-
-def is_sub(key: str | None) -> bool:
-    return bool(key) and str(key).startswith(PREFIX)
-
-
-def _key(scope: tuple[str, str]) -> str:
-    return scope[1] if scope[0] == "gate" else PREFIX + scope[1]
-
-
-@dataclass
-class Scopes:
-    """Scope chains (outermost first) of every node and every gate, computed once."""
-
-    nodes: dict[str, list[str]]
-    gates: dict[str, list[str]]
-
-    @classmethod
-    def of(cls, spec: PipelineSpec) -> Scopes:
-        nodes = {n.name: [_key(s) for s in scope_chain(spec, n)] for n in spec.nodes}
-        gates = {g.id: [_key(s) for s in scope_chain(spec, scope=("gate", g.id))] for g in spec.gates}
-        return cls(nodes, gates)
-
-
-def node_scopes(spec: PipelineSpec, node: str, scopes: Scopes) -> list[str]:
-    return scopes.nodes[node]
-
-
-def gate_scopes(spec: PipelineSpec, gate: str, scopes: Scopes) -> list[str]:
-    """The scopes around a gate's block, the block itself last."""
-    return scopes.gates[gate]
+    from .workflow import Builder
 
 
 def _wkey(x: Binding) -> str:
-    from .workflow import _key as key
+    from .workflow import binding_key
 
-    return key(x)
+    return binding_key(x)
 
 
-def finally_tasks(spec: PipelineSpec, options: Any) -> dict[str, Any]:
+def finally_tasks(plan: Plan, options: Any) -> dict[str, Any]:
     """The finally task of each call whose body has an ``il.finally_`` (call name -> task): its
     sub-workflow's failure node and last node, taking the sub-workflow's inputs (what Flyte
     requires of a failure node). Built before any workflow compiles (a task made while one
     compiles takes that workflow as its resolver)."""
     from .finally_node import build_finally_task
     from .types import python_type
-    from .workflow import _type_of
+    from .workflow import type_of_binding
 
+    spec = plan.spec
     out: dict[str, Any] = {}
     for c in spec.subs:
-        if c.finally_ is None:
+        unit = plan.call(c.name)
+        if unit.finally_ is None:
             continue
-        ins = call_inputs(spec, c.name)
-        node = next(f for f in spec.finally_nodes() if f.name == c.finally_)
-        types = {k: python_type(_type_of(spec, x)) for k, x in ins}
+        ins, node = unit.inputs, unit.finally_
+        types = {k: python_type(type_of_binding(spec, x)) for k, x in ins}
         params_from = {k: x.param or "" for k, x in ins if x.kind is BindingKind.PARAM}
         out[c.name] = build_finally_task(spec, options, node, types, params_from)
     return out
 
 
-def make(b: _Builder, key: str) -> Any:
+def make(b: Builder, unit: Call) -> Any:
     """The sub-workflow of a sub-pipeline call: inputs and outputs named by the sub-pipeline's own
     parameters and outputs where they match (core/dsl/subpipeline.py call_inputs/call_outputs).
 
@@ -96,14 +62,19 @@ def make(b: _Builder, key: str) -> Any:
 
     from .tasks import py_ident
     from .types import outputs_type, python_type
-    from .workflow import _defaults, _fail_immediately, _function, _Port, _type_of
+    from .workflow import (
+        OutputPort,
+        fail_immediately,
+        type_of_binding,
+        workflow_defaults,
+        workflow_function,
+    )
 
-    spec, name = b.spec, key[len(PREFIX):]
-    ins = call_inputs(spec, name)
-    outs = call_outputs(spec, name)
-    types = {k: python_type(_type_of(spec, x)) for k, x in ins}
-    ret = outputs_type(tuple(_Port(k, _type_of(spec, x)) for k, x in outs), py_ident(f"{spec.name}_{name}_outputs"))
-    c = call(spec, name)
+    spec, name = b.spec, unit.call.name
+    ins, outs = unit.inputs, unit.outputs
+    types = {k: python_type(type_of_binding(spec, x)) for k, x in ins}
+    ret = outputs_type(tuple(OutputPort(k, type_of_binding(spec, x)) for k, x in outs),
+                       py_ident(f"{spec.name}_{name}_outputs"))
     fin = b.call_finally_tasks.get(name)
 
     def body(**kwargs: Any) -> Any:
@@ -113,33 +84,32 @@ def make(b: _Builder, key: str) -> Any:
                 values["__outputs__"].setdefault(x.node or "", {})[x.port or ""] = kwargs[k]
             else:
                 values[_wkey(x)] = kwargs[k]
-        b.emit_scope(key, values)
-        if fin is not None:  # the success path's last node: the call's finally step
+        b.emit_scope(unit.key, values)
+        if fin is not None and unit.finally_ is not None:  # the success path's last node: the call's finally step
             from .finally_node import call_last
 
-            call_last(next(f for f in spec.finally_nodes() if f.name == c.finally_), fin, dict(kwargs))
+            call_last(unit.finally_, fin, dict(kwargs))
         results = [b.value_of(x, values, values["__outputs__"]) for _, x in outs]
         if not results:
             return None
         return results[0] if len(outs) == 1 and outs[0][0] == "o0" else ret(*results)
 
-    fn = _function(py_ident(f"{spec.name}_{name}"), types, {}, ret, body)
-    wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                default_metadata=_defaults(), on_failure=fin)
+    fn = workflow_function(py_ident(f"{spec.name}_{name}"), types, {}, ret, body)
+    wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=fail_immediately()),
+                                default_metadata=workflow_defaults(), on_failure=fin)
     wf._name = f"{spec.name}.{name}"  # <pipeline>.<call>
     return wf
 
 
-def emit_sub(b: _Builder, key: str, values: dict[str, Any]) -> None:
+def emit_sub(b: Builder, unit: Call, values: dict[str, Any]) -> None:
     """Call the sub-workflow of a sub-pipeline call and publish its outputs to the caller's scope."""
     from flytekit.core.promise import Promise
 
-    spec, name = b.spec, key[len(PREFIX):]
     outputs = values.setdefault("__outputs__", {})
-    sub = b.subworkflow(key)
-    result = sub(**{k: b.value_of(x, values, outputs) for k, x in call_inputs(spec, name)})
-    _name_workflow_node(name)
-    outs = call_outputs(spec, name)
+    sub = b.subworkflow(unit.key)
+    result = sub(**{k: b.value_of(x, values, outputs) for k, x in unit.inputs})
+    _name_workflow_node(unit.call.name)
+    outs = unit.outputs
     for k, x in outs:
         v = result if len(outs) == 1 and isinstance(result, Promise) else getattr(result, k)
         if x.kind is BindingKind.OUTPUT:

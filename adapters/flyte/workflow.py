@@ -2,18 +2,16 @@
 
 flytekit compiles a workflow by calling a Python function with promises, and executes it
 locally by calling the same function with values; so the workflow body here is a
-synthesised function that walks the spec. A gate becomes
+synthesised function that walks the lowered plan (core/backend/plan.py). A gate becomes
 ``conditional(gate).if_(flag.is_true()).then(...).else_().then(noop())``; a block of
 several steps (or a nested gate) becomes a sub-workflow, one step is called directly.
 """
 
 from __future__ import annotations
 
-import heapq
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, NamedTuple
 
 from flytekit import conditional
@@ -21,8 +19,9 @@ from flytekit.core.docstring import Docstring
 from flytekit.core.promise import Promise, VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
+from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Step, lower
 from interlock.core.base.errors import PipelineDefinitionError
-from interlock.core.model.chains import chain_of, head_of, own_condition, spec_option_gate
+from interlock.core.model.chains import own_condition
 from interlock.core.model.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.model.fanout import list_of
 from interlock.core.model.graph import binding_type
@@ -41,16 +40,16 @@ class Entities:
     spec: PipelineSpec
     tasks: dict[str, Any]  # node -> task
     workflow: PythonFunctionWorkflow
-    subworkflows: dict[str, PythonFunctionWorkflow]  # gate id -> sub-workflow
+    subworkflows: dict[str, PythonFunctionWorkflow]  # scope key (core/backend/plan.py) -> sub-workflow
     noop: Any | None
     finally_task: Any | None = None  # il.finally_: the failure node and the success path's last node
 
 
-def _key(b: Binding) -> str:
+def binding_key(b: Binding) -> str:
     if b.kind is BindingKind.PARAM:
         return b.param or ""  # workflow inputs keep the pipeline's parameter names
     if b.kind is BindingKind.ONE_OF:  # an option may be a nested chain's value
-        return py_ident("__".join(["oneof", *(_key(o) for o in b.options)]))
+        return py_ident("__".join(["oneof", *(binding_key(o) for o in b.options)]))
     return py_ident("__".join([b.node or "", b.port or "", *b.field]))
 
 
@@ -63,7 +62,7 @@ class _NodePlan(NamedTuple):
     ports: tuple[str, ...]
 
 
-class _Builder:
+class Builder:
     def __init__(self, spec: PipelineSpec, options: TaskOptions):
         self.spec = spec
         self.options = options
@@ -73,7 +72,6 @@ class _Builder:
                 self.tasks[n.name] = fanout.map_task(spec, n.name, self.tasks[n.name])
         self.subworkflows: dict[str, PythonFunctionWorkflow] = {}
         self._plans: dict[str, _NodePlan] = {}  # node -> what emit_node looks up, once per workflow
-        self._units: dict[str | None, list[tuple[str, str]]] = {}  # scope -> its units in order (emit_scope)
         self.noop = build_noop(spec.name, options) if spec.gates else None
         self.finally_task = None
         if spec.finally_ is not None:
@@ -87,17 +85,18 @@ class _Builder:
                     "with a no-op else branch has no value to return there",
                     pipeline=spec.name, hint="return it from a step outside the block",
                 )
-        # il.finally_ around a block: the block is a sub-workflow (finally_blocks.py).
-        from .finally_blocks import with_block_gates
-
-        self.spec, self.blocks = with_block_gates(spec)
-        self._scopes = subworkflow.Scopes.of(self.spec)  # after the block gates: they are scopes too
+        # The scopes to render (core/backend/plan.py); il.finally_ around a block: a sub-workflow
+        # (finally_blocks.py), its key "<step>-block" names it.
+        self.plan = lower(spec)
+        finals = sorted((s for s in self.plan.scopes.values() if isinstance(s, FinallyScope)),
+                        key=lambda s: spec.finally_blocks.index(s.block))
+        self.blocks = {s.key: s.block for s in finals}
         # Built here, outside any workflow compilation (a task made while a workflow compiles takes
         # that workflow as its resolver), with the very types its sub-workflow declares.
-        self.block_types = {gid: {k: python_type(_type_of(self.spec, b)) for k, b in self.external_bindings(gid).items()}
-                            for gid in self.blocks}
+        self.block_types = {gid: {k: python_type(type_of_binding(self.spec, b))
+                                  for k, b in self.external_bindings(gid).items()} for gid in self.blocks}
         self.block_tasks: dict[str, Any] = {gid: self.block_task(gid, t) for gid, t in self.block_types.items()}
-        self.call_finally_tasks = subworkflow.finally_tasks(self.spec, options)  # il.finally_ in a sub-pipeline
+        self.call_finally_tasks = subworkflow.finally_tasks(self.plan, options)  # il.finally_ in a sub-pipeline
         for g in spec.gates:
             for c in condition_of(g).bindings():
                 if not c.field:
@@ -110,43 +109,9 @@ class _Builder:
                 )
 
     # -- scopes ------------------------------------------------------------------------
-    # A scope is an il.when block (its gate id) or a sub-pipeline call ("sub:<call>", subworkflow.py).
-    def chain(self, node: str) -> list[str]:
-        """The scopes around a node, outermost first."""
-        return subworkflow.node_scopes(self.spec, node, self._scopes)
-
-    def _unit(self, node: str, scope: str | None) -> str | None:
-        """Which member of ``scope`` a node belongs to (the node itself: "", or a scope)."""
-        chain = self.chain(node)
-        if scope is None:
-            return chain[0] if chain else ""
-        if scope not in chain:
-            return None
-        i = chain.index(scope)
-        return chain[i + 1] if i + 1 < len(chain) else ""
-
-    # Indexed once per compile: the scans these replace ran per gate and per unit, and made a
-    # pipeline with G il.when blocks compile in O(G^3) (300 blocks: about a minute).
-    @cached_property
-    def _members(self) -> dict[str, list[str]]:
-        """Scope -> the nodes inside it, nested scopes included, in spec order."""
-        out: dict[str, list[str]] = {}
-        for n in self.spec.nodes:
-            for scope in self.chain(n.name):
-                out.setdefault(scope, []).append(n.name)
-        return out
-
-    @cached_property
-    def _nested(self) -> dict[str, list[str]]:
-        """Scope -> the gates of the blocks inside it (a gate: itself first), in spec order."""
-        out: dict[str, list[str]] = {}
-        for g in self.spec.gates:
-            for scope in subworkflow.gate_scopes(self.spec, g.id, self._scopes):
-                out.setdefault(scope, []).append(g.id)
-        return out
-
-    def nodes_in(self, gate: str) -> list[str]:
-        return list(self._members.get(gate, ()))
+    # A scope is a key of the plan: an il.when block, a sub-pipeline call or an il.finally_ block.
+    def nodes_in(self, key: str) -> list[str]:
+        return list(self.plan.nodes_in(key))
 
     def external_bindings(self, gate: str) -> dict[str, Binding]:
         """What a gate's block reads from outside it: its sub-workflow inputs."""
@@ -156,93 +121,42 @@ class _Builder:
             for _, top in self.spec.node(name).inputs:
                 for b in (top, *top.items):  # a fan-in list reads each of its items
                     if b.kind is BindingKind.PARAM or (b.kind is BindingKind.OUTPUT and b.node not in inside):
-                        found[_key(b)] = b
+                        found[binding_key(b)] = b
                     elif b.kind is BindingKind.ONE_OF and not set(b.nodes()) & inside:  # a chain's value from outside
-                        found[_key(b)] = b
-        for g in (self.spec.gate(x) for x in self._nested.get(gate, ()) if x != gate):  # blocks nested in it
+                        found[binding_key(b)] = b
+        for g in (self.spec.gate(x) for x in self.plan.gates_in(gate) if x != gate):  # blocks nested in it
             for c in condition_of(g).bindings():
                 if c.node not in inside:
-                    found[_key(c)] = c
+                    found[binding_key(c)] = c
         # What the finally steps of the il.finally_ blocks inside it read (its own, if it is one;
         # a sub-pipeline call's within it): parameters.
         for block in self.spec.finally_blocks:
             if gate in self.blocks and self.blocks[gate] is block or set(block.members) <= inside:
                 for _, b in block.node.inputs:
                     if b.kind is BindingKind.PARAM:
-                        found[_key(b)] = b
+                        found[binding_key(b)] = b
         return dict(sorted(found.items()))
 
     # -- emitting --------------------------------------------------------------------------
-    def emit_scope(self, gate: str | None, values: dict[str, Any]) -> None:
-        """Call the scope's members in order; ``values`` maps binding keys to promises/values."""
-        units = self._units.get(gate)
-        if units is None:  # once per scope and workflow: the body runs at every flyte-local run
-            ordered = [n.name for n in self.spec.nodes] if gate is None else self.nodes_in(gate)
-            units = self._units[gate] = self._ordered_units(gate, ordered)
+    def emit_scope(self, key: str | None, values: dict[str, Any]) -> None:
+        """Call the scope's units in plan order; ``values`` maps binding keys to promises/values."""
+        from .finally_blocks import emit_block
+
         handles: dict[str, Any] = {}
-        for nodes_or_gate in units:
-            kind, name = nodes_or_gate
-            if kind == "node":
-                self.emit_node(name, values, handles)
-            elif kind == "sub":
-                subworkflow.emit_sub(self, name, values)
-            elif len(chain_of(self.spec, name)) > 1:  # il.when/il.elif_/il.otherwise
-                self.emit_chain(name, values)
+        for u in self.plan.units if key is None else self.plan.scope(key).units:
+            if isinstance(u, Step):
+                self.emit_node(u.key, values, handles)
+            elif isinstance(u, Call):
+                subworkflow.emit_sub(self, u, values)
+            elif isinstance(u, Chain):  # il.when/il.elif_/il.otherwise
+                self.emit_chain(u, values)
+            elif isinstance(u, Block):
+                self.emit_gate(u.key, values)
             else:
-                self.emit_gate(name, values)
-
-    def _ordered_units(self, gate: str | None, ordered: list[str]) -> list[tuple[str, str]]:
-        """Members ordered so that every unit comes after all it reads from (Kahn, stable)."""
-        units: list[tuple[str, str]] = []
-        member_of: dict[str, tuple[str, str]] = {}
-        seen: set[tuple[str, str]] = set()
-        for n in ordered:
-            member = self._unit(n, gate)
-            if member is None:
-                continue
-            unit = (("node", n) if member == "" else ("sub", member) if subworkflow.is_sub(member)
-                    else ("gate", head_of(self.spec, member)))  # a chain is one unit
-            member_of[n] = unit
-            if unit not in seen:
-                seen.add(unit)
-                units.append(unit)
-        deps: dict[tuple[str, str], set[tuple[str, str]]] = {u: set() for u in units}
-        for u in units:
-            members = ([g.id for g in chain_of(self.spec, u[1])] if u[0] == "gate"
-                       else [u[1]] if u[0] == "sub" else [])
-            names = [u[1]] if u[0] == "node" else [n for m in members for n in self.nodes_in(m)]
-            ups: set[str] = set()
-            for n in names:
-                ups |= self.spec.node(n).upstream()
-            for m in members:  # the block's own condition and those of blocks nested in it
-                ups |= {b.node or "" for g in self.nodes_gates(m) for b in condition_of(self.spec.gate(g)).bindings()}
-            deps[u] = {member_of[x] for x in ups if x in member_of and member_of[x] != u}
-        # Kahn's algorithm; among the ready units the earliest in `ordered` goes first.
-        index = {u: i for i, u in enumerate(units)}
-        waiting = {u: len(d) for u, d in deps.items()}
-        readers: dict[tuple[str, str], list[tuple[str, str]]] = {u: [] for u in units}
-        for u, d in deps.items():
-            for up in d:
-                readers[up].append(u)
-        ready = [index[u] for u in units if not waiting[u]]
-        heapq.heapify(ready)
-        done: list[tuple[str, str]] = []
-        while ready:
-            u = units[heapq.heappop(ready)]
-            done.append(u)
-            for r in readers[u]:
-                waiting[r] -= 1
-                if not waiting[r]:
-                    heapq.heappush(ready, index[r])
-        if len(done) < len(units):
-            raise PipelineDefinitionError("il.when blocks depend on each other in a cycle", pipeline=self.spec.name)
-        return done
-
-    def nodes_gates(self, gate: str) -> set[str]:
-        return set(self._nested.get(gate, ()))
+                emit_block(self, u, values)
 
     def value_of(self, b: Binding, values: dict[str, Any], node_outputs: dict[str, Any], key: str | None = None) -> Any:
-        key = _key(b) if key is None else key  # emit_node passes the key it planned
+        key = binding_key(b) if key is None else key  # emit_node passes the key it planned
         if key in values:  # a workflow input: a parameter, or a value passed into a sub-workflow
             return values[key]
         if b.kind is BindingKind.OUTPUT:
@@ -263,7 +177,7 @@ class _Builder:
             t = step.input(port).type
             if node.map is not None and port == node.map.item:
                 t = list_of(t)
-            inputs.append((port, b, _key(b), t))
+            inputs.append((port, b, binding_key(b), t))
         plan = self._plans[name] = _NodePlan(node, tuple(inputs), tuple(p.name for p in step.outputs))
         return plan
 
@@ -291,11 +205,6 @@ class _Builder:
             outputs[name] = {p: getattr(result, p) for p in ports}
 
     def emit_gate(self, gate_id: str, values: dict[str, Any]) -> None:
-        if gate_id in self.blocks:  # il.finally_ around a block: no condition, its sub-workflow
-            from .finally_blocks import emit_block
-
-            emit_block(self, gate_id, values)
-            return
         g = self.spec.gate(gate_id)
         outputs = values.setdefault("__outputs__", {})
         cond = condition_of(g)
@@ -314,36 +223,22 @@ class _Builder:
         _name_branch_node(gate_id)
 
     # -- il.when/il.elif_/il.otherwise chains --------------------------------------------------
-    def chain_values(self, head: str) -> list[Binding]:
-        """The il.branch_value bindings of a chain, in a stable order."""
-        members = [g.id for g in chain_of(self.spec, head)]
-        found: list[Binding] = []
-        candidates = [b for n in self.spec.nodes for _, b in n.inputs] + [b for _, b in self.spec.outputs]
-        candidates += [i for b in list(candidates) for i in b.items]
-        while candidates:
-            b = candidates.pop(0)
-            if b.kind is not BindingKind.ONE_OF:
-                continue
-            candidates += list(b.options)  # a nested chain's value, as an option of an outer one
-            if b not in found and spec_option_gate(self.spec, b.options[0]) == members[0]:
-                found.append(b)
-        return found
-
     def branch_returns(self, gate_id: str) -> list[Binding]:
         """What a chain member's sub-workflow returns: its option of each branch value."""
-        head = head_of(self.spec, gate_id)
-        if len(chain_of(self.spec, head)) < 2:
+        chain = self.plan.chain_of(gate_id)
+        if chain is None:
             return []
-        i = [g.id for g in chain_of(self.spec, head)].index(gate_id)
-        return [b.options[i] for b in self.chain_values(head)]
+        i = [b.key for b in chain.blocks].index(gate_id)
+        return [b.options[i] for b in chain.values]
 
-    def emit_chain(self, head: str, values: dict[str, Any]) -> None:
+    def emit_chain(self, unit: Chain, values: dict[str, Any]) -> None:
         """One Flyte conditional: if_(...).then(...).elif_(...).then(...).else_().then(...)."""
         from flytekit.core.promise import create_task_output
 
-        chain = chain_of(self.spec, head)
+        head = unit.key
+        chain = [b.gate for b in unit.blocks]
         outputs = values.setdefault("__outputs__", {})
-        chain_vals = self.chain_values(head)
+        chain_vals = unit.values
         reads = {b: self.value_of(b, values, outputs) for g in chain for b in condition_of(g).bindings()}
         local = bool(reads) and all(_is_local(p) for p in reads.values())
         taken = None
@@ -370,21 +265,23 @@ class _Builder:
         _restore_branch_mode(saved)
         _name_branch_node(head)
         for k, b in enumerate(chain_vals):
-            values[_key(b)] = section if len(chain_vals) == 1 else getattr(section, f"v{k}")
+            values[binding_key(b)] = section if len(chain_vals) == 1 else getattr(section, f"v{k}")
 
     def subworkflow(self, gate_id: str) -> PythonFunctionWorkflow:
-        if gate_id not in self.subworkflows and subworkflow.is_sub(gate_id):  # a sub-pipeline call
-            self.subworkflows[gate_id] = subworkflow.make(self, gate_id)
+        scope = self.plan.scope(gate_id)
+        if gate_id not in self.subworkflows and isinstance(scope, Call):  # a sub-pipeline call
+            self.subworkflows[gate_id] = subworkflow.make(self, scope)
         if gate_id not in self.subworkflows:
             ext = self.external_bindings(gate_id)
-            types = self.block_types.get(gate_id) or {k: python_type(_type_of(self.spec, b)) for k, b in ext.items()}
+            types = (self.block_types.get(gate_id)
+                     or {k: python_type(type_of_binding(self.spec, b)) for k, b in ext.items()})
 
             returns = self.branch_returns(gate_id)
             if gate_id in self.blocks:  # what is read after the block: its sub-workflow's outputs
                 from .finally_blocks import block_returns
 
                 returns = block_returns(self, gate_id)
-            ret = outputs_type(tuple(_Port(f"v{i}", _type_of(self.spec, b)) for i, b in enumerate(returns)),
+            ret = outputs_type(tuple(OutputPort(f"v{i}", type_of_binding(self.spec, b)) for i, b in enumerate(returns)),
                                py_ident(f"{self.spec.name}_{gate_id}_values"))
 
             def body(**kwargs: Any) -> Any:
@@ -400,9 +297,9 @@ class _Builder:
                 outs = [self.value_of(b, values, values["__outputs__"]) for b in returns]
                 return ret(*outs)
 
-            fn = _function(f"{self.spec.name}_{gate_id}", types, {}, ret, body)
-            wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                        default_metadata=_defaults(),
+            fn = workflow_function(f"{self.spec.name}_{gate_id}", types, {}, ret, body)
+            wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=fail_immediately()),
+                                        default_metadata=workflow_defaults(),
                                         on_failure=self.block_task(gate_id, types) if gate_id in self.blocks else None)
             wf._name = f"{self.spec.name}.{gate_id}"
             self.subworkflows[gate_id] = wf
@@ -422,7 +319,7 @@ class _Builder:
         defaults = {
             p.name: to_flyte(p.default, p.type) for p in spec.params if p.has_default
         }
-        out_ports = tuple(_Port(k, t) for k, t in spec.output_types)
+        out_ports = tuple(OutputPort(k, t) for k, t in spec.output_types)
         ret = outputs_type(out_ports, f"{py_ident(spec.name)}_outputs")
 
         def body(**kwargs: Any) -> Any:
@@ -438,23 +335,23 @@ class _Builder:
                 return None
             return outs[0] if len(outs) == 1 and spec.outputs[0][0] == "o0" else ret(*outs)
 
-        fn = _function(py_ident(spec.name), types, defaults, ret, body)
+        fn = workflow_function(py_ident(spec.name), types, defaults, ret, body)
         fn.__doc__ = spec.doc or None
         # As @workflow does: the docstring becomes the workflow's description in the Flyte console.
-        wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=_fail_immediately()),
-                                    default_metadata=_defaults(), docstring=Docstring(callable_=fn),
+        wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=fail_immediately()),
+                                    default_metadata=workflow_defaults(), docstring=Docstring(callable_=fn),
                                     on_failure=self.finally_task)
         wf._name = spec.name
         return wf
 
 
 @dataclass(frozen=True)
-class _Port:
+class OutputPort:
     name: str
     type: Any
 
 
-def _type_of(spec: PipelineSpec, b: Binding) -> Any:
+def type_of_binding(spec: PipelineSpec, b: Binding) -> Any:
     t = binding_type(spec, b)
     if t is None:
         raise PipelineDefinitionError(f"cannot type {b.describe()}", pipeline=spec.name)
@@ -570,19 +467,19 @@ def _is_true(flag: Any) -> Any:
     return flag.is_true() if hasattr(flag, "is_true") else flag
 
 
-def _fail_immediately() -> Any:
+def fail_immediately() -> Any:
     from flytekit.core.workflow import WorkflowFailurePolicy
 
     return WorkflowFailurePolicy.FAIL_IMMEDIATELY
 
 
-def _defaults() -> Any:
+def workflow_defaults() -> Any:
     from flytekit.core.workflow import WorkflowMetadataDefaults
 
     return WorkflowMetadataDefaults(interruptible=False)
 
 
-def _function(name: str, types: dict[str, Any], defaults: dict[str, Any], ret: Any,
+def workflow_function(name: str, types: dict[str, Any], defaults: dict[str, Any], ret: Any,
               body: Callable[..., Any]) -> Callable[..., Any]:
     def fn(**kwargs: Any) -> Any:
         return body(**kwargs)
@@ -600,7 +497,7 @@ def _function(name: str, types: dict[str, Any], defaults: dict[str, Any], ret: A
 
 
 def build_entities(spec: PipelineSpec, options: TaskOptions | None = None) -> Entities:
-    b = _Builder(spec, options or TaskOptions())
+    b = Builder(spec, options or TaskOptions())
     wf = b.workflow()
     tasks = {**b.tasks, **{blk.node.name: b.block_tasks[g] for g, blk in b.blocks.items() if g in b.block_tasks}}
     tasks.update({t.interlock_node: t for t in b.call_finally_tasks.values()})

@@ -1,10 +1,11 @@
 """PipelineSpec -> a kfp v2 pipeline (GraphComponent) -> IR YAML.
 
 The pipeline function is built at run time: its signature is the interlock pipeline's
-parameters (kfp reads it with ``inspect.signature``), and its body creates one task per
-node in topological order, opening a ``dsl.If`` for each ``il.when`` block. kfp checks
-every edge while the body runs (``InconsistentTypeException``); interlock already did, so
-a kfp refusal here is reported as a definition error naming the node.
+parameters (kfp reads it with ``inspect.signature``), and its body renders the lowered plan
+(core/backend/plan.py): one task per step, a ``dsl.If`` per ``il.when`` block, a nested
+pipeline component per sub-pipeline call, a ``dsl.ExitHandler`` per ``il.finally_`` block.
+kfp checks every edge while the body runs (``InconsistentTypeException``); interlock already
+did, so a kfp refusal here is reported as a definition error naming the node.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backend.blocks import SUB, scope_keys, structured_order
+from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Step, Unit, lower
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.chains import own_condition
 from interlock.core.model.codecs import TypeKind
@@ -91,11 +92,12 @@ def _build_pipeline(spec: PipelineSpec, opts: KfpOptions | None) -> BuiltPipelin
 
         outputs = outside_blocks(spec, outputs)
     ReturnType = _return_type(spec, outputs)
+    plan = lower(spec)
     calls: dict[str, Any] = {}
     if spec.subs:  # each sub-pipeline call as a pipeline component, innermost first (subpipeline.py)
         from .subpipeline import build_calls
 
-        calls = build_calls(spec, components, selectors, opts, task_names)
+        calls = build_calls(plan, components, selectors, opts, task_names)
 
     def body(*args: Any) -> Any:
         values = dict(zip(order, args, strict=True))
@@ -116,14 +118,10 @@ def _build_pipeline(spec: PipelineSpec, opts: KfpOptions | None) -> BuiltPipelin
 
             handler = dsl.ExitHandler(make_receipt_task(spec, values, opts), name="interlock-run")
             handler.__enter__()
-        # Each il.when block as one contiguous group: KFP opens one dsl.If per contiguous run;
-        # each il.finally_ block whole, inside its dsl.ExitHandler.
-        from .finally_task import BlockHandlers
+        from .finally_task import check_blocks
 
-        ordered = structured_order(spec)
-        blocks = BlockHandlers(spec, ordered, values, opts, components, task_names)
-        emit_nodes(spec, blocks.order, values, tasks, components, selectors, opts, task_names, calls=calls,
-                   blocks=blocks)
+        check_blocks(spec, opts)
+        emit_units(spec, plan.units, values, tasks, components, selectors, opts, task_names, calls)
         if handler is not None:
             handler.__exit__(None, None, None)
         if outputs:
@@ -145,73 +143,64 @@ def _build_pipeline(spec: PipelineSpec, opts: KfpOptions | None) -> BuiltPipelin
     return BuiltPipeline(pipeline, components, task_names, selectors)
 
 
-def emit_nodes(
-    spec: PipelineSpec, nodes: list[Any], values: dict[str, Any], tasks: dict[str, Any],
+def emit_units(
+    spec: PipelineSpec, units: tuple[Unit, ...], values: dict[str, Any], tasks: dict[str, Any],
     components: dict[str, NodeComponent], selectors: dict[str, str], opts: KfpOptions,
-    task_names: dict[str, str], depth: int = 0, calls: dict[str, Any] | None = None, blocks: Any = None,
+    task_names: dict[str, str], calls: dict[str, Any],
 ) -> None:
-    """Create the tasks of ``nodes`` (in structured order) in the current pipeline body.
+    """Create the tasks of one scope's units (core/backend/plan.py) in the current pipeline body.
 
-    ``depth``: how many scopes around the nodes are already open (inside a sub-pipeline's
-    component). A sub-pipeline call is one task of a nested pipeline component (subpipeline.py).
-    ``blocks``: the top level's il.finally_ blocks (finally_task.BlockHandlers), each a
-    dsl.ExitHandler opened before its first node and closed after its last.
+    An il.when block is a ``dsl.If`` (a conjunction: one nested ``dsl.If`` per term, as KFP joins
+    nested conditions with &&), a chain ``dsl.If``/``dsl.Elif``/``dsl.Else``, a sub-pipeline call
+    one task of its nested pipeline component (subpipeline.py), an il.finally_ block a
+    ``dsl.ExitHandler`` whose exit task is the finally step (finally_task.py).
     """
     from kfp import dsl
 
-    open_gates: list[tuple[str, list[Any]]] = []
-    called: set[str] = set()
-
-    def close_scopes() -> None:
-        while open_gates:
-            _close(spec, open_gates.pop(), values, tasks, components, opts)
-
-    for node in nodes:
-        if blocks is not None:
-            blocks.before(node.name, close_scopes)
-        scopes = scope_keys(spec, node)[depth:]
-        first_call = next((i for i, k in enumerate(scopes) if k.startswith(SUB)), len(scopes))
-        chain = [spec.gate(k) for k in scopes[:first_call]]
-        call = scopes[first_call][len(SUB):] if first_call < len(scopes) else None
-        if call is not None and call in called:
-            continue  # emitted with the call's first node
-        keep = 0
-        while keep < min(len(chain), len(open_gates)) and open_gates[keep][0] == chain[keep].id:
-            keep += 1
-        while len(open_gates) > keep:
-            _close(spec, open_gates.pop(), values, tasks, components, opts)
-        for gate in chain[keep:]:
+    for u in units:
+        if isinstance(u, Step):
+            _emit_step(spec, u, values, tasks, components, opts, task_names)
+        elif isinstance(u, Block):
+            conditions = _conditions(spec, u.gate, values, tasks, components, selectors, opts)
             opened = []
-            if in_chain(spec, gate):  # il.when/il.elif_/il.otherwise: native If/Elif/Else
-                cm = _chain_scope(spec, gate, values, tasks, components, selectors, opts)
+            for i, op in enumerate(conditions):
+                cm = dsl.If(op, name=u.key if i == 0 else f"{u.key}-{i + 1}")
                 cm.__enter__()
                 opened.append(cm)
-            # A conjunction is one nested dsl.If per term: KFP joins nested conditions with &&.
-            for i, op in enumerate([] if opened else _conditions(spec, gate, values, tasks, components, selectors, opts)):
-                cm = dsl.If(op, name=gate.id if i == 0 else f"{gate.id}-{i + 1}")
+            emit_units(spec, u.units, values, tasks, components, selectors, opts, task_names, calls)
+            _close(spec, (u.key, opened), values, tasks, components, opts)
+        elif isinstance(u, Chain):
+            for block in u.blocks:
+                if not block.units:  # a block that holds nothing opens no scope
+                    continue
+                cm = _chain_scope(spec, block.gate, values, tasks, components, selectors, opts)
                 cm.__enter__()
-                opened.append(cm)
-            open_gates.append((gate.id, opened))
-        if call is not None:  # a sub-pipeline: one task of its own pipeline component
+                emit_units(spec, block.units, values, tasks, components, selectors, opts, task_names, calls)
+                _close(spec, (block.key, [cm]), values, tasks, components, opts)
+        elif isinstance(u, Call):
             from .subpipeline import emit_call
 
-            called.add(call)
-            emit_call(spec, call, (calls or {})[call], values, tasks, components)
-            if blocks is not None:
-                blocks.after(node.name, close_scopes)
-            continue
-        if node.map is not None:  # il.map: ParallelFor over the list, readers get Collected
-            items = _value(node.bindings[node.map.item], values, tasks, components)
-            loop, item, _ = fanout.open_loop(spec, node.name, items, opts.image or DEFAULT_IMAGE)
-            task = _task(spec, node.name, {**values, fanout.ENUMERATE: item}, tasks, components, opts)
-            loop.__exit__(None, None, None)
-            tasks[node.name] = fanout.collect(spec, node.name, task, opts.image or DEFAULT_IMAGE)
-        else:
-            task = tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
-        task_names[task.name] = node.name
-        if blocks is not None:
-            blocks.after(node.name, close_scopes)
-    close_scopes()
+            emit_call(spec, u, calls[u.call.name], values, tasks, components)
+        elif isinstance(u, FinallyScope):
+            from .finally_task import open_block
+
+            handler = open_block(spec, u.block, values, opts, components, task_names)
+            emit_units(spec, u.units, values, tasks, components, selectors, opts, task_names, calls)
+            handler.__exit__(None, None, None)
+
+
+def _emit_step(spec: PipelineSpec, u: Step, values: dict[str, Any], tasks: dict[str, Any],
+               components: dict[str, NodeComponent], opts: KfpOptions, task_names: dict[str, str]) -> None:
+    node = u.node
+    if node.map is not None:  # il.map: ParallelFor over the list, readers get Collected
+        items = _value(node.bindings[node.map.item], values, tasks, components)
+        loop, item, _ = fanout.open_loop(spec, node.name, items, opts.image or DEFAULT_IMAGE)
+        task = _task(spec, node.name, {**values, fanout.ENUMERATE: item}, tasks, components, opts)
+        loop.__exit__(None, None, None)
+        tasks[node.name] = fanout.collect(spec, node.name, task, opts.image or DEFAULT_IMAGE)
+    else:
+        task = tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
+    task_names[task.name] = node.name
 
 
 def exported_outputs(spec: PipelineSpec) -> list[tuple[str, Binding]]:
@@ -403,10 +392,6 @@ def _gather(spec: PipelineSpec, node_name: str, port: str, declared: TypeSpec, b
         t = binding_type(spec, item) if item.kind is not BindingKind.ONE_OF else binding_type(spec, item.options[0])
         items.append((_value(item, values, tasks, components), t or elem))
     return fanout.gather(spec, node_name, port, declared, items, opts.image or DEFAULT_IMAGE)
-
-
-def in_chain(spec: PipelineSpec, gate: Gate) -> bool:
-    return gate.follows is not None or any(g.follows == gate.id for g in spec.gates)
 
 
 def _chain_scope(

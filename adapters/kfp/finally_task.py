@@ -146,101 +146,49 @@ def outside_blocks(spec: PipelineSpec, outputs: list[Any]) -> list[Any]:
     return [(k, b) for k, b in outputs if not (b.nodes() & inside)]
 
 
-def whole_blocks(spec: PipelineSpec, order: list[Node], scope: tuple[Any, ...] | None = None) -> list[Node]:
-    """``order`` with each il.finally_ block's nodes together (one ExitHandler group). A node
-    that fell between them moves before the block when a node of the block depends on it,
-    else after it (nothing in the block reads it)."""
-    from interlock.core.backend.blocks import gate_reads
+def check_blocks(spec: PipelineSpec, opts: KfpOptions, call: Any = None) -> None:
+    """Refuse the ``with il.finally_`` blocks of one scope (the top level, or a sub-pipeline call's
+    component) that KFP cannot express: one inside another exit handler (KFP allows exit handlers
+    at the outermost scope only), or a block whose tasks a step outside it reads."""
+    from interlock.core.base.errors import PipelineDefinitionError
     from interlock.core.model.finally_blocks import blocks_in
 
-    for block in blocks_in(spec, None) if scope is None else scope:
+    for block in blocks_in(spec, getattr(call, "name", None)):
+        whole = call.finally_ if call is not None else spec.finally_
+        if whole is not None or (opts.state_pvc and call is None):
+            outer = (f"sub-pipeline call {call.name!r}'s il.finally_" if call is not None
+                     else "the whole pipeline's il.finally_" if whole is not None else "state_pvc's receipt handler")
+            raise PipelineDefinitionError(
+                f"il.finally_ around a block inside {outer}: KFP allows exit handlers at the outermost scope only",
+                pipeline=spec.name, step=block.node.name,
+                hint="on KFP use either the whole pipeline's finally step or finally steps around blocks"
+                + ("" if whole is not None else ", or compile without state_pvc (state_store=URI)"),
+            )
         members = set(block.members)
-        needed: set[str] = set()
-        todo = list(members)
-        while todo:
-            n = spec.node(todo.pop())
-            ups = n.upstream() | set(n.after) | {r for g in spec.gate_chain(n.gate) for r in gate_reads(spec, g.id)}
-            for up in ups - needed:
-                needed.add(up)
-                todo.append(up)
-        at = [i for i, n in enumerate(order) if n.name in members]
-        if not at:
-            continue
-        span = order[at[0]:at[-1] + 1]
-        before = [n for n in span if n.name not in members and n.name in needed]
-        after = [n for n in span if n.name not in members and n.name not in needed]
-        order = [*order[:at[0]], *before, *(n for n in span if n.name in members), *after, *order[at[-1] + 1:]]
-    return order
-
-
-class BlockHandlers:
-    """``with il.finally_(step): ...`` on KFP: a ``dsl.ExitHandler`` around the block's tasks, the
-    finally step its exit task. KFP allows exit handlers at the outermost scope only, so a block
-    cannot sit inside the whole pipeline's finally (or ``state_pvc``'s receipt handler)."""
-
-    def __init__(self, spec: PipelineSpec, order: list[Node], values: dict[str, Any], opts: KfpOptions,
-                 components: dict[str, NodeComponent], task_names: dict[str, str], call: Any = None):
-        from interlock.core.model.finally_blocks import blocks_in
-
-        self.spec, self.values, self.opts = spec, values, opts
-        self.components, self.task_names = components, task_names
-        self.open: Any = None
-        # The blocks of one scope: the top level, or a sub-pipeline call's component (``call``).
-        scope = blocks_in(spec, getattr(call, "name", None))
-        order = self.order = whole_blocks(spec, order, scope)
-        names = [n.name for n in order]
-        self.starts: dict[str, Any] = {}
-        self.ends: dict[str, Any] = {}
-        for block in scope:
-            whole = call.finally_ if call is not None else spec.finally_
-            if whole is not None or (opts.state_pvc and call is None):
-                from interlock.core.base.errors import PipelineDefinitionError
-
-                outer = (f"sub-pipeline call {call.name!r}'s il.finally_" if call is not None
-                         else "the whole pipeline's il.finally_" if whole is not None else "state_pvc's receipt handler")
+        for n in spec.nodes:
+            reads = sorted((n.upstream() | set(n.after)) & members)
+            if n.name not in members and reads:
                 raise PipelineDefinitionError(
-                    f"il.finally_ around a block inside {outer}: KFP allows exit handlers at the outermost scope only",
-                    pipeline=spec.name, step=block.node.name,
-                    hint="on KFP use either the whole pipeline's finally step or finally steps around blocks"
-                    + ("" if whole is not None else ", or compile without state_pvc (state_store=URI)"),
+                    f"reads {reads[0]!r} from inside an il.finally_ block: KFP refuses a dependency on a task "
+                    "inside a dsl.ExitHandler from outside it",
+                    pipeline=spec.name, step=n.name,
+                    hint="move this step into the `with il.finally_(...):` block, or return the value as a "
+                    "pipeline output",
                 )
-            members = set(block.members)
-            for n in spec.nodes:
-                reads = sorted((n.upstream() | set(n.after)) & members)
-                if n.name not in members and reads:
-                    from interlock.core.base.errors import PipelineDefinitionError
-
-                    raise PipelineDefinitionError(
-                        f"reads {reads[0]!r} from inside an il.finally_ block: KFP refuses a dependency on a task "
-                        "inside a dsl.ExitHandler from outside it",
-                        pipeline=spec.name, step=n.name,
-                        hint="move this step into the `with il.finally_(...):` block, or return the value as a "
-                        "pipeline output",
-                    )
-            at = sorted(names.index(m) for m in block.members)
-            if at[-1] - at[0] + 1 != len(at):  # structured order keeps top-level blocks whole; check it
-                raise AssertionError(f"il.finally_ block {block.node.name!r} is not contiguous: {block.members}")
-            self.starts[names[at[0]]] = block
-            self.ends[names[at[-1]]] = block
-
-    def before(self, node: str, close_scopes: Any) -> None:
-        block = self.starts.get(node)
-        if block is None:
-            return
-        from kfp import dsl
-
-        close_scopes()
-        exit_task, comp = make_finally_task(self.spec, self.values, self.opts, block.node)
-        self.components[comp.node] = comp
-        self.task_names[exit_task.name] = comp.node
-        self.open = dsl.ExitHandler(exit_task, name=f"{block.node.name}-block")
-        self.open.__enter__()
-
-    def after(self, node: str, close_scopes: Any) -> None:
-        if node in self.ends and self.open is not None:
-            close_scopes()
-            self.open.__exit__(None, None, None)
-            self.open = None
 
 
-__all__ = ["BlockHandlers", "RunStatus", "make_finally_task", "run_finally", "with_finally"]
+def open_block(spec: PipelineSpec, block: Any, values: dict[str, Any], opts: KfpOptions,
+               components: dict[str, NodeComponent], task_names: dict[str, str]) -> Any:
+    """``with il.finally_(step): ...`` on KFP: enter a ``dsl.ExitHandler`` whose exit task is the
+    finally step; the caller emits the block's tasks in it, then leaves it."""
+    from kfp import dsl
+
+    exit_task, comp = make_finally_task(spec, values, opts, block.node)
+    components[comp.node] = comp
+    task_names[exit_task.name] = comp.node
+    handler = dsl.ExitHandler(exit_task, name=f"{block.node.name}-block")
+    handler.__enter__()
+    return handler
+
+
+__all__ = ["check_blocks", "open_block", "RunStatus", "make_finally_task", "run_finally", "with_finally"]

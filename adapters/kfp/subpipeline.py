@@ -21,11 +21,12 @@ import inspect
 import typing
 from typing import Any
 
+from interlock.core.backend.plan import Call, Plan
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.graph import binding_type
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import Binding, BindingKind
-from interlock.core.model.subcalls import SEP, call, call_inputs, call_outputs
+from interlock.core.model.subcalls import SEP, call, call_outputs
 
 from .names import SINGLE, identifier
 from .types import kfp_type
@@ -73,33 +74,26 @@ def single(outs: list[tuple[str, Binding]]) -> bool:
     return len(outs) == 1 and outs[0][0] == SINGLE
 
 
-def build_calls(spec: PipelineSpec, components: dict[str, Any], selectors: dict[str, str], opts: Any,
+def build_calls(plan: Plan, components: dict[str, Any], selectors: dict[str, str], opts: Any,
                 task_names: dict[str, str]) -> dict[str, Any]:
     """Every call's pipeline component, innermost first: kfp refuses to define a pipeline while
     another is being built, so the components exist before the caller's body runs."""
-    from interlock.core.backend.blocks import structured_order
-    from interlock.core.model.subcalls import scope_chain
-
-    order = structured_order(spec)
+    spec = plan.spec
     built: dict[str, Any] = {}
-    depth = {c.name: len(scope_chain(spec, scope=("sub", c.name))) for c in spec.subs}
-    for c in sorted(spec.subs, key=lambda c: -depth[c.name]):
-        inside = set(c.nodes)
-        nodes = [n for n in order if n.name in inside]
-        if c.finally_ is not None and kfp_call_outputs(spec, c.name):
+    for c in plan.calls_inside_out():
+        name = c.call.name
+        if c.finally_ is not None and kfp_call_outputs(spec, name):
             # The call's il.finally_ and outputs read outside it: the body as a nested pipeline of its
             # own, the finally step after it with ignore_upstream_failure (KFP's alternative to an exit
             # task), so that the outputs escape (KFP refuses them from inside a dsl.ExitHandler).
-            body = _component(spec, c.name, nodes, components, selectors, opts, task_names, depth[c.name], built,
-                              handler=False, suffix="-body")
-            built[c.name] = _after_body(spec, c.name, body, opts, components, task_names)
+            body = _component(spec, c, components, selectors, opts, task_names, built, handler=False, suffix="-body")
+            built[name] = _after_body(spec, c, body, opts, components, task_names)
         else:
-            built[c.name] = _component(spec, c.name, nodes, components, selectors, opts, task_names, depth[c.name],
-                                       built)
+            built[name] = _component(spec, c, components, selectors, opts, task_names, built)
     return built
 
 
-def _after_body(spec: PipelineSpec, name: str, body_component: Any, opts: Any, components: dict[str, Any],
+def _after_body(spec: PipelineSpec, unit: Call, body_component: Any, opts: Any, components: dict[str, Any],
                 task_names: dict[str, str]) -> Any:
     """The call's component: its body's nested pipeline, then the finally step's task, which runs
     when the body is done whatever its outcome (``.ignore_upstream_failure()``) and gets its
@@ -108,8 +102,7 @@ def _after_body(spec: PipelineSpec, name: str, body_component: Any, opts: Any, c
 
     from .finally_task import make_finally_task
 
-    c = call(spec, name)
-    ins = call_inputs(spec, name)
+    c, name, ins = unit.call, unit.call.name, unit.inputs
     outs = kfp_call_outputs(spec, name)
     ret = typing.NamedTuple("Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs])  # type: ignore[misc]
 
@@ -139,16 +132,15 @@ def _after_body(spec: PipelineSpec, name: str, body_component: Any, opts: Any, c
 
 
 def _component(
-    spec: PipelineSpec, name: str, nodes: list[Any], components: dict[str, Any], selectors: dict[str, str],
-    opts: Any, task_names: dict[str, str], depth: int, calls: dict[str, Any], handler: bool = True, suffix: str = "",
+    spec: PipelineSpec, unit: Call, components: dict[str, Any], selectors: dict[str, str],
+    opts: Any, task_names: dict[str, str], calls: dict[str, Any], handler: bool = True, suffix: str = "",
 ) -> Any:
     from kfp import dsl
 
-    from .compile import _value, emit_nodes, one_of_memo
-    from .finally_task import BlockHandlers
+    from .compile import _value, emit_units, one_of_memo
+    from .finally_task import check_blocks
 
-    c = call(spec, name)
-    ins = call_inputs(spec, name)
+    c, name, ins = unit.call, unit.call.name, unit.inputs
     outs = kfp_call_outputs(spec, name)
     if single(outs):  # one unnamed output: returned plainly, KFP's "Output", as at the top level
         ret = _annotation(spec, outs[0][1], output=True)
@@ -177,9 +169,8 @@ def _component(
             exit_handler = dsl.ExitHandler(exit_task, name=f"{identifier(c.finally_)}-finally")
             exit_handler.__enter__()
         # `with il.finally_` blocks in the sub-pipeline's body: each an ExitHandler in its component
-        blocks = BlockHandlers(spec, nodes, inner_values, opts, components, task_names, call=c)
-        emit_nodes(spec, blocks.order, inner_values, inner_tasks, components, selectors, opts, task_names, depth,
-                   calls, blocks=blocks)
+        check_blocks(spec, opts, call=c)
+        emit_units(spec, unit.units, inner_values, inner_tasks, components, selectors, opts, task_names, calls)
         if exit_handler is not None:
             exit_handler.__exit__(None, None, None)
         if not outs:
@@ -246,14 +237,14 @@ def _declared_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]
     return keep
 
 
-def emit_call(spec: PipelineSpec, name: str, component: Any, values: dict[str, Any], tasks: dict[str, Any],
+def emit_call(spec: PipelineSpec, unit: Call, component: Any, values: dict[str, Any], tasks: dict[str, Any],
               components: dict[str, Any]) -> None:
     """Call a sub-pipeline's component in the current body; its outputs stand for the inner nodes'."""
     from .compile import _value, one_of_memo
 
-    c = call(spec, name)
+    c, name = unit.call, unit.call.name
     try:
-        task = component(**{k: _value(b, values, tasks, components) for k, b in call_inputs(spec, name)})
+        task = component(**{k: _value(b, values, tasks, components) for k, b in unit.inputs})
     except PipelineDefinitionError:
         raise
     except Exception as exc:

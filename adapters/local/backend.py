@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from interlock.core.backend.plan import lower
 from interlock.core.backend.protocol import Capabilities, RunOptions
 from interlock.core.base.errors import SerializationError, StepFailed, StepStopped
 from interlock.core.base.status import Status
@@ -109,7 +110,9 @@ class LocalBackend:
         seen: dict[str, Seen] = {}
         maps: dict[str, Any] = {}
         failed = False
-        for node in spec.nodes:
+        # In plan order (core/backend/plan.py): each il.when and il.finally_ block whole, as the
+        # other backends run them.
+        for node in lower(spec).nodes():
             step = spec.step_of(node)
             if failed:
                 break  # what follows is NOT_RUN (or SKIPPED behind a closed gate): settle() says which
