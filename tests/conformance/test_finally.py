@@ -84,7 +84,7 @@ def _ir(path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("state_pvc", [None, "interlock-state"])
 def test_kfp_compiles_an_exit_handler_with_the_finally_step_as_exit_task(tmp_path: Path, state_pvc: str | None) -> None:
-    from interlock.adapters.kfp import compile_pipeline
+    from interlock.adapters.kfp.compile import compile_pipeline
     from interlock.adapters.kfp.policies import KfpOptions
 
     ir = _ir(compile_pipeline(il.spec(fp.with_finally), tmp_path / "f.yaml", KfpOptions(state_pvc=state_pvc)))

@@ -22,7 +22,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _register_backends() -> None:
     """Register the backends in-process too, in case the entry points are not installed yet."""
-    from interlock.adapters.flyte import FlyteBackend, FlyteLocalBackend
+    from interlock.adapters.flyte.backend import FlyteBackend, FlyteLocalBackend
     from interlock.core.backend.protocol import register_backend
 
     register_backend("flyte", FlyteBackend)

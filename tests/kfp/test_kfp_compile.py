@@ -12,8 +12,9 @@ from kfp import dsl
 from kfp_test_pipelines import policies, typed
 
 import interlock as il
-from interlock.adapters.kfp import KfpBackend, KfpLocalBackend, compile_pipeline, retry_mapping
-from interlock.adapters.kfp.policies import KfpOptions
+from interlock.adapters.kfp.backend import KfpBackend, KfpLocalBackend
+from interlock.adapters.kfp.compile import compile_pipeline
+from interlock.adapters.kfp.policies import KfpOptions, retry_mapping
 from interlock.core.backend import protocol as backends
 from interlock.core.backend.protocol import Runner, get_backend, register_backend
 from interlock.core.base.errors import CapabilityError, PipelineDefinitionError, PolicyError
@@ -480,7 +481,7 @@ def test_node_labels_come_from_the_named_cloud_and_are_neutral_by_default(
 
 
 def test_a_neutral_compile_says_what_it_left_to_the_cluster(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from interlock.adapters.kfp import KfpBackend
+    from interlock.adapters.kfp.backend import KfpBackend
 
     with caplog.at_level("WARNING", logger="interlock.kfp"):
         KfpBackend().compile(il.spec(policies.policies), tmp_path / "p.yaml", pipeline_root="s3://b/r", image="i:1")

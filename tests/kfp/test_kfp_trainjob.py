@@ -14,7 +14,7 @@ import yaml
 from kfp_test_pipelines import dist
 
 import interlock as il
-from interlock.adapters.kfp import KfpBackend
+from interlock.adapters.kfp.backend import KfpBackend
 from interlock.adapters.kfp.trainjob import JobTemplate, job_name, render
 from interlock.core.base.errors import PolicyError
 
@@ -177,7 +177,7 @@ def test_job_names_are_dns_labels() -> None:
 
 
 def test_capabilities_say_trainjob_default_pytorchjob_option() -> None:
-    from interlock.adapters.kfp import KfpLocalBackend
+    from interlock.adapters.kfp.backend import KfpLocalBackend
 
     text = KfpBackend().capabilities().features["distributed"]
     assert not text.startswith("unsupported")
