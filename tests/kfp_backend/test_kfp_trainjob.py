@@ -1,6 +1,6 @@
 """What a cluster receives for a distributed step: the launcher task in the IR, and the TrainJob /
 PyTorchJob it creates, validated against the CRD schemas of kubeflow/trainer and
-kubeflow/training-operator (tests/kfp/fixtures/crds, sources in SOURCE.md)."""
+kubeflow/training-operator (tests/kfp_backend/fixtures/crds, sources in SOURCE.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Flyte adapter tests: importable test pipelines, an isolated HOME, and the backends registered.
 
-``tests/flyte`` is on pytest's pythonpath (pyproject.toml) so ``flyte_pipelines`` imports by the same
+``tests/flyte_backend`` is on pytest's pythonpath (pyproject.toml) so ``flyte_pipelines`` imports by the same
 name here and inside ``pyflyte-execute`` subprocesses (as a team's package would in an image).
 """
 
