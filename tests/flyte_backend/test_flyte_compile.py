@@ -16,7 +16,7 @@ from flyteidl.core import types_pb2
 from google.protobuf.json_format import MessageToDict
 
 import interlock as il
-from interlock.adapters.flyte.backend import FlyteBackend, FlyteLocalBackend
+from interlock.adapters.flyte.backend import FlyteBackend, FlyteCompileOptions, FlyteLocalBackend
 from interlock.adapters.flyte.policies import accelerator
 from interlock.adapters.flyte.resolver import resolver
 from interlock.core.base.errors import PipelineDefinitionError, PolicyError
@@ -223,10 +223,10 @@ def test_compile_refuses_what_a_container_could_not_run(tmp_path: Path) -> None:
     import dataclasses
 
     with pytest.raises(PipelineDefinitionError, match="image"):
-        FlyteBackend().compile(demo.spec, tmp_path, project="p", domain="d", version="v1")
+        FlyteBackend().compile(demo.spec, tmp_path, FlyteCompileOptions(project="p", domain="d", version="v1"))
     script = dataclasses.replace(demo.spec, ref="__main__:demo")
     with pytest.raises(PipelineDefinitionError, match="cannot be imported inside a container"):
-        FlyteBackend().compile(script, tmp_path, project="p", domain="d", version="v1", image="img:1")
+        FlyteBackend().compile(script, tmp_path, FlyteCompileOptions(project="p", domain="d", version="v1", image="img:1"))
 
 
 def test_backends_list_what_flyte_cannot_express() -> None:

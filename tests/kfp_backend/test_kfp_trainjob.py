@@ -15,6 +15,7 @@ from kfp_test_pipelines import dist
 
 import interlock as il
 from interlock.adapters.kfp.backend import KfpBackend
+from interlock.adapters.kfp.policies import KfpOptions
 from interlock.adapters.kfp.trainjob import JobTemplate, job_name, render
 from interlock.core.base.errors import PolicyError
 
@@ -39,7 +40,7 @@ def validate(manifest: dict[str, Any], schema: dict[str, Any]) -> None:
 
 
 def compile_ir(tmp_path: Path, pipeline: Any, **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    [path] = KfpBackend().compile(il.spec(pipeline), tmp_path / "p.yaml", **options)
+    [path] = KfpBackend().compile(il.spec(pipeline), tmp_path / "p.yaml", KfpOptions.from_options(**options))
     docs = list(yaml.safe_load_all(path.read_text()))
     return docs[0], docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
 
