@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 import yaml
+from backends import runnable_backends
 
 import interlock as il
 from conformance import finally_pipelines as fp
-from interlock.core.backend.protocol import available_backends
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.dsl.finally_ import finally_
 from interlock.core.model.finally_blocks import RunStatus
 
-BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
+BACKENDS = runnable_backends()
 
 
 def _run(backend: str, tmp_path: Path, fail: bool) -> tuple[str, dict[str, str], dict[str, Any], dict[str, Any]]:

@@ -466,3 +466,24 @@ def test_cli_takes_compile_options_as_flags_and_as_option(
     rows = {r["backend"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["toy"]["compile_options"] == ["depth", "fast", "label", "ratio"]
     assert rows["local"]["compile_options"] == []
+
+
+def test_a_backend_that_can_run_joins_the_tests_lists_of_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/backends.py: the conformance suite's lists come from the entry points and capabilities."""
+    import backends as tested
+
+    runner = ToyBackend(features={"run": "native", "gates": "native", "condition.or": "unsupported"})
+    monkeypatch.setitem(backends._registered, "toy", lambda: runner)
+    monkeypatch.setitem(backends._registered, "toy-compiler", ToyCompiler)
+    tested.runnable.cache_clear()
+    try:
+        assert "toy" in tested.runnable_backends() and "toy" in tested.other_backends()
+        assert tested.runnable_backends()[0] == tested.REFERENCE
+        assert "toy-compiler" not in tested.runnable_backends()  # compile-only: it cannot run
+        assert "toy" in tested.runnable_backends("gates") and "toy" not in tested.runnable_backends("condition.or")
+        assert "toy" not in tested.runnable_backends("resume=emulated")
+        assert [p.values[0] for p in tested.backend_params("map.empty")] == tested.runnable_backends()
+        with pytest.raises(ValueError, match="unknown need 'no-such-feature'"):
+            tested.runnable_backends("no-such-feature")
+    finally:
+        tested.runnable.cache_clear()
