@@ -3,8 +3,8 @@
 A backend plays one role or both: a ``Compiler`` turns a PipelineSpec into native files (IR
 YAML, protobufs), a ``Runner`` runs it. A compile-only backend (``flyte``, ``kfp``) has no
 ``run`` at all. Core validates parameters, run and compile options and capabilities first,
-so every backend refuses the same mistakes the same way. Adding a backend means one package and one
-entry point; no other backend changes.
+so every backend refuses the same mistakes the same way. Adding a backend means one package
+and one entry point; no other backend changes.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ class BackendOptions:
 
     @classmethod
     def convert(cls, values: dict[str, Any]) -> dict[str, Any]:
-        """The given values with those of fields that are not plain (tuples) in their field's
-        type; a subclass with such fields overrides this (the CLI gives every value as text)."""
+        """The given values, with those of fields that are not plain (a tuple) turned into the
+        field's type: a subclass with such fields overrides this (the CLI gives every value as text)."""
         return values
 
     @classmethod

@@ -311,7 +311,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     pipe = load_pipeline(args.target)
     # The backend's own flags (--project for flyte), then --option K=V; its options class reads them.
-    options: dict[str, Any] = {k: v for k, v in vars(args).get("compile_options", {}).items() if v is not None}
+    options: dict[str, Any] = dict(args.compile_options)
     options.update(parse_option(o, "compile") for o in args.option)
     # A wrong backend or option fails here, before --out is created.
     compile_options_for(as_compiler(pipe.spec, get_backend(args.backend))[1], options)
@@ -479,12 +479,12 @@ def _add_option_flags(parser: argparse.ArgumentParser, options: type[BackendOpti
     parser.set_defaults(compile_options={})
     if options is None:
         return
-    taken = {s for a in parser._actions for s in a.option_strings}
     for name in options.names():
-        flag = "--" + name.replace("_", "-")
-        if flag not in taken:
-            parser.add_argument(flag, dest=name, action=_OptionFlag, default=argparse.SUPPRESS, metavar="VALUE",
-                                help=f"the backend's compile option {name} (or --option {name}=VALUE)")
+        try:
+            parser.add_argument("--" + name.replace("_", "-"), dest=name, action=_OptionFlag, default=argparse.SUPPRESS,
+                                metavar="VALUE", help=f"the backend's compile option {name} (or --option {name}=VALUE)")
+        except argparse.ArgumentError:  # a flag of the verb itself (--out): only as --option NAME=VALUE
+            pass
 
 
 def _compile_options_named(argv: list[str]) -> type[BackendOptions] | None:
