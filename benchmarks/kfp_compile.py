@@ -97,7 +97,8 @@ RUNNER = textwrap.dedent('''
     flavour, mod, out, image, root = sys.argv[1:6]
     # Both sides import what they use before the clock starts: only the work is timed.
     from kfp import compiler, dsl, kubernetes  # noqa: F401
-    from interlock.adapters.kfp import KfpOptions, compile_pipeline
+    from interlock.adapters.kfp.policies import KfpOptions
+    from interlock.adapters.kfp.compile import compile_pipeline
     #IMPORT_INTERLOCK
     # Start from a collected heap: a full collection left pending by the imports above
     # would otherwise land in the timed region of one side only (0.2-0.3 s with flytekit loaded).

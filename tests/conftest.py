@@ -41,9 +41,7 @@ def _missing_extra(exc: BaseException | None) -> str | None:
         seen.add(id(exc))
         if isinstance(exc, ImportError):
             top = (exc.name or "").split(".")[0]
-            # Not installed: no spec, or only a namespace portion (tests/kfp is on the path).
-            spec = importlib.util.find_spec(top) if top in OPTIONAL_EXTRAS else None
-            if top in OPTIONAL_EXTRAS and (spec is None or spec.origin is None):
+            if top in OPTIONAL_EXTRAS and importlib.util.find_spec(top) is None:
                 return top
         exc = exc.__cause__ or exc.__context__
     return None

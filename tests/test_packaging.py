@@ -114,7 +114,7 @@ def test_wheel_installs_only_the_interlock_namespace(wheel: Path) -> None:
     assert core - set(names) == set()
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "[interlock.backends]" in text and "local = interlock.adapters.local:LocalBackend" in text
+    assert "[interlock.backends]" in text and "local = interlock.adapters.local.backend:LocalBackend" in text
 
 
 def test_wheel_runs_a_pipeline_in_a_bare_venv(wheel: Path, tmp_path: Path) -> None:

@@ -86,6 +86,21 @@ LOSSY = (
 
 
 @dataclass(frozen=True)
+class FlyteCompileOptions(BackendOptions):
+    """Compile options of ``flyte`` (``interlock compile --backend flyte --project P ...``)."""
+
+    # As `pyflyte package`: project, domain and version stay empty unless given, so that
+    # `flytectl register files -p P -d D --version V` fills them at registration.
+    project: str | None = None
+    domain: str | None = None
+    version: str | None = None
+    image: str | None = None  # the task image (interlock and the pipeline's code installed); required
+    archive: bool = True  # also write flyte-package.tgz
+    echo_else: bool = False  # closed-gate branches as pod-less echo tasks (propeller's echo plugin)
+    checkpoint_store: str | None = None  # where steps without CheckpointPolicy(store=) keep checkpoints
+
+
+@dataclass(frozen=True)
 class FlyteLocalOptions(BackendOptions):
     """Run options of ``flyte-local`` (``il.run(..., options=FlyteLocalOptions(...))``)."""
 
@@ -109,12 +124,13 @@ class FlyteBackend:
             },
             lossy=LOSSY,
             description="flytekit tasks, workflow and launch plans as protobufs (pyflyte package layout)",
+            compile_options=FlyteCompileOptions,
         )
 
-    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
+    def compile(self, spec: PipelineSpec, out: Path, options: BackendOptions) -> list[Path]:
         from .compile import compile_to
 
-        return compile_to(spec, out, **options)
+        return compile_to(spec, out, **vars(FlyteCompileOptions.of(options)))
 
 
 class FlyteLocalBackend(FlyteBackend):
@@ -154,6 +170,7 @@ class FlyteLocalBackend(FlyteBackend):
             description="flytekit local execution of the compiled workflow; the shim adds retries, "
             "timeouts, checkpoint restore and receipts",
             run_options=FlyteLocalOptions,
+            compile_options=FlyteCompileOptions,
         )
 
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:

@@ -34,7 +34,7 @@ from interlock.core.base.status import FailureKind, Status
 from interlock.core.model.codecs import revive
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import StepSpec
-from interlock.core.run.env import EnvName, RunEnv
+from interlock.core.run.env import RunEnv
 from interlock.core.run.runtime import execute_step
 from interlock.core.run.state import RunContext
 
@@ -103,14 +103,10 @@ def local_run(local: LocalRun) -> Iterator[LocalRun]:
         _LOCAL_RUNS.pop(local.run.run_id, None)
 
 
-_RUN_ID_VARS = (EnvName.RUN_ID, EnvName.ORCHESTRATOR_RUN_ID)
-
-
 def _local_run() -> LocalRun | None:
     if not _LOCAL_RUNS:  # a pod, a worker process: no flyte-local run in this process
         return None
-    # Three times per task: the run id as RunEnv.read finds it, without reading the rest.
-    run_id = os.environ.get(_RUN_ID_VARS[0]) or os.environ.get(_RUN_ID_VARS[1])
+    run_id = RunEnv.read().run_id
     return _LOCAL_RUNS.get(run_id) if run_id else None
 
 

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backend.protocol import Capabilities, RunOptions
+from interlock.core.backend.protocol import BackendOptions, Capabilities, RunOptions
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.outcomes import RunResult
 
@@ -15,7 +15,8 @@ from .compile import compile_pipeline
 from .component import DEFAULT_IMAGE
 from .distributed import require_state_volume
 from .image import DEFAULT_BASE, write_image_files
-from .policies import LOSSY, KfpLocalOptions, KfpOptions, neutral_notes, parse_bool
+from .names import RUN_ID_ENV
+from .policies import LOSSY, KfpLocalOptions, KfpOptions, neutral_notes
 
 log = logging.getLogger("interlock.kfp")
 
@@ -73,17 +74,7 @@ _FEATURES = {
 }
 
 
-def _compile(spec: PipelineSpec, out: Path, options: dict[str, Any]) -> list[Path]:
-    options = dict(options)
-    emit_image = options.pop("emit_image", False)
-    emit_image = parse_bool("emit_image", emit_image) if isinstance(emit_image, str) else bool(emit_image)
-    requirements = options.pop("requirements", ()) or ()
-    if isinstance(requirements, str):  # --option requirements=scikit-learn==1.5.2,xgboost==2.1.1
-        requirements = [r for r in requirements.split(",") if r]
-    requirements = tuple(requirements)
-    base_image = options.pop("base_image", DEFAULT_BASE)
-    context = options.pop("context", None)
-    opts = KfpOptions.from_options(**options)
+def _compile(spec: PipelineSpec, out: Path, opts: KfpOptions) -> list[Path]:
     require_state_volume(spec, opts)
     for note in neutral_notes(spec, opts):
         log.warning(note)
@@ -94,10 +85,10 @@ def _compile(spec: PipelineSpec, out: Path, options: dict[str, Any]) -> list[Pat
         )
     path = compile_pipeline(spec, out, opts)
     written = [path]
-    if emit_image:
+    if opts.emit_image:
         files = write_image_files(
-            spec, path.parent / f"{spec.name}-image", base=base_image, extra=requirements,
-            context=Path(context) if context else None,
+            spec, path.parent / f"{spec.name}-image", base=opts.base_image or DEFAULT_BASE, extra=opts.requirements,
+            context=Path(opts.context) if opts.context else None,
         )
         written += [files.dockerfile, files.requirements]
     return written
@@ -118,13 +109,13 @@ class KfpBackend:
             },
             lossy=LOSSY,
             description="Kubeflow Pipelines v2: compiles to IR YAML (pipeline spec + kfp-kubernetes platform spec)",
+            compile_options=KfpOptions,
+            run_id_env=RUN_ID_ENV,
         )
 
-    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
-        """Options: image, caching, cloud (gke|eks|aks node label presets), accelerator_resource, accelerator_label, spot_node_selector,
-        spot_tolerations, pvc_mounts, state_pvc, pipeline_root, state_store, run_id_from_pod_label (KfpOptions), and
-        emit_image / requirements / base_image / context for the Dockerfile."""
-        return _compile(spec, Path(out), options)
+    def compile(self, spec: PipelineSpec, out: Path, options: BackendOptions) -> list[Path]:
+        """``options``: KfpOptions (image, caching, cloud presets, state_pvc, ..., emit_image for the Dockerfile)."""
+        return _compile(spec, Path(out), KfpOptions.of(options))
 
 
 class KfpLocalBackend:
@@ -161,10 +152,12 @@ class KfpLocalBackend:
             lossy=LOSSY,
             description="Kubeflow Pipelines v2 run locally by kfp.local (caching and retries by kfp)",
             run_options=KfpLocalOptions,
+            compile_options=KfpOptions,
+            run_id_env=RUN_ID_ENV,
         )
 
-    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
-        return _compile(spec, Path(out), options)
+    def compile(self, spec: PipelineSpec, out: Path, options: BackendOptions) -> list[Path]:
+        return _compile(spec, Path(out), KfpOptions.of(options))
 
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult:
         from .local import KfpLocalRun

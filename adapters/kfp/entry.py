@@ -20,7 +20,7 @@ from interlock.core.run.env import RunEnv, state_dir_under
 from interlock.core.run.runtime import execute_step
 from interlock.core.run.state import RunContext
 
-from .names import io_names, single_return
+from .names import RUN_ID_ENV, io_names, single_return
 from .node_task import NodeTask
 from .types import read_artifact, to_parameter, to_value, write_artifact
 
@@ -42,7 +42,7 @@ def run_context_for(pipeline: str) -> RunContext:
     policies.apply_task_settings). On a cluster the state root is a shared volume
     (state_pvc): markers and fragments are per run, under the run id known only here.
     """
-    seen = RunEnv.read()
+    seen = RunEnv.read(run_id_env=RUN_ID_ENV)
     run_id = seen.run_id
     if run_id is None:
         import uuid  # here: uuid imports platform, a cost every task would pay

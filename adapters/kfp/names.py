@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 
 SINGLE = "Output"  # kfp's name for a component's one returned value
 
+# The run id on a cluster, stable across KFP's retries of a task: the pod's `pipeline/runid`
+# label, handed to the task by the downward API as RUN_ID_ENV (the backends' run_id_env).
+RUN_ID_LABEL = "metadata.labels['pipeline/runid']"
+RUN_ID_ENV = "KFP_RUN_ID"
+
 
 def single_return(step: StepSpec) -> bool:
     """One JSON output and no NamedTuple: the component returns it plainly, as KFP's "Output"

@@ -22,12 +22,13 @@ from interlock.core.model.retry import Retry
 from interlock.core.model.spec import StepSpec
 from interlock.core.run.env import EnvName, RunEnv
 
+from .names import RUN_ID_ENV, RUN_ID_LABEL
+
 # Kinds the shim retries inside the container: TRANSIENT (at once, cheap) and FATAL (only
 # OOM remediation ever retries a FATAL). CONTENTION and PREEMPTED need a new pod, after a
 # wait: that is KFP's set_retry with backoff.
 IN_PROCESS = frozenset({FailureKind.TRANSIENT, FailureKind.FATAL})
 STATE_MOUNT = "/interlock-state"
-RUN_ID_LABEL = "metadata.labels['pipeline/runid']"  # the run id, stable across KFP retries of a task
 
 
 # Node labels per managed Kubernetes: the GPU model's label (our accelerator names, e.g.
@@ -72,8 +73,8 @@ class KfpLocalOptions(BackendOptions):
 
 
 @dataclass(frozen=True)
-class KfpOptions:
-    """Compile options (``interlock compile ... --backend kfp`` passes them as keywords)."""
+class KfpOptions(BackendOptions):
+    """Compile options of ``kfp`` and ``kfp-local`` (``interlock compile --backend kfp --option K=V``)."""
 
     image: str | None = None  # default image for steps without their own
     caching: bool = True  # False: no task is cached, whatever the steps say
@@ -97,12 +98,18 @@ class KfpOptions:
     # Where steps without their own CheckpointPolicy(store=) keep checkpoints (s3://...);
     # default: the run's state (the PVC or state_store).
     checkpoint_store: str | None = None
-    run_id_from_pod_label: bool = True  # KFP_RUN_ID from the pod's pipeline/runid label
+    run_id_from_pod_label: bool = True  # RUN_ID_ENV from the pod's pipeline/runid label
     # kfp.local evaluates dsl.If only on outputs named "Output": route other gates through as_bool.
     local_conditions: bool = False
     # Distributed steps (il.Torchrun): the job the launcher task creates (see trainjob.py).
     distributed_job: str = "trainjob"  # trainjob (Kubeflow Trainer v2) | pytorchjob (Training Operator v1)
     trainjob_runtime: str = "torch-distributed"  # the ClusterTrainingRuntime a TrainJob references
+    # The image's Dockerfile and requirements next to the YAML (image.py), from base_image
+    # (default image.DEFAULT_BASE) plus extra requirements, copying the code from context.
+    emit_image: bool = False
+    requirements: tuple[str, ...] = ()
+    base_image: str | None = None
+    context: str | None = None
 
     def __post_init__(self) -> None:
         if self.cloud is None:
@@ -135,16 +142,18 @@ class KfpOptions:
     @classmethod
     def from_options(cls, **options: Any) -> KfpOptions:
         """Build from keywords; values may be strings, as ``interlock compile --option K=V`` gives them."""
-        known = set(cls.__dataclass_fields__)
-        unknown = set(options) - known
-        if unknown:
-            from interlock.core.base.errors import PolicyError
+        return cls.from_mapping(options, backend="kfp", role="compile")
 
-            raise PolicyError(f"unknown kfp compile option(s) {sorted(unknown)}; known: {sorted(known)}")
+    @classmethod
+    def convert(cls, options: dict[str, Any]) -> dict[str, Any]:
         values = dict(options)
-        for name in ("caching", "run_id_from_pod_label", "local_conditions"):
+        for name in ("caching", "run_id_from_pod_label", "local_conditions", "emit_image"):
             if isinstance(values.get(name), str):
                 values[name] = parse_bool(name, values[name])
+        if isinstance(values.get("requirements"), str):  # requirements=scikit-learn==1.5.2,xgboost==2.1.1
+            values["requirements"] = [r for r in values["requirements"].split(",") if r]
+        if isinstance(values.get("requirements"), list):
+            values["requirements"] = tuple(values["requirements"])
         if isinstance(values.get("pvc_mounts"), str):  # "data:/data,models:/models"
             values["pvc_mounts"] = tuple(tuple(item.split(":", 1)) for item in values["pvc_mounts"].split(",") if item)
         if isinstance(values.get("spot_node_selector"), str):  # "key=value,key2=value2"
@@ -160,7 +169,7 @@ class KfpOptions:
             )
         if values.get("accelerator_label") == "":
             values["accelerator_label"] = None
-        return cls(**values)
+        return values
 
 
 def parse_bool(name: str, text: str) -> bool:
@@ -337,7 +346,7 @@ def apply_platform_settings(task: Any, spec: PipelineSpec, step: StepSpec, opts:
     if opts.state_pvc:
         kubernetes.mount_pvc(task, pvc_name=opts.state_pvc, mount_path=STATE_MOUNT)
     if opts.run_id_from_pod_label:
-        kubernetes.use_field_path_as_env(task, env_name=EnvName.ORCHESTRATOR_RUN_ID, field_path=RUN_ID_LABEL)
+        kubernetes.use_field_path_as_env(task, env_name=RUN_ID_ENV, field_path=RUN_ID_LABEL)
 
 
 # What KFP cannot express, and what the adapter does instead (shown by `interlock backends`).
@@ -380,6 +389,6 @@ def apply_receipt_settings(task: Any, spec: PipelineSpec, opts: KfpOptions) -> N
     task.set_env_variable(EnvName.STATE_ROOT, STATE_MOUNT)
     if opts.state_pvc:
         kubernetes.mount_pvc(task, pvc_name=opts.state_pvc, mount_path=STATE_MOUNT)
-    kubernetes.use_field_path_as_env(task, env_name=EnvName.ORCHESTRATOR_RUN_ID, field_path=RUN_ID_LABEL)
+    kubernetes.use_field_path_as_env(task, env_name=RUN_ID_ENV, field_path=RUN_ID_LABEL)
     for k, v in sorted(dict(spec.labels).items()):
         kubernetes.add_pod_label(task, label_key=k, label_value=v)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.backend.plan import lower
-from interlock.core.backend.protocol import Capabilities, RunOptions
+from interlock.core.backend.protocol import BackendOptions, Capabilities, RunOptions
 from interlock.core.base.errors import SerializationError, StepFailed, StepStopped
 from interlock.core.base.status import Status
 from interlock.core.model.pipeline_spec import PipelineSpec
@@ -89,7 +89,7 @@ class LocalBackend:
             },
         )
 
-    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
+    def compile(self, spec: PipelineSpec, out: Path, options: BackendOptions) -> list[Path]:
         out = Path(out)
         path = out if out.suffix == ".json" else out / f"{spec.name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)

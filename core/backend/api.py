@@ -16,6 +16,7 @@ from interlock.core.backend.protocol import (
     as_runner,
     check_capabilities,
     check_run_id,
+    compile_options_for,
     default_backend,
     default_workdir,
     get_backend,
@@ -24,7 +25,7 @@ from interlock.core.backend.protocol import (
     run_options_for,
 )
 from interlock.core.base import scratch
-from interlock.core.base.errors import PipelineDefinitionError, RunFailed, RunIdError
+from interlock.core.base.errors import PipelineDefinitionError, PolicyError, RunFailed, RunIdError
 from interlock.core.dsl.pipeline import Pipeline
 from interlock.core.dsl.pipeline import spec as spec_of
 from interlock.core.model.pipeline_spec import PipelineSpec
@@ -158,13 +159,24 @@ def compile(  # noqa: A001 - the public verb mirrors `kfp.compiler` / `pyflyte p
     pipeline: Pipeline | PipelineSpec,
     backend: str,
     out: str | os.PathLike[str],
-    **options: Any,
+    *,
+    options: BackendOptions | None = None,
+    **keywords: Any,
 ) -> list[Path]:
-    """Compile a pipeline for a backend; returns the files written."""
+    """Compile a pipeline for a backend; returns the files written.
+
+    The backend's compile options (its ``Capabilities.compile_options``, listed by
+    ``interlock backends``) as keywords, e.g. ``project="fraud", image="ghcr.io/acme/train:v7"``
+    for ``flyte``, checked and read as each option's type before anything is written; or as
+    its options object (``options=KfpOptions(...)``).
+    """
     spec = spec_of(pipeline)
     impl, caps = as_compiler(spec, get_backend(backend))
+    if options is not None and keywords:
+        raise PolicyError("pass compile options as options=... or as keywords, not both")
+    typed = compile_options_for(caps, options if options is not None else keywords)
     check_capabilities(spec, caps)
-    return impl.compile(spec, Path(out), **options)
+    return impl.compile(spec, Path(out), typed)
 
 
 CHECKPOINT_STORE_FILE = "checkpoint_store"  # in the state dir: a resume finds the same store

@@ -2,9 +2,9 @@
 
 A backend plays one role or both: a ``Compiler`` turns a PipelineSpec into native files (IR
 YAML, protobufs), a ``Runner`` runs it. A compile-only backend (``flyte``, ``kfp``) has no
-``run`` at all. Core validates parameters, run options and capabilities first, so every
-backend refuses the same mistakes the same way. Adding a backend means one package and one
-entry point; no other backend changes.
+``run`` at all. Core validates parameters, run and compile options and capabilities first,
+so every backend refuses the same mistakes the same way. Adding a backend means one package
+and one entry point; no other backend changes.
 """
 
 from __future__ import annotations
@@ -54,11 +54,14 @@ _O = TypeVar("_O", bound="BackendOptions")
 
 @dataclass(frozen=True)
 class BackendOptions:
-    """Base of a backend's run options: ``il.run(..., options=...)``, ``interlock run --option K=V``.
+    """Base of a backend's options, for each role: run options (``il.run(..., options=...)``,
+    ``interlock run --option K=V``) and compile options (``il.compile(..., **options)``,
+    ``interlock compile --option K=V``).
 
     A backend that takes options subclasses this with a frozen dataclass of plain fields
     (bool, int, float, str, or Optional of those) and names the class in its
-    ``Capabilities.run_options``; this base itself is "no options".
+    ``Capabilities.run_options`` or ``compile_options``; this base itself is "no options".
+    A field of another type (a tuple) is read by the subclass's ``convert``.
     """
 
     @classmethod
@@ -66,30 +69,37 @@ class BackendOptions:
         return [f.name for f in fields(cls)]
 
     @classmethod
-    def from_mapping(cls: type[_O], values: Mapping[str, Any], *, backend: str) -> _O:
+    def from_mapping(cls: type[_O], values: Mapping[str, Any], *, backend: str, role: str = "run") -> _O:
         """Options from keywords; string values (the CLI's) are read as each field's type."""
         names = cls.names()
         unknown = sorted(set(values) - set(names))
         if unknown:
-            accepted = f"its options are: {', '.join(names)}" if names else "it takes no run options"
+            accepted = f"its options are: {', '.join(names)}" if names else f"it takes no {role} options"
             raise PolicyError(
-                f"backend {backend!r} has no run option(s) {unknown}; {accepted}",
-                hint="`interlock backends` lists each backend's run options",
+                f"backend {backend!r} has no {role} option(s) {unknown}; {accepted}",
+                hint=f"`interlock backends` lists each backend's {role} options",
             )
         hints = typing.get_type_hints(cls)
-        return cls(**{k: _option_value(backend, k, v, hints[k]) for k, v in values.items()})
+        converted = cls.convert(dict(values))
+        return cls(**{k: _option_value(backend, k, v, hints[k], role) for k, v in converted.items()})
 
     @classmethod
-    def of(cls: type[_O], options: RunOptions) -> _O:
-        """This backend's options from a RunOptions (the defaults when none were given)."""
-        given = options.backend_options
+    def convert(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """The given values, with those of fields that are not plain (a tuple) turned into the
+        field's type: a subclass with such fields overrides this (the CLI gives every value as text)."""
+        return values
+
+    @classmethod
+    def of(cls: type[_O], options: RunOptions | BackendOptions | None) -> _O:
+        """This backend's options from a RunOptions or as given (the defaults when none were)."""
+        given = options.backend_options if isinstance(options, RunOptions) else options
         return given if isinstance(given, cls) else cls()
 
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def _option_value(backend: str, name: str, value: Any, hint: Any) -> Any:
+def _option_value(backend: str, name: str, value: Any, hint: Any, role: str = "run") -> Any:
     """``value`` as option ``name``'s declared type; strings are parsed, others checked."""
     union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
     allowed = typing.get_args(hint) if union else (hint,)
@@ -97,7 +107,8 @@ def _option_value(backend: str, name: str, value: Any, hint: Any) -> Any:
     target = next((t for t in allowed if t is not type(None)), str)
     if optional and (value is None or value == "null"):  # JSON's null, as for -p parameters
         return None
-    if isinstance(value, str) and target is not str:
+    target = typing.get_origin(target) or target  # tuple[str, ...]: a tuple (``convert`` made it)
+    if isinstance(value, str) and target in (bool, int, float):
         text = value.strip().lower()
         try:
             if target is bool:
@@ -107,12 +118,12 @@ def _option_value(backend: str, name: str, value: Any, hint: Any) -> Any:
             return target(value)
         except (TypeError, ValueError) as exc:
             raise PolicyError(
-                f"backend {backend!r}: run option {name}={value!r} is not of type {target.__name__}"
+                f"backend {backend!r}: {role} option {name}={value!r} is not of type {target.__name__}"
             ) from exc
     if not isinstance(value, target) or (target is not bool and isinstance(value, bool)):
         if not (target is float and isinstance(value, int) and not isinstance(value, bool)):
             raise PolicyError(
-                f"backend {backend!r}: run option {name}={value!r} is not of type {target.__name__}"
+                f"backend {backend!r}: {role} option {name}={value!r} is not of type {target.__name__}"
             )
     return value
 
@@ -124,6 +135,10 @@ class Capabilities:
     lossy: tuple[str, ...] = ()  # mappings that lose information, and what the adapter does instead
     description: str = ""
     run_options: type[BackendOptions] = BackendOptions  # what ``il.run(options=...)`` takes
+    compile_options: type[BackendOptions] = BackendOptions  # what ``il.compile(**options)`` takes
+    # The variable in which the orchestrator hands a task its run id at run time, when the
+    # compiler cannot write INTERLOCK_RUN_ID (KFP: the pod's run label); None: not needed.
+    run_id_env: str | None = None
 
     def supports(self, feature: str) -> bool:
         return not self.features.get(feature, "unsupported").startswith("unsupported")
@@ -177,7 +192,9 @@ class Backend(Protocol):
 class Compiler(Backend, Protocol):
     """A backend that compiles a spec into files a platform accepts."""
 
-    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]: ...
+    def compile(self, spec: PipelineSpec, out: Path, options: BackendOptions) -> list[Path]:
+        """Write the files into ``out``; ``options``: an instance of its ``compile_options``."""
+        ...
 
 
 @runtime_checkable
@@ -292,16 +309,24 @@ def as_compiler(spec: PipelineSpec, backend: Compiler | Runner) -> tuple[Compile
 def run_options_for(caps: Capabilities, given: BackendOptions | Mapping[str, Any] | None) -> BackendOptions:
     """The backend's run options from what the caller gave: its own options object, keywords
     (strings read as each field's type), or nothing (its defaults)."""
-    cls = caps.run_options
+    return _options_for(caps.backend, caps.run_options, given, "run")
+
+
+def compile_options_for(caps: Capabilities, given: BackendOptions | Mapping[str, Any] | None) -> BackendOptions:
+    """The backend's compile options from what the caller gave, read as run options are."""
+    return _options_for(caps.backend, caps.compile_options, given, "compile")
+
+
+def _options_for(
+    backend: str, cls: type[BackendOptions], given: BackendOptions | Mapping[str, Any] | None, role: str
+) -> BackendOptions:
     if given is None:
         return cls()
     if isinstance(given, BackendOptions):
         if type(given) is not cls:  # exactly: another backend's options would be ignored silently
-            raise PolicyError(
-                f"backend {caps.backend!r} takes {cls.__name__} run options, not {type(given).__name__}"
-            )
+            raise PolicyError(f"backend {backend!r} takes {cls.__name__} {role} options, not {type(given).__name__}")
         return given
-    return cls.from_mapping(given, backend=caps.backend)
+    return cls.from_mapping(given, backend=backend, role=role)
 
 
 def check_capabilities(spec: PipelineSpec, caps: Capabilities) -> None:

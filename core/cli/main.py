@@ -17,6 +17,8 @@ from typing import Any
 
 from interlock.core.backend.protocol import (
     DEFAULT_BACKEND,
+    BackendOptions,
+    Compiler,
     available_backends,
     default_backend,
     default_workdir,
@@ -59,11 +61,11 @@ def parse_param(raw: str, spec: PipelineSpec) -> tuple[str, Any]:
     return key, coerce(value, port.type, spec.name, key)
 
 
-def parse_option(raw: str) -> tuple[str, str]:
-    """``key=value`` for a backend's run option; the backend's options class reads the value."""
+def parse_option(raw: str, role: str = "run") -> tuple[str, str]:
+    """``key=value`` for a backend's run or compile option; its options class reads the value."""
     key, sep, value = raw.partition("=")
     if not sep or not key:
-        raise PolicyError(f"run option {raw!r} must be key=value")
+        raise PolicyError(f"{role} option {raw!r} must be key=value")
     return key.replace("-", "_"), value
 
 
@@ -128,13 +130,15 @@ def cmd_backends(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for name in available_backends():
         try:
-            caps = get_backend(name).capabilities()
+            backend = get_backend(name)
+            caps = backend.capabilities()
         except InterlockError as exc:
             rows.append({"backend": name, "error": exc.message})
             continue
         rows.append({
             "backend": name, "description": caps.description, "features": caps.features,
             "lossy": list(caps.lossy), "run_options": caps.run_options.names(),
+            "compile_options": caps.compile_options.names() if isinstance(backend, Compiler) else [],
         })
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -152,6 +156,8 @@ def cmd_backends(args: argparse.Namespace) -> int:
             print(f"  ! {item}")
         if row["run_options"]:
             print(f"  run options (--option K=V): {', '.join(row['run_options'])}")
+        if row["compile_options"]:
+            print(f"  compile options (--option K=V): {', '.join(row['compile_options'])}")
         print()
     return 0
 
@@ -301,13 +307,14 @@ def _stop_on_sigterm() -> Iterator[None]:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from interlock.core.backend.api import compile as compile_
+    from interlock.core.backend.protocol import as_compiler, compile_options_for
 
     pipe = load_pipeline(args.target)
-    options: dict[str, Any] = {k: v for k, v in (("project", args.project), ("domain", args.domain),
-                                                  ("version", args.version), ("image", args.image)) if v}
-    for raw in args.option:
-        key, _, value = raw.partition("=")
-        options[key.replace("-", "_")] = value
+    # The backend's own flags (--project for flyte), then --option K=V; its options class reads them.
+    options: dict[str, Any] = dict(args.compile_options)
+    options.update(parse_option(o, "compile") for o in args.option)
+    # A wrong backend or option fails here, before --out is created.
+    compile_options_for(as_compiler(pipe.spec, get_backend(args.backend))[1], options)
     out = Path(args.out)
     writable_dir(out.parent if out.suffix else out, "--out")
     files = compile_(pipe, args.backend, args.out, **options)
@@ -376,8 +383,11 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentParser:
-    """The parser; ``lineage``: the provider whose options ``interlock lineage`` takes."""
+def build_parser(
+    lineage: LineageProvider | None = None, compile_options: type[BackendOptions] | None = None
+) -> argparse.ArgumentParser:
+    """The parser; ``lineage``: the provider whose options ``interlock lineage`` takes;
+    ``compile_options``: the named backend's, each also a flag of ``interlock compile``."""
     p = argparse.ArgumentParser(prog="interlock", description="Write a training pipeline once; run it on Flyte or KFP.")
     p.add_argument("--version", action="version", version=f"interlock {_version()}")
     sub = p.add_subparsers(dest="verb", required=True)
@@ -415,15 +425,14 @@ def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentPar
     )
     r.set_defaults(func=cmd_run, parser=r)
 
-    c = sub.add_parser("compile", help="compile a pipeline for a backend")
+    c = sub.add_parser("compile", help="compile a pipeline for a backend",
+                       epilog="with --backend NAME, --help also lists that backend's compile options as flags")
     c.add_argument("target")
     c.add_argument("--backend", "-b", required=True)
     c.add_argument("--out", "-o", required=True)
-    c.add_argument("--project")
-    c.add_argument("--domain")
-    c.add_argument("--version")
-    c.add_argument("--image")
-    c.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="backend-specific option")
+    c.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a compile option of the backend (`interlock backends` lists them)")
+    _add_option_flags(c, compile_options)
     c.set_defaults(func=cmd_compile)
 
     g = sub.add_parser("graph", help="show the DAG")
@@ -458,12 +467,50 @@ def build_parser(lineage: LineageProvider | None = None) -> argparse.ArgumentPar
     return p
 
 
+class _OptionFlag(argparse.Action):
+    """A backend's compile option given as its own flag: kept with the others, as text."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        namespace.compile_options = {**getattr(namespace, "compile_options", {}), self.dest: values}
+
+
+def _add_option_flags(parser: argparse.ArgumentParser, options: type[BackendOptions] | None) -> None:
+    """Each of the backend's compile options as a flag (``--project P`` for ``--option project=P``)."""
+    parser.set_defaults(compile_options={})
+    if options is None:
+        return
+    for name in options.names():
+        try:
+            parser.add_argument("--" + name.replace("_", "-"), dest=name, action=_OptionFlag, default=argparse.SUPPRESS,
+                                metavar="VALUE", help=f"the backend's compile option {name} (or --option {name}=VALUE)")
+        except argparse.ArgumentError:  # a flag of the verb itself (--out): only as --option NAME=VALUE
+            pass
+
+
+def _compile_options_named(argv: list[str]) -> type[BackendOptions] | None:
+    """The compile options of the backend ``interlock compile ... --backend NAME`` names, if it loads."""
+    name = None
+    for i, arg in enumerate(argv):
+        if arg in ("--backend", "-b") and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif arg.startswith("--backend="):
+            name = arg.partition("=")[2]
+    if name is None:
+        return None
+    try:
+        return get_backend(name).capabilities().compile_options
+    except InterlockError:  # cmd_compile reports it, with the parser's other errors first
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        # Only `interlock lineage` loads the lineage plugin: it brings that verb's options.
+        # Only `interlock lineage` loads the lineage plugin: it brings that verb's options; and
+        # only `interlock compile` the named backend: its compile options become flags.
         provider = lineage_provider() if argv[:1] == ["lineage"] else None
-        args = build_parser(provider).parse_args(argv)
+        compile_options = _compile_options_named(argv) if argv[:1] == ["compile"] else None
+        args = build_parser(provider, compile_options).parse_args(argv)
         return int(args.func(args))
     except InterlockError as exc:
         print(f"interlock: error [{exc.code}]: {exc}", file=sys.stderr)

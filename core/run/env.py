@@ -12,15 +12,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from interlock.core.base.status import FailureKind
-
-if TYPE_CHECKING:
-    pass
-
-if TYPE_CHECKING:
-    pass
 
 
 # -- the environment contract ----------------------------------------------------------------
@@ -38,9 +31,6 @@ class EnvName:
     # Durable run state for backends that retry in a fresh pod (a KFP pipeline root, s3://...):
     # each node's fragment and stop markers are mirrored there (statestore.DurableState).
     STATE_STORE = "INTERLOCK_STATE_STORE"
-    # The run id as the orchestrator knows it, when INTERLOCK_RUN_ID cannot be set at compile
-    # time: the kfp adapter maps the pod's `pipeline/runid` label to it (downward API).
-    ORCHESTRATOR_RUN_ID = "KFP_RUN_ID"
     # "1" in the task templates the flyte and kfp compilers emit for a cluster: there, and only
     # there, SIGTERM to an interruptible step is a spot reclaim (checkpoint, PREEMPTED, retry).
     # Anywhere else SIGTERM is someone stopping the run (docs/stopping-and-timeouts.md).
@@ -65,13 +55,16 @@ class RunEnv:
     on_cluster: bool | None = None
 
     @classmethod
-    def read(cls, env: Mapping[str, str] | None = None) -> RunEnv:
+    def read(cls, env: Mapping[str, str] | None = None, *, run_id_env: str | None = None) -> RunEnv:
+        """The contract as set; ``run_id_env``: the variable in which the orchestrator gives
+        the run id when INTERLOCK_RUN_ID is not set (a backend's ``Capabilities.run_id_env``,
+        passed by its task entry point)."""
         env = os.environ if env is None else env
         kinds = env.get(EnvName.RETRY_IN_PROCESS)
         state_dir, state_root = env.get(EnvName.STATE_DIR), env.get(EnvName.STATE_ROOT)
         return cls(
             pipeline=env.get(EnvName.PIPELINE) or None,
-            run_id=env.get(EnvName.RUN_ID) or env.get(EnvName.ORCHESTRATOR_RUN_ID) or None,
+            run_id=env.get(EnvName.RUN_ID) or (env.get(run_id_env) if run_id_env else None) or None,
             backend=env.get(EnvName.BACKEND) or None,
             state_dir=Path(state_dir) if state_dir else None,
             state_root=Path(state_root) if state_root else None,

@@ -84,8 +84,10 @@ class RunContext:
         ).to_env()
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> RunContext:
-        seen = RunEnv.read(env)
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, run_id_env: str | None = None, **overrides: Any
+    ) -> RunContext:
+        seen = RunEnv.read(env, run_id_env=run_id_env)
         run_id = overrides.get("run_id") or seen.run_id or "unknown"
         values: dict[str, Any] = {
             "pipeline": seen.pipeline or "unknown",

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 import yaml
+from backends import runnable_backends
 
 import interlock as il
 from conformance import branch_pipelines as bp
-from interlock.core.backend.protocol import available_backends
 
-BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
+BACKENDS = runnable_backends()
 
 
 def _run(pipeline: Any, backend: str, tmp_path: Path, **params: Any) -> tuple[str, dict[str, Any], dict[str, str]]:
@@ -71,7 +71,7 @@ def test_expressions_over_outputs_and_parameters(tmp_path: Path) -> None:
 
 
 def test_or_conditions_agree_where_the_backend_expresses_them(tmp_path: Path) -> None:
-    _, _, steps = _agree(bp.expressions_or, tmp_path, [b for b in BACKENDS if b != "kfp-local"])
+    _, _, steps = _agree(bp.expressions_or, tmp_path, runnable_backends("condition.or"))
     assert steps["either"] == "skipped" and steps["neither"] == "succeeded"
 
 

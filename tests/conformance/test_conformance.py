@@ -7,23 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from backends import backend_params, runnable_backends
 
 import interlock as il
 from conformance.pipelines import CASES, STATUSES_AGAIN, STATUSES_FIRST, Case, statuses
-from interlock.core.backend.protocol import available_backends
-
-RUNNABLE = ["local", "flyte-local", "kfp-local"]
 
 
-def _backends() -> list[object]:
-    installed = available_backends()
-    return [
-        pytest.param(b, marks=pytest.mark.skipif(b not in installed, reason=f"backend {b} not installed"))
-        for b in RUNNABLE
-    ]
-
-
-@pytest.fixture(params=_backends())
+@pytest.fixture(params=backend_params())
 def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
@@ -70,7 +60,7 @@ def test_failed_run_raises_step_failed_with_receipt(backend: str, tmp_path: Path
 def test_the_local_backends_agree_on_every_status(tmp_path: Path) -> None:
     """One pipeline with a cached step, a closed gate, a failed step and a step after it:
     local, flyte-local and kfp-local report the same status for every node, twice."""
-    installed = [b for b in RUNNABLE if b in available_backends()]
+    installed = runnable_backends()
     seen: dict[str, list[dict[str, str]]] = {}
     for backend in installed:
         work = tmp_path / backend

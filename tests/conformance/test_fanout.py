@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from backends import backend_params
 
 import interlock as il
 from conformance import fanout_pipelines as fp
@@ -15,14 +16,7 @@ from interlock.core.backend.protocol import available_backends
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.dsl.pipeline import spec as spec_of
 
-RUNNABLE = ["local", "flyte-local", "kfp-local"]
 S, F, N = "succeeded", "failed", "not-run"
-
-
-def _backends(*names: str) -> list[Any]:
-    installed = available_backends()
-    return [pytest.param(b, marks=pytest.mark.skipif(b not in installed, reason=f"{b} not installed"))
-            for b in names or RUNNABLE]
 
 
 def _run(pipeline: Any, backend: str, tmp_path: Path, **params: Any) -> Any:
@@ -43,7 +37,7 @@ def _exact(got: Any, want: Any) -> None:
         assert type(got) is type(want)
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_map_over_a_parameter_with_a_broadcast_argument(backend: str, tmp_path: Path) -> None:
     r = _run(fp.over_param, backend, tmp_path, xs=[4, 5, 6, 7], factor=2)
     assert r.succeeded, r.error
@@ -53,7 +47,7 @@ def test_map_over_a_parameter_with_a_broadcast_argument(backend: str, tmp_path: 
     assert r.maps["scale"].items == 4 and r.maps["scale"].failed == []
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_a_map_leaves_the_process_as_it_found_it(backend: str, tmp_path: Path) -> None:
     """kfp.local patches builtins.print and the root logger per task; a ParallelFor's threads
     interleave those patches and used to leave print indented for the rest of the process."""
@@ -66,7 +60,7 @@ def test_a_map_leaves_the_process_as_it_found_it(backend: str, tmp_path: Path) -
     assert (builtins.print, logging.getLogger().level, logging.getLogger().handlers[:]) == before
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_map_over_a_step_output_keeps_item_order(backend: str, tmp_path: Path) -> None:
     r = _run(fp.over_output, backend, tmp_path, n=5)
     assert r.succeeded, r.error
@@ -74,7 +68,7 @@ def test_map_over_a_step_output_keeps_item_order(backend: str, tmp_path: Path) -
     assert _statuses(r) == {"numbers": S, "scale": S, "listing": S}
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_each_item_has_its_own_receipt_entry(backend: str, tmp_path: Path) -> None:
     r = _run(fp.over_output, backend, tmp_path, n=3)
     receipt = json.loads(Path(r.receipt_path).read_text())
@@ -85,7 +79,7 @@ def test_each_item_has_its_own_receipt_entry(backend: str, tmp_path: Path) -> No
     assert len(step["attempts"]) == 3  # one attempt per item
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_a_failed_item_fails_the_map_by_default(backend: str, tmp_path: Path) -> None:
     r = _run(fp.fail_fast, backend, tmp_path, n=5)
     assert r.status == F
@@ -94,7 +88,7 @@ def test_a_failed_item_fails_the_map_by_default(backend: str, tmp_path: Path) ->
     assert r.steps["fragile"].failure["kind"] == il.FailureKind.FATAL
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_a_tolerant_map_gives_none_at_failed_items(backend: str, tmp_path: Path) -> None:
     r = _run(fp.tolerant, backend, tmp_path, n=8)
     assert r.succeeded, r.error
@@ -106,7 +100,7 @@ def test_a_tolerant_map_gives_none_at_failed_items(backend: str, tmp_path: Path)
     assert step["facts"]["map"]["failed"] == [3, 7]
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_more_failures_than_tolerated_fail_the_map(backend: str, tmp_path: Path) -> None:
     r = _run(fp.tolerant_exceeded, backend, tmp_path, n=8)
     assert r.status == F
@@ -115,7 +109,7 @@ def test_more_failures_than_tolerated_fail_the_map(backend: str, tmp_path: Path)
     assert r.maps["fragile"].failed[:1] == [3] and r.maps["fragile"].allowed_failures == 0
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_an_item_whose_value_cannot_be_sent_is_a_tolerated_item_failure(backend: str, tmp_path: Path) -> None:
     # The step returned, then its value could not be serialized: that item failed, counted
     # against the tolerance like any other (kfp-local reported a succeeded run whose last step
@@ -127,7 +121,7 @@ def test_an_item_whose_value_cannot_be_sent_is_a_tolerated_item_failure(backend:
     assert r.maps["unsendable"].failed == [3, 7]
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_an_item_whose_value_cannot_be_sent_fails_a_strict_map(backend: str, tmp_path: Path) -> None:
     r = _run(fp.unsendable_strict, backend, tmp_path, n=5)
     assert r.status == F
@@ -167,9 +161,7 @@ def test_kfp_refuses_a_tolerant_map_of_artifacts(tmp_path: Path) -> None:
         il.compile(fp.tolerant_datasets, backend="kfp", out=tmp_path / "t.yaml")
 
 
-@pytest.mark.parametrize("backend", [*_backends("local", "flyte-local"), pytest.param("kfp-local", marks=pytest.mark.xfail(
-    strict=True, reason="kfp.local (2.17) cannot read dsl.Collected of a ParallelFor with no iterations: "
-    "'task for-loop-1 not found'"))])
+@pytest.mark.parametrize("backend", backend_params("map.empty"))
 def test_an_empty_list_maps_to_an_empty_list(backend: str, tmp_path: Path) -> None:
     r = _run(fp.over_empty, backend, tmp_path, n=0)
     assert r.succeeded, r.error
@@ -177,7 +169,7 @@ def test_an_empty_list_maps_to_an_empty_list(backend: str, tmp_path: Path) -> No
     assert _statuses(r) == {"numbers": S, "scale": S, "total": S}
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_fan_in_from_a_literal_list_of_outputs(backend: str, tmp_path: Path) -> None:
     r = _run(fp.literal, backend, tmp_path, x=3)
     assert r.succeeded, r.error
@@ -185,7 +177,7 @@ def test_fan_in_from_a_literal_list_of_outputs(backend: str, tmp_path: Path) -> 
     assert _statuses(r) == {"a": S, "b": S, "total": S}
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_a_map_of_optional_outputs_keeps_its_nones(backend: str, tmp_path: Path) -> None:
     """Each item's Optional output travels as JSON text on KFP: the reader gets the decoded list
     (it was refused: a LIST of texts into a JSON-text input)."""
@@ -194,7 +186,7 @@ def test_a_map_of_optional_outputs_keeps_its_nones(backend: str, tmp_path: Path)
     _exact(r.outputs["o0"], [None, 2, None, 4])
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_fan_in_from_a_literal_list_keeps_order_types_and_nones(backend: str, tmp_path: Path) -> None:
     r = _run(fp.literal_mixed, backend, tmp_path, x=3, label="p")
     assert r.succeeded, r.error
@@ -203,7 +195,7 @@ def test_fan_in_from_a_literal_list_keeps_order_types_and_nones(backend: str, tm
     assert _statuses(r) == {"a": S, "none": S, "b": S, "echo_floats": S, "text": S, "echo_texts": S}
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_fan_in_from_a_literal_list_inside_a_branch(backend: str, tmp_path: Path) -> None:
     r = _run(fp.literal_in_branch, backend, tmp_path, x=2)
     assert r.succeeded, r.error
@@ -231,7 +223,7 @@ def test_kfp_refuses_a_literal_list_of_artifacts(tmp_path: Path) -> None:
         il.compile(fp.literal_datasets, backend="kfp", out=tmp_path / "l.yaml")
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 def test_a_map_of_datasets_feeds_a_fan_in_step(backend: str, tmp_path: Path) -> None:
     r = _run(fp.datasets, backend, tmp_path, sizes=[1, 2, 3])
     assert r.succeeded, r.error
@@ -367,7 +359,7 @@ def test_compiled_size_does_not_grow_with_the_items(backend: str, tmp_path: Path
     assert small == large > 0
 
 
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", backend_params())
 @pytest.mark.parametrize(("x", "inside"), [(2, S), (0, "skipped")])
 def test_a_map_inside_a_branch(backend: str, x: int, inside: str, tmp_path: Path) -> None:
     r = _run(fp.map_in_branch, backend, tmp_path, x=x)
@@ -376,7 +368,7 @@ def test_a_map_inside_a_branch(backend: str, x: int, inside: str, tmp_path: Path
     assert _statuses(r) == {"positive": S, "numbers": inside, "scale": inside, "listing": inside, "after": S}
 
 
-@pytest.mark.parametrize("backend", _backends("local", "flyte-local"))
+@pytest.mark.parametrize("backend", backend_params())
 def test_a_fan_in_list_inside_a_branch_reads_outputs_from_outside(backend: str, tmp_path: Path) -> None:
     r = _run(fp.literal_in_branch, backend, tmp_path, x=3)
     assert r.succeeded, r.error

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from backends import backend_params
 
 import interlock as il
-from interlock.core.backend.protocol import available_backends
 
 EXAMPLES = {
     "parallelfor_collected": "add_pipeline",
@@ -18,10 +18,7 @@ EXAMPLES = {
     "map_task_partial": "map_workflow",
     "map_over_step_output": "loop_output",
 }
-RUNNABLE = [
-    pytest.param(b, marks=pytest.mark.skipif(b not in available_backends(), reason=f"{b} not installed"))
-    for b in ("local", "flyte-local", "kfp-local")
-]
+RUNNABLE = backend_params()
 
 
 @pytest.mark.parametrize("backend", RUNNABLE)

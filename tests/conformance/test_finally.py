@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 import yaml
+from backends import runnable_backends
 
 import interlock as il
 from conformance import finally_pipelines as fp
-from interlock.core.backend.protocol import available_backends
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.dsl.finally_ import finally_
 from interlock.core.model.finally_blocks import RunStatus
 
-BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
+BACKENDS = runnable_backends()
 
 
 def _run(backend: str, tmp_path: Path, fail: bool) -> tuple[str, dict[str, str], dict[str, Any], dict[str, Any]]:
@@ -84,7 +84,7 @@ def _ir(path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("state_pvc", [None, "interlock-state"])
 def test_kfp_compiles_an_exit_handler_with_the_finally_step_as_exit_task(tmp_path: Path, state_pvc: str | None) -> None:
-    from interlock.adapters.kfp import compile_pipeline
+    from interlock.adapters.kfp.compile import compile_pipeline
     from interlock.adapters.kfp.policies import KfpOptions
 
     ir = _ir(compile_pipeline(il.spec(fp.with_finally), tmp_path / "f.yaml", KfpOptions(state_pvc=state_pvc)))

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 import yaml
+from backends import runnable_backends
 
 import interlock as il
 from conformance import finally_block_pipelines as fbp
 from conformance import finally_pipelines as fp
-from interlock.core.backend.protocol import available_backends
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.dsl.finally_ import finally_
 
-BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
+BACKENDS = runnable_backends()
 
 
 def _run(pipeline: Any, backend: str, tmp_path: Path, **params: Any) -> tuple[Any, ...]:
@@ -46,7 +46,7 @@ def test_the_block_finally_step_sees_the_block_status_on_every_backend(tmp_path:
         assert seen["block"]["status"] == "succeeded" and seen["block"]["failed_steps"] == []
 
 
-@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "kfp-local"])
+@pytest.mark.parametrize("backend", runnable_backends("finally.block.in_finally"))
 def test_a_block_finally_and_a_pipeline_finally_each_see_their_scope(tmp_path: Path, backend: str) -> None:
     status, steps, _, seen = _run(fbp.finally_both, backend, tmp_path, fail=True)
     assert status == "failed" and steps["block-cleanup"] == steps["run-cleanup"] == "succeeded"
@@ -54,7 +54,7 @@ def test_a_block_finally_and_a_pipeline_finally_each_see_their_scope(tmp_path: P
 
 
 def test_an_output_of_the_block_read_after_it(tmp_path: Path) -> None:
-    for backend in [b for b in BACKENDS if b != "kfp-local"]:
+    for backend in runnable_backends("finally.block.output_read_after"):
         status, steps, outputs, _ = _run(fbp.finally_block_read, backend, tmp_path / backend)
         assert status == "succeeded" and outputs == {"o0": 102}, backend
     pytest.importorskip("kfp")

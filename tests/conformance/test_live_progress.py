@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+from backends import runnable_backends
 
-BACKENDS = ["local", "flyte-local", "kfp-local"]
+BACKENDS = runnable_backends()
 
 PIPELINE = '''
 import os

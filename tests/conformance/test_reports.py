@@ -7,13 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
+from backends import runnable_backends
 
 import interlock as il
 from conformance import report_pipelines as rp
-from interlock.core.backend.protocol import available_backends
 from interlock.core.report.report_html import show
 
-BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
+BACKENDS = runnable_backends()
 
 
 def _statuses(html: str) -> dict[str, str]:

@@ -8,11 +8,10 @@ from typing import Any
 
 import flyte_subworkflows
 import pipeline_in_pipeline
-from _compare import BACKENDS, outcome
+from _compare import outcome
+from backends import runnable_backends
 
-from interlock.core.backend.protocol import available_backends
-
-INSTALLED = tuple(b for b in BACKENDS if b in available_backends())
+INSTALLED = tuple(runnable_backends())
 
 
 def _same(pipeline: Any, tmp_path: Path, **params: Any) -> tuple[str, dict, dict]:

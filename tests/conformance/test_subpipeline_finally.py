@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 import yaml
+from backends import runnable_backends
 
 import interlock as il
 from conformance import subpipeline_finally_pipelines as sfp
 from interlock.core.backend.protocol import available_backends
 from interlock.core.base.errors import PipelineDefinitionError
 
-BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
+BACKENDS = runnable_backends()
 ERROR = "FATAL: unclassified ValueError: bad input {}"
 
 
@@ -97,7 +98,7 @@ def test_a_finally_block_inside_a_sub_pipeline(tmp_path: Path, fail: bool) -> No
 
 
 def test_the_caller_s_finally_and_the_sub_pipeline_s_each_see_their_scope(tmp_path: Path) -> None:
-    status, steps, _, seen = _agree(sfp.with_outer, tmp_path, [b for b in BACKENDS if b != "kfp-local"], fail=True)
+    status, steps, _, seen = _agree(sfp.with_outer, tmp_path, fail=True)
     assert status == "failed" and steps["sf-work.cleanup"] == steps["run-cleanup"] == "succeeded"
     assert seen["sub"] == seen["run"] | {"label": "sub"}  # both failed through the call's step
 
@@ -135,7 +136,7 @@ def test_kfp_runs_the_finally_after_the_body_s_nested_pipeline_when_the_call_s_o
 
 
 def test_an_output_made_in_a_finally_block_of_the_sub_pipeline_and_read_after_the_call(tmp_path: Path) -> None:
-    status, _, outputs, seen = _agree(sfp.block_read_after, tmp_path, [b for b in BACKENDS if b != "kfp-local"])
+    status, _, outputs, seen = _agree(sfp.block_read_after, tmp_path, runnable_backends("finally.block.output_read_after"))
     assert status == "succeeded" and outputs == {"o0": ("int", 102)} and seen == {"block": _status("block")}
     pytest.importorskip("kfp")
     with pytest.raises(PipelineDefinitionError, match="KFP refuses the outputs of a pipeline") as info:

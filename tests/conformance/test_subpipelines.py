@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 import yaml
+from backends import runnable_backends
 
 import interlock as il
 from conformance import sub_pipelines as sp
-from interlock.core.backend.protocol import available_backends
 from interlock.core.model.pipeline_spec import PipelineSpec
 
-BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
+BACKENDS = runnable_backends()
 
 
 def _run(pipeline: Any, backend: str, tmp_path: Path, **params: Any) -> tuple[str, dict[str, Any], dict[str, str]]:

@@ -9,12 +9,12 @@ import ast
 from typing import Any
 
 import pytest
+from backends import runnable_backends
 
 import interlock as il
 from conformance import value_pipelines as vp
-from interlock.core.backend.protocol import available_backends
 
-BACKENDS = [b for b in ("local", "flyte-local", "kfp-local") if b in available_backends()]
+BACKENDS = runnable_backends()
 
 
 def assert_identical(got: Any, want: Any, where: str = "value") -> None:

@@ -29,6 +29,11 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.outcomes import RunResult, StepOutcome
 
 
+@dataclasses.dataclass(frozen=True)
+class ToyCompileOptions(BackendOptions):
+    project: str | None = None
+
+
 class ToyBackend:
     """Runs nothing: records what it was asked and answers with a fixed output."""
 
@@ -42,13 +47,14 @@ class ToyBackend:
     def capabilities(self) -> Capabilities:
         return Capabilities(
             backend=self.name, features=self.features, lossy=("toy: retries are not mapped",),
-            description="a backend made in the tests",
+            description="a backend made in the tests", compile_options=ToyCompileOptions,
         )
 
-    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
+    def compile(self, spec: PipelineSpec, out: Path, options: BackendOptions) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"{spec.name}.toy.json"
-        path.write_text(json.dumps({"spec": spec.to_json(), "options": options}))
+        given = {k: v for k, v in dataclasses.asdict(options).items() if v is not None}
+        path.write_text(json.dumps({"spec": spec.to_json(), "options": given}))
         self.compiled.append(path)
         return [path]
 
@@ -227,7 +233,7 @@ class ToyCompiler:
     def capabilities(self) -> Capabilities:
         return Capabilities(backend=self.name, features={"run": "unsupported: submit the file"})
 
-    def compile(self, spec: PipelineSpec, out: Path, **options: Any) -> list[Path]:
+    def compile(self, spec: PipelineSpec, out: Path, options: BackendOptions) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"{spec.name}.txt"
         path.write_text(spec.name)
@@ -385,3 +391,99 @@ def test_cli_maps_option_flags_onto_the_backends_options(
     rows = {r["backend"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["toy"]["run_options"] == ["depth", "fast", "label", "ratio"]
     assert rows["local"]["run_options"] == []
+
+
+# -- compile options: declared by the backend, read and checked as run options are ---------------
+
+
+@pytest.fixture
+def compile_optioned(monkeypatch: pytest.MonkeyPatch) -> ToyBackend:
+    backend = ToyBackend()
+    plain = backend.capabilities
+
+    def capabilities() -> Capabilities:
+        return dataclasses.replace(plain(), compile_options=ToyOptions)
+
+    monkeypatch.setattr(backend, "capabilities", capabilities)
+    monkeypatch.setitem(backends._registered, "toy", lambda: backend)
+    return backend
+
+
+def _compiled_options(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text())["options"])
+
+
+def test_compile_options_reach_the_backend_typed(compile_optioned: ToyBackend, tmp_path: Path) -> None:
+    [a] = il.compile(basic.one_output, backend="toy", out=tmp_path / "a", depth="4", fast="yes", ratio="2")
+    [b] = il.compile(basic.one_output, backend="toy", out=tmp_path / "b", options=ToyOptions(depth=3))
+    assert _compiled_options(a) == {"depth": 4, "fast": True, "ratio": 2.0}
+    assert _compiled_options(b) == {"depth": 3, "fast": False, "ratio": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"deep": 1}, "backend 'toy' has no compile option(s) ['deep']; its options are: depth, fast, label, ratio"),
+        ({"depth": "many"}, "backend 'toy': compile option depth='many' is not of type int"),
+        ({"fast": "maybe"}, "backend 'toy': compile option fast='maybe' is not of type bool"),
+        ({"options": OtherOptions()}, "backend 'toy' takes ToyOptions compile options, not OtherOptions"),
+    ],
+)
+def test_bad_compile_options_are_refused_before_anything_is_written(
+    compile_optioned: ToyBackend, options: dict[str, Any], message: str, tmp_path: Path
+) -> None:
+    with pytest.raises(il.PolicyError) as info:
+        il.compile(basic.one_output, backend="toy", out=tmp_path / "out", **options)
+    assert message in str(info.value)
+    assert compile_optioned.compiled == [] and not (tmp_path / "out").exists()
+
+
+def test_a_compiler_without_options_says_so(tmp_path: Path) -> None:
+    with pytest.raises(il.PolicyError, match=r"backend 'local' has no compile option\(s\) \['image'\]; it takes no compile options"):
+        il.compile(basic.one_output, backend="local", out=tmp_path / "out", image="img:1")
+
+
+def test_cli_takes_compile_options_as_flags_and_as_option(
+    compile_optioned: ToyBackend, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = "core_pipelines.basic:one_output"
+    assert main(["compile", target, "--backend", "toy", "--out", str(tmp_path / "a"), "--depth", "7",
+                 "--option", "fast=true"]) == 0
+    assert _compiled_options(compile_optioned.compiled[-1]) == {"depth": 7, "fast": True, "ratio": 0.5}
+    capsys.readouterr()
+    assert main(["compile", target, "--backend", "toy", "--out", str(tmp_path / "b"), "--option", "speed=1"]) == 2
+    assert "has no compile option(s) ['speed']; its options are: depth, fast, label, ratio" in capsys.readouterr().err
+    assert main(["compile", target, "-b", "toy", "--out", str(tmp_path / "c"), "--ratio", "fast"]) == 2
+    assert "compile option ratio='fast' is not of type float" in capsys.readouterr().err
+    assert len(compile_optioned.compiled) == 1 and not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+    with pytest.raises(SystemExit):  # another backend's flag is not a flag of this one
+        main(["compile", target, "--backend", "local", "--out", str(tmp_path / "d"), "--depth", "7"])
+
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert "toy\n" in out and "compile options (--option K=V): depth, fast, label, ratio" in out
+    assert main(["backends", "--json"]) == 0
+    rows = {r["backend"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["toy"]["compile_options"] == ["depth", "fast", "label", "ratio"]
+    assert rows["local"]["compile_options"] == []
+
+
+def test_a_backend_that_can_run_joins_the_tests_lists_of_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/backends.py: the conformance suite's lists come from the entry points and capabilities."""
+    import backends as tested
+
+    runner = ToyBackend(features={"run": "native", "gates": "native", "condition.or": "unsupported"})
+    monkeypatch.setitem(backends._registered, "toy", lambda: runner)
+    monkeypatch.setitem(backends._registered, "toy-compiler", ToyCompiler)
+    tested.runnable.cache_clear()
+    try:
+        assert "toy" in tested.runnable_backends() and "toy" in tested.other_backends()
+        assert tested.runnable_backends()[0] == tested.REFERENCE
+        assert "toy-compiler" not in tested.runnable_backends()  # compile-only: it cannot run
+        assert "toy" in tested.runnable_backends("gates") and "toy" not in tested.runnable_backends("condition.or")
+        assert "toy" not in tested.runnable_backends("resume=emulated")
+        assert [p.values[0] for p in tested.backend_params("map.empty")] == tested.runnable_backends()
+        with pytest.raises(ValueError, match="unknown need 'no-such-feature'"):
+            tested.runnable_backends("no-such-feature")
+    finally:
+        tested.runnable.cache_clear()

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from backends import other_backends, runnable_backends
 
 PIPELINE = '''
 import os
@@ -141,7 +142,7 @@ def test_a_signal_stops_interlock_run_with_a_receipt(tmp_path: Path, signum: int
     assert f"receipt: {tmp_path / 'wd' / 'runs' / 'stopped-1' / 'state' / 'receipt.json'}" in err
 
 
-@pytest.mark.parametrize("backend", ["flyte-local", "kfp-local"])
+@pytest.mark.parametrize("backend", other_backends())
 def test_sigterm_to_interlock_run_stops_the_running_task(tmp_path: Path, backend: str) -> None:
     _needs(backend)
     """kfp-local runs the step in a subprocess: a SIGTERM sent to `interlock run` alone
@@ -175,7 +176,7 @@ def test_a_stopped_step_with_a_checkpoint_policy_commits_a_checkpoint_first(tmp_
     assert manifests, sorted(str(p) for p in ckpt_dir.rglob("*"))
 
 
-@pytest.mark.parametrize("backend", ["local", "flyte-local", "kfp-local"])
+@pytest.mark.parametrize("backend", runnable_backends())
 def test_a_bug_in_a_step_reports_its_file_and_line_once(tmp_path: Path, backend: str) -> None:
     _needs(backend)
     (tmp_path / "bug_pipe.py").write_text(textwrap.dedent(BUG))

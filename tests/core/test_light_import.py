@@ -40,7 +40,7 @@ SCENARIOS = {
     "import": "import interlock\n",
     "spec": PIPELINE + "assert il.spec(demo).dumps()\n",
     "local-run": PIPELINE + "import sys\nassert il.run(demo, backend='local', workdir=sys.argv[2]).outputs == {'o0': 4}\n",
-    "cli": "import interlock.core.cli.main, interlock.core.report.render, interlock.adapters.local\n",
+    "cli": "import interlock.core.cli.main, interlock.core.report.render, interlock.adapters.local.backend\n",
 }
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from backends import runnable_backends
 from core_pipelines import receipts
 
 import interlock as il
@@ -126,7 +127,7 @@ def test_an_attempt_killed_before_a_resume_is_in_the_receipt(tmp_path: Path) -> 
     assert train["status"] == "succeeded"
 
 
-@pytest.mark.parametrize("backend", ["local", "kfp-local", "flyte-local"])
+@pytest.mark.parametrize("backend", runnable_backends())
 def test_no_temporary_directory_outlives_a_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str,
 ) -> None:

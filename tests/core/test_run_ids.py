@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from backends import other_backends, runnable_backends
 from core_pipelines import rerun
 from core_pipelines.rerun import calls_of
 
@@ -64,7 +65,7 @@ def test_traversing_run_id_writes_nothing_outside_the_workdir(tmp_path, capsys):
     assert calls_of(tmp_path / "calls", "files") == 0
 
 
-@pytest.mark.parametrize("backend", ["local", "flyte-local", "kfp-local"])
+@pytest.mark.parametrize("backend", runnable_backends())
 def test_il_run_refuses_a_bad_id_on_every_backend(tmp_path, backend):
     with pytest.raises(RunIdError):
         il.run(rerun.dataset_files, backend, workdir=tmp_path, run_id="Bad/Id", names=["a"], calls=str(tmp_path))
@@ -246,7 +247,7 @@ def test_conflicting_run_id_and_resume(tmp_path):
 
 
 # -- resume on the other local backends (what their capability line says) -----------------
-@pytest.mark.parametrize("backend", ["flyte-local", "kfp-local"])
+@pytest.mark.parametrize("backend", runnable_backends("resume=emulated"))
 def test_resume_on_flyte_local_and_kfp_local(tmp_path, backend):
     flag, calls, params = _resumable(tmp_path)
     flag.write_text("bug")
@@ -261,7 +262,7 @@ def test_resume_on_flyte_local_and_kfp_local(tmp_path, backend):
     assert (calls_of(calls, "prepare"), calls_of(calls, "report")) == (2, 1)
 
 
-@pytest.mark.parametrize("backend", ["flyte-local", "kfp-local"])
+@pytest.mark.parametrize("backend", other_backends())
 def test_reused_id_reads_no_stale_dataset_files_on_flyte_local_and_kfp_local(tmp_path, backend):
     calls = str(tmp_path / "calls")
     il.run(rerun.dataset_files, backend, workdir=tmp_path, run_id="r1", names=["a", "b"], calls=calls)
@@ -269,7 +270,7 @@ def test_reused_id_reads_no_stale_dataset_files_on_flyte_local_and_kfp_local(tmp
     assert again.outputs["o0"] == ["c"]
 
 
-@pytest.mark.parametrize("backend", ["local", "flyte-local", "kfp-local"])
+@pytest.mark.parametrize("backend", runnable_backends())
 def test_a_cache_hit_on_a_reused_id_is_reported_cached(tmp_path, backend):
     il.run(rerun.cached_dataset_files, backend, workdir=tmp_path, run_id="r1", names=["a"])
     again = il.run(rerun.cached_dataset_files, backend, workdir=tmp_path, run_id="r1", names=["b"])

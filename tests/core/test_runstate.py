@@ -58,8 +58,8 @@ def test_env_contract_round_trips_and_derives_the_state_dir_under_a_shared_root(
         "p", "r-1", "kfp", tmp_path / "s", "s3://b/ck")
     assert back.retry_in_process == frozenset({FailureKind.TRANSIENT})
     # A volume shared by runs: the run id from the orchestrator picks the run's own folder.
-    env = {EnvName.STATE_ROOT: str(tmp_path / "pvc"), EnvName.ORCHESTRATOR_RUN_ID: "kfp-9"}
-    ctx = RunContext.from_env(env)
+    env = {EnvName.STATE_ROOT: str(tmp_path / "pvc"), "ORCHESTRATOR_RUN_ID": "kfp-9"}
+    ctx = RunContext.from_env(env, run_id_env="ORCHESTRATOR_RUN_ID")
     assert ctx.run_id == "kfp-9" and ctx.state_dir == tmp_path / "pvc" / "runs" / "kfp-9" / "state"
     assert RunEnv.read({}) == RunEnv() and RunEnv().to_env() == {}
 

@@ -1,5 +1,5 @@
 """Node state that outlives a pod: the shim mirrors fragments and stop markers to a store
-(here a local directory store; tests/kfp/test_kfp_cluster_state.py does it on moto S3)."""
+(here a local directory store; tests/kfp_backend/test_kfp_cluster_state.py does it on moto S3)."""
 
 from __future__ import annotations
 

@@ -127,7 +127,8 @@ KFP_RUNNER = """
 import dataclasses, gc, json, sys, time
 from pathlib import Path
 import interlock as il
-from interlock.adapters.kfp import KfpOptions, compile_pipeline
+from interlock.adapters.kfp.policies import KfpOptions
+from interlock.adapters.kfp.compile import compile_pipeline
 
 @il.step
 def add(a: int, b: int) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from backends import backend_params, runnable_backends
 from conformance.tracked_pipelines import EXPERIMENT, tracked_demo
 
 import interlock as il
@@ -19,14 +20,11 @@ from interlock.core.backend.protocol import available_backends
 from interlock.core.record import trackers
 from interlock.plugins.mlflow import MlflowRegistry, find_run, registry_at
 
-RUNNABLE = ["local", "flyte-local", "kfp-local"]
 STEPS = {"ingest", "train", "evaluate"}
 
 
 def _backends() -> list[Any]:
-    installed = available_backends()
-    return [pytest.param(b, marks=pytest.mark.skipif(b not in installed, reason=f"backend {b} not installed"))
-            for b in RUNNABLE]
+    return backend_params()
 
 
 @pytest.fixture(autouse=True)
@@ -168,7 +166,7 @@ needs_mlmd = pytest.mark.skipif(_mlmd_python() is None, reason="no ml-metadata i
 
 
 @needs_mlmd
-@pytest.mark.parametrize("backend", ["local", "flyte-local"])
+@pytest.mark.parametrize("backend", runnable_backends("lineage.recorded_by_core"))
 def test_interlock_lineage_after_a_run_shows_snapshot_to_model(backend, tmp_path, capsys, monkeypatch):
     if backend not in available_backends():
         pytest.skip(f"backend {backend} not installed")

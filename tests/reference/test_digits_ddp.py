@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 import interlock as il
-from interlock.adapters.flyte import FlyteLocalOptions
+from interlock.adapters.flyte.backend import FlyteLocalOptions
 from interlock.core.backend.protocol import RunOptions, get_backend, resolve_params
 from reference_pipelines.digits_ddp import digits_ddp
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from backends import runnable_backends
 
 import interlock as il
 from interlock.core.backend.protocol import available_backends
@@ -23,7 +24,7 @@ from reference_pipelines import fraud_data, fraud_model
 from reference_pipelines.fraud_model import TrainParams
 from reference_pipelines.fraud_retrain import MODEL_NAME, SPLIT_SEED, fraud_retrain
 
-BACKENDS = ["local", "flyte-local", "kfp-local"]
+BACKENDS = runnable_backends()
 TRAINING = ["ingest", "validate", "transform", "train"]
 DOWNSTREAM = ["transform", "train", "evaluate", "champion_gate", "register"]
 

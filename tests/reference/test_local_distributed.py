@@ -1,6 +1,6 @@
 """Distributed steps on the `local` backend: local gloo ranks, judged as kfp-local judges them.
 
-Uses the drill pipeline of tests/kfp (a two-rank all-reduce whose rank fails on demand).
+Uses the drill pipeline of tests/kfp_backend (a two-rank all-reduce whose rank fails on demand).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ import pytest
 from kfp_test_pipelines import failing, typed
 
 import interlock as il
-from interlock.adapters.kfp import KfpLocalBackend, KfpLocalOptions
+from interlock.adapters.kfp.backend import KfpLocalBackend
+from interlock.adapters.kfp.policies import KfpLocalOptions
 from interlock.core.backend.protocol import RunOptions, resolve_params
 from interlock.core.base.errors import StepStopped
 from interlock.core.record.outcomes import RunResult

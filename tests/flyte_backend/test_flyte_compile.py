@@ -16,8 +16,9 @@ from flyteidl.core import types_pb2
 from google.protobuf.json_format import MessageToDict
 
 import interlock as il
-from interlock.adapters.flyte import FlyteBackend, FlyteLocalBackend, resolver
+from interlock.adapters.flyte.backend import FlyteBackend, FlyteCompileOptions, FlyteLocalBackend
 from interlock.adapters.flyte.policies import accelerator
+from interlock.adapters.flyte.resolver import resolver
 from interlock.core.base.errors import PipelineDefinitionError, PolicyError
 
 SECRET_VALUE = "s3cr3t-value-never-compiled"
@@ -222,10 +223,10 @@ def test_compile_refuses_what_a_container_could_not_run(tmp_path: Path) -> None:
     import dataclasses
 
     with pytest.raises(PipelineDefinitionError, match="image"):
-        FlyteBackend().compile(demo.spec, tmp_path, project="p", domain="d", version="v1")
+        FlyteBackend().compile(demo.spec, tmp_path, FlyteCompileOptions(project="p", domain="d", version="v1"))
     script = dataclasses.replace(demo.spec, ref="__main__:demo")
     with pytest.raises(PipelineDefinitionError, match="cannot be imported inside a container"):
-        FlyteBackend().compile(script, tmp_path, project="p", domain="d", version="v1", image="img:1")
+        FlyteBackend().compile(script, tmp_path, FlyteCompileOptions(project="p", domain="d", version="v1", image="img:1"))
 
 
 def test_backends_list_what_flyte_cannot_express() -> None:
@@ -317,7 +318,7 @@ def test_pyflyte_run_runs_the_built_workflow(tmp_path: Path) -> None:
     import subprocess
 
     entry = tmp_path / "wf_entry.py"
-    entry.write_text("import interlock as il\nfrom interlock.adapters.flyte import build_entities\n"
+    entry.write_text("import interlock as il\nfrom interlock.adapters.flyte.workflow import build_entities\n"
                      "from core_pipelines.cli_demo import greet\n\n"
                      "greet_wf = build_entities(il.spec(greet)).workflow\n")
     pyflyte = shutil.which("pyflyte") or str(Path(sys.executable).with_name("pyflyte"))

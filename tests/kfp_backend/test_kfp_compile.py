@@ -12,13 +12,15 @@ from kfp import dsl
 from kfp_test_pipelines import policies, typed
 
 import interlock as il
-from interlock.adapters.kfp import KfpBackend, KfpLocalBackend, compile_pipeline, retry_mapping
-from interlock.adapters.kfp.policies import KfpOptions
+from interlock.adapters.kfp.backend import KfpBackend, KfpLocalBackend
+from interlock.adapters.kfp.compile import compile_pipeline
+from interlock.adapters.kfp.policies import KfpOptions, retry_mapping
 from interlock.core.backend import protocol as backends
 from interlock.core.backend.protocol import Runner, get_backend, register_backend
 from interlock.core.base.errors import CapabilityError, PipelineDefinitionError, PolicyError
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.model.spec import Binding
+from interlock.core.run.env import RunEnv
 
 
 def load_ir(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -218,8 +220,9 @@ def test_pipeline_without_importable_ref_is_refused(tmp_path: Path) -> None:
 
 def test_backend_compile_emits_image_files(tmp_path: Path) -> None:
     files = KfpBackend().compile(
-        il.spec(typed.typed), tmp_path / "build" / "typed.yaml", emit_image=True, image="registry.example/fraud:1",
-        requirements=["scikit-learn==1.5.2"], context=tmp_path,
+        il.spec(typed.typed), tmp_path / "build" / "typed.yaml", KfpOptions.from_options(
+            emit_image=True, image="registry.example/fraud:1", requirements=["scikit-learn==1.5.2"], context=str(tmp_path),
+        ),
     )
     yaml_path, dockerfile, reqs = files
     assert dockerfile == tmp_path / "build" / "kfp-typed-image" / "Dockerfile"
@@ -234,9 +237,23 @@ def test_backend_compile_emits_image_files(tmp_path: Path) -> None:
     assert container(ir, "train")["image"] == "registry.example/fraud:1"
 
 
+def test_the_run_id_variable_is_declared_by_the_kfp_backends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from interlock.adapters.kfp.entry import run_context_for
+
+    declared = {KfpBackend().capabilities().run_id_env, KfpLocalBackend().capabilities().run_id_env}
+    assert declared == {"KFP_RUN_ID"}
+    ir, platform = load_ir(compile_pipeline(il.spec(policies.policies), tmp_path / "p.yaml", ROOT))
+    assert {"name": "KFP_RUN_ID", "fieldPath": "metadata.labels['pipeline/runid']"} in platform["exec-train"]["fieldPathAsEnv"]
+    monkeypatch.delenv("INTERLOCK_RUN_ID", raising=False)
+    monkeypatch.setenv("KFP_RUN_ID", "from-the-label")
+    assert run_context_for("p").run_id == "from-the-label"  # the task entry reads the declared variable
+    assert RunEnv.read().run_id is None  # core alone knows no orchestrator's variable
+
+
 def test_unknown_compile_option_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(il.PolicyError, match="unknown kfp compile option"):
-        KfpBackend().compile(il.spec(typed.typed), tmp_path / "x.yaml", gpu_vendor="amd")
+    with pytest.raises(il.PolicyError, match=r"backend 'kfp' has no compile option\(s\) \['gpu_vendor'\]; its options are: image, "):
+        il.compile(typed.typed, backend="kfp", out=tmp_path / "x.yaml", gpu_vendor="amd")
+    assert not (tmp_path / "x.yaml").exists()
 
 
 def test_capabilities_list_what_kfp_cannot_express(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -276,10 +293,10 @@ def test_node_names_become_unique_kfp_task_names(tmp_path: Path) -> None:
 
 
 def test_cli_style_string_options(tmp_path: Path) -> None:
-    files = KfpBackend().compile(
-        il.spec(policies.policies), tmp_path / "p.yaml", caching="false", emit_image="true",
+    files = KfpBackend().compile(il.spec(policies.policies), tmp_path / "p.yaml", KfpOptions.from_options(
+        caching="false", emit_image="true",
         pvc_mounts="datasets:/data", requirements="xgboost==2.1.1,scikit-learn==1.5.2", pipeline_root="s3://ml/root",
-    )
+    ))
     ir, platform = load_ir(files[0])
     assert task(ir, "prepare")["cachingOptions"] == {}
     assert platform["exec-prepare"]["pvcMount"][0]["mountPath"] == "/data"
@@ -434,7 +451,7 @@ def test_kfp_retries_without_a_durable_place_for_run_state_are_refused(tmp_path:
     env = {e["name"]: e["value"] for e in container(ir, "ported")["env"]}
     assert env["INTERLOCK_STATE_STORE"] == "s3://b/state"
     # The CLI spelling.
-    files = KfpBackend().compile(il.spec(ported_pipeline), tmp_path / "cli.yaml", pipeline_root="s3://b/root")
+    files = KfpBackend().compile(il.spec(ported_pipeline), tmp_path / "cli.yaml", KfpOptions.from_options(pipeline_root="s3://b/root"))
     assert load_ir(files[0])[0]["defaultPipelineRoot"] == "s3://b/root"
 
 
@@ -480,17 +497,17 @@ def test_node_labels_come_from_the_named_cloud_and_are_neutral_by_default(
 
 
 def test_a_neutral_compile_says_what_it_left_to_the_cluster(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from interlock.adapters.kfp import KfpBackend
+    from interlock.adapters.kfp.backend import KfpBackend
 
     with caplog.at_level("WARNING", logger="interlock.kfp"):
-        KfpBackend().compile(il.spec(policies.policies), tmp_path / "p.yaml", pipeline_root="s3://b/r", image="i:1")
+        KfpBackend().compile(il.spec(policies.policies), tmp_path / "p.yaml", KfpOptions(pipeline_root="s3://b/r", image="i:1"))
     text = caplog.text
     assert "step 'train' is interruptible but no spot node labels are set" in text
     assert "asks for accelerator 'nvidia-h200': compiled as a GPU count only" in text
     caplog.clear()
     with caplog.at_level("WARNING", logger="interlock.kfp"):
-        KfpBackend().compile(il.spec(policies.policies), tmp_path / "q.yaml", pipeline_root="s3://b/r", image="i:1",
-                             cloud="gke")
+        KfpBackend().compile(il.spec(policies.policies), tmp_path / "q.yaml", KfpOptions(pipeline_root="s3://b/r", image="i:1",
+                                                                                         cloud="gke"))
     assert "spot node labels" not in caplog.text
     with pytest.raises(PolicyError, match="cloud='gcp' is not one of"):
         KfpOptions.from_options(cloud="gcp")

@@ -1,6 +1,6 @@
 """What a cluster receives for a distributed step: the launcher task in the IR, and the TrainJob /
 PyTorchJob it creates, validated against the CRD schemas of kubeflow/trainer and
-kubeflow/training-operator (tests/kfp/fixtures/crds, sources in SOURCE.md)."""
+kubeflow/training-operator (tests/kfp_backend/fixtures/crds, sources in SOURCE.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import yaml
 from kfp_test_pipelines import dist
 
 import interlock as il
-from interlock.adapters.kfp import KfpBackend
+from interlock.adapters.kfp.backend import KfpBackend
+from interlock.adapters.kfp.policies import KfpOptions
 from interlock.adapters.kfp.trainjob import JobTemplate, job_name, render
 from interlock.core.base.errors import PolicyError
 
@@ -39,7 +40,7 @@ def validate(manifest: dict[str, Any], schema: dict[str, Any]) -> None:
 
 
 def compile_ir(tmp_path: Path, pipeline: Any, **options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    [path] = KfpBackend().compile(il.spec(pipeline), tmp_path / "p.yaml", **options)
+    [path] = KfpBackend().compile(il.spec(pipeline), tmp_path / "p.yaml", KfpOptions.from_options(**options))
     docs = list(yaml.safe_load_all(path.read_text()))
     return docs[0], docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
 
@@ -177,7 +178,7 @@ def test_job_names_are_dns_labels() -> None:
 
 
 def test_capabilities_say_trainjob_default_pytorchjob_option() -> None:
-    from interlock.adapters.kfp import KfpLocalBackend
+    from interlock.adapters.kfp.backend import KfpLocalBackend
 
     text = KfpBackend().capabilities().features["distributed"]
     assert not text.startswith("unsupported")

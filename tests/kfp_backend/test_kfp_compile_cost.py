@@ -20,8 +20,9 @@ import yaml
 from kfp_test_pipelines import policies, typed
 
 import interlock as il
-from interlock.adapters.kfp import KfpOptions, compile_pipeline, shallow
-from interlock.adapters.kfp.compile import _build_pipeline
+from interlock.adapters.kfp import shallow
+from interlock.adapters.kfp.compile import _build_pipeline, compile_pipeline
+from interlock.adapters.kfp.policies import KfpOptions
 
 
 def test_kfp_task_setters_see_a_shallow_stack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -73,7 +74,8 @@ def test_a_pipeline_without_distributed_steps_compiles_without_the_launcher(tmp_
         import json, sys
         from pathlib import Path
         import interlock as il
-        from interlock.adapters.kfp import KfpOptions, compile_pipeline
+        from interlock.adapters.kfp.policies import KfpOptions
+        from interlock.adapters.kfp.compile import compile_pipeline
         from kfp_test_pipelines import policies
         compile_pipeline(il.spec(policies.policies), Path(sys.argv[1]), KfpOptions(pipeline_root="s3://b/root"))
         print(json.dumps(sorted(m for m in sys.modules if m.startswith("interlock.") and ("launch" in m or

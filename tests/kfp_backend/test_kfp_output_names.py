@@ -13,7 +13,8 @@ import pytest
 from kfp_test_pipelines import names
 
 import interlock as il
-from interlock.adapters.kfp import KfpLocalBackend, compile_pipeline
+from interlock.adapters.kfp.backend import KfpLocalBackend
+from interlock.adapters.kfp.compile import compile_pipeline
 from interlock.adapters.kfp.names import artifact_name, io_names
 from interlock.core.backend.protocol import RunOptions, resolve_params
 from interlock.core.model.types import type_of

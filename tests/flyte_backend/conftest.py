@@ -1,6 +1,6 @@
 """Flyte adapter tests: importable test pipelines, an isolated HOME, and the backends registered.
 
-``tests/flyte`` is on pytest's pythonpath (pyproject.toml) so ``flyte_pipelines`` imports by the same
+``tests/flyte_backend`` is on pytest's pythonpath (pyproject.toml) so ``flyte_pipelines`` imports by the same
 name here and inside ``pyflyte-execute`` subprocesses (as a team's package would in an image).
 """
 
@@ -22,7 +22,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _register_backends() -> None:
     """Register the backends in-process too, in case the entry points are not installed yet."""
-    from interlock.adapters.flyte import FlyteBackend, FlyteLocalBackend
+    from interlock.adapters.flyte.backend import FlyteBackend, FlyteLocalBackend
     from interlock.core.backend.protocol import register_backend
 
     register_backend("flyte", FlyteBackend)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from flyte_pipelines.dist import dist_pipeline
 
-from interlock.adapters.flyte import FlyteLocalOptions
+from interlock.adapters.flyte.backend import FlyteLocalOptions
 from interlock.core.backend.protocol import RunOptions, get_backend
 
 
@@ -43,7 +43,7 @@ def test_spawned_workers_as_on_a_cluster(tmp_path: Path) -> None:
 FORK_AFTER_OPENMP = '''
 import torch
 import interlock as il
-from interlock.adapters.flyte import FlyteLocalOptions
+from interlock.adapters.flyte.backend import FlyteLocalOptions
 
 @il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo"))
 def big_op(n: int) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from backends import runnable_backends
 from flyte_pipelines.queued import queued
 from flyteidl.admin import task_pb2
 
@@ -36,5 +37,5 @@ def test_capabilities_say_where_the_queue_lands() -> None:
     for name in ("flyte", "kfp"):
         assert "kueue.x-k8s.io/queue-name" in get_backend(name).capabilities().features["queue"]
     assert "TrainJob/PyTorchJob" in get_backend("kfp").capabilities().features["queue"]
-    for name in ("local", "flyte-local", "kfp-local"):
+    for name in runnable_backends():
         assert get_backend(name).capabilities().supports("queue")
