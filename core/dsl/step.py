@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, overload
 
 from interlock.core.base.digest import sha256
 from interlock.core.base.errors import PipelineDefinitionError, PolicyError
-from interlock.core.dsl.source import function_source
 from interlock.core.model.codecs import TypeKind, value_matches
 from interlock.core.model.names import check_step_name
 from interlock.core.model.policies import Cache, Resources, check_labels
@@ -38,7 +37,7 @@ def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
     reviewer sees change. Falls back to the code object when no source is available.
     """
     try:
-        body = textwrap.dedent(function_source(fn)).encode()  # = inspect.getsource, without its tokenizer
+        body = textwrap.dedent(inspect.getsource(fn)).encode()
     except (OSError, TypeError):
         code = fn.__code__
         body = code.co_code + repr(code.co_consts).encode()
