@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import inspect
 import textwrap
 import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
-from interlock.core.base.digest import sha256
 from interlock.core.base.errors import PipelineDefinitionError, PolicyError
 from interlock.core.model.codecs import TypeKind, value_matches
 from interlock.core.model.names import check_step_name
@@ -41,7 +41,7 @@ def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
     except (OSError, TypeError):
         code = fn.__code__
         body = code.co_code + repr(code.co_consts).encode()
-    h = sha256(body)
+    h = hashlib.sha256(body)
     if version:
         h.update(b"\0version\0" + version.encode())
     return h.hexdigest()

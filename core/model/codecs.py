@@ -15,6 +15,7 @@ pandas is imported only inside the dataframe row's functions, when a DataFrame c
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import shutil
 from collections.abc import Callable, Iterable
@@ -22,7 +23,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.base.digest import sha256
 from interlock.core.base.errors import SerializationError
 from interlock.core.model.artifacts import Dataset, Metrics, Model
 
@@ -246,7 +246,7 @@ def _read_json(t: TypeSpec, src: Path) -> Any:
 
 
 def _hash_json(value: Any, t: TypeSpec) -> str:
-    return sha256(canonical_json(to_jsonable(value, t))).hexdigest()
+    return hashlib.sha256(canonical_json(to_jsonable(value, t))).hexdigest()
 
 
 def _json_row(kind: TypeKind, **kw: Any) -> Codec:
@@ -399,8 +399,6 @@ def dataframe_hash(df: Any) -> str:
     """Content hash of a DataFrame: every value, and everything that gives the values their
     meaning: column labels with their types, dtypes in full (categories and their order,
     the ordered flag), and the index's names and dtypes. Not object identity."""
-    import hashlib  # here: OpenSSL's, fast on large inputs; loads only when a frame is hashed
-
     import pandas as pd
 
     h = hashlib.sha256()
@@ -427,8 +425,6 @@ def _frame_read(t: TypeSpec, src: Path) -> Any:
 
 # -- Dataset, Model: directories with metadata -------------------------------------------------
 def directory_hash(path: str | Path) -> str:
-    import hashlib  # here: OpenSSL's, fast on large files; loads only when a directory is hashed
-
     root = Path(path)
     h = hashlib.sha256()
     for f in sorted(p for p in root.rglob("*") if p.is_file() and p.name != ARTIFACT_META):
@@ -452,7 +448,7 @@ def _directory_row(kind: TypeKind, cls: type[Dataset] | type[Model], label: str)
         return cls(src, meta)
 
     def content_hash(value: Any, t: TypeSpec) -> str:
-        h = sha256(directory_hash(value.path).encode())
+        h = hashlib.sha256(directory_hash(value.path).encode())
         h.update(canonical_json(value.metadata))
         return h.hexdigest()
 
@@ -504,7 +500,7 @@ def _artifacts_read(t: TypeSpec, src: Path) -> Any:
 def _artifacts_hash(value: Any, t: TypeSpec) -> str:
     from interlock.core.model.values import value_hash
 
-    return sha256(canonical_json([value_hash(v, t.args[0]) for v in value])).hexdigest()
+    return hashlib.sha256(canonical_json([value_hash(v, t.args[0]) for v in value])).hexdigest()
 
 
 # -- the table ---------------------------------------------------------------------------------
