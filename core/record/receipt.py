@@ -24,7 +24,6 @@ from interlock.core.base.errors import PolicyError
 from interlock.core.base.status import Status
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.policies import parse_quantity
-from interlock.core.record import git_state
 from interlock.core.run.devices import billed_gpus, group_device
 from interlock.core.run.records import Fragment
 from interlock.core.run.redact import Redactor
@@ -146,29 +145,24 @@ def git_info(start: str | Path | None = None, files: list[Path] | tuple[Path, ..
     steps' sources) is untracked or modified. Containers have no .git: they pass
     INTERLOCK_GIT_SHA (and INTERLOCK_GIT_DIRTY=1).
 
-    A clean checkout is proven from the repository's files, as git proves it (core/record/git_state.py:
-    HEAD from the refs, every index entry's stat, the index's tree against HEAD's); whatever
-    that cannot prove (a changed or racily new file, an untracked source) is asked of git."""
-    cwd, found, known = _git_probe(start, files)
-    return known if known is not None else _ask_git(cwd, files, found)
+    ``{"sha": None, "dirty": None}`` (unknown) when git is not installed, the code is not in a
+    repository, or the repository has no commit yet."""
+    return _from_env() or _ask_git(_code_dir(start, files), files)
 
 
-def _git_probe(start: str | Path | None, files: list[Path] | tuple[Path, ...],
-               ) -> tuple[Path, git_state.Probe | None, dict[str, Any] | None]:
-    """What is known without a git process: the container's word, or a proven clean checkout."""
-    cwd = Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
+def _code_dir(start: str | Path | None, files: list[Path] | tuple[Path, ...]) -> Path:
+    return Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
+
+
+def _from_env() -> dict[str, Any] | None:
     if os.environ.get("INTERLOCK_GIT_SHA"):
-        return cwd, None, {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
-    found = git_state.probe(cwd, files)
-    if found is not None and found.clean:
-        return cwd, found, {"sha": found.sha, "dirty": False}
-    return cwd, found, None
+        return {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
+    return None
 
 
-def _ask_git(cwd: Path, files: list[Path] | tuple[Path, ...], found: git_state.Probe | None) -> dict[str, Any]:
+def _ask_git(cwd: Path, files: list[Path] | tuple[Path, ...]) -> dict[str, Any]:
     try:
-        # git finds the repository some other way (environment, layout): ask it where
-        top = found.top if found is not None else Path(_git(cwd, "rev-parse", "--show-toplevel")).resolve()
+        top = Path(_git(cwd, "rev-parse", "--show-toplevel")).resolve()
         # One process for HEAD and the tracked changes, git's word at the time it looked.
         porcelain = _git(cwd, "status", "--porcelain=v2", "--branch", "--untracked-files=no").splitlines()
         head = next((line.split()[2] for line in porcelain if line.startswith("# branch.oid ")), None)
@@ -176,22 +170,19 @@ def _ask_git(cwd: Path, files: list[Path] | tuple[Path, ...], found: git_state.P
             return {"sha": None, "dirty": None}  # no commit yet: nothing to point at
         dirty = any(not line.startswith("#") for line in porcelain)
         ours = [str(f) for f in files if f.is_relative_to(top)]
-        if found is not None and found.tracked is not None:
-            # A tracked source's changes are in the status above; only an untracked one is not.
-            ours = [f for f in ours if Path(f).resolve().relative_to(top).as_posix() not in found.tracked]
-        if ours and not dirty:
+        if ours and not dirty:  # a source git does not track makes the code dirty too
             dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=all", "--", *ours))
-    except (OSError, subprocess.SubprocessError, ValueError):
+    except (OSError, subprocess.SubprocessError, ValueError):  # no git, or not a repository
         return {"sha": None, "dirty": None}
     return {"sha": head, "dirty": dirty}
 
 
 class _GitLookup(threading.Thread):
-    """The git processes of ``git_info`` in a thread: they run while the run's steps do."""
+    """``git_info``'s git processes in a thread: they run while the run's steps do."""
 
-    def __init__(self, cwd: Path, files: tuple[Path, ...], found: git_state.Probe | None):
+    def __init__(self, cwd: Path, files: tuple[Path, ...]):
         super().__init__(name="interlock-git-info", daemon=True)
-        self.args = (cwd, files, found)
+        self.args = (cwd, files)
         self.result: dict[str, Any] | None = None
 
     def run(self) -> None:
@@ -205,12 +196,10 @@ _LOOKUPS_LOCK = threading.Lock()
 def prefetch_git_info(spec: PipelineSpec, code_dir: str | Path | None = None) -> None:
     """Take the receipt's git facts now, as the run starts: ``assemble_receipt`` for the same
     code takes this answer. What the receipt records is then the code as the run started,
-    which is the code that ran. A clean checkout is proven here from the repository's files
-    (well under a millisecond); git processes, when needed, run in a thread alongside the steps."""
+    which is the code that ran; the git processes run in a thread alongside the steps."""
     files = tuple(code_files(spec))
     key = (str(code_dir), files)
-    cwd, found, known = _git_probe(code_dir, files)
-    lookup = known if known is not None else _GitLookup(cwd, files, found)
+    lookup = _from_env() or _GitLookup(_code_dir(code_dir, files), files)
     with _LOOKUPS_LOCK:
         _LOOKUPS[key] = lookup  # a lookup nobody took (a run that failed early) is replaced
     if isinstance(lookup, _GitLookup):
