@@ -58,13 +58,12 @@ def _as_is(value: Any, t: TypeSpec) -> Any:
     return value
 
 
+@dataclasses.dataclass(frozen=True, slots=True, repr=False)
 class Codec:
     """Everything core does with values of one kind. Functions never see None: the dispatchers
     below handle it once for every kind (an Optional port's None is ``null`` everywhere).
 
-    A row of the table below, read-only once made. A plain class, not a dataclass: nothing
-    compares or prints rows, and generating a dataclass's methods is paid by every process
-    that imports this module (every KFP task).
+    A row of the table below, read-only once made.
 
     kind: the TypeKind. describe: the type as a person reads it (no Optional[]). matches: does
     a (returned) value fit the type. write / read: the value into a port's directory and back.
@@ -78,50 +77,21 @@ class Codec:
     type, member by member (None: it does not match).
     """
 
-    __slots__ = ("kind", "describe", "matches", "write", "read", "hash", "artifact", "recognizes", "to_jsonable",
-                 "from_jsonable", "parse", "revive", "json_problem")
-
     kind: TypeKind
     describe: Callable[[TypeSpec], str]
     matches: Callable[[Any, TypeSpec], bool]
     write: Callable[[Any, TypeSpec, Path], None]
     read: Callable[[TypeSpec, Path], Any]
     hash: Callable[[Any, TypeSpec], str]
-    artifact: bool
-    recognizes: Callable[[Any], bool] | None
-    to_jsonable: Callable[[Any, TypeSpec], Any] | None
-    from_jsonable: Callable[[Any, TypeSpec], Any] | None
-    parse: Callable[[str], Any]
-    revive: Callable[[Any, TypeSpec], Any]
-    json_problem: Callable[[Any, TypeSpec, str], str | None] | None
+    artifact: bool = False
+    recognizes: Callable[[Any], bool] | None = None
+    to_jsonable: Callable[[Any, TypeSpec], Any] | None = None
+    from_jsonable: Callable[[Any, TypeSpec], Any] | None = None
+    parse: Callable[[str], Any] = json.loads
+    revive: Callable[[Any, TypeSpec], Any] = _as_is
+    json_problem: Callable[[Any, TypeSpec, str], str | None] | None = None
 
-    def __init__(
-        self,
-        kind: TypeKind,
-        describe: Callable[[TypeSpec], str],
-        matches: Callable[[Any, TypeSpec], bool],
-        write: Callable[[Any, TypeSpec, Path], None],
-        read: Callable[[TypeSpec, Path], Any],
-        hash: Callable[[Any, TypeSpec], str],  # noqa: A002 - the row's field
-        artifact: bool = False,
-        recognizes: Callable[[Any], bool] | None = None,
-        to_jsonable: Callable[[Any, TypeSpec], Any] | None = None,
-        from_jsonable: Callable[[Any, TypeSpec], Any] | None = None,
-        parse: Callable[[str], Any] = json.loads,
-        revive: Callable[[Any, TypeSpec], Any] = _as_is,
-        json_problem: Callable[[Any, TypeSpec, str], str | None] | None = None,
-    ) -> None:
-        for name, value in (
-            ("kind", kind), ("describe", describe), ("matches", matches), ("write", write), ("read", read),
-            ("hash", hash), ("artifact", artifact), ("recognizes", recognizes), ("to_jsonable", to_jsonable),
-            ("from_jsonable", from_jsonable), ("parse", parse), ("revive", revive), ("json_problem", json_problem),
-        ):
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"a codec row is read-only ({self.kind}.{name})")
-
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # the functions' reprs say nothing a reader needs
         return f"Codec({self.kind!r})"
 
     @property

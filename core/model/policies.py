@@ -56,9 +56,7 @@ def _quantity_str(value: str | int | float | None, field_name: str) -> str | Non
     return str(value)
 
 
-# init=False: the class writes its own __init__ (validation); dataclass would generate one,
-# then throw it away, in every process that imports this module (every KFP task).
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, slots=True)
 class Resources:
     """Requests (and optional limits) for one step's container.
 
@@ -73,34 +71,21 @@ class Resources:
     ``GPU = il.Resources(gpu=8, queue="team-a")`` carries both.
     """
 
-    cpu: str | None = None
+    cpu: str | int | float | None = None  # stored as a string (see _quantity_str)
     memory: str | None = None
     gpu: int = 0
     accelerator: str | None = None
     shared_memory: str | None = None
     ephemeral_storage: str | None = None
-    cpu_limit: str | None = None
+    cpu_limit: str | int | float | None = None
     memory_limit: str | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: tuple[Toleration, ...] = ()
+    tolerations: tuple[Toleration, ...] | list[Toleration] = ()  # stored as a tuple
     queue: str | None = None
     priority_class: str | None = None
 
-    def __init__(
-        self,
-        cpu: str | int | float | None = None,
-        memory: str | None = None,
-        gpu: int = 0,
-        accelerator: str | None = None,
-        shared_memory: str | None = None,
-        ephemeral_storage: str | None = None,
-        cpu_limit: str | int | float | None = None,
-        memory_limit: str | None = None,
-        node_selector: dict[str, str] | None = None,
-        tolerations: list[Toleration] | tuple[Toleration, ...] | None = None,
-        queue: str | None = None,
-        priority_class: str | None = None,
-    ) -> None:
+    def __post_init__(self) -> None:
+        gpu, accelerator = self.gpu, self.accelerator
         if isinstance(gpu, bool) or not isinstance(gpu, int):
             raise PolicyError(f"gpu={gpu!r} must be a whole number of devices")
         if gpu < 0:
@@ -111,23 +96,21 @@ class Resources:
                 hint=f"add gpu=1 (or more): Resources(gpu=1, accelerator={accelerator!r})",
             )
         values: dict[str, Any] = {
-            "cpu": _quantity_str(cpu, "cpu"),
-            "memory": _quantity_str(memory, "memory"),
-            "gpu": gpu,
-            "accelerator": accelerator,
-            "shared_memory": _quantity_str(shared_memory, "shared_memory"),
-            "ephemeral_storage": _quantity_str(ephemeral_storage, "ephemeral_storage"),
-            "cpu_limit": _quantity_str(cpu_limit, "cpu_limit"),
-            "memory_limit": _quantity_str(memory_limit, "memory_limit"),
-            "node_selector": dict(node_selector or {}),
-            "tolerations": _tolerations(tolerations),
-            "queue": _kueue_name(queue, "queue"),
-            "priority_class": _kueue_name(priority_class, "priority_class"),
+            "cpu": _quantity_str(self.cpu, "cpu"),
+            "memory": _quantity_str(self.memory, "memory"),
+            "shared_memory": _quantity_str(self.shared_memory, "shared_memory"),
+            "ephemeral_storage": _quantity_str(self.ephemeral_storage, "ephemeral_storage"),
+            "cpu_limit": _quantity_str(self.cpu_limit, "cpu_limit"),
+            "memory_limit": _quantity_str(self.memory_limit, "memory_limit"),
+            "node_selector": dict(self.node_selector or {}),
+            "tolerations": _tolerations(self.tolerations),
+            "queue": _kueue_name(self.queue, "queue"),
+            "priority_class": _kueue_name(self.priority_class, "priority_class"),
         }
-        if priority_class is not None and queue is None:
+        if self.priority_class is not None and self.queue is None:
             raise PolicyError(
-                f"priority_class={priority_class!r} without a queue: Kueue orders workloads within a queue",
-                hint=f'add the queue: Resources(queue="team-a", priority_class={priority_class!r})',
+                f"priority_class={self.priority_class!r} without a queue: Kueue orders workloads within a queue",
+                hint=f'add the queue: Resources(queue="team-a", priority_class={self.priority_class!r})',
             )
         for name in ("cpu", "memory"):
             req, lim = values[name], values[f"{name}_limit"]
