@@ -11,7 +11,6 @@ failure's traceback. flytekit's and kfp's local executions do none of this thems
 
 from __future__ import annotations
 
-import _signal
 import functools
 import logging
 import os
@@ -155,9 +154,6 @@ DUPLICATE_SIGNAL_S = 1.0
 TIMEOUT_REARM_S = 0.5
 
 
-_SIGALRM, _SIGTERM, _SIGINT = int(signal.SIGALRM), int(signal.SIGTERM), int(signal.SIGINT)
-
-
 def _signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
@@ -229,19 +225,17 @@ def _signals(ctx: StepContext, timeout_s: float | None, grace_s: float, *, preem
         if due is not None:
             signal.setitimer(signal.ITIMER_REAL, max(0.001, due - time.monotonic()))
 
-    # _signal, not signal.signal: the wrapper turns each returned handler back into an enum
-    # (a raised and caught ValueError for a Python handler), six times per step.
-    old_alarm = _signal.signal(_SIGALRM, on_alarm)
-    old_term = _signal.signal(_SIGTERM, on_signal)
-    old_int = _signal.signal(_SIGINT, on_signal)
+    old_alarm = signal.signal(signal.SIGALRM, on_alarm)
+    old_term = signal.signal(signal.SIGTERM, on_signal)
+    old_int = signal.signal(signal.SIGINT, on_signal)
     _arm()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        _signal.signal(_SIGALRM, old_alarm)
-        _signal.signal(_SIGTERM, old_term)
-        _signal.signal(_SIGINT, old_int)
+        signal.signal(signal.SIGALRM, old_alarm)
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
 
 
 @contextmanager
