@@ -503,7 +503,6 @@ def _write_fragment(
     ``new``: no fragment was found for the node (its first write needs no rename)."""
     state = run.state
     previous = state.read_fragment(result.node) if base is None else None
-    _, resources, distributed = _recorded(step)
     state.write_fragment(Fragment(
         run_id=run.run_id,
         node=result.node,
@@ -517,22 +516,8 @@ def _write_fragment(
         snapshots=result.snapshots,
         facts=result.facts,
         device=result.device,
-        resources=resources,
-        distributed=distributed,
+        resources=step.resources.to_json(),
+        distributed=step.distributed.to_json() if step.distributed else None,
     ), new=new)
 
 
-# What a fragment records of a step's policies, per step spec (specs are frozen): two
-# fragment writes per step made each a tenth of the write's cost.
-_RECORDED: dict[int, tuple[StepSpec, dict[str, Any], dict[str, Any] | None]] = {}
-
-
-def _recorded(step: StepSpec) -> tuple[StepSpec, dict[str, Any], dict[str, Any] | None]:
-    held = _RECORDED.get(id(step))
-    if held is None or held[0] is not step:
-        if len(_RECORDED) >= 4096:  # a process that builds specs without end keeps few
-            _RECORDED.clear()
-        held = _RECORDED[id(step)] = (
-            step, step.resources.to_json(), step.distributed.to_json() if step.distributed else None,
-        )
-    return held
