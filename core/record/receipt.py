@@ -83,25 +83,13 @@ class PriceTable:
                  nodes: int = 1) -> float:
         """``resources`` are per node; ``gpus`` is the step's total (what its ranks saw)."""
         hours = seconds / 3600.0 * nodes
-        cpu = _quantity(resources.get("cpu", "1"), "cpu")
-        mem_gib = _quantity(resources.get("memory", "1Gi"), "memory") / 2**30
+        cpu = parse_quantity(resources.get("cpu", "1"), "cpu")
+        mem_gib = parse_quantity(resources.get("memory", "1Gi"), "memory") / 2**30
         cost = hours * (cpu * self.prices["cpu_core_hour"] + mem_gib * self.prices["memory_gib_hour"])
         cost += seconds / 3600.0 * gpus * self.gpu_hour(resources.get("accelerator"))
         if interruptible:
             cost *= 1.0 - self.prices.get("interruptible_discount", 0.0)
         return round(cost, 6)
-
-
-_QUANTITIES: dict[tuple[str, str], float] = {}  # "500m" -> 0.5: a pure function, asked twice a node
-
-
-def _quantity(value: str | int | float, field_name: str) -> float:
-    if not isinstance(value, str):
-        return parse_quantity(value, field_name)
-    key = (value, field_name)
-    if key not in _QUANTITIES:
-        _QUANTITIES[key] = parse_quantity(value, field_name)  # an invalid one raises, and is not kept
-    return _QUANTITIES[key]
 
 
 def _ranks_device(state: RunState, node: str, world: int, own: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -113,9 +101,6 @@ def _ranks_device(state: RunState, node: str, world: int, own: dict[str, Any] | 
     return group_device(found) or own
 
 
-_RESOLVED: dict[str, Path] = {}  # a module's __file__ -> where it was imported from (twice per run)
-
-
 def code_files(spec: PipelineSpec) -> list[Path]:
     """The source files of a pipeline and its steps, as this process imported them."""
     files: list[Path] = []
@@ -124,9 +109,7 @@ def code_files(spec: PipelineSpec) -> list[Path]:
         source = getattr(module, "__file__", None)
         if not source:
             continue
-        path = _RESOLVED.get(source)
-        if path is None:
-            path = _RESOLVED[source] = Path(source).resolve()
+        path = Path(source).resolve()
         if path not in files:
             files.append(path)
     return files
