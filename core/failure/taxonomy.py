@@ -25,8 +25,8 @@ whole step, GPU hours included, to fail the same way. A missed transient costs o
 rerun; a retried bug costs attempts x step time on every failure. So FATAL is the safe
 default, and the hint says how to add a rule for an error that really is transient.
 
-Core stays stdlib-only: foreign exception types (torch, botocore, requests) are matched by
-qualified name, never imported.
+Core never imports an ML or cloud library: foreign exception types (torch, botocore,
+requests) are matched by qualified name, never imported.
 """
 
 from __future__ import annotations

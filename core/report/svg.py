@@ -1,7 +1,6 @@
 """The few SVG and HTML helpers the pictures share: escaping, text width, one element.
 
-Pictures are written as text, with no drawing library: a page must open offline, anywhere,
-and core stays light (no imports beyond the standard library).
+Pictures are written as text, with no drawing library: a page must open offline, anywhere.
 """
 
 from __future__ import annotations

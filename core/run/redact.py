@@ -15,7 +15,7 @@ Three rules, the same everywhere:
   in every text too, so a failure message that quotes it does not leak it.
 
 ``Redactor.for_values(params)`` collects the known values of a run; ``redact(value)`` and
-``redact_text(text)`` apply the rules with no known values. Stdlib only.
+``redact_text(text)`` apply the rules with no known values.
 """
 
 from __future__ import annotations
