@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+import xxhash
+
 from interlock.core.base.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -77,8 +79,6 @@ def check_digest(text: str) -> str:
 
 def _new_hash(algorithm: str) -> Any:
     if algorithm == "xxh3_128":
-        import xxhash  # a small C extension; loaded when a checkpoint is first hashed
-
         return xxhash.xxh3_128()
     return hashlib.new(check_digest_algorithm(algorithm))
 

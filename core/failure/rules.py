@@ -8,6 +8,7 @@ classifier. How the kinds are chosen is ``taxonomy.py``'s module doc.
 from __future__ import annotations
 
 import re
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -327,8 +328,6 @@ _TLS_EOF = re.compile(r"UNEXPECTED_EOF|EOF occurred in violation of protocol")
 
 
 def _is_dns_temporary(exc: BaseException) -> bool:
-    import socket  # stdlib; kept out of the import of this module
-
     eai_again = getattr(socket, "EAI_AGAIN", None)
     if eai_again is not None and getattr(exc, "errno", None) == eai_again:
         return True

@@ -11,6 +11,7 @@ failure's traceback. flytekit's and kfp's local executions do none of this thems
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import os
@@ -248,8 +249,6 @@ def _watchdog(ctx: StepContext, timeout_s: float | None) -> Iterator[None]:
     if not timeout_s:
         yield
         return
-    import ctypes
-
     tid = threading.get_ident()
     done = threading.Event()
     lock = threading.Lock()
