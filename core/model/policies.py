@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 
 
 # Kubernetes resource quantities: "500m", "2", "1.5", "2Gi", "512Mi", "1G", "1e3".
-# Patterns compile on first use (re caches them): every KFP task imports this module, most
-# never check a quantity or a label.
 _QUANTITY = r"^(?P<num>[0-9]+(\.[0-9]+)?|\.[0-9]+)(?P<unit>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e[0-9]+)?$"
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
@@ -123,8 +121,7 @@ class Resources:
         return hash(repr(self.to_json()))
 
     def to_json(self) -> dict[str, Any]:
-        # Field by field, not asdict(): every receipt fragment (two per step) records these,
-        # and asdict deep-copies each value; the values are strings, numbers and one flat dict.
+        # Field by field: tolerations become JSON objects, and empty values are left out.
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["node_selector"] = dict(self.node_selector)
         data["tolerations"] = [asdict(t) for t in self.tolerations]

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import FailureKind, Status
-from interlock.core.checkpoint.checkpointer import wait_for_prunes
+from interlock.core.checkpoint.checkpointer import Checkpointer, wait_for_prunes
+from interlock.core.checkpoint.manifest import CheckpointInfo
+from interlock.core.checkpoint.store import store_for_uri
 from interlock.core.failure.rules import default_classifier
 from interlock.core.failure.taxonomy import Preempted, StepTimeout, qualified_name
 from interlock.core.model.spec import StepSpec
@@ -38,18 +40,12 @@ from interlock.core.run.redact import Redactor
 from interlock.core.run.state import RunContext
 from interlock.core.run.tracebacks import user_traceback
 
-# Checkpoints, metric logs and the durable state store load when a step uses them (a step
-# that takes the context, a run with a state store): a KFP task process runs one step, and
-# most steps use none of them.
 if TYPE_CHECKING:
-    from interlock.core.checkpoint.checkpointer import Checkpointer
     from interlock.core.failure.decisions import RetryTracker
     from interlock.core.failure.record import Failure
 
 log = logging.getLogger("interlock.runtime")
 
-# RunContext, Attempt and ALL_KINDS live in runstate (the run's state); re-exported here
-# because the shim is where steps meet them.
 __all__ = ["StepResult", "StopRequested", "execute_step", "record_cache_hit"]
 
 
@@ -103,36 +99,26 @@ def _output_error(step: StepSpec, msg: str) -> StepFailed:
 
 
 def _checkpointer(run: RunContext, step: StepSpec, node: str, ctx: StepContext) -> Checkpointer:
-    from interlock.core.checkpoint.store import store_for_uri
-
     policy = step.checkpoint
     root = (policy.store if policy and policy.store else None) or run.checkpoint_root or str(run.state.checkpoints_dir)
-    return _runtime_checkpointer()(store_for_uri(root), f"{run.pipeline}/{run.run_id}/{node}", keep=policy.keep if policy else 2, ctx=ctx)
+    return _RuntimeCheckpointer(store_for_uri(root), f"{run.pipeline}/{run.run_id}/{node}", keep=policy.keep if policy else 2, ctx=ctx)
 
 
-@functools.cache
-def _runtime_checkpointer() -> type[Checkpointer]:
-    """The class, made on first use (it subclasses Checkpointer, whose module loads then)."""
-    from interlock.core.checkpoint.checkpointer import Checkpointer
-    from interlock.core.checkpoint.manifest import CheckpointInfo
+class _RuntimeCheckpointer(Checkpointer):
+    """A checkpointer that yields to a pending preemption or stop right after a committed save."""
 
-    class _RuntimeCheckpointer(Checkpointer):
-        """A checkpointer that yields to a pending preemption or stop right after a committed save."""
+    def __init__(self, *args: Any, ctx: StepContext, **kw: Any):
+        super().__init__(*args, **kw)
+        self.ctx = ctx
 
-        def __init__(self, *args: Any, ctx: StepContext, **kw: Any):
-            super().__init__(*args, **kw)
-            self.ctx = ctx
-
-        def committed(self, info: CheckpointInfo) -> None:  # after save() and streamed writes alike
-            super().committed(info)
-            self.ctx.mark_checkpointed()
-            if self.ctx.facts.get("_preemption_requested"):
-                raise Preempted(f"preempted: SIGTERM received; checkpoint {info.id} committed before yielding")
-            stop = self.ctx.facts.get("_stop_requested")
-            if stop:
-                raise StopRequested(stop, checkpoint=info.id)
-
-    return _RuntimeCheckpointer
+    def committed(self, info: CheckpointInfo) -> None:  # after save() and streamed writes alike
+        super().committed(info)
+        self.ctx.mark_checkpointed()
+        if self.ctx.facts.get("_preemption_requested"):
+            raise Preempted(f"preempted: SIGTERM received; checkpoint {info.id} committed before yielding")
+        stop = self.ctx.facts.get("_stop_requested")
+        if stop:
+            raise StopRequested(stop, checkpoint=info.id)
 
 
 class StopRequested(BaseException):
