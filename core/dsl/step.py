@@ -15,8 +15,9 @@ import inspect
 import textwrap
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
+from interlock.core.base.durations import parse_duration
 from interlock.core.base.errors import PipelineDefinitionError, PolicyError
 from interlock.core.model.codecs import TypeKind, value_matches
 from interlock.core.model.names import check_step_name
@@ -25,9 +26,6 @@ from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Torch
 from interlock.core.model.retry import Retry
 from interlock.core.model.spec import Port, StepSpec
 from interlock.core.model.types import is_named_tuple, type_of
-
-if TYPE_CHECKING:
-    from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Torchrun
 
 
 def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
@@ -133,8 +131,6 @@ def build_step_spec(fn: Callable[..., Any], name: str, **policy: Any) -> StepSpe
         raise PolicyError(f"distributed={distributed!r} must be il.Torchrun(...)", step=name)
     timeout = policy.get("timeout")
     if timeout is not None:
-        from interlock.core.base.durations import parse_duration  # here: most steps set no timeout
-
         timeout_s: float | None = parse_duration(timeout)
     else:
         timeout_s = None
