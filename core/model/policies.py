@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from interlock.core.base.errors import PolicyError
-
-if TYPE_CHECKING:
-    from interlock.core.model.policies_opt_in import Toleration
-
-
+from interlock.core.model.policies_opt_in import Toleration
 
 # Kubernetes resource quantities: "500m", "2", "1.5", "2Gi", "512Mi", "1G", "1e3".
 _QUANTITY = r"^(?P<num>[0-9]+(\.[0-9]+)?|\.[0-9]+)(?P<unit>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e[0-9]+)?$"
@@ -137,8 +133,6 @@ class Resources:
 def _tolerations(given: list[Toleration] | tuple[Toleration, ...] | list[dict] | None) -> tuple[Toleration, ...]:
     if not given:
         return ()
-    from interlock.core.model.policies_opt_in import Toleration
-
     return tuple(t if isinstance(t, Toleration) else Toleration(**t) for t in given)
 
 
