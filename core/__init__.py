@@ -1,4 +1,4 @@
-"""interlock core: the portable pipeline model and the runtime shim (stdlib only)."""
+"""interlock core: the portable pipeline model and the runtime shim (the standard library and xxhash)."""
 
 # From a checkout's root this folder is also reachable as a top-level `core`. Loading it
 # under that name would make a second copy of every module (two StepFailed classes), so

@@ -124,7 +124,6 @@ def task_name(spec: PipelineSpec, node: str) -> str:
     return f"{spec.name}.{node}"
 
 
-@functools.lru_cache(maxsize=4096)  # asked three times per node when its task is built
 def py_ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
 

@@ -30,9 +30,6 @@ from interlock.core.model.spec import Port
 from interlock.core.model.types import TypeSpec
 from interlock.core.model.values import write_value
 
-# Marks an untyped list/dict carried as JSON text: flytekit would pickle a bare ``list``.
-JSON_TEXT = "application/json"
-
 
 def hash_frame(df: Any) -> str:
     return dataframe_hash(df)

@@ -63,9 +63,9 @@ def _signature(spec: PipelineSpec) -> inspect.Signature:
 
 
 def build_pipeline(spec: PipelineSpec, opts: KfpOptions | None = None) -> BuiltPipeline:
-    from .shallow import shallow_setters
+    from .setter_stack import setters_without_source
 
-    with shallow_setters():  # kfp's task setters read the whole calling stack (shallow.py)
+    with setters_without_source():  # kfp's task setters would read every frame's source (setter_stack.py)
         return _build_pipeline(spec, opts)
 
 

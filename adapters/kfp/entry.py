@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +46,6 @@ def run_context_for(pipeline: str) -> RunContext:
     seen = RunEnv.read(run_id_env=RUN_ID_ENV)
     run_id = seen.run_id
     if run_id is None:
-        import uuid  # here: uuid imports platform, a cost every task would pay
-
         run_id = f"kfp-{uuid.uuid4().hex[:12]}"
         log.warning("no run id in the environment; stop markers will not stop KFP retries of this task")
     overrides: dict[str, Any] = {}

@@ -344,10 +344,7 @@ def built_for(spec: PipelineSpec, opts: KfpOptions) -> BuiltPipeline:
     if held is not None and held[0] is spec:
         _BUILT.move_to_end(key)
         return held[1]
-    from .setter_stack import setters_without_source
-
-    with setters_without_source():  # kfp's setters read no source to name themselves (40 ms once, then per call)
-        built = build_pipeline(spec, opts)
+    built = build_pipeline(spec, opts)
     _BUILT[key] = (spec, built)
     while len(_BUILT) > _BUILT_MAX:
         _BUILT.popitem(last=False)

@@ -80,8 +80,7 @@ def _io_names(inputs: tuple[str, ...], outputs: tuple[tuple[str, str | None], ..
 
 def io_names(step: StepSpec) -> tuple[dict[str, str], dict[str, str]]:
     """(input port -> KFP name, output port -> KFP name)."""
-    # Keyed on the ports' names only: hashing a whole StepSpec (its policies) per call cost
-    # more than the names.
+    # From the ports' names only: a step's policies play no part in them.
     single = single_artifact(step)
     outs = tuple((p.name, (artifact_name(p.type) if single else "") if p.type.is_artifact else None)
                  for p in step.outputs)

@@ -275,17 +275,7 @@ def container_env(spec: PipelineSpec, step: StepSpec, opts: KfpOptions) -> dict[
 
 
 def apply_task_settings(task: Any, spec: PipelineSpec, step: StepSpec, opts: KfpOptions, *, display_name: str) -> None:
-    """Pipeline-spec settings: caching, retry, resources, accelerator, env.
-
-    Applied from a shallow stack when the build opened one (shallow.py): kfp's setters read
-    the whole calling stack.
-    """
-    from .shallow import call
-
-    call(_task_settings, task, spec, step, opts, display_name)
-
-
-def _task_settings(task: Any, spec: PipelineSpec, step: StepSpec, opts: KfpOptions, display_name: str) -> None:
+    """Pipeline-spec settings: caching, retry, resources, accelerator, env."""
     task.set_display_name(display_name)
     task.set_caching_options(enable_caching=bool(opts.caching and step.cache and step.cache.enabled))
     mapping = retry_mapping(step.retry)

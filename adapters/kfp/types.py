@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,33 +34,13 @@ from interlock.core.run.bindings import follow
 NULL_KEY = "interlock_null"  # an Optional artifact output that was None
 
 
-class _Row:
-    """Read-only plain data. The rows below are not dataclasses: nothing compares or prints
-    them, and generating a dataclass's methods is paid by every KFP task process."""
-
-    __slots__ = ()
-
-    def __init__(self, *values: Any) -> None:
-        for name, value in zip(self.__slots__, values, strict=True):
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is read-only")
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(repr(getattr(self, n)) for n in self.__slots__)})"
-
-
-class KfpType(_Row):
+@dataclass(frozen=True, slots=True)
+class KfpType:
     """One port's KFP form: an artifact class or a parameter type, as source text."""
 
-    __slots__ = ("artifact", "parameter", "schema_title")
     artifact: str | None  # "Dataset" | "Model" | "Metrics" for artifacts
     parameter: str | None  # "int" | "float" | "str" | "bool" | "list" | "dict" for parameters
-    schema_title: str | None
-
-    def __init__(self, artifact: str | None, parameter: str | None, schema_title: str | None = None) -> None:
-        super().__init__(artifact, parameter, schema_title)
+    schema_title: str | None = None
 
     @property
     def is_artifact(self) -> bool:
@@ -74,18 +55,14 @@ class KfpType(_Row):
         return f"Output[{self.artifact}]"
 
 
-class KfpCodec(_Row):
+@dataclass(frozen=True, slots=True)
+class KfpCodec:
     """One kind on KFP. Artifact rows write and read; parameter rows only name the type."""
 
-    __slots__ = ("kind", "form", "write", "read")
     kind: TypeKind
     form: KfpType | None  # None: the kind has no KFP form
-    write: Callable[[Any, TypeSpec, Any], None] | None  # a value (never None) into an output artifact
-    read: Callable[[Any, TypeSpec], Any] | None  # an input artifact as the value
-
-    def __init__(self, kind: TypeKind, form: KfpType | None, write: Callable[[Any, TypeSpec, Any], None] | None = None,
-                 read: Callable[[Any, TypeSpec], Any] | None = None) -> None:
-        super().__init__(kind, form, write, read)
+    write: Callable[[Any, TypeSpec, Any], None] | None = None  # a value (never None) into an output artifact
+    read: Callable[[Any, TypeSpec], Any] | None = None  # an input artifact as the value
 
 
 def kfp_codec(t: TypeSpec) -> KfpCodec:

@@ -7,13 +7,9 @@ the policy is written, instead of turning into a surprising wait on a cluster la
 from __future__ import annotations
 
 import re
-import sys
-from typing import TYPE_CHECKING, cast
+from datetime import timedelta
 
 from interlock.core.base.errors import PolicyError
-
-if TYPE_CHECKING:
-    from datetime import timedelta
 
 # Largest unit first; a duration string must list its parts in this order, each at most once.
 _UNITS: tuple[tuple[str, float], ...] = (
@@ -32,16 +28,8 @@ _EXAMPLES = 'write e.g. "30s", "5m", "1h30m", "2d", "250ms", or a number of seco
 
 
 def timedelta_seconds(value: object) -> float | None:
-    """``value.total_seconds()`` for a ``datetime.timedelta`` (or a subclass), else None.
-
-    Without importing datetime: a timedelta exists only once datetime (or its C half) is
-    loaded, and a task process that parses "5m" need not load it.
-    """
-    for name in ("datetime", "_datetime"):
-        mod = sys.modules.get(name)
-        if mod is not None and isinstance(value, mod.timedelta):
-            return float(value.total_seconds())
-    return None
+    """``value.total_seconds()`` for a ``datetime.timedelta`` (or a subclass), else None."""
+    return value.total_seconds() if isinstance(value, timedelta) else None
 
 
 def _fail(value: object, what: str | None, why: str) -> PolicyError:
@@ -103,8 +91,7 @@ def format_duration(seconds: float | int | timedelta) -> str:
     Rounded to the millisecond; ``parse_duration(format_duration(x))`` gives ``x`` back for
     any ``x`` with millisecond resolution.
     """
-    td = timedelta_seconds(seconds)
-    seconds = td if td is not None else float(cast(float, seconds))
+    seconds = seconds.total_seconds() if isinstance(seconds, timedelta) else float(seconds)
     if seconds != seconds:  # nan
         return "nan"
     if seconds in (_INF, -_INF):

@@ -7,6 +7,7 @@ same thing could help (``retryable``), in the spirit of flytekit's ``USER:Recove
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 from typing import Any
 
@@ -228,10 +229,8 @@ class StepStopped(StepFailed):
 
     @property
     def exit_code(self) -> int:
-        import signal as signals
-
         try:
-            return 128 + int(signals.Signals[self.signal])
+            return 128 + int(signal.Signals[self.signal])
         except KeyError:
             return 143
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
     from interlock.core.dsl.step import Step
 
 _builder: contextvars.ContextVar[Builder | None] = contextvars.ContextVar("interlock_builder", default=None)
-_build_ids = itertools.count(1)
 
 
 def current_builder() -> Builder | None:
@@ -188,7 +186,6 @@ class NodeHandle:
 class Builder:
     def __init__(self, name: str):
         self.name = name
-        self.build_id = next(_build_ids)
         self.nodes: list[Node] = []
         self.steps: dict[str, Step] = {}
         self.gates: list[Gate] = []

@@ -7,28 +7,33 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.dsl.build import (
+    Builder,
+    NodeHandle,
+    Outputs,
+    Promise,
+    building,
+    current_builder,
+)
+from interlock.core.dsl.finally_ import finally_blocks_of
 from interlock.core.model.codecs import value_matches
+from interlock.core.model.graph import topological_order, validate
+from interlock.core.model.names import check_step_name
+from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.policies import check_labels
 from interlock.core.model.refs import importable_module
 from interlock.core.model.spec import Binding, Port
 from interlock.core.model.types import TypeSpec, is_named_tuple, type_of
 
-# The builder and the graph checks load when a pipeline is traced (il.spec, il.run, compile),
-# not when a module declares one: a KFP task imports the step's module, often the pipeline's.
-if TYPE_CHECKING:
-    from interlock.core.dsl.build import Builder
-    from interlock.core.model.pipeline_spec import PipelineSpec
-
 _NAME_OK = "abcdefghijklmnopqrstuvwxyz0123456789-"
 
 
-# The keywords ``il.run`` keeps for itself, in its signature's order. Spelled here rather than
-# read from the signature: that meant importing the run machinery (api, backends, receipts)
-# whenever a pipeline is decorated, in every KFP task process that imports the step's
-# module. tests/core/test_names_and_outputs.py checks it against il.run's signature.
+# The keywords ``il.run`` keeps for itself, in its signature's order. Spelled here: il.run is in
+# the backend layer, above dsl. tests/core/test_names_and_outputs.py checks it against il.run's
+# signature.
 RUN_OPTIONS = ("pipeline", "backend", "workdir", "run_id", "cache", "progress", "raise_on_failure", "options",
                "resume", "checkpoint_store")
 
@@ -121,10 +126,6 @@ class Pipeline:
         return params
 
     def _build(self) -> PipelineSpec:
-        from interlock.core.dsl.build import Builder, Promise, building
-        from interlock.core.model.graph import topological_order, validate
-        from interlock.core.model.pipeline_spec import PipelineSpec
-
         params = self._params()
         builder = Builder(self.name)
         with building(builder):
@@ -133,8 +134,6 @@ class Pipeline:
         outputs, output_types = self._outputs(builder, returned)
         self._functions = {name: s.fn for name, s in builder.steps.items()}
         order = topological_order(builder.nodes, pipeline=self.name, gates=builder.gates)
-        from interlock.core.dsl.finally_ import finally_blocks_of
-
         blocks = finally_blocks_of(builder)  # il.finally_ around blocks; checks the calls
         for fin in [*((builder.finally_node,) if builder.finally_node else ()), *(b.node for b in blocks)]:
             if any(n.name == fin.name for n in order) or sum(b.node.name == fin.name for b in blocks) > 1:
@@ -161,8 +160,6 @@ class Pipeline:
         return validate(spec)
 
     def _outputs(self, builder: Builder, returned: Any) -> tuple[list[tuple[str, Binding]], list[tuple[str, TypeSpec]]]:
-        from interlock.core.dsl.build import NodeHandle, Outputs, Promise
-
         if returned is None or isinstance(returned, NodeHandle):
             return [], []
         if isinstance(returned, Promise):
@@ -191,16 +188,12 @@ class Pipeline:
 
     def named(self, call_name: str) -> Pipeline:
         """The same pipeline, called as a sub-pipeline under another name (to call it twice)."""
-        from interlock.core.model.names import check_step_name
-
         other = object.__new__(Pipeline)
         other.__dict__.update(self.__dict__)
         other._call_name = check_step_name(call_name, what="sub-pipeline call")
         return other
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from interlock.core.dsl.build import current_builder
-
         builder = current_builder()
         if builder is not None:  # a sub-pipeline: recorded into the calling pipeline (core/dsl/subpipeline.py)
             from interlock.core.dsl.subpipeline import call_subpipeline
@@ -238,9 +231,6 @@ def pipeline(
 
 def spec(p: Pipeline | PipelineSpec) -> PipelineSpec:
     """The validated, backend-neutral PipelineSpec of a pipeline."""
-    from interlock.core.model.graph import validate
-    from interlock.core.model.pipeline_spec import PipelineSpec
-
     if isinstance(p, PipelineSpec):
         return validate(p)
     if not isinstance(p, Pipeline):

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import inspect
 import textwrap
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
-from interlock.core.base.digest import sha256
+from interlock.core.base.durations import parse_duration
 from interlock.core.base.errors import PipelineDefinitionError, PolicyError
-from interlock.core.dsl.source import function_source
 from interlock.core.model.codecs import TypeKind, value_matches
 from interlock.core.model.names import check_step_name
 from interlock.core.model.policies import Cache, Resources, check_labels
@@ -26,9 +26,6 @@ from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Torch
 from interlock.core.model.retry import Retry
 from interlock.core.model.spec import Port, StepSpec
 from interlock.core.model.types import is_named_tuple, type_of
-
-if TYPE_CHECKING:
-    from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Torchrun
 
 
 def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
@@ -38,11 +35,11 @@ def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
     reviewer sees change. Falls back to the code object when no source is available.
     """
     try:
-        body = textwrap.dedent(function_source(fn)).encode()  # = inspect.getsource, without its tokenizer
+        body = textwrap.dedent(inspect.getsource(fn)).encode()
     except (OSError, TypeError):
         code = fn.__code__
         body = code.co_code + repr(code.co_consts).encode()
-    h = sha256(body)
+    h = hashlib.sha256(body)
     if version:
         h.update(b"\0version\0" + version.encode())
     return h.hexdigest()
@@ -134,8 +131,6 @@ def build_step_spec(fn: Callable[..., Any], name: str, **policy: Any) -> StepSpe
         raise PolicyError(f"distributed={distributed!r} must be il.Torchrun(...)", step=name)
     timeout = policy.get("timeout")
     if timeout is not None:
-        from interlock.core.base.durations import parse_duration  # here: most steps set no timeout
-
         timeout_s: float | None = parse_duration(timeout)
     else:
         timeout_s = None

@@ -1,8 +1,6 @@
 """What the shim decides after a failure: ``Decision``, ``RetryTracker`` and ``decide``.
 
-Part of ``interlock.core.model.retry`` (import these names from there; see that module's doc for
-the policy): defined apart so that a step that never fails (a KFP task: one process per
-task) never creates them. ``retry`` loads this module the first time one is read from it.
+The policy itself (``Retry``) is ``core/model/retry.py``; see that module's doc.
 """
 
 from __future__ import annotations

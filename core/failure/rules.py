@@ -8,10 +8,10 @@ classifier. How the kinds are chosen is ``taxonomy.py``'s module doc.
 from __future__ import annotations
 
 import re
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from interlock.core.base.errors import (
     CheckpointError,
@@ -20,7 +20,6 @@ from interlock.core.base.errors import (
     SerializationError,
     ValidationFailed,
 )
-from interlock.core.base.lazyre import LazyPattern
 from interlock.core.base.status import FailureKind
 from interlock.core.failure.record import Failure
 from interlock.core.failure.taxonomy import (
@@ -63,7 +62,7 @@ class Rule:
     reason: str
     hint: str | None = None
     types: tuple[type[BaseException] | str, ...] = ()
-    pattern: str | re.Pattern[str] | LazyPattern | None = None
+    pattern: str | re.Pattern[str] | None = None
     when: Predicate | None = field(default=None, compare=False)
     remediation: str | None = None
 
@@ -92,7 +91,7 @@ class Rule:
                 object.__setattr__(self, "pattern", re.compile(self.pattern))
             except re.error as exc:
                 raise PolicyError(f"Rule {self.name!r} pattern={self.pattern!r} is not a regex: {exc}") from exc
-        elif self.pattern is not None and not isinstance(self.pattern, re.Pattern | LazyPattern):
+        elif self.pattern is not None and not isinstance(self.pattern, re.Pattern):
             raise PolicyError(f"Rule {self.name!r} pattern={self.pattern!r} must be a regex string")
         if self.when is not None and not callable(self.when):
             raise PolicyError(f"Rule {self.name!r} when={self.when!r} must be callable")
@@ -106,7 +105,7 @@ class Rule:
             if not (isinstance(exc, classes) or (names and is_named(exc, names))):
                 return False
         if self.pattern is not None:
-            assert isinstance(self.pattern, re.Pattern | LazyPattern)
+            assert isinstance(self.pattern, re.Pattern)
             if not self.pattern.search(safe_str(exc)):
                 return False
         if self.when is not None:
@@ -325,12 +324,10 @@ def _is_retryable_response(exc: BaseException) -> bool:
     return _http_status(exc) in _RETRYABLE_HTTP
 
 
-_TLS_EOF = LazyPattern(r"UNEXPECTED_EOF|EOF occurred in violation of protocol")
+_TLS_EOF = re.compile(r"UNEXPECTED_EOF|EOF occurred in violation of protocol")
 
 
 def _is_dns_temporary(exc: BaseException) -> bool:
-    import socket  # stdlib; kept out of the import of this module
-
     eai_again = getattr(socket, "EAI_AGAIN", None)
     if eai_again is not None and getattr(exc, "errno", None) == eai_again:
         return True
@@ -353,30 +350,24 @@ _CORDON = (
     "a retry on the same node fails again"
 )
 
-def _builtin(*args: Any, pattern: str | None = None, **kw: Any) -> Rule:
-    """A built-in rule: its pattern (a literal of this module, tested) compiles when first
-    searched, so a task process that never fails never compiles the twenty of them."""
-    return Rule(*args, pattern=LazyPattern(pattern) if pattern is not None else None, **kw)
-
-
 DEFAULT_RULES: tuple[Rule, ...] = (
     # Preemption first: whatever broke while the node was being reclaimed, the cause is the
     # reclaim.
-    _builtin(
+    Rule(
         "preempted",
         FailureKind.PREEMPTED,
         "preempted (SIGTERM: spot reclaim or node drain)",
         "resumes from the latest committed checkpoint; save often with ctx.checkpoint.save",
         types=(Preempted,),
     ),
-    _builtin(
+    Rule(
         "step-timeout",
         FailureKind.TIMEOUT,
         "the step ran past its timeout",
         "raise the step's timeout=..., make it faster, or retry it with il.Retry(timeout=N)",
         types=(StepTimeout,),
     ),
-    _builtin(
+    Rule(
         "sigterm-exit",
         FailureKind.PREEMPTED,
         "exited on SIGTERM (spot reclaim or node drain)",
@@ -385,7 +376,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         when=_is_sigterm_exit,
     ),
     # Hardware and driver: FATAL, and before the network rules (see module doc).
-    _builtin(
+    Rule(
         "gpu-ecc",
         FailureKind.FATAL,
         "uncorrectable GPU ECC error (hardware)",
@@ -393,7 +384,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)uncorrectable ECC error",
     ),
-    _builtin(
+    Rule(
         "gpu-xid",
         FailureKind.FATAL,
         "GPU Xid error (hardware or driver fault)",
@@ -401,7 +392,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"\bXid\b",
     ),
-    _builtin(
+    Rule(
         "gpu-lost",
         FailureKind.FATAL,
         "GPU fell off the bus (hardware)",
@@ -409,7 +400,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)fallen off the bus",
     ),
-    _builtin(
+    Rule(
         "cuda-illegal-address",
         FailureKind.FATAL,
         "CUDA illegal memory access (kernel bug or faulty GPU)",
@@ -417,7 +408,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)illegal memory access",
     ),
-    _builtin(
+    Rule(
         "cuda-device-assert",
         FailureKind.FATAL,
         "CUDA device-side assert (a bug, often an index or label out of range)",
@@ -425,7 +416,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)device-side assert",
     ),
-    _builtin(
+    Rule(
         "cuda-driver-mismatch",
         FailureKind.FATAL,
         "CUDA driver too old for the image's CUDA runtime",
@@ -438,7 +429,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             r"|forward compatibility was attempted on non supported HW"
         ),
     ),
-    _builtin(
+    Rule(
         "cuda-arch-mismatch",
         FailureKind.FATAL,
         "no CUDA kernel for this GPU architecture",
@@ -447,7 +438,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)no kernel image is available for execution on the device",
     ),
-    _builtin(
+    Rule(
         "no-gpu",
         FailureKind.FATAL,
         "the container sees no GPU",
@@ -456,7 +447,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         pattern=r"(?i)no CUDA-capable device is detected|Found no NVIDIA driver on your system",
     ),
     # Out of memory: FATAL (the same batch fails the same way), remediable on opt-in.
-    _builtin(
+    Rule(
         "cuda-oom",
         FailureKind.FATAL,
         "CUDA out of memory",
@@ -465,7 +456,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=("torch.OutOfMemoryError", "torch.cuda.OutOfMemoryError"),
         remediation=HALVE_BATCH,
     ),
-    _builtin(
+    Rule(
         "cuda-oom-text",
         FailureKind.FATAL,
         "CUDA out of memory",
@@ -475,7 +466,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         pattern=r"(?i)CUDA out of memory|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
         remediation=HALVE_BATCH,
     ),
-    _builtin(
+    Rule(
         "host-oom",
         FailureKind.FATAL,
         "host out of memory (MemoryError)",
@@ -483,22 +474,22 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=(MemoryError,),
     ),
     # interlock's own errors: the exception's hint says what to fix.
-    _builtin("validation-failed", FailureKind.FATAL, "data validation failed", types=(ValidationFailed,)),
-    _builtin(
+    Rule("validation-failed", FailureKind.FATAL, "data validation failed", types=(ValidationFailed,)),
+    Rule(
         "config-error",
         FailureKind.FATAL,
         "invalid pipeline or policy configuration",
         types=(PipelineDefinitionError,),
     ),
-    _builtin("checkpoint-error", FailureKind.FATAL, "checkpoint unreadable", types=(CheckpointError,)),
-    _builtin(
+    Rule("checkpoint-error", FailureKind.FATAL, "checkpoint unreadable", types=(CheckpointError,)),
+    Rule(
         "serialization-error",
         FailureKind.FATAL,
         "a value cannot cross the step boundary",
         types=(SerializationError,),
     ),
     # Before "quota-exceeded": a full disk does not free itself.
-    _builtin(
+    Rule(
         "disk-quota",
         FailureKind.FATAL,
         "disk quota exceeded",
@@ -508,7 +499,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
     # Before the network rules: requests' SSLError is a ConnectionError, but an untrusted
     # certificate stays untrusted however often the step reruns.
-    _builtin(
+    Rule(
         "tls-verify",
         FailureKind.FATAL,
         "TLS certificate verification failed",
@@ -518,7 +509,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         pattern=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError",
     ),
     # Contention: capacity may come back; retry with backoff.
-    _builtin(
+    Rule(
         "gpu-capacity",
         FailureKind.CONTENTION,
         "no GPU capacity available",
@@ -529,7 +520,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             r"|does not have enough resources available to fulfill the request"
         ),
     ),
-    _builtin(
+    Rule(
         "unschedulable",
         FailureKind.CONTENTION,
         "pod cannot be scheduled now",
@@ -537,7 +528,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"\b0/\d+ nodes are available|FailedScheduling|\bUnschedulable\b",
     ),
-    _builtin(
+    Rule(
         "quota-exceeded",
         FailureKind.CONTENTION,
         "resource quota exceeded",
@@ -545,7 +536,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?i)quota exceeded|exceeded quota|QuotaExceeded|exceeds? (?:the )?(?:\w+ )?quota|(?:Vcpu|Instance)LimitExceeded",
     ),
-    _builtin(
+    Rule(
         "gpu-busy",
         FailureKind.CONTENTION,
         "GPU busy or unavailable (held by another process)",
@@ -554,7 +545,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         pattern=r"(?i)CUDA-capable device.{0,12}?busy or unavailable",
     ),
     # Transient: flakes; retry at once.
-    _builtin(
+    Rule(
         "nccl-watchdog-timeout",
         FailureKind.TRANSIENT,
         "NCCL watchdog timeout",
@@ -562,7 +553,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"Watchdog caught collective operation timeout",
     ),
-    _builtin(
+    Rule(
         "nccl-timeout",
         FailureKind.TRANSIENT,
         "NCCL timeout",
@@ -570,7 +561,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         pattern=r"(?is)NCCL.{0,300}?\btime[d ]?[ -]?out",
     ),
-    _builtin(
+    Rule(
         "nccl-network",
         FailureKind.TRANSIENT,
         "NCCL network error (a peer exited or a link dropped)",
@@ -583,7 +574,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             r"|remote process exited or there was a network error"
         ),
     ),
-    _builtin(
+    Rule(
         "gloo-network",
         FailureKind.TRANSIENT,
         "gloo collective failed (a peer exited, a link dropped, or a rank stalled past the timeout)",
@@ -592,20 +583,20 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=(RuntimeError,),  # gloo raises RuntimeError
         pattern=r"(?is)gloo.{0,300}?(?:connection (?:reset|refused)|timed out|read error|write error)",
     ),
-    _builtin(
+    Rule(
         "dist-network",
         FailureKind.TRANSIENT,
         "torch.distributed network error",
         types=("torch.distributed.DistNetworkError",),
     ),
-    _builtin(
+    Rule(
         "dist-store",
         FailureKind.TRANSIENT,
         "torch.distributed store (rendezvous) error",
         "if it recurs, check that the master address is reachable from every rank",
         types=("torch.distributed.DistStoreError",),
     ),
-    _builtin(
+    Rule(
         "peer-connection-closed",
         FailureKind.TRANSIENT,
         "a peer closed the connection (gloo, a worker or a server went away)",
@@ -613,7 +604,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=(RuntimeError,),  # gloo and torch raise RuntimeError; sockets have connection-dropped
         pattern=r"(?i)connection (?:closed|reset) by (?:remote )?peer|\bBroken pipe\b",
     ),
-    _builtin(
+    Rule(
         "throttled",
         FailureKind.TRANSIENT,
         "throttled by the service",
@@ -625,7 +616,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             r"|\bHTTP Error (?:429|503)\b|\b(?:429|503) (?:Client|Server) Error\b"
         ),
     ),
-    _builtin(
+    Rule(
         "http-retryable-status",
         FailureKind.TRANSIENT,
         "throttled, timed out or server error (HTTP 408/429/5xx, or an AWS transient error code)",
@@ -633,7 +624,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         when=_is_retryable_response,
     ),
-    _builtin(
+    Rule(
         "dns-temporary",
         FailureKind.TRANSIENT,
         "temporary DNS failure (EAI_AGAIN)",
@@ -641,21 +632,21 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         types=TEXT_ERROR_TYPES,
         when=_is_dns_temporary,
     ),
-    _builtin(
+    Rule(
         "tls-eof",
         FailureKind.TRANSIENT,
         "TLS connection closed mid-stream (unexpected EOF)",
         types=TEXT_ERROR_TYPES,
         when=_is_tls_eof,
     ),
-    _builtin(
+    Rule(
         "client-retries-exhausted",
         FailureKind.TRANSIENT,
         "the HTTP client gave up after its own retries (connection or server errors)",
         "if it recurs, check the service's health and the network path to it",
         types=("urllib3.exceptions.MaxRetryError",),
     ),
-    _builtin(
+    Rule(
         "connection-dropped",
         FailureKind.TRANSIENT,
         "network connection dropped",
@@ -674,8 +665,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
             "requests.exceptions.Timeout",
         ),
     ),
-    _builtin("timeout", FailureKind.TRANSIENT, "operation timed out", types=(TimeoutError,)),
-    _builtin(
+    Rule("timeout", FailureKind.TRANSIENT, "operation timed out", types=(TimeoutError,)),
+    Rule(
         "interrupted",
         FailureKind.FATAL,
         "interrupted (KeyboardInterrupt)",

@@ -25,18 +25,18 @@ whole step, GPU hours included, to fail the same way. A missed transient costs o
 rerun; a retried bug costs attempts x step time on every failure. So FATAL is the safe
 default, and the hint says how to add a rule for an error that really is transient.
 
-Core stays stdlib-only: foreign exception types (torch, botocore, requests) are matched by
-qualified name, never imported.
+Core never imports an ML or cloud library: foreign exception types (torch, botocore,
+requests) are matched by qualified name, never imported.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 from interlock.core.base.errors import InterlockError, PolicyError
-from interlock.core.base.lazyre import LazyPattern
 from interlock.core.base.status import FailureKind  # defined there so that errors.py can use it too
 
 MAX_MESSAGE_CHARS = 1000
@@ -160,7 +160,7 @@ def safe_str(exc: BaseException) -> str:
         return f"<unprintable {qualified_name(type(exc))}>"
 
 
-_CREDENTIALS_IN_URL = LazyPattern(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
+_CREDENTIALS_IN_URL = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
 
 
 def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:

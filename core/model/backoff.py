@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,11 +17,6 @@ def _duration_json(value: Duration | None) -> str | float | int | None:
 
     seconds = timedelta_seconds(value)
     return value if seconds is None else seconds
-
-
-def _finite(x: float) -> bool:
-    """math.isfinite without importing math (a KFP task builds a Backoff, rarely a delay)."""
-    return x - x == 0  # inf - inf and nan - nan are nan
 
 
 @dataclass(frozen=True)
@@ -45,7 +41,7 @@ class Backoff:
         if first_s <= 0:
             raise PolicyError(f"Backoff first={self.first!r} must be longer than 0s")
         f = self.factor
-        if isinstance(f, bool) or not isinstance(f, int | float) or not _finite(f) or f < 1:
+        if isinstance(f, bool) or not isinstance(f, int | float) or not math.isfinite(f) or f < 1:
             raise PolicyError(f"Backoff factor={f!r} must be a finite number >= 1")
         max_delay_s = parse_duration(self.max_delay, "Backoff max_delay")
         if max_delay_s < first_s:
@@ -85,8 +81,6 @@ class Backoff:
         first, cap = self.first_s, self.max_delay_s
         if self.factor == 1 or first >= cap:
             return min(first, cap)
-        import math  # here: the module is loaded only when a delay is computed
-
         # Compare in log space: factor**(n-1) overflows a float long before n reaches 10_000.
         if (n - 1) * math.log(self.factor) >= math.log(cap / first):
             return cap

@@ -15,6 +15,7 @@ pandas is imported only inside the dataframe row's functions, when a DataFrame c
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import shutil
 from collections.abc import Callable, Iterable
@@ -22,7 +23,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.base.digest import sha256
 from interlock.core.base.errors import SerializationError
 from interlock.core.model.artifacts import Dataset, Metrics, Model
 
@@ -58,13 +58,12 @@ def _as_is(value: Any, t: TypeSpec) -> Any:
     return value
 
 
+@dataclasses.dataclass(frozen=True, slots=True, repr=False)
 class Codec:
     """Everything core does with values of one kind. Functions never see None: the dispatchers
     below handle it once for every kind (an Optional port's None is ``null`` everywhere).
 
-    A row of the table below, read-only once made. A plain class, not a dataclass: nothing
-    compares or prints rows, and generating a dataclass's methods is paid by every process
-    that imports this module (every KFP task).
+    A row of the table below, read-only once made.
 
     kind: the TypeKind. describe: the type as a person reads it (no Optional[]). matches: does
     a (returned) value fit the type. write / read: the value into a port's directory and back.
@@ -78,50 +77,21 @@ class Codec:
     type, member by member (None: it does not match).
     """
 
-    __slots__ = ("kind", "describe", "matches", "write", "read", "hash", "artifact", "recognizes", "to_jsonable",
-                 "from_jsonable", "parse", "revive", "json_problem")
-
     kind: TypeKind
     describe: Callable[[TypeSpec], str]
     matches: Callable[[Any, TypeSpec], bool]
     write: Callable[[Any, TypeSpec, Path], None]
     read: Callable[[TypeSpec, Path], Any]
     hash: Callable[[Any, TypeSpec], str]
-    artifact: bool
-    recognizes: Callable[[Any], bool] | None
-    to_jsonable: Callable[[Any, TypeSpec], Any] | None
-    from_jsonable: Callable[[Any, TypeSpec], Any] | None
-    parse: Callable[[str], Any]
-    revive: Callable[[Any, TypeSpec], Any]
-    json_problem: Callable[[Any, TypeSpec, str], str | None] | None
+    artifact: bool = False
+    recognizes: Callable[[Any], bool] | None = None
+    to_jsonable: Callable[[Any, TypeSpec], Any] | None = None
+    from_jsonable: Callable[[Any, TypeSpec], Any] | None = None
+    parse: Callable[[str], Any] = json.loads
+    revive: Callable[[Any, TypeSpec], Any] = _as_is
+    json_problem: Callable[[Any, TypeSpec, str], str | None] | None = None
 
-    def __init__(
-        self,
-        kind: TypeKind,
-        describe: Callable[[TypeSpec], str],
-        matches: Callable[[Any, TypeSpec], bool],
-        write: Callable[[Any, TypeSpec, Path], None],
-        read: Callable[[TypeSpec, Path], Any],
-        hash: Callable[[Any, TypeSpec], str],  # noqa: A002 - the row's field
-        artifact: bool = False,
-        recognizes: Callable[[Any], bool] | None = None,
-        to_jsonable: Callable[[Any, TypeSpec], Any] | None = None,
-        from_jsonable: Callable[[Any, TypeSpec], Any] | None = None,
-        parse: Callable[[str], Any] = json.loads,
-        revive: Callable[[Any, TypeSpec], Any] = _as_is,
-        json_problem: Callable[[Any, TypeSpec, str], str | None] | None = None,
-    ) -> None:
-        for name, value in (
-            ("kind", kind), ("describe", describe), ("matches", matches), ("write", write), ("read", read),
-            ("hash", hash), ("artifact", artifact), ("recognizes", recognizes), ("to_jsonable", to_jsonable),
-            ("from_jsonable", from_jsonable), ("parse", parse), ("revive", revive), ("json_problem", json_problem),
-        ):
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"a codec row is read-only ({self.kind}.{name})")
-
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # the functions' reprs say nothing a reader needs
         return f"Codec({self.kind!r})"
 
     @property
@@ -246,7 +216,7 @@ def _read_json(t: TypeSpec, src: Path) -> Any:
 
 
 def _hash_json(value: Any, t: TypeSpec) -> str:
-    return sha256(canonical_json(to_jsonable(value, t))).hexdigest()
+    return hashlib.sha256(canonical_json(to_jsonable(value, t))).hexdigest()
 
 
 def _json_row(kind: TypeKind, **kw: Any) -> Codec:
@@ -399,8 +369,6 @@ def dataframe_hash(df: Any) -> str:
     """Content hash of a DataFrame: every value, and everything that gives the values their
     meaning: column labels with their types, dtypes in full (categories and their order,
     the ordered flag), and the index's names and dtypes. Not object identity."""
-    import hashlib  # here: OpenSSL's, fast on large inputs; loads only when a frame is hashed
-
     import pandas as pd
 
     h = hashlib.sha256()
@@ -427,8 +395,6 @@ def _frame_read(t: TypeSpec, src: Path) -> Any:
 
 # -- Dataset, Model: directories with metadata -------------------------------------------------
 def directory_hash(path: str | Path) -> str:
-    import hashlib  # here: OpenSSL's, fast on large files; loads only when a directory is hashed
-
     root = Path(path)
     h = hashlib.sha256()
     for f in sorted(p for p in root.rglob("*") if p.is_file() and p.name != ARTIFACT_META):
@@ -452,7 +418,7 @@ def _directory_row(kind: TypeKind, cls: type[Dataset] | type[Model], label: str)
         return cls(src, meta)
 
     def content_hash(value: Any, t: TypeSpec) -> str:
-        h = sha256(directory_hash(value.path).encode())
+        h = hashlib.sha256(directory_hash(value.path).encode())
         h.update(canonical_json(value.metadata))
         return h.hexdigest()
 
@@ -504,7 +470,7 @@ def _artifacts_read(t: TypeSpec, src: Path) -> Any:
 def _artifacts_hash(value: Any, t: TypeSpec) -> str:
     from interlock.core.model.values import value_hash
 
-    return sha256(canonical_json([value_hash(v, t.args[0]) for v in value])).hexdigest()
+    return hashlib.sha256(canonical_json([value_hash(v, t.args[0]) for v in value])).hexdigest()
 
 
 # -- the table ---------------------------------------------------------------------------------

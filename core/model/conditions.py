@@ -38,8 +38,6 @@ COMPARISONS = {
     Op.EQ: operator.eq, Op.NE: operator.ne, Op.LT: operator.lt,
     Op.LE: operator.le, Op.GT: operator.gt, Op.GE: operator.ge,
 }
-# Swapping operands: `5 < n` is recorded as `n > 5`, so an output or parameter comes first.
-MIRRORED = {Op.EQ: Op.EQ, Op.NE: Op.NE, Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE}
 NEGATED = {Op.EQ: Op.NE, Op.NE: Op.EQ, Op.LT: Op.GE, Op.LE: Op.GT, Op.GT: Op.LE, Op.GE: Op.LT}
 
 

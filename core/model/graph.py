@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -174,6 +175,4 @@ def _bool_leaves(cond: Any) -> list[Binding]:
 
 
 def _reorder(spec: PipelineSpec, order: list[Node]) -> PipelineSpec:
-    import dataclasses
-
     return dataclasses.replace(spec, nodes=tuple(order))

@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from interlock.core.model.fanout import MapSpec
 from interlock.core.model.spec import SPEC_VERSION, Binding, Port, StepSpec
 from interlock.core.model.types import TypeSpec
-
-if TYPE_CHECKING:  # il.map's spec loads with the first Node read
-    from interlock.core.model.fanout import MapSpec
 
 
 @dataclass(frozen=True)
@@ -111,8 +109,6 @@ class Node:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Node:
-        from interlock.core.model.fanout import MapSpec
-
         return cls(
             d["name"],
             d["step"],

@@ -9,18 +9,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from interlock.core.base.errors import PolicyError
-
-if TYPE_CHECKING:
-    from interlock.core.model.policies_opt_in import Toleration
-
-
+from interlock.core.model.policies_opt_in import Toleration
 
 # Kubernetes resource quantities: "500m", "2", "1.5", "2Gi", "512Mi", "1G", "1e3".
-# Patterns compile on first use (re caches them): every KFP task imports this module, most
-# never check a quantity or a label.
 _QUANTITY = r"^(?P<num>[0-9]+(\.[0-9]+)?|\.[0-9]+)(?P<unit>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e[0-9]+)?$"
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
@@ -56,9 +50,7 @@ def _quantity_str(value: str | int | float | None, field_name: str) -> str | Non
     return str(value)
 
 
-# init=False: the class writes its own __init__ (validation); dataclass would generate one,
-# then throw it away, in every process that imports this module (every KFP task).
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, slots=True)
 class Resources:
     """Requests (and optional limits) for one step's container.
 
@@ -73,34 +65,21 @@ class Resources:
     ``GPU = il.Resources(gpu=8, queue="team-a")`` carries both.
     """
 
-    cpu: str | None = None
+    cpu: str | int | float | None = None  # stored as a string (see _quantity_str)
     memory: str | None = None
     gpu: int = 0
     accelerator: str | None = None
     shared_memory: str | None = None
     ephemeral_storage: str | None = None
-    cpu_limit: str | None = None
+    cpu_limit: str | int | float | None = None
     memory_limit: str | None = None
     node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: tuple[Toleration, ...] = ()
+    tolerations: tuple[Toleration, ...] | list[Toleration] = ()  # stored as a tuple
     queue: str | None = None
     priority_class: str | None = None
 
-    def __init__(
-        self,
-        cpu: str | int | float | None = None,
-        memory: str | None = None,
-        gpu: int = 0,
-        accelerator: str | None = None,
-        shared_memory: str | None = None,
-        ephemeral_storage: str | None = None,
-        cpu_limit: str | int | float | None = None,
-        memory_limit: str | None = None,
-        node_selector: dict[str, str] | None = None,
-        tolerations: list[Toleration] | tuple[Toleration, ...] | None = None,
-        queue: str | None = None,
-        priority_class: str | None = None,
-    ) -> None:
+    def __post_init__(self) -> None:
+        gpu, accelerator = self.gpu, self.accelerator
         if isinstance(gpu, bool) or not isinstance(gpu, int):
             raise PolicyError(f"gpu={gpu!r} must be a whole number of devices")
         if gpu < 0:
@@ -111,23 +90,21 @@ class Resources:
                 hint=f"add gpu=1 (or more): Resources(gpu=1, accelerator={accelerator!r})",
             )
         values: dict[str, Any] = {
-            "cpu": _quantity_str(cpu, "cpu"),
-            "memory": _quantity_str(memory, "memory"),
-            "gpu": gpu,
-            "accelerator": accelerator,
-            "shared_memory": _quantity_str(shared_memory, "shared_memory"),
-            "ephemeral_storage": _quantity_str(ephemeral_storage, "ephemeral_storage"),
-            "cpu_limit": _quantity_str(cpu_limit, "cpu_limit"),
-            "memory_limit": _quantity_str(memory_limit, "memory_limit"),
-            "node_selector": dict(node_selector or {}),
-            "tolerations": _tolerations(tolerations),
-            "queue": _kueue_name(queue, "queue"),
-            "priority_class": _kueue_name(priority_class, "priority_class"),
+            "cpu": _quantity_str(self.cpu, "cpu"),
+            "memory": _quantity_str(self.memory, "memory"),
+            "shared_memory": _quantity_str(self.shared_memory, "shared_memory"),
+            "ephemeral_storage": _quantity_str(self.ephemeral_storage, "ephemeral_storage"),
+            "cpu_limit": _quantity_str(self.cpu_limit, "cpu_limit"),
+            "memory_limit": _quantity_str(self.memory_limit, "memory_limit"),
+            "node_selector": dict(self.node_selector or {}),
+            "tolerations": _tolerations(self.tolerations),
+            "queue": _kueue_name(self.queue, "queue"),
+            "priority_class": _kueue_name(self.priority_class, "priority_class"),
         }
-        if priority_class is not None and queue is None:
+        if self.priority_class is not None and self.queue is None:
             raise PolicyError(
-                f"priority_class={priority_class!r} without a queue: Kueue orders workloads within a queue",
-                hint=f'add the queue: Resources(queue="team-a", priority_class={priority_class!r})',
+                f"priority_class={self.priority_class!r} without a queue: Kueue orders workloads within a queue",
+                hint=f'add the queue: Resources(queue="team-a", priority_class={self.priority_class!r})',
             )
         for name in ("cpu", "memory"):
             req, lim = values[name], values[f"{name}_limit"]
@@ -140,8 +117,7 @@ class Resources:
         return hash(repr(self.to_json()))
 
     def to_json(self) -> dict[str, Any]:
-        # Field by field, not asdict(): every receipt fragment (two per step) records these,
-        # and asdict deep-copies each value; the values are strings, numbers and one flat dict.
+        # Field by field: tolerations become JSON objects, and empty values are left out.
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["node_selector"] = dict(self.node_selector)
         data["tolerations"] = [asdict(t) for t in self.tolerations]
@@ -157,8 +133,6 @@ class Resources:
 def _tolerations(given: list[Toleration] | tuple[Toleration, ...] | list[dict] | None) -> tuple[Toleration, ...]:
     if not given:
         return ()
-    from interlock.core.model.policies_opt_in import Toleration
-
     return tuple(t if isinstance(t, Toleration) else Toleration(**t) for t in given)
 
 

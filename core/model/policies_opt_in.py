@@ -1,9 +1,6 @@
 """The step policies a step opts into: tolerations, checkpoints, torchrun, secrets.
 
-Part of ``interlock.core.model.policies`` (import them from there, as ``il.*`` does): defined apart
-so that a process that runs a plain step (a KFP task: one process per task) does not pay for
-their dataclasses (about 0.3-0.5 ms each to create). ``policies`` loads this module the
-first time one of these names is read from it.
+The policies every step has (resources, cache, labels) are in ``policies.py``.
 """
 
 from __future__ import annotations

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from interlock.core.model.policies import Cache, Resources
+from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Torchrun
 from interlock.core.model.retry import Retry
 from interlock.core.model.types import TypeSpec
-
-if TYPE_CHECKING:
-    from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Torchrun
 
 SPEC_VERSION = 1
 
@@ -124,9 +122,6 @@ class StepSpec:
     def from_json(cls, d: dict[str, Any]) -> StepSpec:
         checkpoint, secrets, distributed = None, (), None
         if d.get("checkpoint") or d.get("secrets") or d.get("distributed"):
-            # Opt-in policies, their module loaded only by a step that has one (policies_opt_in).
-            from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Torchrun
-
             checkpoint = CheckpointPolicy.from_json(d["checkpoint"]) if d.get("checkpoint") else None
             secrets = tuple(Secret(**s) for s in d.get("secrets", ()))
             distributed = Torchrun.from_json(d["distributed"]) if d.get("distributed") else None

@@ -4,6 +4,7 @@ the scope a node or gate sits in, and each call's inputs and outputs (the author
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -243,8 +244,6 @@ def call_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
 
 
 def _named(found: list[Binding], declared: list[tuple[str, Binding]], prefix: str) -> list[tuple[str, Binding]]:
-    import re
-
     taken: set[str] = set()
     out: list[tuple[str, Binding]] = []
     for b in found:

@@ -9,11 +9,11 @@ actually crosses.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
-from interlock.core.base.digest import sha256
 from interlock.core.base.errors import SerializationError
 from interlock.core.model.codecs import VALUE_FILE, codec, from_jsonable, output_matches
 from interlock.core.model.types import TypeSpec
@@ -68,5 +68,5 @@ def read_value(t: TypeSpec, src: str | Path) -> Any:
 # -- hashing (cache keys) -----------------------------------------------------------------
 def value_hash(value: Any, t: TypeSpec) -> str:
     if value is None:
-        return sha256(b"null").hexdigest()
+        return hashlib.sha256(b"null").hexdigest()
     return codec(t).hash(value, t)

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from interlock.core.base.errors import LineageUnavailable
 from interlock.core.model.codecs import METRICS_FILE, TypeKind
@@ -156,8 +157,6 @@ def _metrics_properties(uri: str, kind: TypeKind) -> dict[str, Any]:
     """An il.Metrics output's numbers, so that a query shows them (as kfp-local records)."""
     if kind is not TypeKind.METRICS or not uri.startswith("file://"):
         return {}
-    from urllib.parse import unquote, urlparse
-
     path = Path(unquote(urlparse(uri).path))
     path = path / METRICS_FILE if path.is_dir() else path
     try:

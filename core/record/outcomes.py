@@ -1,8 +1,7 @@
 """A run's outcome: each step's status, the run's, and its first failure (``settle``).
 
 Only the process that watches a run (a backend's parent, a KFP exit task) settles it; a
-step's own process (every KFP task) never does. So these live apart from the run state
-(``run/state.py``), which every task imports. ``RunResult`` is what ``il.run`` returns.
+step's own process never does. ``RunResult`` is what ``il.run`` returns.
 """
 
 from __future__ import annotations

@@ -24,7 +24,6 @@ from interlock.core.base.errors import PolicyError
 from interlock.core.base.status import Status
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.policies import parse_quantity
-from interlock.core.record import git_state
 from interlock.core.run.devices import billed_gpus, group_device
 from interlock.core.run.records import Fragment
 from interlock.core.run.redact import Redactor
@@ -84,25 +83,13 @@ class PriceTable:
                  nodes: int = 1) -> float:
         """``resources`` are per node; ``gpus`` is the step's total (what its ranks saw)."""
         hours = seconds / 3600.0 * nodes
-        cpu = _quantity(resources.get("cpu", "1"), "cpu")
-        mem_gib = _quantity(resources.get("memory", "1Gi"), "memory") / 2**30
+        cpu = parse_quantity(resources.get("cpu", "1"), "cpu")
+        mem_gib = parse_quantity(resources.get("memory", "1Gi"), "memory") / 2**30
         cost = hours * (cpu * self.prices["cpu_core_hour"] + mem_gib * self.prices["memory_gib_hour"])
         cost += seconds / 3600.0 * gpus * self.gpu_hour(resources.get("accelerator"))
         if interruptible:
             cost *= 1.0 - self.prices.get("interruptible_discount", 0.0)
         return round(cost, 6)
-
-
-_QUANTITIES: dict[tuple[str, str], float] = {}  # "500m" -> 0.5: a pure function, asked twice a node
-
-
-def _quantity(value: str | int | float, field_name: str) -> float:
-    if not isinstance(value, str):
-        return parse_quantity(value, field_name)
-    key = (value, field_name)
-    if key not in _QUANTITIES:
-        _QUANTITIES[key] = parse_quantity(value, field_name)  # an invalid one raises, and is not kept
-    return _QUANTITIES[key]
 
 
 def _ranks_device(state: RunState, node: str, world: int, own: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -114,9 +101,6 @@ def _ranks_device(state: RunState, node: str, world: int, own: dict[str, Any] | 
     return group_device(found) or own
 
 
-_RESOLVED: dict[str, Path] = {}  # a module's __file__ -> where it was imported from (twice per run)
-
-
 def code_files(spec: PipelineSpec) -> list[Path]:
     """The source files of a pipeline and its steps, as this process imported them."""
     files: list[Path] = []
@@ -125,9 +109,7 @@ def code_files(spec: PipelineSpec) -> list[Path]:
         source = getattr(module, "__file__", None)
         if not source:
             continue
-        path = _RESOLVED.get(source)
-        if path is None:
-            path = _RESOLVED[source] = Path(source).resolve()
+        path = Path(source).resolve()
         if path not in files:
             files.append(path)
     return files
@@ -146,29 +128,24 @@ def git_info(start: str | Path | None = None, files: list[Path] | tuple[Path, ..
     steps' sources) is untracked or modified. Containers have no .git: they pass
     INTERLOCK_GIT_SHA (and INTERLOCK_GIT_DIRTY=1).
 
-    A clean checkout is proven from the repository's files, as git proves it (core/record/git_state.py:
-    HEAD from the refs, every index entry's stat, the index's tree against HEAD's); whatever
-    that cannot prove (a changed or racily new file, an untracked source) is asked of git."""
-    cwd, found, known = _git_probe(start, files)
-    return known if known is not None else _ask_git(cwd, files, found)
+    ``{"sha": None, "dirty": None}`` (unknown) when git is not installed, the code is not in a
+    repository, or the repository has no commit yet."""
+    return _from_env() or _ask_git(_code_dir(start, files), files)
 
 
-def _git_probe(start: str | Path | None, files: list[Path] | tuple[Path, ...],
-               ) -> tuple[Path, git_state.Probe | None, dict[str, Any] | None]:
-    """What is known without a git process: the container's word, or a proven clean checkout."""
-    cwd = Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
+def _code_dir(start: str | Path | None, files: list[Path] | tuple[Path, ...]) -> Path:
+    return Path(start) if start else (files[0].parent if files else Path(os.getcwd()))
+
+
+def _from_env() -> dict[str, Any] | None:
     if os.environ.get("INTERLOCK_GIT_SHA"):
-        return cwd, None, {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
-    found = git_state.probe(cwd, files)
-    if found is not None and found.clean:
-        return cwd, found, {"sha": found.sha, "dirty": False}
-    return cwd, found, None
+        return {"sha": os.environ["INTERLOCK_GIT_SHA"], "dirty": os.environ.get("INTERLOCK_GIT_DIRTY") == "1"}
+    return None
 
 
-def _ask_git(cwd: Path, files: list[Path] | tuple[Path, ...], found: git_state.Probe | None) -> dict[str, Any]:
+def _ask_git(cwd: Path, files: list[Path] | tuple[Path, ...]) -> dict[str, Any]:
     try:
-        # git finds the repository some other way (environment, layout): ask it where
-        top = found.top if found is not None else Path(_git(cwd, "rev-parse", "--show-toplevel")).resolve()
+        top = Path(_git(cwd, "rev-parse", "--show-toplevel")).resolve()
         # One process for HEAD and the tracked changes, git's word at the time it looked.
         porcelain = _git(cwd, "status", "--porcelain=v2", "--branch", "--untracked-files=no").splitlines()
         head = next((line.split()[2] for line in porcelain if line.startswith("# branch.oid ")), None)
@@ -176,22 +153,19 @@ def _ask_git(cwd: Path, files: list[Path] | tuple[Path, ...], found: git_state.P
             return {"sha": None, "dirty": None}  # no commit yet: nothing to point at
         dirty = any(not line.startswith("#") for line in porcelain)
         ours = [str(f) for f in files if f.is_relative_to(top)]
-        if found is not None and found.tracked is not None:
-            # A tracked source's changes are in the status above; only an untracked one is not.
-            ours = [f for f in ours if Path(f).resolve().relative_to(top).as_posix() not in found.tracked]
-        if ours and not dirty:
+        if ours and not dirty:  # a source git does not track makes the code dirty too
             dirty = bool(_git(cwd, "status", "--porcelain", "--untracked-files=all", "--", *ours))
-    except (OSError, subprocess.SubprocessError, ValueError):
+    except (OSError, subprocess.SubprocessError, ValueError):  # no git, or not a repository
         return {"sha": None, "dirty": None}
     return {"sha": head, "dirty": dirty}
 
 
 class _GitLookup(threading.Thread):
-    """The git processes of ``git_info`` in a thread: they run while the run's steps do."""
+    """``git_info``'s git processes in a thread: they run while the run's steps do."""
 
-    def __init__(self, cwd: Path, files: tuple[Path, ...], found: git_state.Probe | None):
+    def __init__(self, cwd: Path, files: tuple[Path, ...]):
         super().__init__(name="interlock-git-info", daemon=True)
-        self.args = (cwd, files, found)
+        self.args = (cwd, files)
         self.result: dict[str, Any] | None = None
 
     def run(self) -> None:
@@ -205,12 +179,10 @@ _LOOKUPS_LOCK = threading.Lock()
 def prefetch_git_info(spec: PipelineSpec, code_dir: str | Path | None = None) -> None:
     """Take the receipt's git facts now, as the run starts: ``assemble_receipt`` for the same
     code takes this answer. What the receipt records is then the code as the run started,
-    which is the code that ran. A clean checkout is proven here from the repository's files
-    (well under a millisecond); git processes, when needed, run in a thread alongside the steps."""
+    which is the code that ran; the git processes run in a thread alongside the steps."""
     files = tuple(code_files(spec))
     key = (str(code_dir), files)
-    cwd, found, known = _git_probe(code_dir, files)
-    lookup = known if known is not None else _GitLookup(cwd, files, found)
+    lookup = _from_env() or _GitLookup(_code_dir(code_dir, files), files)
     with _LOOKUPS_LOCK:
         _LOOKUPS[key] = lookup  # a lookup nobody took (a run that failed early) is replaced
     if isinstance(lookup, _GitLookup):

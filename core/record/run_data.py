@@ -9,9 +9,8 @@ A run lives in ``<workdir>/runs/<run id>/state`` (runstate.state_dir_under), the
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,22 +41,7 @@ def record_spec(state_dir: Path, spec: PipelineSpec, params: Mapping[str, Any] |
     return path
 
 
-# The scrubbed spec text of the last few (spec, redactor) pairs recorded in this process: a
-# pure function of both (a spec is frozen, a Redactor is a frozen value), and a rerun records
-# the same pair again; encoding and scrubbing it was 0.02 ms a node of a cached rerun. Keyed by
-# the spec object (held here, so its id is not reused) and the redactor (its secret values).
-_RECORDED: OrderedDict[int, tuple[PipelineSpec, Redactor, str]] = OrderedDict()
-_RECORDED_MAX = 8
-_RECORDED_LOCK = threading.Lock()
-
-
 def _spec_text(spec: PipelineSpec, redactor: Redactor) -> str:
-    with _RECORDED_LOCK:
-        held = _RECORDED.get(id(spec))
-        if held is not None and held[0] is spec and held[1] == redactor:
-            _RECORDED.move_to_end(id(spec))
-            return held[2]
-
     def scrub(value: Any) -> Any:
         if isinstance(value, dict):
             return {k: scrub(v) for k, v in value.items()}
@@ -66,12 +50,7 @@ def _spec_text(spec: PipelineSpec, redactor: Redactor) -> str:
         return redactor.text(value) if isinstance(value, str) else value
 
     # Compact: json's C encoder (as write_json_atomic(..., indent=None) wrote it).
-    text = json.dumps(scrub(spec.to_json()), sort_keys=True, indent=None, default=str)
-    with _RECORDED_LOCK:
-        _RECORDED[id(spec)] = (spec, redactor, text)
-        while len(_RECORDED) > _RECORDED_MAX:
-            _RECORDED.popitem(last=False)
-    return text
+    return json.dumps(scrub(spec.to_json()), sort_keys=True, indent=None, default=str)
 
 
 def load_spec(state_dir: Path) -> PipelineSpec | None:

@@ -135,7 +135,7 @@ class RunConsole:
     def uses_rich(self) -> bool:
         if self.style == "plain":
             return False
-        if self.style == "auto":  # the terminal first: looking for rich costs a sys.path search a run
+        if self.style == "auto":  # rich only on a terminal
             isatty = getattr(self._err(), "isatty", None)
             if not (isatty and isatty()) or os.environ.get("TERM") == "dumb":
                 return False

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -117,28 +115,8 @@ def _graph(spec: PipelineSpec | None, receipt: dict[str, Any], progress: dict[st
     return legend(statuses=True) + f'<div class="card">{_graph_svg(spec, outcomes)}</div>'
 
 
-# The coloured graph of the last few (spec, outcomes) drawn in this process: a pure function
-# of both (specs are frozen, Outcome is a frozen value), and on a cached rerun the same pair
-# comes back run after run; drawing it was most of a cached rerun's report (0.05 ms a node).
-# Keyed by the spec object (held here, so its id is not reused) and the outcomes' items.
-_DRAWN: OrderedDict[int, tuple[PipelineSpec, frozenset[tuple[str, Outcome]], str]] = OrderedDict()
-_DRAWN_MAX = 8
-_DRAWN_LOCK = threading.Lock()
-
-
 def _graph_svg(spec: PipelineSpec, outcomes: dict[str, Outcome]) -> str:
-    key = frozenset(outcomes.items())
-    with _DRAWN_LOCK:
-        held = _DRAWN.get(id(spec))
-        if held is not None and held[0] is spec and held[1] == key:
-            _DRAWN.move_to_end(id(spec))
-            return held[2]
-    svg = render_svg(graph_model.build(spec), outcomes)
-    with _DRAWN_LOCK:
-        _DRAWN[id(spec)] = (spec, key, svg)
-        while len(_DRAWN) > _DRAWN_MAX:
-            _DRAWN.popitem(last=False)
-    return svg
+    return render_svg(graph_model.build(spec), outcomes)
 
 
 def _timeline(receipt: dict[str, Any], state_dir: Path) -> str:

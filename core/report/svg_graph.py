@@ -18,7 +18,7 @@ from interlock.core.report.graph_model import (
     EdgeKind,
     NodeKind,
 )
-from interlock.core.report.svg import FONT, clip, el, esc, fit, num, text_width, wrap
+from interlock.core.report.svg import FONT, clip, el, esc, fit, num, text_width
 
 PAD = 10.0
 TITLE_H = 18.0
@@ -123,69 +123,59 @@ def _defs() -> str:
 
 def _edge(edge: DisplayEdge, points: list[tuple[float, float]]) -> str:
     colour, dash = EDGE_STYLE[edge.kind]
-    kind = edge.kind.value
     d = f"M{num(points[0][0])},{num(points[0][1])}"
     for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
         dy = (y1 - y0) / 2
         d += f" C{num(x0)},{num(y0 + dy)} {num(x1)},{num(y1 - dy)} {num(x1)},{num(y1)}"
-    dashed = f' stroke-dasharray="{dash}"' if dash is not None else ""
-    out = f'<path d="{d}" fill="none" stroke="{colour}" stroke-width="1.4"{dashed} marker-end="url(#arrow-{kind})"/>'
+    out = el("path", d=d, fill="none", stroke=colour, stroke_width="1.4", stroke_dasharray=dash,
+             marker_end=f"url(#arrow-{edge.kind.value})")
     if edge.label:
         (x0, y0), (x1, y1) = points[len(points) // 2 - 1] if len(points) > 2 else points[0], points[len(points) // 2]
         mx, my = (x0 + x1) / 2, (y0 + y1) / 2
         label = clip(edge.label, 28)
         tw = text_width(label, 10)
-        out += (f'<rect x="{num(mx - tw / 2 - 3)}" y="{num(my - 7)}" width="{num(tw + 6)}" height="13" rx="3" '
-                f'fill="#ffffff" opacity="0.85"/>')
-        out += wrap(f'text x="{num(mx)}" y="{num(my + 3)}" text-anchor="middle" font-size="10" fill="{colour}"',
-                    esc(label))
-    return f'<g class="edge edge-{kind}" data-src="{esc(edge.src)}" data-dst="{esc(edge.dst)}">{out}</g>'
+        out += el("rect", x=num(mx - tw / 2 - 3), y=num(my - 7), width=num(tw + 6), height="13", rx="3",
+                  fill="#ffffff", opacity="0.85")
+        out += el("text", esc(label), x=num(mx), y=num(my + 3), text_anchor="middle", font_size="10", fill=colour)
+    return el("g", out, class_=f"edge edge-{edge.kind.value}", data_src=edge.src, data_dst=edge.dst)
 
-
-# A node is drawn as text with its attributes spelled out (the same markup ``el`` writes):
-# a report draws every node of every run, and the keyword handling was most of its cost.
-# Colours and sizes come from the tables above (nothing to escape); names and texts are escaped.
 
 def _node(n: DisplayNode, lay: Layout, outcome: Outcome | None) -> str:
     box = lay.boxes[n.id]
     x0, y0, w, h = box.x - box.w / 2, box.y, box.w, box.h
     fill, stroke = STATUS_COLOURS.get(outcome.status, PLAIN) if outcome else (GATE if n.kind is NodeKind.GATE else PLAIN)
-    dashed = ' stroke-dasharray="4 3"' if outcome and outcome.status in ("skipped", "not-run", "not-taken") else ""
-    status = f' data-status="{esc(outcome.status)}"' if outcome else ""
-    head = f'g class="node" data-node="{esc(n.id)}" data-kind="{esc(n.kind.value)}"{status}'
-    body = wrap("title", esc("\n".join(t for t in (n.title, n.tip, outcome.status if outcome else "") if t)))
-    paint = f'fill="{fill}" stroke="{stroke}"'
+    dash = "4 3" if outcome and outcome.status in ("skipped", "not-run", "not-taken") else None
+    body = el("title", esc("\n".join(t for t in (n.title, n.tip, outcome.status if outcome else "") if t)))
     if n.kind is NodeKind.GATE:
         k = h / 2
         pts = [(x0, y0 + k), (x0 + k, y0), (x0 + w - k, y0), (x0 + w, y0 + k), (x0 + w - k, y0 + h), (x0 + k, y0 + h)]
-        body += (f'<polygon points="{" ".join(f"{num(a)},{num(b)}" for a, b in pts)}" {paint} stroke-width="1.5"'
-                 f'{dashed} class="box"/>')
-        body += wrap(f'text x="{num(box.x)}" y="{num(y0 + k + 4)}" text-anchor="middle" font-size="12" fill="#5d4037"',
-                     esc(fit(n.title, 12, w - h)))
-        return wrap(head, body)
-    width, height = num(w), num(h)
+        body += el("polygon", points=" ".join(f"{num(a)},{num(b)}" for a, b in pts), fill=fill, stroke=stroke,
+                   stroke_width="1.5", stroke_dasharray=dash, class_="box")
+        body += el("text", esc(fit(n.title, 12, w - h)), x=num(box.x), y=num(y0 + k + 4),
+                   text_anchor="middle", font_size="12", fill="#5d4037")
+        return _node_group(n, outcome, body)
     if n.kind is NodeKind.MAP:  # a stack: the same step, once per item
         for off in (8, 4):
-            body += (f'<rect x="{num(x0 + off)}" y="{num(y0 - off)}" width="{width}" height="{height}" rx="6" {paint} '
-                     f'stroke-width="1" opacity="0.7"/>')
-    body += (f'<rect x="{num(x0)}" y="{num(y0)}" width="{width}" height="{height}" rx="6" {paint} stroke-width="1.6"'
-             f'{dashed} class="box"/>')
+            body += el("rect", x=num(x0 + off), y=num(y0 - off), width=num(w), height=num(h), rx="6",
+                       fill=fill, stroke=stroke, stroke_width="1", opacity="0.7")
+    body += el("rect", x=num(x0), y=num(y0), width=num(w), height=num(h), rx="6", fill=fill, stroke=stroke,
+               stroke_width="1.6", stroke_dasharray=dash, class_="box")
     if n.kind is NodeKind.FINALLY:
-        body += (f'<rect x="{num(x0 + 3)}" y="{num(y0 + 3)}" width="{num(w - 6)}" height="{num(h - 6)}" rx="4" '
-                 f'fill="none" stroke="{stroke}" stroke-width="0.8"/>')
+        body += el("rect", x=num(x0 + 3), y=num(y0 + 3), width=num(w - 6), height=num(h - 6), rx="4", fill="none",
+                   stroke=stroke, stroke_width="0.8")
     room, left = w - 2 * PAD, num(x0 + PAD)
     y = y0 + PAD + 13
-    body += wrap(f'text x="{left}" y="{num(y)}" font-size="13" font-weight="600" fill="#263238"',
-                 esc(fit(n.title, 13.5, room)))
+    body += el("text", esc(fit(n.title, 13.5, room)), x=left, y=num(y), font_size="13", font_weight="600",
+               fill="#263238")
     y += TITLE_H - 13
     for line in n.lines:
         y += LINE_H
-        body += wrap(f'text x="{left}" y="{num(y - 3)}" font-size="11" fill="#546e7a"', esc(fit(line, 11, room)))
+        body += el("text", esc(fit(line, 11, room)), x=left, y=num(y - 3), font_size="11", fill="#546e7a")
     if outcome:  # the outcome in its colour, then what it took
         y += LINE_H
         text = outcome.status + (f" \u00b7 {outcome.note}" if outcome.note else "")
-        body += wrap(f'text x="{left}" y="{num(y - 3)}" font-size="11" fill="{stroke}" font-weight="600" class="status"',
-                     esc(fit(text, 11, room)))
+        body += el("text", esc(fit(text, 11, room)), x=left, y=num(y - 3), font_size="11", fill=stroke,
+                   font_weight="600", class_="status")
     y += 4
     for row in _badge_rows(n.badges, room):
         x = x0 + PAD
@@ -194,9 +184,15 @@ def _node(n: DisplayNode, lay: Layout, outcome: Outcome | None) -> str:
             bw = min(full, room)
             label = fit(b.text, 10.5, bw - 12)
             bg, fg = BADGE_COLOURS.get(b.tone, ("#eceff1", "#37474f"))
-            body += (f'<rect x="{num(x)}" y="{num(y)}" width="{num(bw)}" height="{BADGE_H}" rx="9" fill="{bg}" '
-                     f'class="badge badge-{esc(b.tone)}"/>')
-            body += wrap(f'text x="{num(x + 6)}" y="{num(y + 13)}" font-size="10.5" fill="{fg}"', esc(label))
+            body += el("rect", x=num(x), y=num(y), width=num(bw), height=BADGE_H, rx="9", fill=bg,
+                       class_=f"badge badge-{b.tone}")
+            body += el("text", esc(label), x=num(x + 6), y=num(y + 13), font_size="10.5", fill=fg)
             x += bw + 4
         y += BADGE_H + 4
-    return wrap(head, body)
+    return _node_group(n, outcome, body)
+
+
+def _node_group(n: DisplayNode, outcome: Outcome | None, body: str) -> str:
+    """A node's ``<g>``: what a test (or the browser's inspector) finds a node by."""
+    return el("g", body, class_="node", data_node=n.id, data_kind=n.kind.value,
+              data_status=outcome.status if outcome else None)

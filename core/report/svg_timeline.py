@@ -5,13 +5,12 @@ as a hatched gap, a cache hit as a marker, skipped and never-run steps named in 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from interlock.core.base.durations import format_duration
-from interlock.core.report.svg import FONT, el, esc, fit, num, wrap
+from interlock.core.report.svg import FONT, el, esc, fit, num
 from interlock.core.report.svg_chart import nice_ticks
 from interlock.core.report.svg_graph import STATUS_COLOURS
 
@@ -55,18 +54,16 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
                         font_size="10", fill="#78909c"))
     for i, row in enumerate(rows):
         if not row.attempts and not (row.status == "cached" and row.at):
-            # No bar, no marker: nothing in the row depends on the run's times, and a cached
-            # rerun draws the same rows run after run.
+            # No bar, no marker: the row says why the step has none.
             parts.append(_still_row(i, row.node, row.status, row.note, width))
             continue
-        if not row.attempts:  # a cache hit at its time: only the marker moves from run to run
-            head, tail, mid, colour = _hit_row_parts(i, row.node, row.status, row.note, width)
-            x = px(row.at)  # type: ignore[arg-type]  # a cached row with a time, from the test above
-            parts.append(f'{head}<path d="M{num(x)},{num(mid - 7)} l7,7 l-7,7 l-7,-7 z" fill="{colour}" class="cache-hit"/>'
-                         f'<text x="{num(x + 10)}" y="{num(mid + 4)}" font-size="11" fill="{colour}">cache hit</text>{tail}')
-            continue
         body, y, mid, colour = _row_head(i, row.node, row.status)
-        top, bar_h, label_y = num(y + 4), num(ROW_H - 8), num(mid + 3)
+        if not row.attempts:  # a cache hit, marked at its time
+            x = px(row.at)  # type: ignore[arg-type]  # a cached row with a time, from the test above
+            body += el("path", d=f"M{num(x)},{num(mid - 7)} l7,7 l-7,7 l-7,-7 z", fill=colour, class_="cache-hit")
+            body += el("text", "cache hit", x=num(x + 10), y=num(mid + 4), font_size="11", fill=colour)
+            parts.append(_row_group(row.node, row.status, body + _row_note(row.note, mid, width)))
+            continue
         prev: dict[str, Any] | None = None
         for a in sorted(row.attempts, key=lambda a: float(a.get("started", 0.0))):
             s, e = float(a.get("started", t0)), float(a.get("ended") or 0.0)
@@ -75,12 +72,12 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
             # A killed attempt records no end: no wait is drawn after it (it is drawn to the next start).
             if prev is not None and prev.get("ended") and s - float(prev["ended"]) > span * 0.004:
                 gx, gw = px(float(prev["ended"])), px(s) - px(float(prev["ended"]))
-                body += (f'<rect x="{num(gx)}" y="{num(y + 7)}" width="{num(gw)}" height="{num(ROW_H - 14)}" '
-                         f'fill="url(#hatch)" stroke="#b0bec5" class="wait"/>')
+                body += el("rect", x=num(gx), y=num(y + 7), width=num(gw), height=num(ROW_H - 14),
+                           fill="url(#hatch)", stroke="#b0bec5", class_="wait")
                 label = _wait_label(prev, s - float(prev["ended"]))
                 if gw > 60:
-                    body += wrap(f'text x="{num(gx + gw / 2)}" y="{label_y}" text-anchor="middle" font-size="10" '
-                                 f'fill="#546e7a"', esc(fit(label, 10, gw - 6)))
+                    body += el("text", esc(fit(label, 10, gw - 6)), x=num(gx + gw / 2), y=num(mid + 3),
+                               text_anchor="middle", font_size="10", fill="#546e7a")
             status, number = a.get("status"), a.get("number")
             fill, stroke = STATUS_COLOURS.get(str(status), ("#eceff1", "#546e7a"))
             bx, bw = px(s), max(px(e) - px(s), 3.0)
@@ -90,14 +87,12 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
                 tip += f"\n{kind}: {a['failure'].get('reason', '')}"
             if a.get("decision"):
                 tip += f"\n{a['decision']}"
-            numbered = f' data-attempt="{esc(number)}"' if number is not None else ""
-            body += wrap(f'rect x="{num(bx)}" y="{top}" width="{num(bw)}" height="{bar_h}" rx="3" fill="{fill}" '
-                         f'stroke="{stroke}" class="attempt attempt-{esc(status)}"{numbered}',
-                         wrap("title", esc(tip)))
+            body += el("rect", el("title", esc(tip)), x=num(bx), y=num(y + 4), width=num(bw), height=num(ROW_H - 8),
+                       rx="3", fill=fill, stroke=stroke, class_=f"attempt attempt-{status}", data_attempt=number)
             label = f"#{number}" + (f" {kind}" if kind else "")
             if bw > 28:
-                body += wrap(f'text x="{num(bx + 4)}" y="{label_y}" font-size="10" fill="{stroke}"',
-                             esc(fit(label, 10, bw - 6)))
+                body += el("text", esc(fit(label, 10, bw - 6)), x=num(bx + 4), y=num(mid + 3), font_size="10",
+                           fill=stroke)
             prev = a
         body += _row_note(row.note, mid, width)
         parts.append(_row_group(row.node, row.status, body))
@@ -106,10 +101,9 @@ def timeline(rows: Sequence[Row], t0: float, t1: float, *, width: float = 900) -
               viewBox=f"0 0 {w} {h}", role="img", aria_label="timeline", style=FONT)
 
 
-@functools.lru_cache(maxsize=4096)
 def _still_row(i: int, node: str, status: str, note: str, width: float) -> str:
     """The row of a step without attempts or a cache-hit time (skipped, not run, cached with
-    no record of when): a pure function of its place and its texts, drawn as ``timeline`` did."""
+    no record of when)."""
     body, _, mid, colour = _row_head(i, node, status)
     words = {"skipped": "skipped: its gate was false", "not-run": "not run: an earlier failure stopped the run",
              "cached": "cache hit"}.get(status, status)
@@ -119,22 +113,9 @@ def _still_row(i: int, node: str, status: str, note: str, width: float) -> str:
     return _row_group(node, status, body)
 
 
-_CUT = "\x00"  # never in a node's name or a note's text (drawn in between, then cut out)
-
-
-@functools.lru_cache(maxsize=4096)
-def _hit_row_parts(i: int, node: str, status: str, note: str, width: float) -> tuple[str, str, float, str]:
-    """A cache hit's row around its marker (its name, its dot, its note), as ``timeline``
-    draws it: ``head + marker + tail``; with the row's middle and colour for the marker."""
-    body, _, mid, colour = _row_head(i, node, status)
-    body += _CUT + _row_note(note, mid, width)
-    head, tail = _row_group(node, status, body).split(_CUT)
-    return head, tail, mid, colour
-
-
 def _row_group(node: str, status: str, body: str) -> str:
     """A row's ``<g>``: what a test (or the browser's inspector) finds a step's row by."""
-    return f'<g class="row" data-node="{esc(node)}" data-status="{esc(status)}">{body}</g>'
+    return el("g", body, class_="row", data_node=node, data_status=status)
 
 
 def _row_head(i: int, node: str, status: str) -> tuple[str, float, float, str]:
@@ -142,9 +123,9 @@ def _row_head(i: int, node: str, status: str) -> tuple[str, float, float, str]:
     y = 26 + ROW_H * i
     mid = y + ROW_H / 2
     colour = STATUS_COLOURS.get(status, ("#fff", "#546e7a"))[1]
-    body = wrap(f'text x="4" y="{num(mid + 4)}" font-size="12" fill="#263238" font-weight="600"',
-                esc(fit(node, 12, LABEL_W - 16)))
-    body += f'<circle cx="{num(LABEL_W - 8)}" cy="{num(mid)}" r="4" fill="{colour}"/>'
+    body = el("text", esc(fit(node, 12, LABEL_W - 16)), x="4", y=num(mid + 4), font_size="12",
+              fill="#263238", font_weight="600")
+    body += el("circle", cx=num(LABEL_W - 8), cy=num(mid), r="4", fill=colour)
     return body, y, mid, colour
 
 
@@ -152,5 +133,5 @@ def _row_note(note: str, mid: float, width: float) -> str:
     """A row's note (its duration, its cost) at the right edge; nothing without one."""
     if not note:
         return ""
-    return wrap(f'text x="{num(width - 8)}" y="{num(mid + 4)}" text-anchor="end" font-size="11" fill="#546e7a"',
-                esc(note))
+    return el("text", esc(note), x=num(width - 8), y=num(mid + 4), text_anchor="end", font_size="11",
+              fill="#546e7a")

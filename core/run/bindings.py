@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.codecs import revive
+from interlock.core.model.fanout import list_of
 from interlock.core.model.spec import Binding, BindingKind
 from interlock.core.model.types import TypeSpec
 
@@ -49,9 +50,6 @@ def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outp
             raise PipelineDefinitionError("unknown argument", pipeline=spec.name, step=node_name, port=name)
         t = port.type
         if node.map is not None and name == node.map.item:
-            # il.map's module, imported here: a KFP task (types.follow) needs none of it.
-            from interlock.core.model.fanout import list_of
-
             t = list_of(port.type)
         values[name] = resolve(b, params, outputs, t)
     for port in step.inputs:

@@ -12,8 +12,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-# The checkpoint and metrics modules load when a step uses them: every KFP task process
-# makes a context, most never checkpoint.
 if TYPE_CHECKING:
     from interlock.core.checkpoint.checkpointer import Checkpointer
     from interlock.core.run.metrics import MetricLog

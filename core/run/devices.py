@@ -10,6 +10,7 @@ imports torch.
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 from typing import Any
@@ -33,8 +34,6 @@ def visible_gpus() -> int:
             return int(torch.cuda.device_count())
         except Exception:  # noqa: BLE001 - a broken CUDA install sees no GPU
             return 0
-    import glob  # here: only a step that requests GPUs asks
-
     present = len(glob.glob("/dev/nvidia[0-9]*"))
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:

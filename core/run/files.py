@@ -101,8 +101,7 @@ def last_object(data: bytes) -> dict[str, Any] | None:
 
 
 def _write_bytes(path: str, data: bytes, mode: int) -> None:
-    # os-level: pathlib's write_text and its TextIOWrapper cost as much as the write itself
-    # (two fragment writes per step).
+    # os.open: the mode flags (O_EXCL, O_APPEND, O_TRUNC) say create, append or replace.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o644)
     try:
         view = memoryview(data)

@@ -47,7 +47,7 @@ _ENV_LEVELS = {"MLFLOW_LOGGING_LEVEL": "WARNING"}
 
 
 def _step_line() -> type[StepLine]:
-    """The StepLine class, made on first use (live_line.py): a step that prints nothing never needs it."""
+    """The StepLine class (imported here: live_line.py imports this module)."""
     from interlock.core.run.live_line import StepLine
 
     return StepLine
@@ -66,7 +66,7 @@ def decode(text: str) -> StepLine | None:
         return None
 
 
-Sink = Callable[["StepLine"], None]  # a string: the class is made on first use
+Sink = Callable[["StepLine"], None]
 _sinks: list[Sink] = []
 _lock = threading.RLock()
 _verbose = False
@@ -137,7 +137,7 @@ def real(stream: Any) -> TextIO:
     """The stream under any router: where a console writes without being captured itself."""
     while isinstance(stream, _Router):
         stream = stream.original
-    return stream  # type: ignore[no-any-return]
+    return stream
 
 
 def current_node() -> str | None:
@@ -228,17 +228,10 @@ _installed: dict[str, Any] = {}
 _holds = 0  # open ``held()`` blocks: the capture stays installed between their steps
 
 
-def _set_levels(levels: dict[logging.Logger, int], changed: bool = False) -> bool:
-    """``setLevel`` on each, with one flush of logging's per-logger caches instead of one per
-    call: each flush walks every logger (flytekit alone has dozens), and a step is captured
-    and released once per call of it. ``changed``: levels were already set (flush anyway)."""
+def _set_levels(levels: dict[logging.Logger, int]) -> None:
     for lg, level in levels.items():
         if lg.level != level:
-            lg.level = level  # getEffectiveLevel reads .level itself: later checks see it at once
-            changed = True
-    if changed:
-        logging.Logger.manager._clear_cache()  # what Logger.setLevel does after setting the level
-    return changed
+            lg.setLevel(level)
 
 
 def _install() -> None:
@@ -246,8 +239,8 @@ def _install() -> None:
     root = logging.getLogger()
     handler = _log_handler()
     _installed.update(stdout=sys.stdout, stderr=sys.stderr, handler=handler, root_level=root.level)
-    sys.stdout = _Router(sys.stdout, STDOUT)  # type: ignore[assignment]
-    sys.stderr = _Router(sys.stderr, STDERR)  # type: ignore[assignment]
+    sys.stdout = _Router(sys.stdout, STDOUT)
+    sys.stderr = _Router(sys.stderr, STDERR)
     levels: dict[logging.Logger, int] = {}
     # Unconfigured logging drops INFO: a step's ctx.log.info is meant to be seen.
     if not [h for h in root.handlers if not isinstance(h, _LogHandler)] and root.level > logging.INFO:
@@ -310,10 +303,7 @@ def capture(node: str) -> Iterator[None]:
 def held() -> Iterator[None]:
     """Keep the capture installed from a block's first captured step to its end, instead of
     installing and removing it around each step (a flyte-local run calls its steps one after
-    another in this process). Installing swaps the streams, adds the root handler and moves
-    logger levels, and each level move flushes logging's caches over every logger (flytekit
-    alone has dozens): a tenth of a trivial step's overhead. Between the steps nothing is
-    captured (no node is active: prints pass through, records without a step are dropped
+    another in this process). Between the steps nothing is captured (no node is active: prints pass through, records without a step are dropped
     below WARNING as before)."""
     global _holds
     with _lock:
@@ -335,21 +325,18 @@ class _Quiet:
 
 def quiet_foreign_start(levels: dict[logging.Logger, int] | None = None) -> _Quiet:
     """Foreign libraries' loggers at WARNING (unless verbose); MLflow's own setting too.
-    ``levels``: other loggers' levels to set at the same time (one cache flush for all)."""
+    ``levels``: other loggers' levels to set first (a foreign logger's effective level
+    follows root's)."""
     quiet = _Quiet({}, {})
-    changed = False
-    for lg, level in (levels or {}).items():  # first: a foreign logger's effective level follows root's
-        if lg.level != level:
-            lg.level, changed = level, True
+    _set_levels(levels or {})
     if verbose():
-        _set_levels({}, changed)
         return quiet
     quieted: dict[logging.Logger, int] = {}
     for name, lg in _quiet_loggers():
         if lg.getEffectiveLevel() < logging.WARNING or lg.level < logging.WARNING:
             quiet.levels[name] = lg.level
             quieted[lg] = logging.WARNING
-    _set_levels(quieted, changed)
+    _set_levels(quieted)
     for key, value in _ENV_LEVELS.items():
         if key not in os.environ:  # the user's own setting wins
             quiet.env[key] = None
@@ -357,15 +344,8 @@ def quiet_foreign_start(levels: dict[logging.Logger, int] | None = None) -> _Qui
     return quiet
 
 
-_QUIET_LOGGERS: list[tuple[str, logging.Logger]] = []
-
-
 def _quiet_loggers() -> list[tuple[str, logging.Logger]]:
-    """QUIET_LOGGERS' loggers, looked up once (getLogger returns the same object for a name
-    for the life of the process; a step is captured twice per call)."""
-    if not _QUIET_LOGGERS:
-        _QUIET_LOGGERS.extend((name, logging.getLogger(name)) for name in QUIET_LOGGERS)
-    return _QUIET_LOGGERS
+    return [(name, logging.getLogger(name)) for name in QUIET_LOGGERS]
 
 
 def quiet_foreign_end(quiet: _Quiet, levels: dict[logging.Logger, int] | None = None) -> None:

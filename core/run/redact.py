@@ -15,7 +15,7 @@ Three rules, the same everywhere:
   in every text too, so a failure message that quotes it does not leak it.
 
 ``Redactor.for_values(params)`` collects the known values of a run; ``redact(value)`` and
-``redact_text(text)`` apply the rules with no known values. Stdlib only.
+``redact_text(text)`` apply the rules with no known values.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
-
-from interlock.core.base.lazyre import LazyPattern
 
 _D = TypeVar("_D")
 
@@ -53,18 +51,16 @@ _LAST_ONLY = frozenset({"pass"})
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
-# The text patterns compile when a text is first redacted (a task that fails or logs a
-# secret-looking value), not in every task process that imports the shim.
 # scheme://[user]:password@host  — the password may hold '@' (the last one before the host
 # counts), never '/', whitespace or a quote (so a match stays inside one URL).
-_URL_USERINFO = LazyPattern(r"(?P<pre>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/:@\"']*:[^\s/\"']*@")
+_URL_USERINFO = re.compile(r"(?P<pre>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/:@\"']*:[^\s/\"']*@")
 # key=value, key: value, "key": "value", 'key': 'value' (the key decides; see is_secret_key).
-_PAIR = LazyPattern(
+_PAIR = re.compile(
     r"(?P<key>[\"']?[A-Za-z_][A-Za-z0-9_.-]*[\"']?)(?P<sep>\s*[=:]\s*)"
     r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"'&,;)}\]]+)"
 )
-_BEARER = LazyPattern(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
-_TOKEN_SHAPES = LazyPattern(
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
+_TOKEN_SHAPES = re.compile(
     r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
     r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens

@@ -11,7 +11,7 @@ failure's traceback. flytekit's and kfp's local executions do none of this thems
 
 from __future__ import annotations
 
-import _signal
+import ctypes
 import functools
 import logging
 import os
@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import FailureKind, Status
-from interlock.core.checkpoint.checkpointer import wait_for_prunes
+from interlock.core.checkpoint.checkpointer import Checkpointer, wait_for_prunes
+from interlock.core.checkpoint.manifest import CheckpointInfo
+from interlock.core.checkpoint.store import store_for_uri
 from interlock.core.failure.rules import default_classifier
 from interlock.core.failure.taxonomy import Preempted, StepTimeout, qualified_name
 from interlock.core.model.spec import StepSpec
@@ -38,18 +40,12 @@ from interlock.core.run.redact import Redactor
 from interlock.core.run.state import RunContext
 from interlock.core.run.tracebacks import user_traceback
 
-# Checkpoints, metric logs and the durable state store load when a step uses them (a step
-# that takes the context, a run with a state store): a KFP task process runs one step, and
-# most steps use none of them.
 if TYPE_CHECKING:
-    from interlock.core.checkpoint.checkpointer import Checkpointer
     from interlock.core.failure.decisions import RetryTracker
     from interlock.core.failure.record import Failure
 
 log = logging.getLogger("interlock.runtime")
 
-# RunContext, Attempt and ALL_KINDS live in runstate (the run's state); re-exported here
-# because the shim is where steps meet them.
 __all__ = ["StepResult", "StopRequested", "execute_step", "record_cache_hit"]
 
 
@@ -103,36 +99,26 @@ def _output_error(step: StepSpec, msg: str) -> StepFailed:
 
 
 def _checkpointer(run: RunContext, step: StepSpec, node: str, ctx: StepContext) -> Checkpointer:
-    from interlock.core.checkpoint.store import store_for_uri
-
     policy = step.checkpoint
     root = (policy.store if policy and policy.store else None) or run.checkpoint_root or str(run.state.checkpoints_dir)
-    return _runtime_checkpointer()(store_for_uri(root), f"{run.pipeline}/{run.run_id}/{node}", keep=policy.keep if policy else 2, ctx=ctx)
+    return _RuntimeCheckpointer(store_for_uri(root), f"{run.pipeline}/{run.run_id}/{node}", keep=policy.keep if policy else 2, ctx=ctx)
 
 
-@functools.cache
-def _runtime_checkpointer() -> type[Checkpointer]:
-    """The class, made on first use (it subclasses Checkpointer, whose module loads then)."""
-    from interlock.core.checkpoint.checkpointer import Checkpointer
-    from interlock.core.checkpoint.manifest import CheckpointInfo
+class _RuntimeCheckpointer(Checkpointer):
+    """A checkpointer that yields to a pending preemption or stop right after a committed save."""
 
-    class _RuntimeCheckpointer(Checkpointer):
-        """A checkpointer that yields to a pending preemption or stop right after a committed save."""
+    def __init__(self, *args: Any, ctx: StepContext, **kw: Any):
+        super().__init__(*args, **kw)
+        self.ctx = ctx
 
-        def __init__(self, *args: Any, ctx: StepContext, **kw: Any):
-            super().__init__(*args, **kw)
-            self.ctx = ctx
-
-        def committed(self, info: CheckpointInfo) -> None:  # after save() and streamed writes alike
-            super().committed(info)
-            self.ctx.mark_checkpointed()
-            if self.ctx.facts.get("_preemption_requested"):
-                raise Preempted(f"preempted: SIGTERM received; checkpoint {info.id} committed before yielding")
-            stop = self.ctx.facts.get("_stop_requested")
-            if stop:
-                raise StopRequested(stop, checkpoint=info.id)
-
-    return _RuntimeCheckpointer
+    def committed(self, info: CheckpointInfo) -> None:  # after save() and streamed writes alike
+        super().committed(info)
+        self.ctx.mark_checkpointed()
+        if self.ctx.facts.get("_preemption_requested"):
+            raise Preempted(f"preempted: SIGTERM received; checkpoint {info.id} committed before yielding")
+        stop = self.ctx.facts.get("_stop_requested")
+        if stop:
+            raise StopRequested(stop, checkpoint=info.id)
 
 
 class StopRequested(BaseException):
@@ -153,9 +139,6 @@ DUPLICATE_SIGNAL_S = 1.0
 # After a timeout fires, fire again this often until the step ends: the first StepTimeout
 # may be caught (a bare except, a retry helper) and the step must still not run on.
 TIMEOUT_REARM_S = 0.5
-
-
-_SIGALRM, _SIGTERM, _SIGINT = int(signal.SIGALRM), int(signal.SIGTERM), int(signal.SIGINT)
 
 
 def _signal_name(signum: int) -> str:
@@ -229,19 +212,17 @@ def _signals(ctx: StepContext, timeout_s: float | None, grace_s: float, *, preem
         if due is not None:
             signal.setitimer(signal.ITIMER_REAL, max(0.001, due - time.monotonic()))
 
-    # _signal, not signal.signal: the wrapper turns each returned handler back into an enum
-    # (a raised and caught ValueError for a Python handler), six times per step.
-    old_alarm = _signal.signal(_SIGALRM, on_alarm)
-    old_term = _signal.signal(_SIGTERM, on_signal)
-    old_int = _signal.signal(_SIGINT, on_signal)
+    old_alarm = signal.signal(signal.SIGALRM, on_alarm)
+    old_term = signal.signal(signal.SIGTERM, on_signal)
+    old_int = signal.signal(signal.SIGINT, on_signal)
     _arm()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        _signal.signal(_SIGALRM, old_alarm)
-        _signal.signal(_SIGTERM, old_term)
-        _signal.signal(_SIGINT, old_int)
+        signal.signal(signal.SIGALRM, old_alarm)
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
 
 
 @contextmanager
@@ -254,8 +235,6 @@ def _watchdog(ctx: StepContext, timeout_s: float | None) -> Iterator[None]:
     if not timeout_s:
         yield
         return
-    import ctypes
-
     tid = threading.get_ident()
     done = threading.Event()
     lock = threading.Lock()
@@ -509,7 +488,6 @@ def _write_fragment(
     ``new``: no fragment was found for the node (its first write needs no rename)."""
     state = run.state
     previous = state.read_fragment(result.node) if base is None else None
-    _, resources, distributed = _recorded(step)
     state.write_fragment(Fragment(
         run_id=run.run_id,
         node=result.node,
@@ -523,22 +501,8 @@ def _write_fragment(
         snapshots=result.snapshots,
         facts=result.facts,
         device=result.device,
-        resources=resources,
-        distributed=distributed,
+        resources=step.resources.to_json(),
+        distributed=step.distributed.to_json() if step.distributed else None,
     ), new=new)
 
 
-# What a fragment records of a step's policies, per step spec (specs are frozen): two
-# fragment writes per step made each a tenth of the write's cost.
-_RECORDED: dict[int, tuple[StepSpec, dict[str, Any], dict[str, Any] | None]] = {}
-
-
-def _recorded(step: StepSpec) -> tuple[StepSpec, dict[str, Any], dict[str, Any] | None]:
-    held = _RECORDED.get(id(step))
-    if held is None or held[0] is not step:
-        if len(_RECORDED) >= 4096:  # a process that builds specs without end keeps few
-            _RECORDED.clear()
-        held = _RECORDED[id(step)] = (
-            step, step.resources.to_json(), step.distributed.to_json() if step.distributed else None,
-        )
-    return held

@@ -187,8 +187,6 @@ class RunState:
         appended (``append_record``): a fragment file holds one JSON record per line, and the
         last whole one is the fragment. Returns the file's path (``fragment_path``, as a str)."""
         path = self.fragment_file(fragment.node)
-        # Compact: json's C encoder only writes without indent; two writes per step (one
-        # before the call, one after) made the pure-Python encoder a fifth of the shim's cost.
         # One line: json.dumps escapes every newline inside a string.
         text = json.dumps(fragment.to_dict(), sort_keys=True, default=str)
         if not (new and create_text(path, text + "\n")):

@@ -13,7 +13,7 @@
     il.run(demo, backend="local", x=21).outputs["o0"]  # 42
 
 Importing this package is light: it loads no module of the core until a name is used
-(PEP 562), and the core is stdlib-only. flytekit, kfp, mlflow and friends load only when
+(PEP 562), and the core needs only the standard library and xxhash. flytekit, kfp, mlflow and friends load only when
 their adapter or plugin is used. Every KFP task process imports this package first (its
 component calls ``interlock.adapters.kfp.entry``), so what it loads is paid once per task.
 """

@@ -121,6 +121,17 @@ def test_changed_source_misses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert il.run(v1.pipe, backend="local", workdir=wd).steps["calc"].status == "cached"
 
 
+def test_a_function_without_source_is_fingerprinted_by_its_code() -> None:
+    made: list[Any] = []
+    for body in ("return 1", "return 1", "return 2"):
+        namespace: dict[str, Any] = {}
+        exec(f"def made():\n    {body}\n", namespace)  # noqa: S102  (no file: no source)
+        made.append(namespace["made"])
+    same, again, other = (code_fingerprint(fn) for fn in made)
+    assert same == again != other
+    assert code_fingerprint(made[0], "2") != same
+
+
 def test_explicit_version_misses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gen = tmp_path / "gen"
     gen.mkdir()

@@ -1,5 +1,5 @@
-"""The pictures spell their markup out by hand on the hot paths (a node, an edge, a timeline
-row): every name and text must still be escaped, so the SVG parses and gives each back whole."""
+"""Every name and text in the pictures (a node, an edge, a timeline row) is escaped: the SVG
+parses and gives each back whole."""
 
 from __future__ import annotations
 
