@@ -80,9 +80,17 @@ def _assert_one_interlock(seen: dict, *, package_dir: Path, core_dir: Path, from
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
+    # Built from a copy of what the wheel is made of: setuptools writes build/ and
+    # interlock.egg-info next to the sources, and an egg-info left in the checkout (on the
+    # tests' sys.path) would shadow the installed entry points once they change.
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    for name in ("src", "core", "adapters", "plugins"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     # --no-isolation: build with the installed setuptools, no download.
     done = subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)],
         capture_output=True, text=True,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
