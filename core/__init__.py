@@ -1,4 +1,9 @@
-"""interlock core: the portable pipeline model and the runtime shim (the standard library and xxhash)."""
+"""interlock core: the portable pipeline model and the runtime shim, as layers.
+
+Each subpackage imports only the ones below it (docs/architecture.md; the contracts are in
+pyproject.toml): cli > backend > report > record | dsl > run > checkpoint | failure > model
+> base. It needs the standard library and xxhash, and never imports an adapter or a plugin.
+"""
 
 # From a checkout's root this folder is also reachable as a top-level `core`. Loading it
 # under that name would make a second copy of every module (two StepFailed classes), so

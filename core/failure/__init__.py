@@ -1,1 +1,4 @@
-"""What went wrong and what to do about it: the failure taxonomy, the rule table that classifies an exception, the failure record and the retry decision. Imports ``model`` and ``base``."""
+"""What went wrong and what to do about it: the failure taxonomy, the rule table that
+classifies an exception, the failure record and the retry decision. Imports ``model`` and
+``base``.
+"""

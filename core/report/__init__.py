@@ -1,1 +1,3 @@
-"""What a person sees: the graph model and its layout, SVG and HTML pictures, the run report, text and Mermaid renderings, the console of a running pipeline."""
+"""What a person sees: the graph model and its layout, SVG and HTML pictures, the run report,
+text and Mermaid renderings, the console of a running pipeline.
+"""

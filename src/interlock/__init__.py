@@ -13,9 +13,9 @@
     il.run(demo, backend="local", x=21).outputs["o0"]  # 42
 
 Importing this package is light: it loads no module of the core until a name is used
-(PEP 562), and the core needs only the standard library and xxhash. flytekit, kfp, mlflow and friends load only when
-their adapter or plugin is used. Every KFP task process imports this package first (its
-component calls ``interlock.adapters.kfp.entry``), so what it loads is paid once per task.
+(PEP 562), and the core needs only the standard library and xxhash. flytekit, kfp, mlflow
+and friends load only when their adapter or plugin is used. This module is the one face of
+the public names; each lives in one module of ``interlock.core`` (``_EXPORTS``).
 """
 
 from __future__ import annotations
