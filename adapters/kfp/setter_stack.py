@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import sys
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 
@@ -26,7 +27,16 @@ class _InspectWithoutSource:
 
     @staticmethod
     def stack(context: int = 1) -> list[inspect.FrameInfo]:  # noqa: ARG004 - kfp passes none; names only
-        return inspect.getouterframes(sys._getframe(1), 0)  # as inspect.stack: from the caller's frame
+        # inspect.stack's frames from the caller's, with no source. getframeinfo (what
+        # getouterframes calls) still looks each frame's file up: a 1,000-step KFP compile
+        # took 20% longer with it (benchmarks/kfp_compile.py).
+        frames = []
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None:
+            code = frame.f_code
+            frames.append(inspect.FrameInfo(frame, code.co_filename, frame.f_lineno, code.co_name, None, None))
+            frame = frame.f_back
+        return frames
 
 
 _PROXY = _InspectWithoutSource()
