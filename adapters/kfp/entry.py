@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +45,8 @@ def run_context_for(pipeline: str) -> RunContext:
     seen = RunEnv.read(run_id_env=RUN_ID_ENV)
     run_id = seen.run_id
     if run_id is None:
+        import uuid  # a task outside a KFP run only
+
         run_id = f"kfp-{uuid.uuid4().hex[:12]}"
         log.warning("no run id in the environment; stop markers will not stop KFP retries of this task")
     overrides: dict[str, Any] = {}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import atexit
 import shutil
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -24,6 +23,8 @@ _owned: list[Path] = []
 
 def make_temp_dir(prefix: str) -> Path:
     """A new directory under $TMPDIR that interlock removes when the run (or process) ends."""
+    import tempfile  # most tasks never make one
+
     path = Path(tempfile.mkdtemp(prefix=prefix))
     with _lock:
         _owned.append(path)

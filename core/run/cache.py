@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +118,8 @@ class LocalCache:
         if (entry / "COMPLETE").exists():
             return
         entry.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only a cache write; a task that reads its hit never needs it
+
         tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}.", dir=entry.parent))
         try:
             for p in step.outputs:

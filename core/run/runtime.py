@@ -11,7 +11,6 @@ failure's traceback. flytekit's and kfp's local executions do none of this thems
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import logging
 import os
@@ -28,7 +27,6 @@ from interlock.core.base.status import FailureKind, Status
 from interlock.core.checkpoint.checkpointer import Checkpointer, wait_for_prunes
 from interlock.core.checkpoint.manifest import CheckpointInfo
 from interlock.core.checkpoint.store import store_for_uri
-from interlock.core.failure.rules import default_classifier
 from interlock.core.failure.taxonomy import Preempted, StepTimeout, qualified_name
 from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import check_output
@@ -241,6 +239,8 @@ def _watchdog(ctx: StepContext, timeout_s: float | None) -> Iterator[None]:
     message = f"step {ctx.node!r} exceeded its timeout of {timeout_s:g}s"
     # The C API raises a class, not an instance: a subclass carries the message.
     timeout_cls = type("StepTimeout", (StepTimeout,), {"default_message": message, "__module__": StepTimeout.__module__})
+    import ctypes  # only a step with a timeout raises into its thread
+
     set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
 
     def watch() -> None:
@@ -383,7 +383,10 @@ def _execute_step(
             log.warning("step %s attempt %d: %s (%s)", node, len(attempts), stop, saved)
             raise _stopped(run, step, node, stop, attempts, started, ctx, base) from stop
         except (Exception, SystemExit, StepTimeout) as exc:  # SystemExit(143) on a cluster: preempted
-            # The traceback quotes the exception's message: redact after adding it.
+            # Only a failing step needs the rule table. The traceback quotes the exception's
+            # message: redact after adding it.
+            from interlock.core.failure.rules import default_classifier
+
             failure: Failure = redactor.fields(replace((classifier or default_classifier).classify(exc), traceback=user_traceback(exc) or None))
             tracker = tracker or _retry_tracker(step, [])
             decision = tracker.decide(failure)
