@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a test environment from scratch (or reuse it) and run the whole suite.
 #   bash tests/run.sh                 # everything
-#   bash tests/run.sh tests/core -x   # extra args go to pytest
+#   bash tests/run.sh tests/core -x   # extra args go to pytest (-n 0: one process)
 # Needs only Python 3.11 and pip. Creates .venv (the project, all extras, test tools, pinned
 # by constraints.txt) and .venv-mlmd (ml-metadata, whose protobuf<5 pin cannot share .venv).
 set -euo pipefail
@@ -25,4 +25,10 @@ export PATH="$PWD/.venv/bin:$PATH"  # as if activated: console scripts (interloc
 # Tests never touch the real home directory: flytekit, kfp, mlflow and airflow caches go to a
 # throwaway HOME as a second line of defence behind the tests' own tmp_path isolation.
 export HOME="$(mktemp -d)"
-exec .venv/bin/python -m pytest "$@"
+# Two workers (the suite is parallel-safe: every test keeps its state in its own tmp dirs)
+# unless the arguments choose: -n N, --numprocesses, or -p no:xdist.
+workers=(-n 2)
+for arg in "$@"; do
+  case "$arg" in -n|-n[0-9]*|--numprocesses*|no:xdist) workers=() ;; esac
+done
+exec .venv/bin/python -m pytest "${workers[@]}" "$@"
