@@ -3,6 +3,7 @@ and ``kfp-local`` (compile, then run through kfp.local's SubprocessRunner)."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,12 @@ from .distributed import require_state_volume
 from .image import DEFAULT_BASE, write_image_files
 from .names import RUN_ID_ENV
 from .policies import LOSSY, KfpLocalOptions, KfpOptions, neutral_notes
+
+# Capabilities are data and kfp loads only when a pipeline compiles, so without kfp this
+# module would import fine and the backend would fail later with a raw ModuleNotFoundError.
+# Failing here lets discovery name the extra to install, as for flyte.
+if importlib.util.find_spec("kfp") is None:
+    raise ImportError("No module named 'kfp'", name="kfp")
 
 log = logging.getLogger("interlock.kfp")
 

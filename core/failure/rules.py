@@ -21,6 +21,7 @@ from interlock.core.base.errors import (
     ValidationFailed,
 )
 from interlock.core.base.status import FailureKind
+from interlock.core.failure.missing_module import install_hint
 from interlock.core.failure.record import Failure
 from interlock.core.failure.taxonomy import (
     HALVE_BATCH,
@@ -52,15 +53,16 @@ class Rule:
       words matches too.
     - ``when``: a predicate on the exception (for codes and attributes).
 
-    ``hint`` says what to change or how to resume; without one the exception's own ``hint``
-    attribute (interlock errors carry one) is used. ``remediation`` marks failures the
+    ``hint`` says what to change or how to resume: a string, or a function of the matched
+    exception returning one; without one the exception's own ``hint`` attribute (interlock
+    errors carry one) is used. ``remediation`` marks failures the
     runtime may fix itself (``"halve_batch"``).
     """
 
     name: str
     kind: FailureKind
     reason: str
-    hint: str | None = None
+    hint: str | Callable[[BaseException], str | None] | None = None
     types: tuple[type[BaseException] | str, ...] = ()
     pattern: str | re.Pattern[str] | None = None
     when: Predicate | None = field(default=None, compare=False)
@@ -93,6 +95,8 @@ class Rule:
                 raise PolicyError(f"Rule {self.name!r} pattern={self.pattern!r} is not a regex: {exc}") from exc
         elif self.pattern is not None and not isinstance(self.pattern, re.Pattern):
             raise PolicyError(f"Rule {self.name!r} pattern={self.pattern!r} must be a regex string")
+        if self.hint is not None and not (isinstance(self.hint, str) or callable(self.hint)):
+            raise PolicyError(f"Rule {self.name!r} hint={self.hint!r} must be a string or a function of the exception")
         if self.when is not None and not callable(self.when):
             raise PolicyError(f"Rule {self.name!r} when={self.when!r} must be callable")
         if not types and self.pattern is None and self.when is None:
@@ -137,6 +141,15 @@ def _explicit(exc: BaseException) -> tuple[BaseException, FailureKind] | None:
         except PolicyError:
             continue  # a bad declaration is ignored rather than breaking failure handling
     return None
+
+
+def _rule_hint(rule: Rule, exc: BaseException) -> str | None:
+    if not callable(rule.hint):
+        return rule.hint
+    try:
+        return rule.hint(exc)
+    except Exception:  # a faulty hint function is no hint, never a crash while failing
+        return None
 
 
 def _own_hint(exc: BaseException) -> str | None:
@@ -208,7 +221,7 @@ class Classifier:
                 return Failure(
                     kind=rule.kind,
                     reason=rule.reason,
-                    hint=rule.hint or _own_hint(hit),
+                    hint=_rule_hint(rule, hit) or _own_hint(hit),
                     rule=rule.name,
                     exc_type=qualified_name(type(hit)),
                     message=clip(safe_str(hit)),
@@ -666,6 +679,14 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule("timeout", FailureKind.TRANSIENT, "operation timed out", types=(TimeoutError,)),
+    # A missing library is the environment's fault, not the step's, and no retry installs it.
+    Rule(
+        "missing-module",
+        FailureKind.FATAL,
+        "a module the step imports is not installed",
+        install_hint,
+        types=(ModuleNotFoundError,),
+    ),
     Rule(
         "interrupted",
         FailureKind.FATAL,
