@@ -32,6 +32,7 @@ from interlock.core.base.status import FailureKind
 from interlock.core.failure.record import Failure
 from interlock.core.model.refs import load_spec
 from interlock.core.model.spec import StepSpec
+from interlock.core.run.devices import visible_gpus
 from interlock.core.run.env import RunEnv
 from interlock.core.run.state import RunContext
 from interlock.plugins.pytorch.launch import (  # noqa: F401 - re-exported: the launcher's own names
@@ -44,6 +45,7 @@ from interlock.plugins.pytorch.launch import (  # noqa: F401 - re-exported: the 
     record_launch,
     supervise,
 )
+from interlock.plugins.pytorch.process_group import host_cannot_run
 
 from .entry import run_context
 from .handoff import collect_result, handoff_dir, stage_call
@@ -203,6 +205,16 @@ def launch_node(
         refused = prior.refusal()
         raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=spec.name, failure=refused)
     t = JobTemplate.from_json(template)
+    problem = host_cannot_run(step.distributed, visible_gpus()) if run.backend == "kfp-local" and step.distributed else None
+    if problem is not None:
+        failure = Failure(
+            FailureKind.FATAL, f"distributed step {step.name!r}: {problem}", rule="host-cannot-run",
+            hint="write il.Torchrun(backend='auto', ...) (nccl where CUDA is visible, gloo elsewhere) or "
+            "backend='gloo' to run it on this host",
+        )
+        record_launch(run, step, node, time.time(), failure, t.world_size, decision="not retried")
+        run.state.write_marker(node, failure)
+        raise StepFailed(node, failure.kind, failure.reason, hint=failure.hint, pipeline=spec.name, failure=failure)
     _, names_out = io_names(step)
     art_outputs = [names_out[p.name] for p in step.outputs if p.type.is_artifact]
     directory = handoff_dir(run.state_dir, node)

@@ -34,6 +34,7 @@ from interlock.core.failure.record import Failure
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import read_value, write_value
+from interlock.core.run.devices import visible_gpus
 from interlock.core.run.env import RunEnv
 from interlock.core.run.files import write_json_atomic
 from interlock.core.run.runtime import StepResult
@@ -46,6 +47,7 @@ from interlock.plugins.pytorch.launch import (
     record_launch,
     supervise,
 )
+from interlock.plugins.pytorch.process_group import host_cannot_run
 
 log = logging.getLogger("interlock.local.distributed")
 RANK_MODULE = "interlock.adapters.local.rank"
@@ -91,6 +93,14 @@ def run_distributed(
     """Run ``node``'s ranks until they succeed or the step's retry policy gives up."""
     t = step.distributed
     assert t is not None
+    problem = host_cannot_run(t, visible_gpus())
+    if problem is not None:
+        raise StepFailed(
+            node, FailureKind.FATAL, f"distributed step {step.name!r}: {problem}",
+            hint="write il.Torchrun(backend='auto', ...) (nccl where CUDA is visible, gloo elsewhere) or "
+            "backend='gloo' to run it on this host",
+            pipeline=spec.name,
+        )
     if not spec.ref:
         raise StepFailed(
             node, FailureKind.FATAL, f"distributed step {step.name!r} needs an importable pipeline to start its ranks",

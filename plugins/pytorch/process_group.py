@@ -32,6 +32,17 @@ def collective_backend(t: Torchrun) -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
+def host_cannot_run(t: Torchrun, gpus: int) -> str | None:
+    """Why ranks started on this host (a local run, ``gpus`` visible) would fail at once, or None.
+
+    NCCL needs CUDA: on a CPU host every rank dies in ``init_process_group`` before the shim can
+    record anything, which reads like a failed cluster job. Say it before launching.
+    """
+    if t.backend == "nccl" and gpus == 0:
+        return "Torchrun(backend='nccl') needs CUDA GPUs and this host has none"
+    return None
+
+
 @contextmanager
 def process_group(t: Torchrun | None) -> Iterator[None]:
     """Join the process group the launcher prepared (env:// rendezvous), once per worker."""

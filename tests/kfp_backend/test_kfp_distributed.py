@@ -90,3 +90,17 @@ def test_a_stalled_collective_is_transient_and_relaunched_at_once(tmp_path: Path
     failures = [a["failure"] for a in step_of(result, "allreduce")["attempts"] if a.get("failure")]
     assert [f["kind"] for f in failures] == ["TRANSIENT"]
     assert failures[0]["rule"] == "gloo-network" and "rank 0 of 2" in failures[0]["reason"]
+
+
+def test_a_default_nccl_job_on_a_cpu_host_says_so_before_launching(tmp_path: Path) -> None:
+    from interlock.core.run.devices import visible_gpus
+
+    if visible_gpus() > 0:
+        pytest.skip("this host has CUDA GPUs: NCCL can run")
+    result = run(dist.nccl_pipeline, tmp_path / "work", run_id="dist-nccl-cpu")
+    assert result.status == "failed"
+    step = step_of(result, "nccl_fit")
+    assert step["status"] == "failed"
+    assert "Torchrun(backend='nccl') needs CUDA GPUs and this host has none" in str(result.error)
+    assert "backend='auto'" in str(result.error) and "kubectl" not in str(result.error)
+    assert [a["status"] for a in step["attempts"]] == ["failed"]  # refused once, before any rank started

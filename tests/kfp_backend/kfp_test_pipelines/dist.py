@@ -103,3 +103,13 @@ def elastic(x: int) -> int:
 @il.pipeline(name="kfp-dist-elastic")
 def elastic_pipeline(x: int = 1):
     return elastic(x=x)
+
+
+@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2))  # NCCL, the default
+def nccl_fit(x: int) -> int:
+    return x
+
+
+@il.pipeline(name="kfp-dist-nccl")
+def nccl_pipeline(x: int = 1):
+    return nccl_fit(x=x)
