@@ -21,6 +21,7 @@ from .launcher import POD_NAME_ENV, POD_NAMESPACE_ENV, POD_UID_ENV
 from .policies import (
     STATE_MOUNT,
     KfpOptions,
+    accelerator_selector,
     apply_platform_settings,
     apply_task_settings,
     container_env,
@@ -41,7 +42,7 @@ def job_templates(spec: PipelineSpec, opts: KfpOptions) -> dict[str, dict[str, A
         t: JobTemplate = job_template(
             spec, step, node.name, kind=kind, image=step.image or opts.image or DEFAULT_IMAGE,
             runtime=opts.trainjob_runtime, accelerator_resource=opts.accelerator_resource,
-            accelerator_label=opts.accelerator_label, state_pvc=opts.state_pvc, state_mount=STATE_MOUNT,
+            accelerator_selector=accelerator_selector(step, opts), state_pvc=opts.state_pvc, state_mount=STATE_MOUNT,
             env=container_env(spec, step, opts), spot_node_selector=opts.spot_node_selector,
             spot_tolerations=opts.spot_tolerations,
         )

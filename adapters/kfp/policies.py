@@ -31,11 +31,39 @@ IN_PROCESS = frozenset({FailureKind.TRANSIENT, FailureKind.FATAL})
 STATE_MOUNT = "/interlock-state"
 
 
-# Node labels per managed Kubernetes: the GPU model's label (our accelerator names, e.g.
-# "nvidia-h200", are GKE's values; elsewhere no standard label takes them) and spot capacity.
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GKE_PARTITION_LABEL = "cloud.google.com/gke-gpu-partition-size"  # a MIG slice's profile, e.g. 1g.5gb
+# interlock's accelerator names (Flyte's device names) -> GKE's values of its accelerator label.
+# GKE names some models by memory size (an H200 is nvidia-h200-141gb): a name written through
+# unchanged would match no node and leave the pod Pending for ever.
+GKE_ACCELERATORS: dict[str, str] = {
+    "nvidia-tesla-a100": "nvidia-tesla-a100",
+    "nvidia-a100": "nvidia-tesla-a100",
+    "nvidia-a100-40gb": "nvidia-tesla-a100",
+    "nvidia-a100-80gb": "nvidia-a100-80gb",
+    "nvidia-h100": "nvidia-h100-80gb",
+    "nvidia-h100-80gb": "nvidia-h100-80gb",
+    "nvidia-h100-mega-80gb": "nvidia-h100-mega-80gb",
+    "nvidia-h200": "nvidia-h200-141gb",
+    "nvidia-h200-141gb": "nvidia-h200-141gb",
+    "nvidia-b200": "nvidia-b200",
+    "nvidia-gb200": "nvidia-gb200",
+    "nvidia-l4": "nvidia-l4",
+    "nvidia-rtx-pro-6000": "nvidia-rtx-pro-6000",
+    "nvidia-tesla-t4": "nvidia-tesla-t4",
+    "nvidia-t4": "nvidia-tesla-t4",
+    "nvidia-tesla-v100": "nvidia-tesla-v100",
+    "nvidia-v100": "nvidia-tesla-v100",
+    "nvidia-tesla-p100": "nvidia-tesla-p100",
+    "nvidia-tesla-p4": "nvidia-tesla-p4",
+}
+
+
+# Node labels per managed Kubernetes: the GPU model's label (GKE's; elsewhere no standard
+# label names the model) and spot capacity.
 CLOUD_PRESETS: dict[str, dict[str, Any]] = {
     "gke": {
-        "accelerator_label": "cloud.google.com/gke-accelerator",
+        "accelerator_label": GKE_ACCELERATOR_LABEL,
         "spot_node_selector": (("cloud.google.com/gke-spot", "true"),),
         "spot_tolerations": (Toleration(key="cloud.google.com/gke-spot", operator="Equal", value="true",
                                         effect="NoSchedule"),),
@@ -49,6 +77,28 @@ CLOUD_PRESETS: dict[str, dict[str, Any]] = {
                                         effect="NoSchedule"),),
     },
 }
+
+
+def accelerator_selector(step: StepSpec, opts: KfpOptions) -> dict[str, str]:
+    """The node labels that pick the step's GPU model: GKE's own value of its accelerator label
+    (and a MIG slice's partition label), or the name as written under any other label."""
+    r = step.resources
+    if not (r.gpu and r.accelerator and opts.accelerator_label):
+        return {}
+    if opts.accelerator_label != GKE_ACCELERATOR_LABEL:
+        return {opts.accelerator_label: r.accelerator}
+    device, _, partition = r.accelerator.partition(":")
+    value = GKE_ACCELERATORS.get(device)
+    if value is None:
+        from interlock.core.base.errors import PolicyError
+
+        raise PolicyError(
+            f"step {step.name!r}: accelerator {r.accelerator!r} is not a GPU GKE offers",
+            step=step.name,
+            hint=f"use one of {', '.join(sorted(GKE_ACCELERATORS))}; for another cluster drop cloud=gke "
+            "or give accelerator_label=NODE_LABEL, which takes the name as written",
+        )
+    return {GKE_ACCELERATOR_LABEL: value, **({GKE_PARTITION_LABEL: partition} if partition else {})}
 
 
 def neutral_notes(spec: PipelineSpec, opts: KfpOptions) -> list[str]:
@@ -305,8 +355,8 @@ def apply_platform_settings(task: Any, spec: PipelineSpec, step: StepSpec, opts:
 
     r = step.resources
     selectors = dict(r.node_selector)
-    if r.gpu and r.accelerator and opts.accelerator_label:
-        selectors.setdefault(opts.accelerator_label, r.accelerator)
+    for k, v in accelerator_selector(step, opts).items():
+        selectors.setdefault(k, v)
     tolerations = list(r.tolerations)
     if step.interruptible:
         for k, v in opts.spot_node_selector:

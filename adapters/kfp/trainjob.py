@@ -123,7 +123,7 @@ class JobTemplate:
 
 def job_template(
     spec: PipelineSpec, step: StepSpec, node: str, *, kind: JobKind, image: str, runtime: str,
-    accelerator_resource: str, accelerator_label: str | None, state_pvc: str | None, state_mount: str,
+    accelerator_resource: str, accelerator_selector: dict[str, str], state_pvc: str | None, state_mount: str,
     env: dict[str, str], spot_node_selector: tuple[tuple[str, str], ...] = (),
     spot_tolerations: tuple[Any, ...] = (),
 ) -> JobTemplate:
@@ -152,8 +152,8 @@ def job_template(
     if r.gpu:  # extended resources: request == limit
         requests[accelerator_resource] = limits[accelerator_resource] = str(r.gpu)
     selector = dict(r.node_selector)
-    if r.gpu and r.accelerator and accelerator_label:
-        selector.setdefault(accelerator_label, r.accelerator)
+    for k, v in accelerator_selector.items():
+        selector.setdefault(k, v)
     tolerations = list(r.tolerations)
     if step.interruptible:
         for k, v in spot_node_selector:

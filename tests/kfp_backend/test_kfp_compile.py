@@ -143,7 +143,7 @@ def test_resources_and_accelerator(policies_ir: Any) -> None:
     prep = container(ir, "prepare")["resources"]
     assert (prep["resourceCpuLimit"], prep["resourceMemoryLimit"]) == ("4", "8Gi")
     selector = platform["exec-train"]["nodeSelector"]["labels"]
-    assert selector["cloud.google.com/gke-accelerator"] == "nvidia-h200"
+    assert selector["cloud.google.com/gke-accelerator"] == "nvidia-h200-141gb"  # GKE names its H200 by memory
     assert selector["pool"] == "gpu"
     assert {"name": "LOG_LEVEL", "value": "info"} in container(ir, "prepare")["env"]
 
@@ -491,7 +491,7 @@ def test_node_labels_come_from_the_named_cloud_and_are_neutral_by_default(
     train = platform["exec-train"]
     selector = train["nodeSelector"]["labels"]
     assert {k: v for k, v in selector.items() if k != "pool"} == {
-        **spot_selector, **({accelerator: "nvidia-h200"} if accelerator else {})}
+        **spot_selector, **({accelerator: "nvidia-h200-141gb"} if accelerator else {})}
     keys = {t["key"] for t in train["tolerations"]}
     assert keys - {"nvidia.com/gpu"} == ({spot_toleration} if spot_toleration else set())
 
@@ -511,3 +511,42 @@ def test_a_neutral_compile_says_what_it_left_to_the_cluster(tmp_path: Path, capl
     assert "spot node labels" not in caplog.text
     with pytest.raises(PolicyError, match="cloud='gcp' is not one of"):
         KfpOptions.from_options(cloud="gcp")
+
+
+@pytest.mark.parametrize(("accelerator", "labels"), [
+    ("nvidia-h200", {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}),
+    ("nvidia-h100", {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}),
+    ("nvidia-a100", {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}),
+    ("nvidia-a100:1g.5gb", {"cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+                            "cloud.google.com/gke-gpu-partition-size": "1g.5gb"}),
+])
+def test_gke_gets_its_own_accelerator_names(tmp_path: Path, accelerator: str, labels: dict[str, str]) -> None:
+    @il.step(resources=il.Resources(gpu=1, accelerator=accelerator))
+    def fit(x: int) -> int:
+        return x
+
+    @il.pipeline(name="gke-names")
+    def gke_names(x: int = 1):
+        return fit(x=x)
+
+    _, platform = load_ir(compile_pipeline(il.spec(gke_names), tmp_path / "p.yaml",
+                                           dataclasses.replace(ROOT, cloud="gke")))
+    assert platform["exec-fit"]["nodeSelector"]["labels"] == labels
+
+
+def test_gke_refuses_an_accelerator_it_does_not_offer(tmp_path: Path) -> None:
+    @il.step(resources=il.Resources(gpu=1, accelerator="nvidia-a10g"))  # an AWS GPU
+    def fit(x: int) -> int:
+        return x
+
+    @il.pipeline(name="gke-unknown")
+    def gke_unknown(x: int = 1):
+        return fit(x=x)
+
+    with pytest.raises(il.PolicyError, match="accelerator 'nvidia-a10g' is not a GPU GKE offers") as raised:
+        compile_pipeline(il.spec(gke_unknown), tmp_path / "p.yaml", dataclasses.replace(ROOT, cloud="gke"))
+    assert "nvidia-h200" in (raised.value.hint or "") and "accelerator_label" in (raised.value.hint or "")
+    # Under a label of one's own the name goes through as written.
+    _, platform = load_ir(compile_pipeline(il.spec(gke_unknown), tmp_path / "q.yaml",
+                                           dataclasses.replace(ROOT, accelerator_label="node.example/gpu")))
+    assert platform["exec-fit"]["nodeSelector"]["labels"] == {"node.example/gpu": "nvidia-a10g"}

@@ -93,7 +93,7 @@ def test_trainjob_is_valid_against_the_trainer_crd(gpu_ir: Any) -> None:
     [job] = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
     assert job["name"] == "node"
     pod = job["template"]["spec"]["template"]
-    assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h200", "cloud.google.com/gke-spot": "true"}
+    assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb", "cloud.google.com/gke-spot": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
     assert {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
