@@ -97,7 +97,7 @@ def _compile(spec: PipelineSpec, out: Path, opts: KfpOptions) -> list[Path]:
             spec, path.parent / f"{spec.name}-image", base=opts.base_image or DEFAULT_BASE, extra=opts.requirements,
             context=Path(opts.context) if opts.context else None,
         )
-        written += [files.dockerfile, files.requirements]
+        written += [files.dockerfile, files.requirements, files.ignore, *([files.wheel] if files.wheel else [])]
     return written
 
 

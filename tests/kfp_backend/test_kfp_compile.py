@@ -224,7 +224,8 @@ def test_backend_compile_emits_image_files(tmp_path: Path) -> None:
             emit_image=True, image="registry.example/fraud:1", requirements=["scikit-learn==1.5.2"], context=str(tmp_path),
         ),
     )
-    yaml_path, dockerfile, reqs = files
+    yaml_path, dockerfile, reqs, ignore, *_ = files
+    assert ignore == dockerfile.with_name("Dockerfile.dockerignore")
     assert dockerfile == tmp_path / "build" / "kfp-typed-image" / "Dockerfile"
     text = dockerfile.read_text()
     assert "COPY build/kfp-typed-image/requirements.txt /tmp/requirements.txt" in text
