@@ -190,21 +190,22 @@ class FlyteLocalRunner:
         seen = observed(spec, local, since=started)
         maps = fanout.observe(spec, run.state, seen, local.returned)  # il.map: items -> the mapped node
         fanout.reset_counters(run.run_id)
+        gates = gate_values(spec, local.returned, _typed(spec, params))
         outcome = settle(
-            spec, run.state, seen, gates=gate_values(spec, local.returned, _typed(spec, params)),
+            spec, run.state, seen, gates=gates,
             failed=f"flytekit failed the run: {error}" if error is not None and not _finally_failed(spec, local) else None,
         )
         outcome = with_finally(spec, run.state, outcome, seen)  # il.finally_, if any
         for name, o in outcome.steps.items():  # what was not told live (skipped, not run)
             if name not in local.emitted:
                 options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")
+        outputs = {} if outcome.error else self._outputs(returned)
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=BACKEND, state_dir=state_dir, params=params, status=outcome.status,
-            statuses=outcome.statuses, started=started, fragments=outcome.fragments,
+            statuses=outcome.statuses, started=started, fragments=outcome.fragments, outputs=outputs, gates=gates,
         )
         if outcome.error is not None:
             outcome.error.receipt_path = str(receipt)
-        outputs = {} if outcome.error else self._outputs(returned)
         return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt,
                          outcome.error, maps=maps)
 

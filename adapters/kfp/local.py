@@ -439,9 +439,10 @@ class KfpLocalRun:
         for name, report in maps.items():  # live progress: each map node once, as it settled
             if name in outcome.steps:
                 options.emit(name, outcome.steps[name].status, f"{report.items if report else 0} item(s)")
+        outputs = {} if outcome.error else self._outputs(observer)
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=BACKEND, state_dir=self.state_dir, params=params,
-            status=outcome.status, statuses=outcome.statuses, started=started,
+            status=outcome.status, statuses=outcome.statuses, started=started, outputs=outputs, gates=gates,
             extra={"kfp": {
                 "pipeline_root": str(self.pipeline_root),
                 "cache_root": str(self.cache_root),
@@ -454,7 +455,6 @@ class KfpLocalRun:
             if crashed is not None and not isinstance(error, StepFailed):
                 error.hint = "see the kfp log above"
             error.receipt_path = str(receipt)
-        outputs = {} if error else self._outputs(observer)
         record_lineage(spec, receipt, observer.records, workdir=options.workdir, enabled=KfpLocalOptions.of(options).lineage)
         return RunResult(spec.name, options.run_id, BACKEND, outcome.status, outputs, outcome.steps, receipt, error,
                          maps=maps)

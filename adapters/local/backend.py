@@ -186,15 +186,16 @@ class LocalBackend:
             duration = result.ended - result.started
             options.emit(node.name, Status.SUCCEEDED, f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
 
-        outcome = settle(spec, run.state, seen, gates=gate_decisions(spec, typed_params, outputs))
+        gates = gate_decisions(spec, typed_params, outputs)
+        outcome = settle(spec, run.state, seen, gates=gates)
         outcome = run_finally(spec, run, typed_params, options, outcome, outputs)  # il.finally_, if any
+        final = {} if outcome.error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,
-            status=outcome.status, statuses=outcome.statuses, started=started,
+            status=outcome.status, statuses=outcome.statuses, started=started, outputs=final, gates=gates,
         )
         if outcome.error is not None:
             outcome.error.receipt_path = str(receipt)
-        final = {} if outcome.error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
         return RunResult(spec.name, options.run_id, self.name, outcome.status, final, outcome.steps, receipt,
                          outcome.error, maps=maps)
 

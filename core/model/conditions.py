@@ -135,6 +135,15 @@ def condition_of(gate: Gate) -> Cond:
     return expr if expr is not None else Cond.ref(gate.condition)
 
 
+def gate_label(gate: Gate) -> str:
+    """`n > 5`, or for a chain block `elif n > 2 (after gate-1)` / `otherwise (after gate-2)`."""
+    follows = getattr(gate, "follows", None)
+    if follows is None:
+        return condition_of(gate).describe()
+    own = getattr(gate, "own", None)
+    return f"{f'elif {own.describe()}' if own is not None else 'otherwise'} (after {follows})"
+
+
 def decide(gate: Gate, value_of: Callable[[Binding], Any]) -> bool | None:
     """The gate's condition, or None when a value it reads is not there (not produced)."""
     try:

@@ -24,6 +24,7 @@ from interlock.core.base.errors import PolicyError
 from interlock.core.base.status import Status
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.policies import parse_quantity
+from interlock.core.record.run_outputs import gate_records, summarize
 from interlock.core.run.devices import billed_gpus, group_device
 from interlock.core.run.records import Fragment
 from interlock.core.run.redact import Redactor
@@ -236,11 +237,14 @@ def assemble_receipt(
     prices: PriceTable | None = None,
     code_dir: str | Path | None = None,
     fragments: Mapping[str, Fragment] | None = None,
+    outputs: Mapping[str, Any] | None = None,
+    gates: Mapping[str, bool] | None = None,
 ) -> Path:
     """Merge the step fragments the shim wrote into state_dir/receipt.json and return its path.
 
     ``fragments``: those of ``spec.nodes`` as ``settle`` just read them (``RunOutcome.fragments``),
-    so that they are not read again; the finally steps' are read here."""
+    so that they are not read again; the finally steps' are read here. ``outputs``: the
+    pipeline's outputs (a run that failed has none); ``gates``: each decided gate by id."""
     prices = prices or PriceTable.load()
     state = RunState(Path(state_dir), run_id)
     nodes = (*spec.nodes, *spec.finally_nodes())  # il.finally_'s steps too
@@ -312,6 +316,8 @@ def assemble_receipt(
         "cache_hits": [s["node"] for s in steps if s["cached"]],
         "steps": steps,
         "totals": {"gpu_seconds": round(total_gpu_s, 3), "estimated_cost_usd": round(total_cost, 6)},
+        "gates": gate_records(spec, gates or {}),
+        "outputs": redactor({k: summarize(v) for k, v in (outputs or {}).items()}),
         **redactor(extra or {}),
     }
     return state.write_receipt(receipt)

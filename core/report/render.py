@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from interlock.core.model.conditions import condition_of
+from interlock.core.model.conditions import condition_of, gate_label
 from interlock.core.model.pipeline_spec import PipelineSpec
 
 
@@ -30,7 +28,7 @@ def text(spec: PipelineSpec) -> str:
         outs = ", ".join(f"{p.name}: {p.type}" for p in step.outputs) or "-"
         gate = ""
         if node.gate:
-            conds = " and ".join(_gate_label(g) for g in spec.gate_chain(node.gate))
+            conds = " and ".join(gate_label(g) for g in spec.gate_chain(node.gate))
             gate = f"  when {conds}"
         lines.append(f"  {_label(spec, node.name)}({ins}) -> {outs}{gate}")
     for c in spec.subs:  # sub-pipeline calls: their nodes are listed above as <call>.<node>
@@ -40,14 +38,6 @@ def text(spec: PipelineSpec) -> str:
     for name, b in spec.outputs:
         lines.append(f"  => {name} = {b.describe()}")
     return "\n".join(lines)
-
-
-def _gate_label(g: Any) -> str:
-    """`n > 5`, or for a chain block `elif n > 2 (after gate-1)` / `otherwise (after gate-2)`."""
-    if g.follows is None:
-        return condition_of(g).describe()
-    own = f"elif {g.own.describe()}" if g.own is not None else "otherwise"
-    return f"{own} (after {g.follows})"
 
 
 def mermaid(spec: PipelineSpec) -> str:

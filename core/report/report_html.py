@@ -194,6 +194,18 @@ def _facts(receipt: dict[str, Any]) -> str:
     return f'<div class="card">{_facts_table(rows)}</div>'
 
 
+def _outcome(receipt: dict[str, Any]) -> str:
+    """What the run decided (each il.when gate) and returned (the pipeline's outputs)."""
+    gates = receipt.get("gates") or []
+    outputs = receipt.get("outputs") or {}
+    if not gates and not outputs:
+        return ""
+    rows = [(f"gate {g.get('id')}", f"{_code(g.get('condition'))}: <b>{'held' if g.get('held') else 'did not hold'}</b>")
+            for g in gates]
+    rows += [(f"output {name}", _code(value)) for name, value in outputs.items()]
+    return "<h2>Outcome</h2>" + f'<div class="card">{_facts_table(rows)}</div>'
+
+
 def report_html(state_dir: Path, spec: PipelineSpec | None = None) -> str:
     state_dir = Path(state_dir)
     spec = spec or load_spec(state_dir)
@@ -209,6 +221,7 @@ def report_html(state_dir: Path, spec: PipelineSpec | None = None) -> str:
         f"<h1>{esc(receipt.get('pipeline'))} {_pill(status)}</h1><p class=\"sub\">{sub}</p>"
         + ("" if final else '<p class="sub">No receipt yet: drawn from the step fragments written so far.</p>')
         + _failure_box(receipt)
+        + _outcome(receipt)
         + "<h2>Graph</h2>" + _graph(spec, receipt, progress)
         + "<h2>Timeline</h2>" + _timeline(receipt, state_dir)
         + "<h2>Training curves</h2>" + _curves(found, singles)
