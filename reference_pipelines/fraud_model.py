@@ -320,17 +320,23 @@ def save_model_dir(
     (dest / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
     (dest / PREPROCESSING_FILE).write_text(json.dumps(pre, indent=2, sort_keys=True))
     if example is not None:
-        (dest / EXAMPLE_FILE).write_text(example[list(INPUT_COLUMNS)].head(5).to_json(orient="records"))
+        # "table" keeps each column's dtype: the signature is inferred from these rows, and it
+        # must accept what ingest produces (int64 stays int64).
+        (dest / EXAMPLE_FILE).write_text(example[list(INPUT_COLUMNS)].head(5).to_json(orient="table", index=False))
 
 
 def load_input_example(path: Path) -> Any:
     """The raw rows saved with a model (a pandas DataFrame in ``INPUT_COLUMNS`` order)."""
     import pandas as pd
 
-    rows = json.loads((Path(path) / EXAMPLE_FILE).read_text())
-    frame = pd.DataFrame.from_records(rows, columns=list(INPUT_COLUMNS))
-    # Numbers as doubles in the signature: an integer column could not hold a missing value.
-    return frame.astype({c: "float64" for c in frame.columns if frame[c].dtype.kind in "iu"})
+    import io
+
+    text = (Path(path) / EXAMPLE_FILE).read_text()
+    if text.lstrip().startswith("["):  # records, as models saved before dtypes were kept
+        return pd.DataFrame.from_records(json.loads(text), columns=list(INPUT_COLUMNS))
+    # The dtypes ingest produced: the schema says these columns have no missing values, so an
+    # int64 column is a long in the signature, and raw rows from ingest pass it.
+    return pd.read_json(io.StringIO(text), orient="table")[list(INPUT_COLUMNS)]
 
 
 def load_model_dir(path: Path) -> tuple[Any, dict[str, Any]]:

@@ -290,13 +290,22 @@ def test_mlflow_run_has_standard_tags_params_curves_steps_and_receipt(history):
 
 
 def test_champion_loads_with_mlflow_pyfunc_anywhere_and_predicts(history, tmp_path):
+    from reference_pipelines.fraud_data import generate
+    from reference_pipelines.fraud_model import INPUT_COLUMNS as COLUMNS
+
+    # The pipeline's own raw rows, as ingest produces them (int64 columns included): what a
+    # scoring service sends. Parquet keeps their dtypes on the way to the fresh interpreter.
+    raw = generate("2026-11-02", rows=50)[list(COLUMNS)]
+    raw.to_parquet(tmp_path / "raw.parquet")
     # A fresh interpreter outside the repository: the model carries its own code.
     code = (
-        "import json, mlflow\n"
+        "import json, mlflow, pandas as pd\n"
         f"mlflow.set_tracking_uri({history.registry_uri!r})\n"
         f"m = mlflow.pyfunc.load_model('models:/{MODEL_NAME}@champion')\n"
         "p = m.predict(m.input_example)\n"
-        "print(json.dumps({'inputs': m.metadata.signature.inputs.input_names(), 'p': [float(x) for x in p]}))\n"
+        "raw = m.predict(pd.read_parquet('raw.parquet'))\n"
+        "print(json.dumps({'inputs': m.metadata.signature.inputs.input_names(), 'p': [float(x) for x in p],"
+        " 'raw': len(raw)}))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MLFLOW_TRACKING_URI")}
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
@@ -306,3 +315,4 @@ def test_champion_loads_with_mlflow_pyfunc_anywhere_and_predicts(history, tmp_pa
 
     assert out["inputs"] == list(INPUT_COLUMNS)
     assert len(out["p"]) == 5 and all(0.0 <= x <= 1.0 for x in out["p"])
+    assert out["raw"] == 50  # the signature accepts what ingest produces
