@@ -159,29 +159,37 @@ def train(splits: il.Dataset, params: TrainParams, ctx: il.StepContext) -> il.Mo
     return out
 
 
-@il.step(resources=il.Resources(cpu="1", memory="2Gi"))
-def evaluate(splits: il.Dataset, model: il.Model, registry: str, ctx: il.StepContext) -> Evaluation:
-    """Score the challenger and the current champion on the same held-out test split.
+@il.step(resources=il.Resources(cpu="1", memory="1Gi"))
+def find_champion(registry: str) -> str:
+    """The registry's champion version now ("none": there is none yet).
+
+    Never cached: it is the one input of ``evaluate`` that lives outside the pipeline. A
+    model version never changes once registered, so ``evaluate`` is cached on it: a rerun
+    against the same champion scores nothing again.
+    """
+    return open_registry(registry).champion(MODEL_NAME) or "none"
+
+
+@il.step(cache=il.Cache(version=fraud_model.MODEL_CODE_VERSION), resources=il.Resources(cpu="1", memory="2Gi"))
+def evaluate(splits: il.Dataset, model: il.Model, registry: str, champion: str, ctx: il.StepContext) -> Evaluation:
+    """Score the challenger and the ``champion`` version on the same held-out test split.
 
     Each model applies its *own* preprocessing (saved in its directory) to the raw rows.
-    Never cached: the champion lives in the registry, outside the pipeline's inputs.
     """
     meta = splits.metadata
-    # Declared here too: this step always runs, so even a fully cached rerun's receipt
-    # names the data its metrics come from.
+    # The receipt names the data the metrics come from (a cache hit replays this).
     ctx.record_snapshot(meta["snapshot"], sha256=meta["sha256"], split="test", rows=meta["rows"]["test"])
     test = pd.read_parquet(splits / "test.parquet")
     challenger = il.Metrics(fraud_model.evaluate_model(*fraud_model.load_model_dir(model.path), test))
-    reg = open_registry(registry)
-    version = reg.champion(MODEL_NAME)
-    if version is None:
+    if champion == "none":
         return Evaluation(challenger, il.Metrics(), "none")
     from .fraud_pyfunc import load_model_files
 
+    reg = open_registry(registry)
     with tempfile.TemporaryDirectory(prefix="fraud-champion-") as tmp:
-        path = reg.download(MODEL_NAME, version, tmp)
-        champion = il.Metrics(fraud_model.evaluate_model(*load_model_files(path), test))
-    return Evaluation(challenger, champion, version)
+        path = reg.download(MODEL_NAME, champion, tmp)
+        scored = il.Metrics(fraud_model.evaluate_model(*load_model_files(path), test))
+    return Evaluation(challenger, scored, champion)
 
 
 @il.step(resources=il.Resources(cpu="1", memory="1Gi"))
@@ -253,7 +261,9 @@ def fraud_retrain(
     clean = validate(raw=raw)
     splits = transform(clean=clean, snapshot=snapshot)
     model = train(splits=splits, params=params)
-    scores = evaluate(splits=splits, model=model, registry=registry)
+    # Asked once the model exists: training can take hours, and the champion may move meanwhile.
+    champion = find_champion(registry=registry, after=model)
+    scores = evaluate(splits=splits, model=model, registry=registry, champion=champion)
     decision = il.champion_gate(challenger=scores.challenger, champion=scores.champion, metric="auc", margin=margin)
     with il.when(decision.promote):
         register(

@@ -127,8 +127,8 @@ class ChampionMoved(RegistryError):
                 else "nothing was registered"
             )
             hint = (
-                "re-run the evaluation against the current champion (run the pipeline again; "
-                f"its evaluate step is never cached); {kept}"
+                "re-run the evaluation against the current champion (run the pipeline again: "
+                f"an evaluation is valid for one champion version only); {kept}"
             )
         super().__init__(message, hint=hint)
 

@@ -26,7 +26,7 @@ from reference_pipelines.fraud_retrain import MODEL_NAME, SPLIT_SEED, fraud_retr
 
 BACKENDS = runnable_backends()
 TRAINING = ["ingest", "validate", "transform", "train"]
-DOWNSTREAM = ["transform", "train", "evaluate", "champion_gate", "register"]
+DOWNSTREAM = ["transform", "train", "find_champion", "evaluate", "champion_gate", "register"]
 
 
 @dataclasses.dataclass
@@ -34,6 +34,7 @@ class Runs:
     backend: str
     first: il.RunResult
     again: il.RunResult
+    still: il.RunResult  # a third identical run: the champion is the one "again" scored
     broken: il.RunResult
     registry_uri: str
 
@@ -69,8 +70,9 @@ def runs(request, tmp_path_factory) -> Runs:
 
         first = run()
         again = run()
+        still = run()
         broken = run(snapshot="corrupt-nulls:2026-11-01")
-    return Runs(backend, first, again, broken, f"sqlite:///{Path(registry) / 'mlflow.db'}")
+    return Runs(backend, first, again, still, broken, f"sqlite:///{Path(registry) / 'mlflow.db'}")
 
 
 def test_same_metrics_as_computed_without_a_backend(runs, expected):
@@ -92,6 +94,16 @@ def test_rerun_with_identical_inputs_is_served_from_cache(runs):
     assert dict(again["champion"]) == dict(again["challenger"]) == dict(runs.first["challenger"])
     assert again.steps["register"].status != "succeeded"
     assert len(runs.registry().client.search_model_versions(f"name='{MODEL_NAME}'")) == 1
+
+
+def test_an_unchanged_rerun_is_served_from_cache_end_to_end(runs):
+    still, again = runs.still, runs.again
+    assert still.succeeded, still.error
+    assert again.steps["evaluate"].status == "succeeded"  # the first run had promoted: a new champion
+    ran = {n for n, o in still.steps.items() if o.status == "succeeded"}
+    assert ran == {"find_champion", "champion_gate"}, {n: o.status for n, o in still.steps.items()}
+    assert still.steps["evaluate"].status == "cached"
+    assert dict(still["champion"]) == dict(again["champion"]) and still["champion_before"] == "1"
 
 
 def test_corrupted_snapshot_stops_at_validation_and_registers_nothing(runs):

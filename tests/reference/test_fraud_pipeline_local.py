@@ -72,6 +72,7 @@ def history(tmp_path_factory) -> History:
             cwd=home, env=env, capture_output=True, text=True, timeout=600,
         )
         run("rerun")
+        run("unchanged")  # the champion is still the one "rerun" compared against
         run("weak_again", params=dataclasses.asdict(WEAK))
         for mode in ("range", "missing", "shift"):
             run(f"corrupt-{mode}", snapshot=f"corrupt-{mode}:2026-11-01")
@@ -101,7 +102,7 @@ def test_main_command_prints_progress_and_a_summary(history):
     # Progress, one line per step event: run 1 already computed this snapshot's data steps.
     for step in ("ingest", "validate", "transform"):
         assert f"== {step}" in cli.stderr
-    for step in ("train", "evaluate", "champion_gate", "register"):
+    for step in ("train", "find_champion", "evaluate", "champion_gate", "register"):
         assert f".. {step}" in cli.stderr and f"ok {step}" in cli.stderr
     out = cli.stdout
     assert "fraud-retrain: succeeded" in out
@@ -180,7 +181,10 @@ def test_rerun_with_identical_inputs_is_served_from_cache(history):
     r = history.runs["rerun"]
     assert r.succeeded, r.error
     assert [n for n in TRAINING if r.steps[n].status == "cached"] == TRAINING
-    assert r.steps["evaluate"].status == "succeeded"  # the champion lives outside the cache key
+    # The champion moved since the main command's evaluation (it promoted version 2), and the
+    # registry tells: evaluate is keyed on the champion version.
+    assert r.steps["find_champion"].status == "succeeded"
+    assert r.steps["evaluate"].status == "succeeded"
     assert r.steps["register"].status == "skipped"
     assert r["promoted"] is False
     assert dict(r["challenger"]) == dict(r["champion"])  # the same model, scored twice
@@ -194,6 +198,19 @@ def test_rerun_with_identical_inputs_is_served_from_cache(history):
     assert {s["id"] for s in receipt["snapshots"]} == {"2026-11-01"}
     assert by_node["ingest"]["rows"] == 20_000 and by_node["evaluate"]["split"] == "test"
     assert by_node["ingest"]["sha256"] == by_node["evaluate"]["sha256"]
+
+
+def test_an_unchanged_rerun_is_served_from_cache_end_to_end(history):
+    r, before = history.runs["unchanged"], history.runs["rerun"]
+    assert r.succeeded, r.error
+    # Only the registry lookup and the gate run: the champion is the version "rerun" scored.
+    ran = {n for n, o in r.steps.items() if o.status == "succeeded"}
+    assert ran == {"find_champion", "champion_gate"}, {n: o.status for n, o in r.steps.items()}
+    assert r.steps["evaluate"].status == "cached" and r.steps["register"].status == "skipped"
+    assert (dict(r["challenger"]), dict(r["champion"]), r["champion_before"]) == (
+        dict(before["challenger"]), dict(before["champion"]), before["champion_before"])
+    receipt = _receipt(r)
+    assert {s["node"] for s in receipt["snapshots"]} >= {"ingest", "evaluate"}  # replayed from the cache
 
 
 # -- 4. a worse challenger --------------------------------------------------------------------------
@@ -223,7 +240,7 @@ def test_corrupted_snapshot_stops_at_validation_with_the_report(history, mode, e
     assert r.status == "failed"
     assert r.steps["ingest"].status == "succeeded"
     assert r.steps["validate"].status == "failed"
-    assert {r.steps[n].status for n in ("transform", "train", "evaluate", "champion_gate", "register")} == {"not-run"}
+    assert {r.steps[n].status for n in ("transform", "train", "find_champion", "evaluate", "champion_gate", "register")} == {"not-run"}
     assert isinstance(r.error, il.StepFailed) and r.error.kind == "FATAL"
     failure = r.steps["validate"].failure
     assert failure["exc_type"].endswith("ValidationFailed")
@@ -283,7 +300,7 @@ def test_mlflow_run_has_standard_tags_params_curves_steps_and_receipt(history):
         [run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{run.info.run_id}'"
     )
     by_node = {c.data.tags["interlock.node"]: c for c in children}
-    assert set(by_node) == {"ingest", "validate", "transform", "train", "evaluate", "champion_gate", "register"}
+    assert set(by_node) == {"ingest", "validate", "transform", "train", "find_champion", "evaluate", "champion_gate", "register"}
     assert by_node["ingest"].data.tags["interlock.cached"] == "true"  # run 1 computed this snapshot's data
     assert [m.step for m in reg.client.get_metric_history(by_node["train"].info.run_id, "loss")] == list(range(1, epochs + 1))
     assert "receipt.json" in [a.path for a in reg.client.list_artifacts(run.info.run_id)]
