@@ -27,6 +27,7 @@ from interlock.core.base.errors import (
     PolicyError,
     RunIdError,
 )
+from interlock.core.base.suggest import did_you_mean
 from interlock.core.model.codecs import TypeKind, json_problem, value_matches
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.outcomes import RunResult
@@ -255,7 +256,10 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         for g in spec.gates:
             if g.expr is not None:
                 mark("condition.expression", g.id)
-            if g.expr is not None and _has_or(g.expr):
+            # A chain's later block is rendered from its own condition (dsl.Elif, Flyte elif_):
+            # the negations of the earlier ones in its effective condition are the backend's.
+            own = g.own if g.follows is not None else g.expr
+            if own is not None and _has_or(own):
                 mark("condition.or", g.id)
             if g.follows is not None:
                 mark("branch.chain", g.id)
@@ -329,22 +333,39 @@ def _options_for(
     return cls.from_mapping(given, backend=backend, role=role)
 
 
+# What to write instead, where core knows the feature's alternatives.
+_INSTEAD = {
+    "condition.or": "the condition is a disjunction (an `|`, or the `~` of an `&`): write each alternative as "
+    "its own block (`with il.when(a):` ... `with il.when(b):`; an il.when/il.elif_ chain when only one may run), "
+    "or use a backend whose conditions have `|` (`interlock backends` lists them)",
+}
+
+
 def check_capabilities(spec: PipelineSpec, caps: Capabilities) -> None:
-    """Refuse a pipeline that uses a feature the backend cannot express."""
+    """Refuse a pipeline that uses a feature the backend cannot express, naming the author's
+    construct (an il.when block by its condition and line, not its internal gate id)."""
+    from interlock.core.model.conditions import gate_label
+
+    blocks = {g.id: f"il.when({gate_label(g)})" + (f" at {g.source}" if g.source else "") for g in spec.gates}
     for feature, where in features_used(spec).items():
         if not caps.supports(feature):
+            how = caps.features.get(feature, "unsupported")
+            why = how.partition("(")[2].partition(")")[0] if "(" in how else ""
+            users = ", ".join(blocks.get(w, w) for w in where)
             raise CapabilityError(
-                f"backend {caps.backend!r} cannot express {feature!r} (used by {', '.join(where)})",
-                pipeline=spec.name, step=where[0], hint="`interlock backends` lists what each backend supports",
+                f"backend {caps.backend!r} cannot express {feature!r} (used by {users}){f': {why}' if why else ''}",
+                pipeline=spec.name, step=None if where[0] in blocks else where[0],
+                hint=_INSTEAD.get(feature, "`interlock backends` lists what each backend supports"),
             )
 
 
 def resolve_params(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(params) - {p.name for p in spec.params})
     if unknown:
+        names = [p.name for p in spec.params]
         raise PipelineDefinitionError(
-            f"unknown parameter(s) {unknown}; parameters are {[p.name for p in spec.params]}",
-            pipeline=spec.name, port=unknown[0],
+            f"unknown parameter(s) {unknown}; parameters are {names}",
+            pipeline=spec.name, port=unknown[0], hint=did_you_mean(unknown[0], names),
         )
     resolved: dict[str, Any] = {}
     for p in spec.params:

@@ -54,6 +54,7 @@ class PipelineDefinitionError(InterlockError):
         self.pipeline = pipeline
         self.step = step
         self.port = port
+        self.more: tuple[PipelineDefinitionError, ...] = ()  # further mistakes found in the same build
         where = ", ".join(
             f"{k} {v!r}" for k, v in (("pipeline", pipeline), ("step", step), ("port", port)) if v
         )

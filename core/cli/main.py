@@ -34,6 +34,7 @@ from interlock.core.base.errors import (
     StepStopped,
 )
 from interlock.core.base.status import Status
+from interlock.core.base.suggest import did_you_mean
 from interlock.core.dsl.loader import load_pipeline
 from interlock.core.model.codecs import TypeKind, codec
 from interlock.core.model.pipeline_spec import PipelineSpec
@@ -55,8 +56,10 @@ def parse_param(raw: str, spec: PipelineSpec) -> tuple[str, Any]:
     key, value = raw.split("=", 1)
     port = spec.param(key)
     if port is None:
+        names = [p.name for p in spec.params]
         raise PipelineDefinitionError(
-            f"unknown parameter {key!r}; parameters are {[p.name for p in spec.params]}", pipeline=spec.name, port=key
+            f"unknown parameter {key!r}; parameters are {names}", pipeline=spec.name, port=key,
+            hint=did_you_mean(key, names) or "`interlock spec FILE:PIPELINE` lists the parameters and their types",
         )
     return key, coerce(value, port.type, spec.name, key)
 

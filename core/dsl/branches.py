@@ -73,13 +73,15 @@ def chain_conditions(builder_gates: list[Gate], last: Gate) -> list[Cond]:
 
 
 def _follower(builder: Builder, what: str, own: Cond | None) -> contextlib.AbstractContextManager[None]:
+    from interlock.core.dsl.build import author_site
+
     prev = _previous(builder, what)
     earlier = chain_conditions(builder.gates, prev)
     terms = [Cond(Op.NOT, (), (c,)) for c in earlier] + ([own] if own is not None else [])
     effective = terms[0] if len(terms) == 1 else Cond(Op.AND, (), tuple(terms))
     gate = Gate(
         id=f"gate-{len(builder.gates) + 1}", condition=Binding.of_const(None), parent=prev.parent,
-        expr=effective, follows=prev.id, own=own,
+        expr=effective, follows=prev.id, own=own, source=author_site(),
     )
     return builder.block(gate, own.describe() if own is not None else "otherwise")
 

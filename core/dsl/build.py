@@ -10,10 +10,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.base.suggest import did_you_mean
 from interlock.core.dsl.conditions import Condition, as_cond, combine, compare
 from interlock.core.model.codecs import TypeKind, value_matches
 from interlock.core.model.conditions import Cond, Op
@@ -183,6 +186,17 @@ class NodeHandle:
         self.node = node
 
 
+_CORE = str(Path(__file__).resolve().parents[1])  # interlock's core: never the author's line
+
+
+def author_site() -> str | None:
+    """``file.py:line`` of the innermost frame outside interlock's core: the author's own line."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_CORE):
+        frame = frame.f_back  # type: ignore[assignment]
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}" if frame is not None else None
+
+
 class Builder:
     def __init__(self, name: str):
         self.name = name
@@ -205,6 +219,19 @@ class Builder:
         self.finally_open = False
         self.finally_blocks: list[Any] = []  # FinallyBlock
         self.sub_gate_depths: list[int] = []
+        self.wiring_errors: list[PipelineDefinitionError] = []  # every step call's, in order
+
+    def raise_wiring_errors(self, also: PipelineDefinitionError | None = None) -> None:
+        """Raise the first wiring mistake recorded (then ``also``), listing every other one in it."""
+        found = [*self.wiring_errors, *([also] if also is not None else [])]
+        if not found:
+            return
+        first, rest = found[0], found[1:]
+        if rest:
+            more = "".join(f"\n  also: {e.message}" + (f" ({e.hint})" if e.hint else "") for e in rest)
+            first._message = f"{first.message}{more}"
+            first.more = tuple(rest)
+        raise first
 
     def sub_prefix(self) -> str:
         """What a node name gets in front inside a sub-pipeline call ("prep." in call "prep")."""
@@ -231,24 +258,30 @@ class Builder:
         # `after=` orders steps without data; a real input named "after" wins.
         after = kwargs.pop("after", None) if spec.input("after") is None else None
         after_nodes = self._after_nodes(after, name)
+        # Wiring mistakes are collected, not raised: the node is still recorded, so the body goes
+        # on and the build reports every mistake at once (pipeline.py raises them together).
         unknown = [k for k in kwargs if spec.input(k) is None]
         if unknown:
-            raise PipelineDefinitionError(
-                f"unknown argument(s) {unknown}; inputs are {[p.name for p in spec.inputs]}",
-                pipeline=self.name, step=name, port=unknown[0],
-            )
+            inputs = [p.name for p in spec.inputs]
+            self.wiring_errors.append(PipelineDefinitionError(
+                f"unknown argument(s) {unknown}; inputs are {inputs}",
+                pipeline=self.name, step=name, port=unknown[0], hint=did_you_mean(unknown[0], inputs),
+            ))
         bindings: list[tuple[str, Binding]] = []
         for port in spec.inputs:
             if port.name not in kwargs:
-                if port.has_default:
-                    continue
-                raise PipelineDefinitionError(
-                    f"missing required input of type {port.type.describe()}",
-                    pipeline=self.name, step=name, port=port.name,
-                )
+                if not port.has_default:
+                    self.wiring_errors.append(PipelineDefinitionError(
+                        f"missing required input of type {port.type.describe()}",
+                        pipeline=self.name, step=name, port=port.name,
+                    ))
+                continue
             # il.map: the item input is bound to the whole list (core/model/fanout.py).
             want = list_of(port.type) if map_spec is not None and port.name == map_spec.item else port.type
-            bindings.append((port.name, self._bind(kwargs[port.name], name, port.name, want)))
+            try:
+                bindings.append((port.name, self._bind(kwargs[port.name], name, port.name, want)))
+            except PipelineDefinitionError as exc:
+                self.wiring_errors.append(exc)
 
         gate = self._gate_stack[-1] if self._gate_stack else None
         node = Node(name=name, step=spec.name, inputs=tuple(bindings), gate=gate, after=after_nodes, map=map_spec)
@@ -306,10 +339,13 @@ class Builder:
                     pipeline=self.name, step=node, port=port,
                 )
             if not assignable(value.type, dst):
+                bare = value.type.kind is dst.kind and not value.type.args and dst.args  # `-> list` into list[str]
                 raise PipelineDefinitionError(
                     f"type mismatch: {value.describe()} is {value.type.describe()}, "
                     f"but the input expects {dst.describe()}",
                     pipeline=self.name, step=node, port=port,
+                    hint=f"annotate the return type of step {value.binding.node!r} as {dst.describe()} (an untyped "
+                    f"{value.type.describe()} may hold anything)" if bare and value.binding.node else None,
                 )
             b = value.binding
             if b.kind is BindingKind.ONE_OF:
@@ -382,6 +418,7 @@ class Builder:
             condition=condition.binding if legacy else Binding.of_const(None),
             parent=self._gate_stack[-1] if self._gate_stack else None,
             expr=None if legacy else cond,
+            source=author_site(),
         )
         return self.block(gate, cond.describe())
 

@@ -24,7 +24,7 @@ from interlock.core.model.graph import topological_order, validate
 from interlock.core.model.names import check_step_name
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.policies import check_labels
-from interlock.core.model.refs import importable_module
+from interlock.core.model.refs import importable_module, importing_by_reference
 from interlock.core.model.spec import Binding, Port
 from interlock.core.model.types import TypeSpec, is_named_tuple, type_of
 
@@ -130,7 +130,12 @@ class Pipeline:
         builder = Builder(self.name)
         with building(builder):
             args = {p.name: Promise(builder, Binding.of_param(p.name), p.type) for p in params}
-            returned = self.fn(**args)
+            try:
+                returned = self.fn(**args)
+            except PipelineDefinitionError as exc:
+                builder.raise_wiring_errors(also=exc)
+                raise
+            builder.raise_wiring_errors()
         outputs, output_types = self._outputs(builder, returned)
         self._functions = {name: s.fn for name, s in builder.steps.items()}
         order = topological_order(builder.nodes, pipeline=self.name, gates=builder.gates)
@@ -224,7 +229,18 @@ def pipeline(
     """Declare a pipeline: ``@il.pipeline`` or ``@il.pipeline(name="fraud-retrain", schedule="0 3 * * *")``."""
 
     def decorate(f: Callable[..., Any]) -> Pipeline:
-        return Pipeline(f, name=name, schedule=schedule, labels=labels)
+        p = Pipeline(f, name=name, schedule=schedule, labels=labels)
+        if "<locals>" not in f.__qualname__ and not importing_by_reference():
+            # A module's pipeline is built as the module is imported, as flytekit's @workflow and
+            # kfp's @dsl.pipeline are: a wiring mistake fails the import, not a run hours later.
+            # A body naming a step or sub-pipeline defined further down (a NameError now) is
+            # built on first use; so is a pipeline defined inside a function, and one imported
+            # by a step's task process (refs.importing_by_reference).
+            try:
+                _ = p.spec
+            except NameError:
+                pass
+        return p
 
     return decorate(fn) if fn is not None else decorate
 

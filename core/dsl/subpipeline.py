@@ -108,8 +108,16 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     builder.sub_gate_depths.append(len(builder._gate_stack))
     builder._sub_stack.append(name)
     active.append(sub.fn)
+    collected = len(builder.wiring_errors)
     try:
         returned = sub.fn(**args)
+        # The body's wiring mistakes, collected rather than raised, say where as a raised one does.
+        for i in range(collected, len(builder.wiring_errors)):
+            e = builder.wiring_errors[i]
+            if not _bare(e).startswith("in sub-pipeline"):
+                builder.wiring_errors[i] = PipelineDefinitionError(
+                    f"in {where}: {_bare(e)}", pipeline=builder.name, step=e.step, port=e.port, hint=e.hint,
+                )
         from interlock.core.dsl.finally_ import call_finally
 
         own_finally = call_finally(builder)
@@ -175,8 +183,8 @@ def refuse_constant_condition(builder: Builder, cond: Any) -> None:
                 f"while the pipeline is built ({values}): a parameter of the sub-pipeline that this call binds to a "
                 "constant (or leaves at its default) has no run-time value to test",
                 pipeline=builder.name, step=builder._sub_stack[-1],
-                hint="pass that parameter from a parameter or a step output of the calling pipeline "
-                "(e.g. limit=limit), or choose the steps with a Python `if` on the constant",
+                hint="declare the value as a parameter of the calling pipeline and pass it on (e.g. "
+                "`def outer(limit: int = 5)` ... `describe(text=t, limit=limit)`), or pass a step output",
             )
 
 

@@ -8,7 +8,7 @@ own step from the node's compiled slice (``adapters/kfp/node_task.py``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -30,6 +30,8 @@ class Gate:
     expr: Any = None
     follows: str | None = None  # il.elif_/il.otherwise: the block of the chain just before it
     own: Any = None  # il.elif_: its own condition (None for il.otherwise), for native elif/else
+    # Where the author wrote the block ("train.py:42"), for messages; not part of the spec's JSON.
+    source: str | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         out = {"id": self.id, "condition": self.condition.to_json(), "parent": self.parent}

@@ -8,6 +8,7 @@ block does not run on that import, so a task never starts the run again.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import sys
@@ -50,12 +51,27 @@ def importable_module(module: str) -> str:
 
 
 
+# Set while a module is imported by reference: a step's task process (a KFP pod, a Flyte
+# container, a rank) finding its function. Its pipelines were checked when they were compiled,
+# so ``@il.pipeline`` does not build them there: one step's start would pay for the whole graph.
+_BY_REFERENCE: contextvars.ContextVar[bool] = contextvars.ContextVar("interlock_import_by_reference", default=False)
+
+
+def importing_by_reference() -> bool:
+    """True while ``import_ref`` imports a module (see ``_BY_REFERENCE``)."""
+    return _BY_REFERENCE.get()
+
+
 def import_ref(ref: str) -> Any:
     """The object a ``module:qualname`` reference names (raises ImportError or AttributeError)."""
     module_name, _, qual = ref.partition(":")
     if not module_name or not qual:
         raise ImportError(f"reference {ref!r} is not 'module:qualname'")
-    obj: Any = importlib.import_module(module_name)
+    token = _BY_REFERENCE.set(True)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    finally:
+        _BY_REFERENCE.reset(token)
     for part in qual.split("."):
         obj = getattr(obj, part)
     return obj

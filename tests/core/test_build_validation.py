@@ -105,9 +105,8 @@ def test_wiring_mistake_names_pipeline_step_port_and_why(
     body: Any, step: str, port: str, needles: list[str], request: pytest.FixtureRequest
 ) -> None:
     name = request.node.callspec.id
-    p = il.pipeline(name=name)(body)
-    with pytest.raises(il.PipelineDefinitionError) as info:
-        il.spec(p)
+    with pytest.raises(il.PipelineDefinitionError) as info:  # a module-level body: built as it is decorated
+        il.spec(il.pipeline(name=name)(body))
     assert where(info.value) == (name, step, port)
     for needle in needles:
         assert needle in str(info.value)
