@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     if missing and report.failed:
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"needs {missing}, which is not installed (an extra)")
+
+
+# A run without a workdir writes ./.interlock: from a test, that is the checkout. Every test
+# is checked: its own runs, caches and stores belong under tmp_path.
+_CHECKOUT_STATE = Path(__file__).resolve().parents[1] / ".interlock"
+
+
+def _stamp() -> tuple[int, ...]:
+    stamps = []
+    for path in (_CHECKOUT_STATE, *(_CHECKOUT_STATE / sub for sub in ("runs", "cache", "mlflow", "lineage"))):
+        try:
+            stamps.append(path.stat().st_mtime_ns)
+        except OSError:
+            stamps.append(-1)
+    return tuple(stamps)
+
+
+@pytest.fixture(autouse=True)
+def _nothing_written_into_the_checkout(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    before = _stamp()
+    yield
+    if _stamp() != before:
+        pytest.fail(f"{request.node.nodeid} wrote into the checkout's {_CHECKOUT_STATE}: give it a workdir "
+                    "under tmp_path (or monkeypatch.chdir(tmp_path))", pytrace=False)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 from typing import Any
 
 import flyte_subworkflows
@@ -37,7 +39,7 @@ def test_flyte_subworkflows_sample(tmp_path: Path) -> None:
                           "parent-wf.my-subwf.t1-2"}
 
 
-def test_the_guide_example_runs_as_shown(tmp_path: Path) -> None:
+def test_the_guide_example_runs_as_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/control-flow.md, "Sub-pipelines": the code block runs and prints what it says."""
     import contextlib
     import io
@@ -51,6 +53,7 @@ def test_the_guide_example_runs_as_shown(tmp_path: Path) -> None:
     path.write_text(code)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
+        monkeypatch.chdir(tmp_path)  # the guide runs without a workdir: ./.interlock here, not in the checkout
         runpy.run_path(str(path), run_name="__main__")
     lines = out.getvalue().splitlines()
     assert lines[0] == "{'o0': 'long:11', 'o1': 'long:2'}"

@@ -316,7 +316,7 @@ def test_interlock_backends_lists_the_construct() -> None:
     assert used["subpipeline.finally"] == ["sf-work.cleanup", "work-b.cleanup"] and "finally.block" not in used
 
 
-def test_the_guide_example_runs_as_shown(tmp_path: Path) -> None:
+def test_the_guide_example_runs_as_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/control-flow.md, "A finally inside a sub-pipeline": the code block runs and prints what it says."""
     import contextlib
     import io
@@ -328,6 +328,7 @@ def test_the_guide_example_runs_as_shown(tmp_path: Path) -> None:
     path.write_text(text[start:text.index("```", start)])
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
+        monkeypatch.chdir(tmp_path)  # the guide runs without a workdir: ./.interlock here, not in the checkout
         runpy.run_path(str(path), run_name="__main__")
     lines = [line for line in out.getvalue().splitlines() if not line.startswith("[")]
     assert lines == ["failed succeeded succeeded"]
