@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from interlock.core.model.codecs import TypeKind
 from interlock.core.model.policies import Cache, Resources
 from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Torchrun
 from interlock.core.model.retry import Retry
@@ -32,6 +33,23 @@ def _json_form(value: Any) -> Any:
     return value
 
 
+def widened(value: Any, t: TypeSpec) -> Any:
+    """``value`` with each int that ``t`` declares a float as a float (``a: float = 1`` is 1.0),
+    in lists, dicts and dataclass objects too: Flyte and KFP type a float literal strictly."""
+    if value is None or isinstance(value, bool):
+        return value
+    if t.kind is TypeKind.FLOAT and isinstance(value, int):
+        return float(value)
+    if t.kind is TypeKind.LIST and t.args and isinstance(value, list | tuple):
+        return [widened(v, t.args[0]) for v in value]
+    if t.kind is TypeKind.DICT and len(t.args) == 2 and isinstance(value, dict):
+        return {k: widened(v, t.args[1]) for k, v in value.items()}
+    if t.kind is TypeKind.DATACLASS and t.fields and isinstance(value, dict):
+        types = dict(t.fields)
+        return {k: widened(v, types[k]) if k in types else v for k, v in value.items()}
+    return value
+
+
 @dataclass(frozen=True)
 class Port:
     name: str
@@ -40,7 +58,7 @@ class Port:
     default: Any = None  # JSON-able
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "default", _json_form(self.default))
+        object.__setattr__(self, "default", widened(_json_form(self.default), self.type))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "type": self.type.to_json()}
