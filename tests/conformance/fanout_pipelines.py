@@ -199,3 +199,45 @@ def literal_in_branch(x: int = 2):
     with il.when(positive(x=x)):
         total(parts=[a, b])
     return a
+
+
+@il.step
+def greet(msg: str, note: str | None = None, mark: str = "x") -> str:
+    return f"{msg}-{note}-{mark}"
+
+
+@il.step
+def joined(parts: list[str]) -> str:
+    return ",".join(parts)
+
+
+@il.pipeline(name="fan-defaults")
+def defaults_unbound(xs: list[str] = ["a", "b"]):  # noqa: B006 - recorded, never mutated
+    """The item step's defaulted inputs are left to their defaults (None and "x")."""
+    return joined(parts=il_map(greet, over=xs))
+
+
+@il.step
+def price() -> float:
+    return 7.0
+
+
+@il.step
+def times(x: int, price: float) -> float:
+    return x * price
+
+
+@il.step
+def ftotal(parts: list[float]) -> float:
+    return sum(parts)
+
+
+@il.step
+def three() -> int:
+    return 3
+
+
+@il.pipeline(name="fan-broadcast-output")
+def broadcast_output(xs: list[int] = [1, 2, 3]):  # noqa: B006 - recorded, never mutated
+    """Step outputs broadcast to every item (a float and an int), beside a parameter."""
+    return ftotal(parts=il_map(times, over=xs, price=price())), listing(parts=il_map(scale, over=xs, factor=three()))

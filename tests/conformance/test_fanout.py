@@ -385,3 +385,50 @@ def test_a_kfp_local_loop_leaves_the_root_logger_as_it_was(tmp_path: Path) -> No
     r = _run(fp.over_param, "kfp-local", tmp_path, xs=list(range(6)), factor=1)
     assert r.succeeded, r.error
     assert (root.level, root.handlers) == (level, handlers)
+
+
+# -- map defects found by ports (issue 24) --------------------------------------------------------
+@pytest.mark.parametrize("backend", backend_params())
+def test_an_item_input_the_map_leaves_unbound_takes_its_default(backend: str, tmp_path: Path) -> None:
+    # flyte-local failed: flytekit gives an array node's bound inputs no default.
+    r = _run(fp.defaults_unbound, backend, tmp_path, xs=["a", "b"])
+    assert r.succeeded, r.error
+    _exact(r.outputs["o0"], "a-None-x,b-None-x")
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_a_step_output_broadcast_to_every_item_arrives_as_itself(backend: str, tmp_path: Path) -> None:
+    # kfp-local gave each item the loop item as `price` (kfp.local 2.17 replaces every
+    # task-output input of a loop task with the item): 1*1 + 2*2 + 3*3 = 14.0.
+    r = _run(fp.broadcast_output, backend, tmp_path, xs=[1, 2, 3])
+    assert r.succeeded, r.error
+    _exact(r.outputs["o0"], 42.0)
+    _exact(r.outputs["o1"], [3, 6, 9])
+
+
+def test_kfp_cluster_ir_broadcasts_a_step_output_as_a_kfp_user_writes_it(tmp_path: Path) -> None:
+    """The kfp-local rendering (the broadcast through the loop item) stays out of the cluster IR."""
+    pytest.importorskip("kfp")
+    import yaml
+
+    doc = next(yaml.safe_load_all(_kfp_ir(tmp_path, "b", fp.broadcast_output)))
+    root = doc["root"]["dag"]["tasks"]
+    loop_name, loop = next((k, t) for k, t in root.items() if t["taskInfo"]["name"] == "times-map")
+    assert loop["inputs"]["parameters"]["pipelinechannel--price-Output"]["taskOutputParameter"]["producerTask"] == "price"
+    body = doc["components"][loop["componentRef"]["name"]]["dag"]["tasks"]
+    assert body["times"]["inputs"]["parameters"]["price"]["componentInputParameter"] == "pipelinechannel--price-Output"
+    enum = next(t for t in root.values() if t["taskInfo"]["name"] == "times-enumerate-items")
+    assert set(enum["inputs"]["parameters"]) == {"items"}
+
+
+def test_flyte_binds_a_defaulted_item_input_to_its_default() -> None:
+    pytest.importorskip("flytekit")
+    from flytekit.models.admin.workflow import WorkflowSpec
+
+    from interlock.adapters.flyte.compile import serialize
+
+    models = serialize(spec_of(fp.defaults_unbound), project="p", domain="d", version="v1", image="img:1")
+    (array,) = [n for m in models if isinstance(m, WorkflowSpec) for n in m.template.nodes if n.array_node is not None]
+    bound = {b.var: b.binding for b in array.inputs}
+    assert bound["mark"].scalar.primitive.string_value == "x"
+    assert "note" in bound
