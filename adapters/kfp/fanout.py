@@ -300,7 +300,7 @@ def stopped(state: Any, node: str) -> bool:
     mapped node) one of its items'.
 
     kfp.local reports an iteration under the loop's task name, not the item's: any stopped
-    item fails the map anyway (fail fast; a tolerant map's items never fail their task), so
+    item fails the map anyway (a tolerant map's items never fail their task), so
     any item's marker stops the retry.
     """
     if state.stop_marker(node) is not None:

@@ -1,8 +1,9 @@
 """``il.map`` on the local backend: each item through the shim, at most ``concurrency`` at once.
 
 Items run on threads (the shim is thread-safe per node name; each item has its own name
-``node[i]``, so its own cache key, fragment, checkpoint key and FATAL marker). Fail fast:
-after the first failed item of an intolerant map no new item starts. The shim's timeout and
+``node[i]``, so its own cache key, fragment, checkpoint key and FATAL marker). A failed item
+does not stop its siblings: every item runs, then the map fails if more items failed than
+it tolerates (the same items run on every backend, whatever their order). The shim's timeout and
 SIGTERM handling need the main thread: items of a step with a timeout run one at a time
 on the main thread, so the timeout still holds.
 """
@@ -68,8 +69,6 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
         except StepFailed as exc:
             errors[i] = exc
             options.emit(name, Status.FAILED, f"{exc.kind}: {exc.reason}")
-            if not m.tolerant or len(errors) > m.allowed_failures(n):
-                stop.set()
             return
         # As between containers, but a JSON value makes its round trip in memory (passed_value).
         values_dir = options.run_dir / "values" / node.name / str(i)
@@ -79,8 +78,6 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
         except Exception as exc:  # noqa: BLE001 - an unserializable value, a full disk: the item failed
             errors[i] = output_failed(run, step, name, exc)
             options.emit(name, Status.FAILED, f"{errors[i].kind}: {errors[i].reason}")
-            if not m.tolerant or len(errors) > m.allowed_failures(n):
-                stop.set()
             return
         if key:
             cache.put(step, key, results[i] or {},

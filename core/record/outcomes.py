@@ -16,6 +16,7 @@ from interlock.core.base.status import FailureKind, Status
 from interlock.core.failure.record import Failure
 from interlock.core.model.finally_blocks import RunStatus
 from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.run.map_items import first_failure
 from interlock.core.run.records import Fragment
 from interlock.core.run.state import RunState
 
@@ -117,11 +118,15 @@ def settle(
             steps[node.name] = StepOutcome(saw.status, attempts=attempts, duration_s=duration)
             continue
         failure = _failure_of(state, node.name, frag, saw)
+        tries, log = max(attempts, 1), frag.attempts if frag else []
+        item = first_failure(state, node.name) if node.map is not None else None
+        if item is not None and item.failures():  # il.map: its first failed item, named as the map
+            failure, tries, log = item.failures()[-1], len(item.attempts), item.attempts
         steps[node.name] = StepOutcome(Status.FAILED, attempts=attempts, failure=failure.to_dict(), duration_s=duration)
         if error is None:
-            error = saw.error or StepFailed(
-                node.name, failure.kind, failure.reason, hint=failure.hint, attempts=max(attempts, 1),
-                pipeline=spec.name, failure=failure, attempt_log=frag.attempts if frag else (),
+            error = (saw.error if item is None else None) or StepFailed(
+                node.name, failure.kind, failure.reason, hint=failure.hint, attempts=tries,
+                pipeline=spec.name, failure=failure, attempt_log=log,
             )
             if error.pipeline is None:
                 error.pipeline = spec.name

@@ -73,10 +73,14 @@ def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None
     cached = [i for i, f in frags.items() if f.status is Status.CACHED]
     report = MapReport(node.name, n, failed, cached, node.map.allowed_failures(n))
     step = spec.step_of(node)
+    # One entry per item of the list, whatever the backend reached: an item that never
+    # started is not-run, so every backend reports the same items.
     entries = [
         {"index": i, "node": item_node(node.name, i), "status": str(f.status), "attempts": len(f.attempts),
-         "duration_s": f.duration_s}
-        for i, f in frags.items()
+         "duration_s": f.duration_s} if (f := frags.get(i)) is not None else
+        {"index": i, "node": item_node(node.name, i), "status": str(Status.NOT_RUN), "attempts": 0,
+         "duration_s": 0.0}
+        for i in range(max(n, max(frags, default=-1) + 1))
     ]
     attempts = [a for i, f in frags.items() for a in f.attempts if f.status is not Status.CACHED]
     if report.succeeded and failed:
@@ -106,6 +110,12 @@ def reports(spec: PipelineSpec, state: RunState, sizes: dict[str, int] | None = 
             if r is not None:
                 out[node.name] = r
     return out
+
+
+def first_failure(state: RunState, node: str) -> Fragment | None:
+    """The fragment of the failed item with the lowest index: what a failed map's error names
+    (under the map's own name, on every backend), with that item's own attempts."""
+    return next((f for f in item_fragments(state, node).values() if f.status is Status.FAILED), None)
 
 
 def check_tolerance(report: MapReport, pipeline: str) -> str | None:

@@ -241,3 +241,20 @@ def three() -> int:
 def broadcast_output(xs: list[int] = [1, 2, 3]):  # noqa: B006 - recorded, never mutated
     """Step outputs broadcast to every item (a float and an int), beside a parameter."""
     return ftotal(parts=il_map(times, over=xs, price=price())), listing(parts=il_map(scale, over=xs, factor=three()))
+
+
+@il.step
+def second_fails(x: int) -> int:
+    if x == 2:
+        raise ValueError(f"bad config: item {x}")
+    return x
+
+
+@il.pipeline(name="fan-second-fails")
+def second_item_fails(xs: list[int] = [1, 2, 3, 4]):  # noqa: B006 - recorded, never mutated
+    return total(parts=il_map(second_fails, over=xs))
+
+
+@il.pipeline(name="fan-second-fails-serial")
+def second_item_fails_serial(xs: list[int] = [1, 2, 3, 4]):  # noqa: B006 - recorded, never mutated
+    return total(parts=il_map(second_fails, over=xs, concurrency=1))

@@ -105,8 +105,8 @@ def test_more_failures_than_tolerated_fail_the_map(backend: str, tmp_path: Path)
     r = _run(fp.tolerant_exceeded, backend, tmp_path, n=8)
     assert r.status == F
     assert _statuses(r) == {"numbers": S, "fragile": F, "present": N}
-    # Items still running when the map gave up finish (local threads, kfp's loop); flyte-local stops.
-    assert r.maps["fragile"].failed[:1] == [3] and r.maps["fragile"].allowed_failures == 0
+    # Every item runs before the map fails, on every backend (flyte-local stopped at the first).
+    assert r.maps["fragile"].failed == [3, 7] and r.maps["fragile"].allowed_failures == 0
 
 
 @pytest.mark.parametrize("backend", backend_params())
@@ -432,3 +432,24 @@ def test_flyte_binds_a_defaulted_item_input_to_its_default() -> None:
     bound = {b.var: b.binding for b in array.inputs}
     assert bound["mark"].scalar.primitive.string_value == "x"
     assert "note" in bound
+
+
+@pytest.mark.parametrize("backend", backend_params())
+@pytest.mark.parametrize("pipeline", [fp.second_item_fails, fp.second_item_fails_serial], ids=["parallel", "serial"])
+def test_a_failed_map_reports_the_same_items_attempts_and_name_everywhere(
+        backend: str, pipeline: Any, tmp_path: Path) -> None:
+    # flyte-local ran and counted 2 of the 4 items (flytekit stops at the first failure), the
+    # attempts were 1/2/4, and local named the item (`second_fails[1]`) where the others named the step.
+    r = _run(pipeline, backend, tmp_path, xs=[1, 2, 3, 4])
+    assert r.status == F
+    assert _statuses(r) == {"second_fails": F, "total": N}
+    report = r.maps["second_fails"]
+    assert (report.items, report.failed) == (4, [1])
+    assert r.steps["second_fails"].attempts == 4  # every item ran once
+    assert isinstance(r.error, il.StepFailed) and r.error.step == "second_fails" and r.error.attempts == 1
+    assert "item 2" in r.error.reason
+    receipt = json.loads(Path(r.receipt_path).read_text())
+    step = next(s for s in receipt["steps"] if s["node"] == "second_fails")
+    assert [(e["index"], e["node"], e["status"], e["attempts"]) for e in step["facts"]["map"]["entries"]] == [
+        (0, "second_fails[0]", S, 1), (1, "second_fails[1]", F, 1), (2, "second_fails[2]", S, 1),
+        (3, "second_fails[3]", S, 1)]
