@@ -95,7 +95,9 @@ def _items_class() -> type:
     if not _ITEMS_CLASS:
         from flytekit.core.array_node_map_task import ArrayNodeMapTask
 
-        from .tasks import _local_run
+        from interlock.core.base.errors import StepStopped
+
+        from .tasks import _local_run, _step_failed
 
         class ItemsMapTask(ArrayNodeMapTask):  # type: ignore[misc]
             def _raw_execute(self, **kwargs: Any) -> Any:
@@ -113,6 +115,8 @@ def _items_class() -> type:
                     try:
                         outputs.append(self._run_task.execute(**one))
                     except Exception as exc:  # noqa: BLE001 - raised once every item ran
+                        if isinstance(_step_failed(exc), StepStopped):
+                            raise  # told to stop: no further item starts
                         outputs.append(None)
                         failed.append(exc)
                 if len(failed) > MapSpec("item", None, self.interlock_tolerate).allowed_failures(count):

@@ -32,6 +32,7 @@ from interlock.core.model.types import TypeSpec
 
 ITEM_TYPE = TypeSpec(TypeKind.DICT)  # what the per-item component declares for the item port
 ENUMERATE = "enumerate-items"
+ENUMERATED = "\0enumerate:"  # among the task names: ENUMERATED + the enumerate task's name -> its map node
 
 
 # Source text, compiled without this module's `from __future__ import annotations` (kfp reads

@@ -10,13 +10,16 @@ on the main thread, so the timeout still holds.
 
 from __future__ import annotations
 
+import signal
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from interlock.core.backend.protocol import RunOptions
-from interlock.core.base.errors import StepFailed
+from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import Status
 from interlock.core.model.fanout import item_node
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
@@ -25,7 +28,7 @@ from interlock.core.record.outcomes import Seen
 from interlock.core.run import live
 from interlock.core.run.cache import LocalCache, cache_key
 from interlock.core.run.map_items import MapReport, aggregate
-from interlock.core.run.runtime import execute_step, record_cache_hit
+from interlock.core.run.runtime import StopRequested, execute_step, record_cache_hit
 from interlock.core.run.state import RunContext
 
 from .outputs import output_failed
@@ -53,9 +56,25 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
     fn = options.functions.get(step.name)
     use_cache = options.cache and step.cache is not None and step.cache.enabled
 
+    stopped: dict[int, StepStopped] = {}
+    running: dict[int, int] = {}  # item index -> the thread running it
+    lock = threading.Lock()
+
     def one(i: int) -> None:
-        if stop.is_set():
-            return
+        with lock:
+            if stop.is_set():
+                return  # the map was stopped: this item never starts (not-run)
+            running[i] = threading.get_ident()
+        try:
+            run_item(i)
+        except StopRequested as exc:  # the stop reached the thread outside the step's own call
+            stopped[i] = StepStopped(item_node(node.name, i), exc.signal, pipeline=spec.name)
+            stop.set()
+        finally:
+            with lock:
+                running.pop(i, None)
+
+    def run_item(i: int) -> None:
         name = item_node(node.name, i)
         item_inputs = {**inputs, m.item: items[i]}
         key = cache_key(step, item_inputs) if use_cache else None
@@ -66,6 +85,11 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             return
         try:
             result = execute_step(run, step, name, item_inputs, fn)
+        except StepStopped as exc:  # no new item starts; the map is stopped
+            stopped[i] = exc
+            stop.set()
+            options.emit(name, Status.STOPPED, exc.reason)
+            return
         except StepFailed as exc:
             errors[i] = exc
             options.emit(name, Status.FAILED, f"{exc.kind}: {exc.reason}")
@@ -88,19 +112,56 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
         workers = 1
     # Held over the whole map, so that live output is set up once, not once per item.
     with live.capture(node.name):
-        if workers == 1:
+        if workers == 1:  # on this thread: the shim's own SIGTERM/SIGINT handling stops the item
             for i in range(n):
                 one(i)
         else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"il-map-{node.name}") as pool:
+            with _stop_items(stop, running, lock), ThreadPoolExecutor(
+                    max_workers=workers, thread_name_prefix=f"il-map-{node.name}") as pool:
                 for f in [pool.submit(one, i) for i in range(n)]:
                     f.result()
     report = aggregate(spec, run.state, node, n)
     if report is None:  # an empty list: the node succeeded with empty outputs
         report = MapReport(node.name, 0)
+    if stopped:  # named as the map, as every backend names it
+        first_stop = stopped[min(stopped)]
+        return MapRun(None, Seen(Status.STOPPED, error=StepStopped(
+            node.name, first_stop.signal, attempts=first_stop.attempts, checkpoint=first_stop.checkpoint,
+            pipeline=spec.name, attempt_log=first_stop.attempt_log)), report)
     if not report.succeeded:
         first = errors[min(errors)]
         return MapRun(None, Seen(Status.FAILED, error=first), report)
     outputs = {p.name: [r[p.name] if r is not None else None for r in results] for p in step.outputs}
     status = Status.CACHED if n and len(report.cached) == n else Status.SUCCEEDED
     return MapRun(outputs, Seen(status), report)
+
+
+@contextmanager
+def _stop_items(stop: threading.Event, running: dict[int, int], lock: threading.Lock) -> Iterator[None]:
+    """SIGTERM / SIGINT while items run on threads: start no new item and stop the running ones.
+
+    Signal handlers run on the main thread, which only waits for the items here; the shim's
+    handler cannot be installed in an item's thread. So this one raises ``StopRequested`` in
+    each running item's thread (the shim then records the item STOPPED, as on the main
+    thread); CPython delivers it at the thread's next bytecode, so a blocking call (a sleep,
+    a read) first returns. Off the main thread (a run started from a thread) nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    import ctypes
+
+    def on_signal(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        stop_cls = type("StopRequested", (StopRequested,), {"__init__": lambda self: StopRequested.__init__(self, name)})
+        with lock:
+            stop.set()
+            for tid in running.values():
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(stop_cls))
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)

@@ -16,7 +16,7 @@ from interlock.core.base.status import FailureKind, Status
 from interlock.core.failure.record import Failure
 from interlock.core.model.finally_blocks import RunStatus
 from interlock.core.model.pipeline_spec import PipelineSpec
-from interlock.core.run.map_items import first_failure
+from interlock.core.run.map_items import aggregate, first_failure
 from interlock.core.run.records import Fragment
 from interlock.core.run.state import RunState
 
@@ -89,6 +89,10 @@ def settle(
     false, else NOT_RUN (an earlier failure stopped the run first).
     """
     gates = gates or {}
+    if seen is None:  # a finally step or an exit task reads fragments only: fold each map's items first
+        for node in spec.nodes:
+            if node.map is not None:
+                aggregate(spec, state, node)
     fragments = state.fragments(n.name for n in spec.nodes)
     steps: dict[str, StepOutcome] = {}
     error: RunFailed | None = None

@@ -46,14 +46,15 @@ class MapReport:
     failed: list[int] = field(default_factory=list)
     cached: list[int] = field(default_factory=list)
     allowed_failures: int = 0
+    stopped: list[int] = field(default_factory=list)  # told to stop while they ran: the map is stopped
 
     @property
     def succeeded(self) -> bool:
-        return len(self.failed) <= self.allowed_failures
+        return not self.stopped and len(self.failed) <= self.allowed_failures
 
     def to_json(self) -> dict[str, Any]:
         return {"items": self.items, "failed": list(self.failed), "cached": list(self.cached),
-                "allowed_failures": self.allowed_failures}
+                "allowed_failures": self.allowed_failures, "stopped": list(self.stopped)}
 
 
 def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None = None) -> MapReport | None:
@@ -71,7 +72,8 @@ def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None
     n = items if items is not None else max(frags) + 1
     failed = [i for i, f in frags.items() if f.status is Status.FAILED]
     cached = [i for i, f in frags.items() if f.status is Status.CACHED]
-    report = MapReport(node.name, n, failed, cached, node.map.allowed_failures(n))
+    stopped = [i for i, f in frags.items() if f.status is Status.STOPPED]
+    report = MapReport(node.name, n, failed, cached, node.map.allowed_failures(n), stopped)
     step = spec.step_of(node)
     # One entry per item of the list, whatever the backend reached: an item that never
     # started is not-run, so every backend reports the same items.
@@ -86,7 +88,8 @@ def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None
     if report.succeeded and failed:
         # Tolerated: the node succeeded; its failed items stay in the facts, not in its failure.
         attempts = [a for a in attempts if a.failure is None]
-    status = Status.SUCCEEDED if report.succeeded else Status.FAILED
+    # A stopped item stops the map (never a success with a made-up None for the item).
+    status = Status.SUCCEEDED if report.succeeded else Status.STOPPED if stopped else Status.FAILED
     if report.succeeded and frags and len(cached) == len(frags) == n:
         status = Status.CACHED
     starts = [f.started for f in frags.values()] or [0.0]
@@ -95,7 +98,8 @@ def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None
         run_id=state.run_id, node=node.name, step=step.name, status=status, fingerprint=step.fingerprint,
         image=step.image, started=min(starts), ended=max(ends), attempts=attempts,
         snapshots=[s for f in frags.values() for s in f.snapshots],
-        facts={"map": {**report.to_json(), "entries": entries}},
+        facts={"map": {**report.to_json(), "entries": entries},
+               **({"stopped_by": frags[stopped[0]].facts.get("stopped_by")} if stopped else {})},
         resources=step.resources.to_json(),
     ))
     return report
