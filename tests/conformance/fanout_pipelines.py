@@ -258,3 +258,23 @@ def second_item_fails(xs: list[int] = [1, 2, 3, 4]):  # noqa: B006 - recorded, n
 @il.pipeline(name="fan-second-fails-serial")
 def second_item_fails_serial(xs: list[int] = [1, 2, 3, 4]):  # noqa: B006 - recorded, never mutated
     return total(parts=il_map(second_fails, over=xs, concurrency=1))
+
+
+RUNS = "FANOUT_RUNS_FILE"  # where cached_fragile counts its calls, when set
+
+
+@il.step(cache=il.Cache())
+def cached_fragile(x: int) -> int:
+    import os
+
+    if os.environ.get(RUNS):
+        with open(os.environ[RUNS], "a") as f:
+            f.write(f"{x}\n")
+    if x % 4 == 0:
+        raise ValueError(f"bad config: item {x} is a multiple of four")
+    return x * 10
+
+
+@il.pipeline(name="fan-tolerate-cached")
+def tolerant_cached(xs: list[int] = [1, 2, 3, 4, 5, 6, 7, 8]):  # noqa: B006 - recorded, never mutated
+    return present(parts=il_map(cached_fragile, over=xs, tolerate=0.25))

@@ -453,3 +453,27 @@ def test_a_failed_map_reports_the_same_items_attempts_and_name_everywhere(
     assert [(e["index"], e["node"], e["status"], e["attempts"]) for e in step["facts"]["map"]["entries"]] == [
         (0, "second_fails[0]", S, 1), (1, "second_fails[1]", F, 1), (2, "second_fails[2]", S, 1),
         (3, "second_fails[3]", S, 1)]
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_a_map_with_failed_items_is_never_served_whole_from_the_cache(
+        backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # flyte-local served a tolerant map that had failed items from its cache on a rerun: the
+    # failed items did not run again and RunResult.maps lacked the node (issue 31 item 1).
+    runs = tmp_path / "runs.txt"
+    monkeypatch.setenv(fp.RUNS, str(runs))
+    first = _run(fp.tolerant_cached, backend, tmp_path)
+    assert first.succeeded, first.error
+    assert sorted(int(x) for x in runs.read_text().split()) == list(range(1, 9))
+    runs.write_text("")
+    second = _run(fp.tolerant_cached, backend, tmp_path)
+    assert second.succeeded, second.error
+    _exact(second.outputs["o0"], [0, 1, 2, 4, 5, 6])
+    report = second.maps["cached_fragile"]
+    assert report.failed == [3, 7]
+    # Only succeeded items may come from the cache (each item on local; on flyte-local and
+    # kfp-local a tolerant map's items are not cached one by one, so they all run again).
+    assert set(report.cached) <= {0, 1, 2, 4, 5, 6}
+    again = sorted(int(x) for x in runs.read_text().split())
+    assert again == sorted({4, 8} | {i + 1 for i in range(8) if i not in report.cached})
+    assert str(second.steps["cached_fragile"].status) == S
