@@ -10,20 +10,25 @@ on the main thread, so the timeout still holds.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import signal
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from interlock.core.backend.protocol import RunOptions
 from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import Status
+from interlock.core.model.codecs import from_jsonable, json_text
 from interlock.core.model.fanout import item_node
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
-from interlock.core.model.values import passed_value
+from interlock.core.model.spec import StepSpec
+from interlock.core.model.values import moves_as_json, passed_value, read_value, value_hash
 from interlock.core.record.outcomes import Seen
 from interlock.core.run import live
 from interlock.core.run.cache import LocalCache, cache_key
@@ -74,8 +79,15 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             with lock:
                 running.pop(i, None)
 
+    finished = Finished(options.run_dir / "values" / node.name, step, m.item, inputs)
+
     def run_item(i: int) -> None:
         name = item_node(node.name, i)
+        earlier = finished.earlier(i, items[i], run, name)
+        if earlier is not None:  # succeeded in an earlier attempt of this run, with these inputs
+            results[i] = earlier
+            options.emit(name, Status.SUCCEEDED, "done in an earlier attempt of this run")
+            return
         item_inputs = {**inputs, m.item: items[i]}
         key = cache_key(step, item_inputs) if use_cache else None
         hit = cache.get(step, key) if key else None
@@ -99,6 +111,7 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
         try:
             results[i] = {p.name: passed_value(result.outputs[p.name], p.type, values_dir / p.name)
                           for p in step.outputs}
+            finished.add(i, finished.key(items[i]), results[i] or {})
         except Exception as exc:  # noqa: BLE001 - an unserializable value, a full disk: the item failed
             errors[i] = output_failed(run, step, name, exc)
             options.emit(name, Status.FAILED, f"{errors[i].kind}: {errors[i].reason}")
@@ -128,9 +141,8 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
         return MapRun(None, Seen(Status.STOPPED, error=StepStopped(
             node.name, first_stop.signal, attempts=first_stop.attempts, checkpoint=first_stop.checkpoint,
             pipeline=spec.name, attempt_log=first_stop.attempt_log)), report)
-    if not report.succeeded:
-        first = errors[min(errors)]
-        return MapRun(None, Seen(Status.FAILED, error=first), report)
+    if not report.succeeded:  # settle names the map with its first failed item
+        return MapRun(None, Seen(Status.FAILED), report)
     outputs = {p.name: [r[p.name] if r is not None else None for r in results] for p in step.outputs}
     status = Status.CACHED if n and len(report.cached) == n else Status.SUCCEEDED
     return MapRun(outputs, Seen(status), report)
@@ -165,3 +177,63 @@ def _stop_items(stop: threading.Event, running: dict[int, int], lock: threading.
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
+
+
+class Finished:
+    """The items of one map that succeeded in this run, one line each in ``finished.jsonl``
+    (append-only, beside the items' value folders): running the run again (a resume) keeps
+    them, as it keeps finished steps, when the step's code and the item's inputs are the same.
+
+    A line holds the item's index, the key of its inputs and each output: the JSON text of a
+    kind that moves as JSON (the map hands those over in memory: no file per item), else the
+    note that its value folder holds it. A line torn by a kill is skipped (the item runs again).
+    """
+
+    FILE = "finished.jsonl"
+
+    def __init__(self, folder: Path, step: StepSpec, item: str, inputs: dict[str, Any]):
+        self.folder, self.step, self.item = folder, step, item
+        self.port = step.input(item)
+        # Hashed once for the map, not once per item: a broadcast DataFrame is hashed one time.
+        self.base = json.dumps({"fingerprint": step.fingerprint, "inputs": {
+            p.name: value_hash(inputs.get(p.name, p.default), p.type) for p in step.inputs if p.name != item}},
+            sort_keys=True)
+        self.lock = threading.Lock()
+        self.lines: dict[int, dict[str, Any]] = {}
+        path = folder / self.FILE
+        if path.is_file():
+            for text in path.read_text().splitlines():
+                try:
+                    line = json.loads(text)
+                except ValueError:
+                    continue
+                self.lines[line["i"]] = line
+
+    def key(self, value: Any) -> str:
+        assert self.port is not None
+        return hashlib.sha256((self.base + value_hash(value, self.port.type)).encode()).hexdigest()
+
+    def earlier(self, i: int, value: Any, run: RunContext, name: str) -> dict[str, Any] | None:
+        line = self.lines.get(i)
+        if line is None or line["key"] != self.key(value):
+            return None
+        frag = run.state.read_fragment(name)
+        if frag is None or frag.status not in (Status.SUCCEEDED, Status.CACHED):
+            return None
+        try:
+            return {p.name: (None if (out := line["out"][p.name]) is None else
+                             read_value(p.type, self.folder / str(i) / p.name) if out is True else
+                             from_jsonable(json.loads(out), p.type))
+                    for p in self.step.outputs}
+        except (OSError, KeyError, ValueError):  # a value folder gone: run the item again
+            return None
+
+    def add(self, i: int, key: str, outputs: dict[str, Any]) -> None:
+        out = {p.name: None if outputs.get(p.name) is None else
+               json_text(outputs[p.name], p.type) if moves_as_json(p.type) else True
+               for p in self.step.outputs}
+        text = json.dumps({"i": i, "key": key, "out": out}) + "\n"
+        with self.lock:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(self.folder / self.FILE, "a") as f:
+                f.write(text)

@@ -123,7 +123,8 @@ def settle(
             continue
         failure = _failure_of(state, node.name, frag, saw)
         tries, log = max(attempts, 1), frag.attempts if frag else []
-        item = first_failure(state, node.name) if node.map is not None else None
+        items = frag.facts.get("map", {}).get("items") if frag is not None else None
+        item = first_failure(state, node.name, items) if node.map is not None else None
         if item is not None and item.failures():  # il.map: its first failed item, named as the map
             failure, tries, log = item.failures()[-1], len(item.attempts), item.attempts
         steps[node.name] = StepOutcome(Status.FAILED, attempts=attempts, failure=failure.to_dict(), duration_s=duration)

@@ -67,6 +67,8 @@ def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None
 
     assert node.map is not None
     frags = item_fragments(state, node.name)
+    if items is not None:  # a resumed run's list may be shorter: an earlier attempt's extra items are not its own
+        frags = {i: f for i, f in frags.items() if i < items}
     if not frags and not items:
         return None
     n = items if items is not None else max(frags) + 1
@@ -116,10 +118,12 @@ def reports(spec: PipelineSpec, state: RunState, sizes: dict[str, int] | None = 
     return out
 
 
-def first_failure(state: RunState, node: str) -> Fragment | None:
-    """The fragment of the failed item with the lowest index: what a failed map's error names
-    (under the map's own name, on every backend), with that item's own attempts."""
-    return next((f for f in item_fragments(state, node).values() if f.status is Status.FAILED), None)
+def first_failure(state: RunState, node: str, items: int | None = None) -> Fragment | None:
+    """The fragment of the failed item with the lowest index (below ``items``, the list's
+    length, where known): what a failed map's error names (under the map's own name, on every
+    backend), with that item's own attempts."""
+    return next((f for i, f in item_fragments(state, node).items()
+                 if f.status is Status.FAILED and (items is None or i < items)), None)
 
 
 def check_tolerance(report: MapReport, pipeline: str) -> str | None:

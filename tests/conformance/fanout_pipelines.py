@@ -278,3 +278,25 @@ def cached_fragile(x: int) -> int:
 @il.pipeline(name="fan-tolerate-cached")
 def tolerant_cached(xs: list[int] = [1, 2, 3, 4, 5, 6, 7, 8]):  # noqa: B006 - recorded, never mutated
     return present(parts=il_map(cached_fragile, over=xs, tolerate=0.25))
+
+
+@il.step
+def nonneg(x: int) -> int:
+    if x < 0:
+        raise ValueError(f"bad item {x}")
+    return x
+
+
+@il.step
+def kept_items(parts: list[int | None]) -> list[int | None]:
+    return list(parts)
+
+
+@il.pipeline(name="fan-resume-tolerant")
+def resume_tolerant(xs: list[int] = [1, 2, 3, -4, -5]):  # noqa: B006 - recorded, never mutated
+    return kept_items(parts=il_map(nonneg, over=xs, tolerate=0.5))
+
+
+@il.pipeline(name="fan-resume-strict")
+def resume_strict(xs: list[int] = [1, -2]):  # noqa: B006 - recorded, never mutated
+    return listing(parts=il_map(nonneg, over=xs))

@@ -477,3 +477,36 @@ def test_a_map_with_failed_items_is_never_served_whole_from_the_cache(
     again = sorted(int(x) for x in runs.read_text().split())
     assert again == sorted({4, 8} | {i + 1 for i in range(8) if i not in report.cached})
     assert str(second.steps["cached_fragile"].status) == S
+
+
+# -- resuming a run with maps (issue 25 item 5) -------------------------------------------------
+def _resume(pipeline: Any, backend: str, tmp_path: Path, run_id: str, **params: Any) -> Any:
+    return il.run(pipeline, backend=backend, workdir=tmp_path / "work", raise_on_failure=False, resume=run_id,
+                  **params)
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_resuming_a_tolerant_map_with_a_shorter_list_reports_only_its_items(backend: str, tmp_path: Path) -> None:
+    # local reported the old run's failed items (failed=[3, 4], 5 entries for 3 items);
+    # flyte-local and kfp-local failed the resumed run with an item not in its list.
+    first = _run(fp.resume_tolerant, backend, tmp_path, xs=[1, 2, 3, -4, -5])
+    assert first.succeeded, first.error
+    assert first.maps["nonneg"].failed == [3, 4]
+    again = _resume(fp.resume_tolerant, backend, tmp_path, first.run_id, xs=[1, 2, 3])
+    assert again.succeeded, again.error
+    _exact(again.outputs["o0"], [1, 2, 3])
+    assert (again.maps["nonneg"].items, again.maps["nonneg"].failed) == (3, [])
+    receipt = json.loads(Path(again.receipt_path).read_text())
+    step = next(s for s in receipt["steps"] if s["node"] == "nonneg")
+    assert [e["index"] for e in step["facts"]["map"]["entries"]] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_resuming_a_failed_map_with_a_shorter_list_runs_it(backend: str, tmp_path: Path) -> None:
+    # local crashed: `min() arg is an empty sequence` (adapters/local/fanout.py).
+    first = _run(fp.resume_strict, backend, tmp_path, xs=[1, -2])
+    assert first.status == F and first.maps["nonneg"].failed == [1]
+    again = _resume(fp.resume_strict, backend, tmp_path, first.run_id, xs=[1])
+    assert again.succeeded, again.error
+    _exact(again.outputs["o0"], [1])
+    assert (again.maps["nonneg"].items, again.maps["nonneg"].failed) == (1, [])

@@ -55,6 +55,21 @@ def final(status: il.RunStatus) -> str:
     return status.status
 
 
+@il.step
+def slow_third(x: int) -> int:
+    with open(str(READY) + ".runs", "a") as f:
+        f.write(f"{x}\\n")
+    if x == 3 and not Path(str(READY) + ".resumed").exists():
+        READY.write_text("third\\n")
+        time.sleep(60)
+    return x * 10
+
+
+@il.pipeline(name="kill-map")
+def kill_map(xs: list[int] = [1, 2, 3, 4]):
+    return total(parts=il_map(slow_third, over=xs, concurrency=1))
+
+
 @il.pipeline(name="stop-map")
 def stop_map(xs: list[int] = [3, 3, 3, 3]):
     return total(parts=il_map(nap, over=xs))
@@ -135,3 +150,32 @@ def test_sigterm_stops_a_threaded_map_and_the_finally_step_is_not_blamed(tmp_pat
     else:  # the finally step runs and sees the stop
         assert steps["final"]["status"] == "succeeded"
         assert (tmp_path / "ready.final").read_text() == "stopped ['nap_threaded']"
+
+
+def test_a_killed_map_resumed_keeps_its_finished_items(tmp_path: Path) -> None:
+    """SIGKILL mid-map, then --resume: the items that succeeded are not run again (local re-ran
+    every item); a resume keeps finished items as it keeps finished steps (docs/resuming.md)."""
+    (tmp_path / "stop_map.py").write_text(textwrap.dedent(PIPELINE))
+    ready = tmp_path / "ready"
+    env = {**os.environ, "STOP_TEST_READY": str(ready)}
+    cmd = [sys.executable, "-m", "interlock.core.cli.main", "run", "stop_map.py:kill_map", "--backend", "local",
+           "--workdir", str(tmp_path / "wd")]
+    proc = subprocess.Popen([*cmd, "--run-id", "k1"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 60
+    while not ready.exists() and proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    proc.kill()
+    out, err = proc.communicate(timeout=30)
+    runs = Path(str(ready) + ".runs")
+    assert runs.exists(), out + err
+    assert runs.read_text().split() == ["1", "2", "3"]
+    runs.write_text("")
+    Path(str(ready) + ".resumed").write_text("")
+    done = subprocess.run([*cmd, "--resume", "k1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert runs.read_text().split() == ["3", "4"]  # items 1 and 2 finished before the kill
+    assert "slow_third[0]" in done.stderr and "done in an earlier attempt of this run" in done.stderr
+    steps = _steps(json.loads((tmp_path / "wd" / "runs" / "k1" / "state" / "receipt.json").read_text()))
+    assert steps["total"]["status"] == "succeeded"
+    assert [e["status"] for e in steps["slow_third"]["facts"]["map"]["entries"]] == ["succeeded"] * 4
