@@ -132,7 +132,10 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             with _stop_items(stop, running, lock), ThreadPoolExecutor(
                     max_workers=workers, thread_name_prefix=f"il-map-{node.name}") as pool:
                 for f in [pool.submit(one, i) for i in range(n)]:
-                    f.result()
+                    try:
+                        f.result()
+                    except StopRequested:  # delivered to an item's thread just outside its step: stopped
+                        pass
     report = aggregate(spec, run.state, node, n)
     if report is None:  # an empty list: the node succeeded with empty outputs
         report = MapReport(node.name, 0)
