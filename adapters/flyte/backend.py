@@ -154,7 +154,8 @@ class FlyteLocalBackend(FlyteBackend):
             "retry.contention_backoff": "emulated: the shim backs off in-process",
             "retry.preempted": "emulated: the shim retries in-process",
             "retry.fatal_stop": "native (shim)",
-            "cache": "native (flytekit local cache, in the interlock work directory)",
+            "cache": "native (flytekit local cache, in the interlock work directory); a tolerant map is never "
+            "served whole (its items are not cached one by one locally)",
             "checkpoint": "emulated: the shim restores from the run's checkpoint store (flytekit local never does)",
             "secrets": "emulated: read from the environment variable each Secret names",
             "labels": "emulated: compiled and recorded in the receipt",

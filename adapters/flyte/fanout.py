@@ -13,12 +13,13 @@ process, so a per-run counter gives the same index.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from typing import Any
 
 from interlock.core.base.errors import PipelineDefinitionError
-from interlock.core.model.fanout import item_node
+from interlock.core.model.fanout import MapSpec, item_node
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.run.env import RunEnv
 
@@ -59,13 +60,15 @@ def _empty(returned: Any) -> bool:
         return False
 
 
-def observe(spec: PipelineSpec, state: Any, seen: dict[str, Any], returned: dict[str, Any]) -> dict[str, Any]:
-    """Fold each mapped node's item fragments into its own and record what the backend saw."""
+def observe(spec: PipelineSpec, state: Any, seen: dict[str, Any], returned: dict[str, Any],
+            sizes: dict[str, int] | None = None) -> dict[str, Any]:
+    """Fold each mapped node's item fragments into its own and record what the backend saw.
+    ``sizes``: each map's list length, where the run saw it (``ItemsMapTask``)."""
     from interlock.core.base.status import Status
     from interlock.core.record.outcomes import Seen
     from interlock.core.run.map_items import MapReport, reports
 
-    maps = reports(spec, state)
+    maps = reports(spec, state, sizes)
     for node in spec.nodes:
         name = node.name
         frag = state.read_fragment(name) if name in maps else None
@@ -76,6 +79,66 @@ def observe(spec: PipelineSpec, state: Any, seen: dict[str, Any], returned: dict
             maps[name] = MapReport(name, 0)
         # else: flytekit's cache served the whole array node (no item ran): CACHED, as observed
     return maps
+
+
+_ITEMS_CLASS: list[type] = []
+
+
+def _items_class() -> type:
+    """ArrayNodeMapTask that, under flyte-local, runs every item of the list before it fails.
+
+    flytekit's local ``_raw_execute`` stops at the first failure that leaves too few successes,
+    so flyte-local ran fewer items than local and kfp-local (whose items all run). Every item
+    runs here, then the first failure is raised if more items failed than the map tolerates
+    (interlock's rule, ``MapSpec.allowed_failures``); the list's length is told to the run, so
+    the map report counts items that never started as well. On a cluster propeller runs it.
+    """
+    if not _ITEMS_CLASS:
+        from flytekit.core.array_node_map_task import ArrayNodeMapTask
+
+        from interlock.core.base.errors import StepStopped
+
+        from .tasks import _local_run, _step_failed
+
+        class ItemsMapTask(ArrayNodeMapTask):  # type: ignore[misc]
+            def local_execute(self, ctx: Any, **kwargs: Any) -> Any:
+                if _local_run() is None or not self._min_success_ratio or not self.metadata.cache:
+                    return super().local_execute(ctx, **kwargs)
+                # A tolerant map: flytekit's local cache would keep the node whole, failed items
+                # (None) included, and serve them on a rerun; its items are not cached one by one
+                # under flyte-local, so the node runs (as a tolerant map's items do on kfp-local).
+                saved = self._metadata
+                self._metadata = dataclasses.replace(saved, cache=False)
+                try:
+                    return super().local_execute(ctx, **kwargs)
+                finally:
+                    self._metadata = saved
+
+            def _raw_execute(self, **kwargs: Any) -> Any:
+                local = _local_run()
+                mapped = [k for k in self.python_function_task.interface.inputs
+                          if isinstance(kwargs.get(k), list) and k not in self.bound_inputs]
+                count = len(kwargs[mapped[0]]) if mapped else 0
+                if local is not None:
+                    local.sizes[self.interlock_node] = count
+                if local is None:
+                    return super()._raw_execute(**kwargs)
+                outputs, failed = [], []
+                for i in range(count):
+                    one = {k: (v[i] if k in mapped else v) for k, v in kwargs.items() if k in self.interface.inputs}
+                    try:
+                        outputs.append(self._run_task.execute(**one))
+                    except Exception as exc:  # noqa: BLE001 - raised once every item ran
+                        if isinstance(_step_failed(exc), StepStopped):
+                            raise  # told to stop: no further item starts
+                        outputs.append(None)
+                        failed.append(exc)
+                if len(failed) > MapSpec("item", None, self.interlock_tolerate).allowed_failures(count):
+                    raise failed[0]
+                return outputs if self.interface.outputs else []
+
+        _ITEMS_CLASS.append(ItemsMapTask)
+    return _ITEMS_CLASS[0]
 
 
 def map_task(spec: PipelineSpec, node_name: str, inner: Any) -> Any:
@@ -98,12 +161,13 @@ def map_task(spec: PipelineSpec, node_name: str, inner: Any) -> Any:
     # task function's module, the same for every pipeline), and flyte-local sees it run.
     from .tasks import _task_class, task_name
 
-    cls = _task_class(ArrayNodeMapTask)
+    cls = _task_class(_items_class())
     task = cls.__new__(cls)
     task.interlock_name = task_name(spec, node_name)
     task.interlock_node = node_name
     task.interlock_pipeline_ref = spec.ref
     task.interlock_step = spec.step_of(node).name
+    task.interlock_tolerate = m.tolerate
     ArrayNodeMapTask.__init__(task, inner, concurrency=m.concurrency, min_success_ratio=m.min_success_ratio(),
                               bound_inputs=bound)
     return task

@@ -188,7 +188,7 @@ class FlyteLocalRunner:
             except Exception as exc:  # flytekit wraps the step's StepFailed; the observer has it
                 error = exc
         seen = observed(spec, local, since=started)
-        maps = fanout.observe(spec, run.state, seen, local.returned)  # il.map: items -> the mapped node
+        maps = fanout.observe(spec, run.state, seen, local.returned, local.sizes)  # il.map: items -> the mapped node
         fanout.reset_counters(run.run_id)
         gates = gate_values(spec, local.returned, _typed(spec, params))
         outcome = settle(

@@ -65,6 +65,7 @@ class LocalRun:
     emit: Callable[[str, str, str], None] = lambda node, event, detail: None
     started: dict[str, float] = field(default_factory=dict)  # node -> when its shim first ran
     emitted: set[str] = field(default_factory=set)  # nodes whose outcome was told live
+    sizes: dict[str, int] = field(default_factory=dict)  # il.map node -> its list's length, as it ran
     _depth: dict[str, int] = field(default_factory=dict)
 
     def step_started(self, node: str) -> None:

@@ -178,6 +178,14 @@ class Builder:
             if node.map is not None and port == node.map.item:
                 t = list_of(t)
             inputs.append((port, b, binding_key(b), t))
+        if node.map is not None:
+            # An array node's bound inputs are all given (flytekit applies no default to them):
+            # an input the map leaves at its default gets the default, as the shim would.
+            bound = dict(node.inputs)
+            for p in step.inputs:
+                if p.name not in bound and p.has_default:
+                    c = Binding.of_const(p.default)
+                    inputs.append((p.name, c, binding_key(c), p.type))
         plan = self._plans[name] = _NodePlan(node, tuple(inputs), tuple(p.name for p in step.outputs))
         return plan
 

@@ -194,8 +194,17 @@ def _emit_step(spec: PipelineSpec, u: Step, values: dict[str, Any], tasks: dict[
     node = u.node
     if node.map is not None:  # il.map: ParallelFor over the list, readers get Collected
         items = _value(node.bindings[node.map.item], values, tasks, components)
-        loop, item, _ = fanout.open_loop(spec, node.name, items, opts.image or DEFAULT_IMAGE)
-        task = _task(spec, node.name, {**values, fanout.ENUMERATE: item}, tasks, components, opts)
+        carried: dict[str, tuple[Any, TypeSpec]] = {}
+        if opts.local_conditions:  # kfp-local: broadcast step outputs through the loop item
+            comp = components[node.name]
+            declared = comp.declared if comp.declared is not None else declared_inputs(spec, node.name)
+            carried = {port: (_value(node.bindings[port], values, tasks, components), t)
+                       for port, t in fanout.carried_inputs(spec, node.name, declared).items()}
+        loop, item, enum = fanout.open_loop(spec, node.name, items, opts.image or DEFAULT_IMAGE, carried)
+        task_names[fanout.ENUMERATED + enum.name] = node.name  # kfp-local reads the list's length from it
+        fields = {port: getattr(item, fanout.carried_key(k)) for k, port in enumerate(carried)}
+        task = _task(spec, node.name, {**values, fanout.ENUMERATE: item, fanout.CARRIED: fields}, tasks,
+                     components, opts)
         loop.__exit__(None, None, None)
         tasks[node.name] = fanout.collect(spec, node.name, task, opts.image or DEFAULT_IMAGE)
     else:
@@ -283,6 +292,9 @@ def _task(
         b = bindings.get(port_name)
         if node.map is not None and port_name == node.map.item:
             kwargs[comp.inputs[port_name]] = values[fanout.ENUMERATE]
+            continue
+        if node.map is not None and port_name in values.get(fanout.CARRIED, {}):
+            kwargs[comp.inputs[port_name]] = values[fanout.CARRIED][port_name]
             continue
         if b is not None and b.kind is BindingKind.LIST:  # fan-in from a list written in the body
             kwargs[comp.inputs[port_name]] = _gather(spec, node_name, port_name, declared, b, values, tasks,

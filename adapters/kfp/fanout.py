@@ -32,6 +32,7 @@ from interlock.core.model.types import TypeSpec
 
 ITEM_TYPE = TypeSpec(TypeKind.DICT)  # what the per-item component declares for the item port
 ENUMERATE = "enumerate-items"
+ENUMERATED = "\0enumerate:"  # among the task names: ENUMERATED + the enumerate task's name -> its map node
 
 
 # Source text, compiled without this module's `from __future__ import annotations` (kfp reads
@@ -42,13 +43,50 @@ _ENUMERATE_SOURCE = (
 )
 
 
-def _enumerate_component(image: str) -> Any:
+def _enumerate_component(image: str, carried: dict[str, TypeSpec] | None = None) -> Any:
     from kfp import dsl
 
     from .component import _function_from_source
+    from .types import kfp_type
 
-    fn = _function_from_source(_ENUMERATE_SOURCE, "enumerate_items", "<interlock-kfp enumerate-items>")
+    source, filename = _ENUMERATE_SOURCE, "<interlock-kfp enumerate-items>"
+    if carried:  # kfp-local only: see carried_inputs
+        keys = [carried_key(k) for k in range(len(carried))]
+        args = "".join(f", {key}: {kfp_type(t).parameter}" for key, t in zip(keys, carried.values(), strict=True))
+        pairs = "".join(f", {key!r}: {key}" for key in keys)
+        source = (f"def enumerate_items(items: list{args}) -> list:\n"
+                  f"    return [{{'index': i, 'item': v{pairs}}} for i, v in enumerate(items)]\n")
+        filename = f"<interlock-kfp enumerate-items carrying {list(carried)}>"
+    fn = _function_from_source(source, "enumerate_items", filename)
     return dsl.component(fn, base_image=image, install_kfp_package=False)
+
+
+CARRIED = "\0carried"  # among the values _task reads: broadcast port -> the loop item's field
+
+
+def carried_key(k: int) -> str:
+    return f"b{k}"
+
+
+def carried_inputs(spec: PipelineSpec, node_name: str, declared: dict[str, TypeSpec]) -> dict[str, TypeSpec]:
+    """The broadcast inputs of a mapped node that kfp-local must receive through the loop item.
+
+    kfp.local 2.17 (``create_parameter_loop_iteration_task_spec``) replaces every task-output
+    parameter input of a ParallelFor task with the loop item, so a broadcast step output
+    arrives as ``{"index": i, "item": v}``. For kfp-local only, the enumerate task takes those
+    outputs as inputs and puts them into every pair (``b0``, ``b1``, ...); the item task reads
+    them as fields of the loop item (``item.b0``), which kfp.local resolves. The cluster IR
+    keeps the plain broadcast a KFP user writes.
+    """
+    from interlock.core.model.spec import BindingKind
+
+    from .types import kfp_type
+
+    node = spec.node(node_name)
+    assert node.map is not None
+    return {port: declared[port] for port, b in node.inputs
+            if port != node.map.item and port in declared and b.kind in (BindingKind.OUTPUT, BindingKind.ONE_OF)
+            and not kfp_type(declared[port]).is_artifact}
 
 
 class Collected:
@@ -208,14 +246,19 @@ def collect(spec: PipelineSpec, node_name: str, task: Any, image: str) -> Any:
     return Tolerated(check_task, io_names(spec.step_of(node_name))[1][outs[0].name] if outs else None)
 
 
-def open_loop(spec: PipelineSpec, node_name: str, items: Any, image: str) -> Any:
-    """Enter ``ParallelFor`` over the enumerated list; returns (context manager, loop item)."""
+def open_loop(spec: PipelineSpec, node_name: str, items: Any, image: str,
+              carried: dict[str, tuple[Any, TypeSpec]] | None = None) -> Any:
+    """Enter ``ParallelFor`` over the enumerated list; returns (context manager, loop item, the
+    enumerate task). ``carried``: broadcast port -> (its KFP channel, its type), put into each
+    item (``carried_inputs``)."""
     from kfp import dsl
 
     check(spec, node_name)
     m = spec.node(node_name).map
     assert m is not None
-    enum = _enumerate_component(image)(items=items)
+    carried = carried or {}
+    enum = _enumerate_component(image, {p: t for p, (_, t) in carried.items()})(
+        items=items, **{carried_key(k): v for k, (v, _) in enumerate(carried.values())})
     enum.set_display_name(f"{node_name}-{ENUMERATE}")
     enum.set_caching_options(enable_caching=False)
     loop = dsl.ParallelFor(enum.output, parallelism=m.concurrency or 0, name=f"{node_name}-map")
@@ -258,7 +301,7 @@ def stopped(state: Any, node: str) -> bool:
     mapped node) one of its items'.
 
     kfp.local reports an iteration under the loop's task name, not the item's: any stopped
-    item fails the map anyway (fail fast; a tolerant map's items never fail their task), so
+    item fails the map anyway (a tolerant map's items never fail their task), so
     any item's marker stops the retry.
     """
     if state.stop_marker(node) is not None:

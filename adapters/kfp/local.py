@@ -41,7 +41,7 @@ from interlock.core.run.state import RunState
 
 from .compile import BuiltPipeline, build_pipeline
 from .entry import to_value
-from .fanout import collected_output, kfp_local_globals_kept, stopped
+from .fanout import ENUMERATED, collected_output, kfp_local_globals_kept, stopped
 from .finally_task import with_finally
 from .lineage import record_lineage
 from .output import TaskOutput, kfp_output
@@ -91,6 +91,7 @@ class _TaskObserver:
     # the run failed, even where every fragment says its step succeeded (the task died after
     # the shim returned, e.g. writing its outputs).
     failed_tasks: list[str] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)  # il.map node -> its list's length, as it ran
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -149,8 +150,12 @@ class _TaskObserver:
 
         task_name = kw["task_name"]
         node = self.task_names.get(task_name)
-        if node is None:  # a helper task (gate field selector)
-            return orig(*args, **kw)
+        if node is None:  # a helper task (gate field selector, a map's enumerate task)
+            outputs, task_status = orig(*args, **kw)
+            mapped = self.task_names.get(ENUMERATED + task_name)
+            if mapped is not None and isinstance((outputs or {}).get("Output"), list):
+                self.sizes[mapped] = len(outputs["Output"])  # the map report counts every item
+            return outputs, task_status
         try:
             inputs = OrchestratorUtils.make_task_arguments(kw["task_spec"].inputs, kw["io_store"])
         except Exception:  # lineage is best-effort; never fail the run for it
@@ -421,7 +426,7 @@ class KfpLocalRun:
     ) -> RunResult:
         spec, options = self.spec, self.options
         seen = observer.seen()
-        maps = reports(spec, observer.state)  # il.map: the items' fragments -> the mapped node
+        maps = reports(spec, observer.state, observer.sizes)  # il.map: the items' fragments -> the mapped node
         for name in maps:
             frag = observer.state.read_fragment(name)
             if frag is not None:

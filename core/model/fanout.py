@@ -12,8 +12,9 @@ marker are the item's own. When the map is over, ``aggregate`` folds the item fr
 into the node's fragment (status, every item's attempts, ``facts["map"]``: item count, the
 failed indices and one entry per item), so that ``settle`` and the receipt need nothing new.
 
-Failure policy: fail fast by default (the first failed item fails the node; items not yet
-started are not started). ``tolerate=`` allows up to a number (int >= 1) or a fraction
+Failure policy: a failed item fails the node by default, once every item has run (a failed
+item does not stop its siblings, so the same items run, and are reported, on every backend
+whatever their order or concurrency). ``tolerate=`` allows up to a number (int >= 1) or a fraction
 (0 < float < 1) of failed items: the node then succeeds, its output lists hold ``None`` at
 the failed indices (the element type is ``Optional[T]``), and the failed indices are in
 ``RunResult.maps`` and in the receipt.

@@ -42,16 +42,23 @@ def write_value(value: Any, t: TypeSpec, dest: str | Path) -> None:
         codec(t).write(value, t, dest)
 
 
+def moves_as_json(t: TypeSpec) -> bool:
+    """Does a value of ``t`` move as ``value.json`` alone (its JSON text is all of it)?"""
+    from interlock.core.model.codecs import _read_json, _write_json
+
+    c = codec(t)
+    return c.write is _write_json and c.read is _read_json
+
+
 def passed_value(value: Any, t: TypeSpec, dest: str | Path) -> Any:
     """What the next step reads once ``value`` is written to ``dest``: for a kind that moves as
     ``value.json`` alone, the same JSON text decoded in memory (no folder, file or read per
     value: il.map passes one per item); any other kind through ``dest``."""
-    from interlock.core.model.codecs import _read_json, _write_json, json_text
+    from interlock.core.model.codecs import json_text
 
     if value is None:
         return None
-    c = codec(t)
-    if c.write is not _write_json or c.read is not _read_json:
+    if not moves_as_json(t):
         write_value(value, t, dest)
         return read_value(t, dest)
     return from_jsonable(json.loads(json_text(value, t)), t)

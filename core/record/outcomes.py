@@ -16,6 +16,7 @@ from interlock.core.base.status import FailureKind, Status
 from interlock.core.failure.record import Failure
 from interlock.core.model.finally_blocks import RunStatus
 from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.run.map_items import aggregate, first_failure
 from interlock.core.run.records import Fragment
 from interlock.core.run.state import RunState
 
@@ -88,6 +89,10 @@ def settle(
     false, else NOT_RUN (an earlier failure stopped the run first).
     """
     gates = gates or {}
+    if seen is None:  # a finally step or an exit task reads fragments only: fold each map's items first
+        for node in spec.nodes:
+            if node.map is not None:
+                aggregate(spec, state, node)
     fragments = state.fragments(n.name for n in spec.nodes)
     steps: dict[str, StepOutcome] = {}
     error: RunFailed | None = None
@@ -117,11 +122,16 @@ def settle(
             steps[node.name] = StepOutcome(saw.status, attempts=attempts, duration_s=duration)
             continue
         failure = _failure_of(state, node.name, frag, saw)
+        tries, log = max(attempts, 1), frag.attempts if frag else []
+        items = frag.facts.get("map", {}).get("items") if frag is not None else None
+        item = first_failure(state, node.name, items) if node.map is not None else None
+        if item is not None and item.failures():  # il.map: its first failed item, named as the map
+            failure, tries, log = item.failures()[-1], len(item.attempts), item.attempts
         steps[node.name] = StepOutcome(Status.FAILED, attempts=attempts, failure=failure.to_dict(), duration_s=duration)
         if error is None:
-            error = saw.error or StepFailed(
-                node.name, failure.kind, failure.reason, hint=failure.hint, attempts=max(attempts, 1),
-                pipeline=spec.name, failure=failure, attempt_log=frag.attempts if frag else (),
+            error = (saw.error if item is None else None) or StepFailed(
+                node.name, failure.kind, failure.reason, hint=failure.hint, attempts=tries,
+                pipeline=spec.name, failure=failure, attempt_log=log,
             )
             if error.pipeline is None:
                 error.pipeline = spec.name

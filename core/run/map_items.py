@@ -46,14 +46,15 @@ class MapReport:
     failed: list[int] = field(default_factory=list)
     cached: list[int] = field(default_factory=list)
     allowed_failures: int = 0
+    stopped: list[int] = field(default_factory=list)  # told to stop while they ran: the map is stopped
 
     @property
     def succeeded(self) -> bool:
-        return len(self.failed) <= self.allowed_failures
+        return not self.stopped and len(self.failed) <= self.allowed_failures
 
     def to_json(self) -> dict[str, Any]:
         return {"items": self.items, "failed": list(self.failed), "cached": list(self.cached),
-                "allowed_failures": self.allowed_failures}
+                "allowed_failures": self.allowed_failures, "stopped": list(self.stopped)}
 
 
 def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None = None) -> MapReport | None:
@@ -66,23 +67,31 @@ def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None
 
     assert node.map is not None
     frags = item_fragments(state, node.name)
+    if items is not None:  # a resumed run's list may be shorter: an earlier attempt's extra items are not its own
+        frags = {i: f for i, f in frags.items() if i < items}
     if not frags and not items:
         return None
     n = items if items is not None else max(frags) + 1
     failed = [i for i, f in frags.items() if f.status is Status.FAILED]
     cached = [i for i, f in frags.items() if f.status is Status.CACHED]
-    report = MapReport(node.name, n, failed, cached, node.map.allowed_failures(n))
+    stopped = [i for i, f in frags.items() if f.status is Status.STOPPED]
+    report = MapReport(node.name, n, failed, cached, node.map.allowed_failures(n), stopped)
     step = spec.step_of(node)
+    # One entry per item of the list, whatever the backend reached: an item that never
+    # started is not-run, so every backend reports the same items.
     entries = [
         {"index": i, "node": item_node(node.name, i), "status": str(f.status), "attempts": len(f.attempts),
-         "duration_s": f.duration_s}
-        for i, f in frags.items()
+         "duration_s": f.duration_s} if (f := frags.get(i)) is not None else
+        {"index": i, "node": item_node(node.name, i), "status": str(Status.NOT_RUN), "attempts": 0,
+         "duration_s": 0.0}
+        for i in range(max(n, max(frags, default=-1) + 1))
     ]
     attempts = [a for i, f in frags.items() for a in f.attempts if f.status is not Status.CACHED]
     if report.succeeded and failed:
         # Tolerated: the node succeeded; its failed items stay in the facts, not in its failure.
         attempts = [a for a in attempts if a.failure is None]
-    status = Status.SUCCEEDED if report.succeeded else Status.FAILED
+    # A stopped item stops the map (never a success with a made-up None for the item).
+    status = Status.SUCCEEDED if report.succeeded else Status.STOPPED if stopped else Status.FAILED
     if report.succeeded and frags and len(cached) == len(frags) == n:
         status = Status.CACHED
     starts = [f.started for f in frags.values()] or [0.0]
@@ -91,7 +100,8 @@ def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None
         run_id=state.run_id, node=node.name, step=step.name, status=status, fingerprint=step.fingerprint,
         image=step.image, started=min(starts), ended=max(ends), attempts=attempts,
         snapshots=[s for f in frags.values() for s in f.snapshots],
-        facts={"map": {**report.to_json(), "entries": entries}},
+        facts={"map": {**report.to_json(), "entries": entries},
+               **({"stopped_by": frags[stopped[0]].facts.get("stopped_by")} if stopped else {})},
         resources=step.resources.to_json(),
     ))
     return report
@@ -106,6 +116,14 @@ def reports(spec: PipelineSpec, state: RunState, sizes: dict[str, int] | None = 
             if r is not None:
                 out[node.name] = r
     return out
+
+
+def first_failure(state: RunState, node: str, items: int | None = None) -> Fragment | None:
+    """The fragment of the failed item with the lowest index (below ``items``, the list's
+    length, where known): what a failed map's error names (under the map's own name, on every
+    backend), with that item's own attempts."""
+    return next((f for i, f in item_fragments(state, node).items()
+                 if f.status is Status.FAILED and (items is None or i < items)), None)
 
 
 def check_tolerance(report: MapReport, pipeline: str) -> str | None:

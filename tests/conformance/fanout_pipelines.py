@@ -199,3 +199,104 @@ def literal_in_branch(x: int = 2):
     with il.when(positive(x=x)):
         total(parts=[a, b])
     return a
+
+
+@il.step
+def greet(msg: str, note: str | None = None, mark: str = "x") -> str:
+    return f"{msg}-{note}-{mark}"
+
+
+@il.step
+def joined(parts: list[str]) -> str:
+    return ",".join(parts)
+
+
+@il.pipeline(name="fan-defaults")
+def defaults_unbound(xs: list[str] = ["a", "b"]):  # noqa: B006 - recorded, never mutated
+    """The item step's defaulted inputs are left to their defaults (None and "x")."""
+    return joined(parts=il_map(greet, over=xs))
+
+
+@il.step
+def price() -> float:
+    return 7.0
+
+
+@il.step
+def times(x: int, price: float) -> float:
+    return x * price
+
+
+@il.step
+def ftotal(parts: list[float]) -> float:
+    return sum(parts)
+
+
+@il.step
+def three() -> int:
+    return 3
+
+
+@il.pipeline(name="fan-broadcast-output")
+def broadcast_output(xs: list[int] = [1, 2, 3]):  # noqa: B006 - recorded, never mutated
+    """Step outputs broadcast to every item (a float and an int), beside a parameter."""
+    return ftotal(parts=il_map(times, over=xs, price=price())), listing(parts=il_map(scale, over=xs, factor=three()))
+
+
+@il.step
+def second_fails(x: int) -> int:
+    if x == 2:
+        raise ValueError(f"bad config: item {x}")
+    return x
+
+
+@il.pipeline(name="fan-second-fails")
+def second_item_fails(xs: list[int] = [1, 2, 3, 4]):  # noqa: B006 - recorded, never mutated
+    return total(parts=il_map(second_fails, over=xs))
+
+
+@il.pipeline(name="fan-second-fails-serial")
+def second_item_fails_serial(xs: list[int] = [1, 2, 3, 4]):  # noqa: B006 - recorded, never mutated
+    return total(parts=il_map(second_fails, over=xs, concurrency=1))
+
+
+RUNS = "FANOUT_RUNS_FILE"  # where cached_fragile counts its calls, when set
+
+
+@il.step(cache=il.Cache())
+def cached_fragile(x: int) -> int:
+    import os
+
+    if os.environ.get(RUNS):
+        with open(os.environ[RUNS], "a") as f:
+            f.write(f"{x}\n")
+    if x % 4 == 0:
+        raise ValueError(f"bad config: item {x} is a multiple of four")
+    return x * 10
+
+
+@il.pipeline(name="fan-tolerate-cached")
+def tolerant_cached(xs: list[int] = [1, 2, 3, 4, 5, 6, 7, 8]):  # noqa: B006 - recorded, never mutated
+    return present(parts=il_map(cached_fragile, over=xs, tolerate=0.25))
+
+
+@il.step
+def nonneg(x: int) -> int:
+    if x < 0:
+        raise ValueError(f"bad item {x}")
+    return x
+
+
+@il.step
+def kept_items(parts: list[int | None]) -> list[int | None]:
+    return list(parts)
+
+
+@il.pipeline(name="fan-resume-tolerant")
+def resume_tolerant(xs: list[int] = [1, 2, 3, -4, -5]):  # noqa: B006 - recorded, never mutated
+    return kept_items(parts=il_map(nonneg, over=xs, tolerate=0.5))
+
+
+@il.pipeline(name="fan-resume-strict")
+def resume_strict(xs: list[int] = [1, -2]):  # noqa: B006 - recorded, never mutated
+    return listing(parts=il_map(nonneg, over=xs))

@@ -39,3 +39,23 @@ def with_finally(x: int = 1, fail: bool = False, out: str = os.devnull):
     finally_(report, label="cleanup", out=out)
     y = prepare(x=x)
     return maybe_fail(x=y, fail=fail)
+
+
+@il.step
+def fragile_item(x: int) -> int:
+    if x == 2:
+        raise ValueError(f"bad input {x}")
+    return x
+
+
+@il.step
+def summed(parts: list[int]) -> int:
+    return sum(parts)
+
+
+@il.pipeline(name="conf-finally-map")
+def map_with_finally(xs: list[int] = [1, 2, 3, 4], out: str = os.devnull):  # noqa: B006 - recorded, never mutated
+    from interlock.core.dsl.fanout import map as il_map
+
+    finally_(report, label="cleanup", out=out)
+    return summed(parts=il_map(fragile_item, over=xs))

@@ -105,8 +105,8 @@ def test_more_failures_than_tolerated_fail_the_map(backend: str, tmp_path: Path)
     r = _run(fp.tolerant_exceeded, backend, tmp_path, n=8)
     assert r.status == F
     assert _statuses(r) == {"numbers": S, "fragile": F, "present": N}
-    # Items still running when the map gave up finish (local threads, kfp's loop); flyte-local stops.
-    assert r.maps["fragile"].failed[:1] == [3] and r.maps["fragile"].allowed_failures == 0
+    # Every item runs before the map fails, on every backend (flyte-local stopped at the first).
+    assert r.maps["fragile"].failed == [3, 7] and r.maps["fragile"].allowed_failures == 0
 
 
 @pytest.mark.parametrize("backend", backend_params())
@@ -385,3 +385,128 @@ def test_a_kfp_local_loop_leaves_the_root_logger_as_it_was(tmp_path: Path) -> No
     r = _run(fp.over_param, "kfp-local", tmp_path, xs=list(range(6)), factor=1)
     assert r.succeeded, r.error
     assert (root.level, root.handlers) == (level, handlers)
+
+
+# -- map defects found by ports (issue 24) --------------------------------------------------------
+@pytest.mark.parametrize("backend", backend_params())
+def test_an_item_input_the_map_leaves_unbound_takes_its_default(backend: str, tmp_path: Path) -> None:
+    # flyte-local failed: flytekit gives an array node's bound inputs no default.
+    r = _run(fp.defaults_unbound, backend, tmp_path, xs=["a", "b"])
+    assert r.succeeded, r.error
+    _exact(r.outputs["o0"], "a-None-x,b-None-x")
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_a_step_output_broadcast_to_every_item_arrives_as_itself(backend: str, tmp_path: Path) -> None:
+    # kfp-local gave each item the loop item as `price` (kfp.local 2.17 replaces every
+    # task-output input of a loop task with the item): 1*1 + 2*2 + 3*3 = 14.0.
+    r = _run(fp.broadcast_output, backend, tmp_path, xs=[1, 2, 3])
+    assert r.succeeded, r.error
+    _exact(r.outputs["o0"], 42.0)
+    _exact(r.outputs["o1"], [3, 6, 9])
+
+
+def test_kfp_cluster_ir_broadcasts_a_step_output_as_a_kfp_user_writes_it(tmp_path: Path) -> None:
+    """The kfp-local rendering (the broadcast through the loop item) stays out of the cluster IR."""
+    pytest.importorskip("kfp")
+    import yaml
+
+    doc = next(yaml.safe_load_all(_kfp_ir(tmp_path, "b", fp.broadcast_output)))
+    root = doc["root"]["dag"]["tasks"]
+    loop_name, loop = next((k, t) for k, t in root.items() if t["taskInfo"]["name"] == "times-map")
+    assert loop["inputs"]["parameters"]["pipelinechannel--price-Output"]["taskOutputParameter"]["producerTask"] == "price"
+    body = doc["components"][loop["componentRef"]["name"]]["dag"]["tasks"]
+    assert body["times"]["inputs"]["parameters"]["price"]["componentInputParameter"] == "pipelinechannel--price-Output"
+    enum = next(t for t in root.values() if t["taskInfo"]["name"] == "times-enumerate-items")
+    assert set(enum["inputs"]["parameters"]) == {"items"}
+
+
+def test_flyte_binds_a_defaulted_item_input_to_its_default() -> None:
+    pytest.importorskip("flytekit")
+    from flytekit.models.admin.workflow import WorkflowSpec
+
+    from interlock.adapters.flyte.compile import serialize
+
+    models = serialize(spec_of(fp.defaults_unbound), project="p", domain="d", version="v1", image="img:1")
+    (array,) = [n for m in models if isinstance(m, WorkflowSpec) for n in m.template.nodes if n.array_node is not None]
+    bound = {b.var: b.binding for b in array.inputs}
+    assert bound["mark"].scalar.primitive.string_value == "x"
+    assert "note" in bound
+
+
+@pytest.mark.parametrize("backend", backend_params())
+@pytest.mark.parametrize("pipeline", [fp.second_item_fails, fp.second_item_fails_serial], ids=["parallel", "serial"])
+def test_a_failed_map_reports_the_same_items_attempts_and_name_everywhere(
+        backend: str, pipeline: Any, tmp_path: Path) -> None:
+    # flyte-local ran and counted 2 of the 4 items (flytekit stops at the first failure), the
+    # attempts were 1/2/4, and local named the item (`second_fails[1]`) where the others named the step.
+    r = _run(pipeline, backend, tmp_path, xs=[1, 2, 3, 4])
+    assert r.status == F
+    assert _statuses(r) == {"second_fails": F, "total": N}
+    report = r.maps["second_fails"]
+    assert (report.items, report.failed) == (4, [1])
+    assert r.steps["second_fails"].attempts == 4  # every item ran once
+    assert isinstance(r.error, il.StepFailed) and r.error.step == "second_fails" and r.error.attempts == 1
+    assert "item 2" in r.error.reason
+    receipt = json.loads(Path(r.receipt_path).read_text())
+    step = next(s for s in receipt["steps"] if s["node"] == "second_fails")
+    assert [(e["index"], e["node"], e["status"], e["attempts"]) for e in step["facts"]["map"]["entries"]] == [
+        (0, "second_fails[0]", S, 1), (1, "second_fails[1]", F, 1), (2, "second_fails[2]", S, 1),
+        (3, "second_fails[3]", S, 1)]
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_a_map_with_failed_items_is_never_served_whole_from_the_cache(
+        backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # flyte-local served a tolerant map that had failed items from its cache on a rerun: the
+    # failed items did not run again and RunResult.maps lacked the node (issue 31 item 1).
+    runs = tmp_path / "runs.txt"
+    monkeypatch.setenv(fp.RUNS, str(runs))
+    first = _run(fp.tolerant_cached, backend, tmp_path)
+    assert first.succeeded, first.error
+    assert sorted(int(x) for x in runs.read_text().split()) == list(range(1, 9))
+    runs.write_text("")
+    second = _run(fp.tolerant_cached, backend, tmp_path)
+    assert second.succeeded, second.error
+    _exact(second.outputs["o0"], [0, 1, 2, 4, 5, 6])
+    report = second.maps["cached_fragile"]
+    assert report.failed == [3, 7]
+    # Only succeeded items may come from the cache (each item on local; on flyte-local and
+    # kfp-local a tolerant map's items are not cached one by one, so they all run again).
+    assert set(report.cached) <= {0, 1, 2, 4, 5, 6}
+    again = sorted(int(x) for x in runs.read_text().split())
+    assert again == sorted({4, 8} | {i + 1 for i in range(8) if i not in report.cached})
+    assert str(second.steps["cached_fragile"].status) == S
+
+
+# -- resuming a run with maps (issue 25 item 5) -------------------------------------------------
+def _resume(pipeline: Any, backend: str, tmp_path: Path, run_id: str, **params: Any) -> Any:
+    return il.run(pipeline, backend=backend, workdir=tmp_path / "work", raise_on_failure=False, resume=run_id,
+                  **params)
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_resuming_a_tolerant_map_with_a_shorter_list_reports_only_its_items(backend: str, tmp_path: Path) -> None:
+    # local reported the old run's failed items (failed=[3, 4], 5 entries for 3 items);
+    # flyte-local and kfp-local failed the resumed run with an item not in its list.
+    first = _run(fp.resume_tolerant, backend, tmp_path, xs=[1, 2, 3, -4, -5])
+    assert first.succeeded, first.error
+    assert first.maps["nonneg"].failed == [3, 4]
+    again = _resume(fp.resume_tolerant, backend, tmp_path, first.run_id, xs=[1, 2, 3])
+    assert again.succeeded, again.error
+    _exact(again.outputs["o0"], [1, 2, 3])
+    assert (again.maps["nonneg"].items, again.maps["nonneg"].failed) == (3, [])
+    receipt = json.loads(Path(again.receipt_path).read_text())
+    step = next(s for s in receipt["steps"] if s["node"] == "nonneg")
+    assert [e["index"] for e in step["facts"]["map"]["entries"]] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_resuming_a_failed_map_with_a_shorter_list_runs_it(backend: str, tmp_path: Path) -> None:
+    # local crashed: `min() arg is an empty sequence` (adapters/local/fanout.py).
+    first = _run(fp.resume_strict, backend, tmp_path, xs=[1, -2])
+    assert first.status == F and first.maps["nonneg"].failed == [1]
+    again = _resume(fp.resume_strict, backend, tmp_path, first.run_id, xs=[1])
+    assert again.succeeded, again.error
+    _exact(again.outputs["o0"], [1])
+    assert (again.maps["nonneg"].items, again.maps["nonneg"].failed) == (1, [])

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from backends import runnable_backends
+from backends import backend_params, runnable_backends
 
 import interlock as il
 from conformance import finally_pipelines as fp
@@ -203,3 +203,18 @@ def test_the_finally_step_survives_the_spec_json() -> None:
     back = PipelineSpec.loads(spec.dumps())
     assert back.finally_ == spec.finally_ and back.finally_ is not None
     assert back.node("report") == spec.finally_ and "report" not in [n.name for n in back.nodes]
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_the_finally_step_sees_a_failed_map_item_the_same_on_every_backend(tmp_path: Path, backend: str) -> None:
+    # flyte-local and kfp-local gave failed_steps=[] and a generic message: the items' fragments
+    # were folded into the map node only after the run, after the finally step ran.
+    out = tmp_path / "seen"
+    r = il.run(fp.map_with_finally, backend=backend, workdir=tmp_path / "w", raise_on_failure=False, out=str(out))
+    assert str(r.status) == "failed"
+    assert {k: str(s.status) for k, s in r.steps.items()} == {
+        "fragile_item": "failed", "summed": "not-run", "report": "succeeded"}
+    seen = json.loads((out / "cleanup.json").read_text())
+    assert seen["status"] == "failed" and seen["failed_steps"] == ["fragile_item"]
+    assert seen["error"] == "FATAL: unclassified ValueError: bad input 2"
+    assert r.maps["fragile_item"].items == 4 and r.maps["fragile_item"].failed == [1]
