@@ -64,7 +64,7 @@ def make(b: Builder, unit: Call) -> Any:
     from .types import outputs_type, python_type
     from .workflow import (
         OutputPort,
-        fail_immediately,
+        failure_policy,
         type_of_binding,
         workflow_defaults,
         workflow_function,
@@ -95,7 +95,7 @@ def make(b: Builder, unit: Call) -> Any:
         return results[0] if len(outs) == 1 and outs[0][0] == "o0" else ret(*results)
 
     fn = workflow_function(py_ident(f"{spec.name}_{name}"), types, {}, ret, body)
-    wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=fail_immediately()),
+    wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=failure_policy(spec)),
                                 default_metadata=workflow_defaults(), on_failure=fin)
     wf._name = f"{spec.name}.{name}"  # <pipeline>.<call>
     return wf

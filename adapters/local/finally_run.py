@@ -36,9 +36,12 @@ def run_finally(
     call (the call's own finally included) runs only if the il.when block around the call, if
     any, was taken: a sub-workflow or nested DAG that never started runs no finally step."""
     for block in spec.finally_blocks:
-        if reached(spec, block, outcome.steps) and _taken(spec, block_gate(spec, block), outputs or {}, params):
+        taken = _taken(spec, block_gate(spec, block), outputs or {}, params)
+        if reached(spec, block, outcome.steps) and taken:
             status = run_status(settle(block_spec(spec, block), run.state, None))
             outcome = _run_one(spec, block.node, run, params, options, outcome, status)
+        else:  # listed all the same: behind a closed gate, or not reached (a failure came first)
+            outcome.steps[block.node.name] = StepOutcome(Status.NOT_RUN if taken else Status.SKIPPED)
     if spec.finally_ is not None:
         outcome = _run_one(spec, spec.finally_, run, params, options, outcome, run_status(outcome))
     return outcome

@@ -63,16 +63,16 @@ def block_of(spec: PipelineSpec, node: str) -> FinallyBlock | None:
 
 
 def reached(spec: PipelineSpec, block: FinallyBlock, seen: dict[str, Any]) -> bool:
-    """Did the run reach the block? Not when the body failed (or stopped) before its first node:
-    like Python's ``try``/``finally``, a block never entered runs no finally step."""
-    first = next((i for i, n in enumerate(spec.nodes) if n.name in block.members), None)
-    for i, n in enumerate(spec.nodes):
-        saw = seen.get(n.name)
-        if first is not None and i >= first:
+    """Did the run reach the block? Only if one of its steps did (ran, failed, was skipped behind
+    a closed gate): like Python's ``try``/``finally``, a block never entered runs no finally step.
+    ``seen``: each node's outcome (its ``status``); a node not in it did not start. One rule for
+    both failure policies: under "stop" a failure before the block leaves all its steps not-run,
+    under "continue" a failure that the block depends on does."""
+    for name in block.members:
+        saw = seen.get(name)
+        if saw is not None and saw.status is not Status.NOT_RUN:
             return True
-        if saw is not None and saw.status in (Status.FAILED, Status.STOPPED):
-            return False
-    return True
+    return False
 
 
 def block_call(spec: PipelineSpec, block: FinallyBlock) -> Any:

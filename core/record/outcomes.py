@@ -169,11 +169,14 @@ def run_status(outcome: RunOutcome) -> RunStatus:
     return RunStatus(str(outcome.status), failed, error)
 
 
-def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen: dict[str, Seen]) -> RunOutcome:
-    """The run's outcome with the finally step's own (from what the backend saw of it): the run
-    fails too if the finally step failed."""
+def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen: dict[str, Seen],
+                 gates: Mapping[str, bool] | None = None) -> RunOutcome:
+    """The run's outcome with the finally steps' own (from what the backend saw of them): the run
+    fails too if a finally step failed. One the backend never reached is listed all the same:
+    skipped when its block is behind a closed gate (``gates``), else not run (a failure came first)."""
     from dataclasses import replace
 
+    from interlock.core.model.finally_blocks import block_gate, block_of
 
     nodes = spec.finally_nodes()
     if not nodes:
@@ -181,8 +184,12 @@ def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen:
     names = {n.name for n in nodes}
     alone = replace(spec, nodes=nodes, gates=(), outputs=(), output_types=(), finally_=None, finally_blocks=())
     own = settle(alone, state, {k: v for k, v in seen.items() if k in names})
-    # A block's finally step the run never reached (the body failed before the block) is not run.
-    steps = {**outcome.steps, **{k: o for k, o in own.steps.items() if k in seen}}
+    for k, o in own.steps.items():
+        block = block_of(spec, k) if k not in seen else None
+        gate = block_gate(spec, block) if block is not None else None
+        if gate is not None and (gates or {}).get(gate) is False:
+            o.status = Status.SKIPPED
+    steps = {**outcome.steps, **own.steps}
     if own.error is None:
         return replace(outcome, steps=steps)
     status = Status.FAILED if outcome.status is Status.SUCCEEDED else outcome.status

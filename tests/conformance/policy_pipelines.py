@@ -1,0 +1,56 @@
+"""Pipelines for the failure policy (``il.pipeline(failure_policy=...)``): after a step fails,
+"stop" starts nothing new, "continue" runs every step that does not depend on the failure."""
+
+from __future__ import annotations
+
+import os
+
+import interlock as il
+from conformance.finally_pipelines import maybe_fail, report
+from interlock.core.dsl.finally_ import finally_
+
+
+@il.step
+def inc(x: int) -> int:
+    return x + 1
+
+
+def _two_chains(x: int) -> None:
+    b = inc.named("b_first")(x=x)
+    a = maybe_fail.named("a_fails")(x=x, fail=True)
+    inc.named("a_next")(x=a)
+    b2 = maybe_fail.named("b_fails")(x=b, fail=True)
+    inc.named("b_next")(x=b2)
+
+
+@il.pipeline(name="conf-policy-chains-stop")
+def chains_stop(x: int = 1):
+    """Two independent chains that each fail; the default policy ("stop")."""
+    _two_chains(x)
+
+
+@il.pipeline(name="conf-policy-chains-continue", failure_policy="continue")
+def chains_continue(x: int = 1):
+    """Two independent chains that each fail; every step not behind a failure runs."""
+    _two_chains(x)
+
+
+def _three_blocks(x: int, out: str) -> None:
+    with finally_(report.named("c1"), label="c1", out=out):
+        maybe_fail.named("f1")(x=x, fail=True)
+    with finally_(report.named("c2"), label="c2", out=out):
+        inc.named("s2")(x=x)
+    with finally_(report.named("c3"), label="c3", out=out):
+        inc.named("s3")(x=x)
+
+
+@il.pipeline(name="conf-policy-blocks-stop")
+def blocks_stop(x: int = 1, out: str = os.devnull):
+    """Three sibling il.finally_ blocks; the first block's body fails."""
+    _three_blocks(x, out)
+
+
+@il.pipeline(name="conf-policy-blocks-continue", failure_policy="continue")
+def blocks_continue(x: int = 1, out: str = os.devnull):
+    """Three sibling il.finally_ blocks; the first block's body fails; the others still run."""
+    _three_blocks(x, out)
