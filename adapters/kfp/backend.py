@@ -21,6 +21,10 @@ from .policies import LOSSY, KfpLocalOptions, KfpOptions, neutral_notes
 log = logging.getLogger("interlock.kfp")
 
 _FEATURES = {
+    "failure_policy.stop": "emulated: KFP starts every task that does not depend on a failure; each task's shim "
+    "refuses to start once a step of the run has failed for good (a FATAL or spent-budget marker in the run "
+    "state: share it with state_pvc), and so does the exit task of an il.finally_ block the run never entered",
+    "failure_policy.continue": "native (KFP's own behaviour: what does not depend on a failure runs)",
     "gpu": "native (accelerator limit)",
     "accelerator": "native: accelerator type is the resource name, the model a node selector",
     "shared_memory": "native (kfp-kubernetes: Memory emptyDir on /dev/shm)",
@@ -145,6 +149,11 @@ class KfpLocalBackend:
             "checkpoint": "native (the shim, run directory or s3://)",
             "distributed": "emulated: the ranks run as local processes on one node (gloo on CPU)",
             "schedule": "unsupported",
+            "failure_policy.stop": "emulated: tasks start in plan order (kfp.local's own order changes from run to "
+            "run); after a failure no new step starts, and an il.finally_ block's exit task runs only if the run "
+            "reached the block",
+            "failure_policy.continue": "native (kfp.local's control-flow orchestrator for every DAG, in plan order: "
+            "what depends on a failure is skipped)",
         }
         return Capabilities(
             backend=self.name,

@@ -15,7 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from interlock.core.model.codecs import TypeKind
-from interlock.core.model.finally_blocks import RunStatus, block_of, block_spec, status_port
+from interlock.core.model.failure_policy import STOP
+from interlock.core.model.finally_blocks import (
+    RunStatus,
+    block_of,
+    block_spec,
+    reached,
+    status_port,
+)
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.model.spec import BindingKind
 from interlock.core.record.outcomes import run_status, settle, with_finally
@@ -122,7 +129,13 @@ def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: st
     kfp_failed = state.upper() in ("FAILED", "ERROR")
     block = block_of(spec, node)  # a block's exit task: the block's status (KFP's state is the group's)
     scope = block_spec(spec, block) if block is not None else spec
-    outcome = settle(scope, run_context(spec).state, None, failed=f"KFP reported the run {state}" if kfp_failed else None)
+    run = run_context(spec)
+    outcome = settle(scope, run.state, None, failed=f"KFP reported the run {state}" if kfp_failed else None)
+    if block is not None and spec.failure_policy == STOP and run.on_cluster and not reached(spec, block, outcome.steps):
+        # KFP starts every exit task; under "stop" a block the run never entered runs no finally step.
+        from .entry import refuse_after_failure
+
+        refuse_after_failure(run, node)
     status = run_status(outcome)
     print(f"interlock: finally step {node!r} sees the run {status.status}", flush=True)
     args = {**args, status_arg: to_jsonable(status, type_of(RunStatus))}

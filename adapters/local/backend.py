@@ -88,6 +88,8 @@ class LocalBackend:
                     "step's Retry policy, never one rank alone"
                 ),
                 "schedule": "unsupported",
+                "failure_policy.stop": "native (steps run one at a time in plan order; nothing starts after a failure)",
+                "failure_policy.continue": "native (in plan order, every step that does not depend on a failure)",
             },
         )
 

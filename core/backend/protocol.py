@@ -47,6 +47,7 @@ FEATURES = (
     "secrets", "labels", "queue", "distributed", "schedule", "run",
     "map", "map.tolerate", "fan_in",
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
+    "failure_policy.stop", "failure_policy.continue",  # il.pipeline(failure_policy=...)
 )
 
 _O = TypeVar("_O", bound="BackendOptions")
@@ -272,6 +273,8 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         mark("subpipeline.finally" if is_call_finally(spec, block) else "finally.block", block.node.name)
     if spec.schedule:
         mark("schedule", spec.name)
+    if spec.failure_policy != "stop":  # "stop" is every pipeline's default: each backend must have it
+        mark(f"failure_policy.{spec.failure_policy}", spec.name)
     return used
 
 

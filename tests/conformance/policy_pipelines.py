@@ -54,3 +54,51 @@ def blocks_stop(x: int = 1, out: str = os.devnull):
 def blocks_continue(x: int = 1, out: str = os.devnull):
     """Three sibling il.finally_ blocks; the first block's body fails; the others still run."""
     _three_blocks(x, out)
+
+
+def _behind_a_failure(x: int, out: str) -> None:
+    a = maybe_fail.named("a_fails")(x=x, fail=True)
+    with finally_(report.named("c_blocked"), label="c_blocked", out=out):
+        inc.named("in_block")(x=a)  # the block reads the failed step: it cannot start
+    with il.when(a > 0):
+        inc.named("gated_on_failed")(x=x)
+    ok = inc.named("independent")(x=x)
+    with il.when(ok > 0):
+        inc.named("gated")(x=ok)
+    with il.when(ok < 0):
+        inc.named("closed")(x=ok)
+
+
+@il.pipeline(name="conf-policy-behind-stop")
+def behind_stop(x: int = 1, out: str = os.devnull):
+    """A block and an il.when that read a failed step, and independent work beside them."""
+    _behind_a_failure(x, out)
+
+
+@il.pipeline(name="conf-policy-behind-continue", failure_policy="continue")
+def behind_continue(x: int = 1, out: str = os.devnull):
+    """As behind_stop: what reads the failure is not run, the rest runs (a closed gate skips)."""
+    _behind_a_failure(x, out)
+
+
+@il.pipeline(name="conf-policy-part")
+def part(x: int = 1):
+    """A sub-pipeline with a failing step and an independent one."""
+    maybe_fail.named("bad")(x=x, fail=True)
+    return inc.named("good")(x=x)
+
+
+def _with_call(x: int) -> None:
+    good = part(x=x)
+    inc.named("reads_good")(x=good)  # the call failed as a whole: its outputs never come out
+    inc.named("beside")(x=x)
+
+
+@il.pipeline(name="conf-policy-call-stop")
+def call_stop(x: int = 1):
+    _with_call(x)
+
+
+@il.pipeline(name="conf-policy-call-continue", failure_policy="continue")
+def call_continue(x: int = 1):
+    _with_call(x)
