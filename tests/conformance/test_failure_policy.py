@@ -101,3 +101,22 @@ def test_flyte_compiles_the_policy_into_every_workflow() -> None:
     assert policies(pp.call_continue) == {WorkflowFailurePolicy.FAIL_AFTER_EXECUTABLE_NODES_COMPLETE.value}
     assert policies(pp.call_stop) == {WorkflowFailurePolicy.FAIL_IMMEDIATELY.value}
     assert policies(pp.blocks_continue) == {WorkflowFailurePolicy.FAIL_AFTER_EXECUTABLE_NODES_COMPLETE.value}
+
+
+def _doc_example() -> str:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "control-flow.md").read_text()
+    section = doc.split("## After a failure: `failure_policy`", 1)[1]
+    return section.split("```python", 1)[1].split("```", 1)[0]
+
+
+def test_the_documented_example_runs_the_same_on_every_backend(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "two_parts_doc.py").write_text(_doc_example())
+    monkeypatch.syspath_prepend(str(tmp_path))  # kfp-local's tasks import it by module name
+    import two_parts_doc
+
+    for backend in BACKENDS:
+        r = il.run(two_parts_doc.two_parts, backend=backend, workdir=tmp_path / backend, raise_on_failure=False,
+                   progress=False)
+        assert {k: str(s.status) for k, s in r.steps.items()} == {
+            "load_a": S, "publish_a": S, "load_b": F, "publish_b": NR, "audit": S}, backend
