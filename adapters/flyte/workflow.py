@@ -175,7 +175,7 @@ class Builder:
         if isinstance(u, Step):
             self.emit_node(u.key, values, handles)
         elif isinstance(u, Call):
-            subworkflow.emit_sub(self, u, values)
+            subworkflow.emit_sub(self, u, values, handles)
         elif isinstance(u, Chain):  # il.when/il.elif_/il.otherwise
             self.emit_chain(u, values)
         elif isinstance(u, Block):
@@ -224,8 +224,9 @@ class Builder:
         if hasattr(result, "with_overrides") and not _is_local(result):
             result.with_overrides(node_name=name)
         for up in node.after:
-            if up in handles and hasattr(handles[up], "runs_before") and not _is_local(result):
-                handles[up] >> result
+            before, this = subworkflow._handle(handles.get(up)), subworkflow._handle(result)
+            if before is not None and this is not None:
+                before >> this
         handles[name] = result
         if len(ports) == 1 and ports[0] == "o0":
             outputs[name] = {"o0": result}

@@ -13,6 +13,7 @@ from functools import cached_property
 
 from interlock.core.backend.plan import Chain, Plan, Step, Unit
 from interlock.core.model.conditions import condition_of
+from interlock.core.model.subcalls import calls_after
 
 
 class Downstream:
@@ -32,6 +33,10 @@ class Downstream:
         return {k: tuple(v) for k, v in found.items()}
 
     @cached_property
+    def _call_after(self) -> dict[str, frozenset[str]]:
+        return calls_after(self.plan.spec)
+
+    @cached_property
     def _members(self) -> dict[str, frozenset[str]]:
         return {k: frozenset(v) for k, v in self.plan.members.items()}
 
@@ -41,7 +46,7 @@ class Downstream:
         inside = self._members.get(key, frozenset())
         ups: set[str] = set()
         for m in inside:
-            ups |= spec.node(m).upstream()
+            ups |= spec.node(m).upstream() | self._call_after.get(m, frozenset())
         for g in self.plan.gates_in(key):
             ups |= {b.node for b in condition_of(spec.gate(g)).bindings() if b.node}
         return ups - inside

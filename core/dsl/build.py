@@ -183,6 +183,14 @@ class NodeHandle:
         self.node = node
 
 
+class CallHandle(NodeHandle):
+    """What a sub-pipeline call with no outputs returns: ``after=`` it waits for the whole call."""
+
+    def __init__(self, nodes: tuple[str, ...]):
+        super().__init__(nodes[-1])
+        self.nodes = nodes
+
+
 class Builder:
     def __init__(self, name: str):
         self.name = name
@@ -277,7 +285,9 @@ class Builder:
         items = after if isinstance(after, list | tuple) and not isinstance(after, Outputs) else [after]
         out = []
         for item in items:
-            if isinstance(item, NodeHandle):
+            if isinstance(item, CallHandle):
+                out.extend(item.nodes)
+            elif isinstance(item, NodeHandle):
                 out.append(item.node)
             elif isinstance(item, Promise) and item.binding.kind is BindingKind.OUTPUT:
                 out.append(item.binding.node or "")

@@ -102,3 +102,27 @@ def call_stop(x: int = 1):
 @il.pipeline(name="conf-policy-call-continue", failure_policy="continue")
 def call_continue(x: int = 1):
     _with_call(x)
+
+
+@il.step
+def note(label: str) -> None:
+    print(label)
+
+
+@il.pipeline(name="conf-tidy")
+def tidy(label: str = "tidy", rows: int = 10):
+    """A sub-pipeline with no outputs (ordered by after= only) and a defaulted parameter."""
+    note(label=label)
+    return inc.named("rows")(x=rows)
+
+
+@il.pipeline(name="conf-after-calls", failure_policy="continue")
+def after_calls(fail: bool = False):
+    """after= on sub-pipeline calls: the first call waits for a step, the second for the first
+    call, a step for the second call; `beside` depends on nothing."""
+    f = maybe_fail.named("gate_step")(x=1, fail=fail)
+    first = tidy.named("first")(label="first", after=f)
+    second = tidy.named("second")(label="second", after=first)
+    note.named("tail")(label="tail", after=second)
+    note.named("beside")(label="beside")
+    return second  # tidy called without rows: its default (10) on every backend
