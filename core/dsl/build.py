@@ -283,7 +283,7 @@ class Builder:
         if after is None:
             return ()
         items = after if isinstance(after, list | tuple) and not isinstance(after, Outputs) else [after]
-        out = []
+        out: list[str] = []
         for item in items:
             if isinstance(item, CallHandle):
                 out.extend(item.nodes)
