@@ -25,6 +25,8 @@ if importlib.util.find_spec("flytekit") is None:
 
 # What a cluster does with each feature; "emulated" says how, in words.
 CLUSTER_FEATURES = {
+    "on_failure": "native (the workflow's or the block's sub-workflow's failure node, on_failure, alone: no "
+    "success-path node; flyte-local: flytekit's local execution calls it when the body raises)",
     "failure_policy.stop": "native (WorkflowMetadata on_failure=FAIL_IMMEDIATELY, on every workflow and sub-workflow)",
     "failure_policy.continue": "native (WorkflowMetadata on_failure=FAIL_AFTER_EXECUTABLE_NODES_COMPLETE, on every "
     "workflow and sub-workflow)",

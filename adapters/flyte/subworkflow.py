@@ -88,7 +88,7 @@ def make(b: Builder, unit: Call) -> Any:
         if fin is not None and unit.finally_ is not None:  # the success path's last node: the call's finally step
             from .finally_node import call_last
 
-            call_last(unit.finally_, fin, dict(kwargs))
+            call_last(unit.finally_, fin, dict(kwargs), spec)
         results = [b.value_of(x, values, values["__outputs__"]) for _, x in outs]
         if not results:
             return None

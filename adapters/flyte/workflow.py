@@ -320,7 +320,7 @@ class Builder:
                 if gate_id in self.blocks:  # the success path's last node: the block's finally step
                     from .finally_node import call_last
 
-                    call_last(self.blocks[gate_id].node, self.block_task(gate_id, types), kwargs)
+                    call_last(self.blocks[gate_id].node, self.block_task(gate_id, types), kwargs, self.spec)
                 if not returns:
                     return None
                 outs = [self.value_of(b, values, values["__outputs__"]) for b in returns]
@@ -358,7 +358,7 @@ class Builder:
             if self.finally_task is not None:
                 from .finally_node import call_last
 
-                call_last(spec.finally_, self.finally_task, {p.name: values[p.name] for p in spec.params})
+                call_last(spec.finally_, self.finally_task, {p.name: values[p.name] for p in spec.params}, spec)
             outs = [self.value_of(b, values, values["__outputs__"]) for _, b in spec.outputs]
             if not outs:
                 return None

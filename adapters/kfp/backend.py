@@ -21,6 +21,8 @@ from .policies import LOSSY, KfpLocalOptions, KfpOptions, neutral_notes
 log = logging.getLogger("interlock.kfp")
 
 _FEATURES = {
+    "on_failure": "emulated: an exit task (dsl.ExitHandler) like il.finally_'s, which KFP starts whatever the "
+    "outcome; its shim runs the step only if the scope failed (KFP cannot put a condition on an exit task)",
     "failure_policy.stop": "emulated: KFP starts every task that does not depend on a failure; each task's shim "
     "refuses to start once a step of the run has failed for good (a FATAL or spent-budget marker in the run "
     "state: share it with state_pvc), and so does the exit task of an il.finally_ block the run never entered",

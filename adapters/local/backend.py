@@ -90,6 +90,7 @@ class LocalBackend:
                 "schedule": "unsupported",
                 "failure_policy.stop": "native (steps run one at a time in plan order; nothing starts after a failure)",
                 "failure_policy.continue": "native (in plan order, every step that does not depend on a failure)",
+                "on_failure": "native (after its scope, only if the scope failed; skipped otherwise)",
             },
         )
 

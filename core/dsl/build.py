@@ -212,6 +212,7 @@ class Builder:
         self.finally_pending: Node | None = None
         self.finally_open = False
         self.finally_blocks: list[Any] = []  # FinallyBlock
+        self.failure_handlers: list[str] = []  # il.on_failure: finally steps that run only on a failure
         self.sub_gate_depths: list[int] = []
 
     def sub_prefix(self) -> str:

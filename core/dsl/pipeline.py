@@ -160,6 +160,7 @@ class Pipeline:
             subs=tuple(builder.subs),
             finally_blocks=blocks,
             failure_policy=self.failure_policy,
+            failure_handlers=tuple(builder.failure_handlers),
         )
         return validate(spec)
 

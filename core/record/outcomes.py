@@ -176,7 +176,7 @@ def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen:
     skipped when its block is behind a closed gate (``gates``), else not run (a failure came first)."""
     from dataclasses import replace
 
-    from interlock.core.model.finally_blocks import block_gate, block_of
+    from interlock.core.model.finally_blocks import block_gate, block_of, block_spec, reached
 
     nodes = spec.finally_nodes()
     if not nodes:
@@ -189,8 +189,17 @@ def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen:
         gate = block_gate(spec, block) if block is not None else None
         if gate is not None and (gates or {}).get(gate) is False:
             o.status = Status.SKIPPED
+        if k in spec.failure_handlers:  # il.on_failure: skipped when its scope (reached) did not fail
+            block = block_of(spec, k)
+            if block is None:
+                failed = outcome.status is Status.FAILED
+            else:
+                failed = not reached(spec, block, outcome.steps) or settle(
+                    block_spec(spec, block), state, None).status is Status.FAILED
+            if not failed:
+                own.steps[k] = StepOutcome(Status.SKIPPED)
     steps = {**outcome.steps, **own.steps}
-    if own.error is None:
+    if own.error is None or all(own.steps[k].status is not Status.FAILED for k in names):
         return replace(outcome, steps=steps)
     status = Status.FAILED if outcome.status is Status.SUCCEEDED else outcome.status
     return replace(outcome, status=status, steps=steps, error=outcome.error or own.error)
