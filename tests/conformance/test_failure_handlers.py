@@ -112,3 +112,18 @@ def test_kfp_renders_handlers_and_plain_finally_steps_as_exit_tasks(tmp_path: Pa
     params = plain["components"]["comp-cleanup-finally"]["inputDefinitions"]["parameters"]
     assert params["interlock_final_status"]["parameterType"] == "TASK_FINAL_STATUS"  # KFP's status, for the shim
     assert set(params) == {"interlock_final_status", "label", "out"}
+
+
+def test_the_documented_example_runs_the_same_on_every_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "control-flow.md").read_text()
+    section = doc.split("### Only on a failure: `il.on_failure`", 1)[1]
+    (tmp_path / "train_and_page_doc.py").write_text(section.split("```python", 1)[1].split("```", 1)[0])
+    monkeypatch.syspath_prepend(str(tmp_path))  # kfp-local's tasks import it by module name
+    import train_and_page_doc as doc_example
+
+    for backend in BACKENDS:
+        for epochs, handler in ((3, SK), (0, S)):
+            r = il.run(doc_example.train_and_page, backend=backend, workdir=tmp_path / f"{backend}{epochs}",
+                       raise_on_failure=False, progress=False, epochs=epochs)
+            assert str(r.status) == (S if epochs else F), backend
+            assert str(r.steps["page_oncall"].status) == handler and str(r.steps["create_cluster"].status) == S
