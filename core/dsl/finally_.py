@@ -10,9 +10,11 @@
         il.finally_(notify, channel=channel)
         ...
 
-The step declares one input of type ``il.RunStatus``; the backend fills it with the body's
-final status. Its other inputs are parameters or constants (a step output may not exist when
-the body failed). At most one per pipeline, written at the top level of the body (not inside
+The step declares at most one input of type ``il.RunStatus``; the backend fills it with the
+body's final status (a step without one is a plain cleanup, as a KFP exit task that is a plain
+component). Its other inputs are parameters or constants (a step output may not exist when the
+body failed). ``il.on_failure(step, ...)`` is written and scoped the same way, and its step runs
+only when its scope failed (Flyte's ``on_failure=``); otherwise it is skipped. At most one per pipeline, written at the top level of the body (not inside
 an ``il.when`` block): its scope is the whole pipeline. The run's status is the body's, and
 failed as well when the finally step itself fails. Written in a sub-pipeline's body, its scope
 is each call of the sub-pipeline (core/dsl/subpipeline.py): a :class:`FinallyBlock` over the call's
