@@ -27,7 +27,8 @@ if importlib.util.find_spec("flytekit") is None:
 CLUSTER_FEATURES = {
     "on_failure": "native (the workflow's or the block's sub-workflow's failure node, on_failure, alone: no "
     "success-path node; flyte-local: flytekit's local execution calls it when the body raises)",
-    "failure_policy.stop": "native (WorkflowMetadata on_failure=FAIL_IMMEDIATELY, on every workflow and sub-workflow)",
+    "failure_policy.stop": "native (WorkflowMetadata on_failure=FAIL_IMMEDIATELY, on every workflow and sub-workflow; "
+    "Flyte aborts the nodes still running instead of letting them finish)",
     "failure_policy.continue": "native (WorkflowMetadata on_failure=FAIL_AFTER_EXECUTABLE_NODES_COMPLETE, on every "
     "workflow and sub-workflow)",
     "gpu": "native (requests/limits gpu, strings)",
