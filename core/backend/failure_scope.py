@@ -23,6 +23,7 @@ class Downstream:
         self.plan = plan
         self.down: set[str] = set()  # nodes failed, stopped or not run
         self.failed_scopes: set[str] = set()
+        self._needs: dict[str, frozenset[str]] = {}
 
     @cached_property
     def _scopes_of(self) -> dict[str, tuple[str, ...]]:
@@ -40,8 +41,13 @@ class Downstream:
     def _members(self) -> dict[str, frozenset[str]]:
         return {k: frozenset(v) for k, v in self.plan.members.items()}
 
-    def needs(self, key: str) -> set[str]:
+    def needs(self, key: str) -> frozenset[str]:
         """What a scope (by key) reads from outside it: its members' inputs and its conditions."""
+        if key not in self._needs:  # once per scope: asked for every node inside it
+            self._needs[key] = frozenset(self._reads(key))
+        return self._needs[key]
+
+    def _reads(self, key: str) -> set[str]:
         spec = self.plan.spec
         inside = self._members.get(key, frozenset())
         ups: set[str] = set()
@@ -51,7 +57,7 @@ class Downstream:
             ups |= {b.node for b in condition_of(spec.gate(g)).bindings() if b.node}
         return ups - inside
 
-    def _blocked(self, needs: set[str], probe: str) -> bool:
+    def _blocked(self, needs: set[str] | frozenset[str], probe: str) -> bool:
         for u in needs:
             if u in self.down:
                 return True
@@ -72,7 +78,7 @@ class Downstream:
             return self.can_start(unit.key)
         keys = _keys(unit)
         members = frozenset().union(*(self._members.get(k, frozenset()) for k in keys))
-        needs = set().union(*(self.needs(k) for k in keys)) - members
+        needs = frozenset().union(*(self.needs(k) for k in keys)) - members
         return not members or not self._blocked(needs, min(members))
 
     def fail(self, node: str) -> None:
