@@ -25,6 +25,12 @@ if importlib.util.find_spec("flytekit") is None:
 
 # What a cluster does with each feature; "emulated" says how, in words.
 CLUSTER_FEATURES = {
+    "on_failure": "native (the workflow's or the block's sub-workflow's failure node, on_failure, alone: no "
+    "success-path node; flyte-local: flytekit's local execution calls it when the body raises)",
+    "failure_policy.stop": "native (WorkflowMetadata on_failure=FAIL_IMMEDIATELY, on every workflow and sub-workflow; "
+    "Flyte aborts the nodes still running instead of letting them finish)",
+    "failure_policy.continue": "native (WorkflowMetadata on_failure=FAIL_AFTER_EXECUTABLE_NODES_COMPLETE, on every "
+    "workflow and sub-workflow)",
     "gpu": "native (requests/limits gpu, strings)",
     "accelerator": "native (flytekit.extras.accelerators; A100/A100-80GB MIG partitions as 'device:profile')",
     "shared_memory": "native (task shared_memory -> /dev/shm volume)",
@@ -140,6 +146,10 @@ class FlyteLocalBackend(FlyteBackend):
 
     def capabilities(self) -> Capabilities:
         local = {
+            "failure_policy.stop": "native (flytekit local runs the workflow in plan order and stops at the first "
+            "failure)",
+            "failure_policy.continue": "emulated: flytekit local ignores the workflow's failure policy; the workflow "
+            "body goes on with the nodes that do not depend on a failure, then fails the scope (its failure node runs)",
             "gpu": "emulated: compiled into the task; the step runs on this host's devices",
             "accelerator": "emulated: compiled into the task, not scheduled",
             "shared_memory": "emulated: compiled, not applied (no pod)",

@@ -30,7 +30,13 @@ from flytekit.types.error import FlyteError
 
 from interlock.core.base.errors import PipelineDefinitionError, StepFailed
 from interlock.core.model.codecs import revive
-from interlock.core.model.finally_blocks import block_of, block_spec, finally_inputs
+from interlock.core.model.finally_blocks import (
+    block_of,
+    block_spec,
+    finally_inputs,
+    handler_runs,
+    is_handler,
+)
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.record.outcomes import run_status, settle
 from interlock.core.run.bindings import node_inputs
@@ -74,6 +80,8 @@ def finally_body(spec: PipelineSpec, node: Node | None = None, types: dict[str, 
         run = run_context(spec.name)
         failed = None if err is None else f"Flyte reported the run failed: {err.message}"
         status = run_status(settle(scope, run.state, None, failed=failed))
+        if is_handler(spec, node.name) and not handler_runs(status):
+            return None  # il.on_failure: its scope did not fail
         names = params_from or {p.name: p.name for p in spec.params}
         params = {param: from_flyte(kwargs[k], spec.param(param).type) for k, param in names.items()  # type: ignore[union-attr]
                   if k in kwargs and spec.param(param) is not None}
@@ -137,10 +145,13 @@ def build_finally_task(spec: PipelineSpec, options: TaskOptions | None = None, n
     return task
 
 
-def call_last(node: Node, task: PythonFunctionTask, kwargs: dict[str, Any]) -> None:
-    """Inside a workflow body, after every other node: the success path's finally node."""
+def call_last(node: Node, task: PythonFunctionTask, kwargs: dict[str, Any], spec: PipelineSpec | None = None) -> None:
+    """Inside a workflow body, after every other node: the success path's finally node. A failure
+    handler (il.on_failure) has none: it is Flyte's failure node alone, as ``on_failure=`` is."""
     from flytekit.core.context_manager import FlyteContextManager
 
+    if spec is not None and is_handler(spec, node.name):
+        return
     state = FlyteContextManager.current_context().compilation_state
     before = list(state.nodes) if state is not None else []
     result = task(**kwargs)

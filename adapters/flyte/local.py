@@ -30,7 +30,7 @@ from interlock.core.run.state import RunContext
 from . import fanout
 from .tasks import LocalRun, TaskOptions, _step_failed, local_run
 from .types import from_flyte, to_flyte
-from .workflow import Entities, build_entities, gate_values
+from .workflow import Entities, build_entities, continuing, gate_values
 
 BACKEND = "flyte-local"
 
@@ -184,7 +184,8 @@ class FlyteLocalRunner:
         # live.held(): the steps' output capture is installed once for the run, not per step.
         with isolated_flyte(*dirs), run_state(run, options.emit) as local, live.held():
             try:
-                returned = entities.workflow(**inputs)
+                with continuing(spec, entities.plan, local.returned):
+                    returned = entities.workflow(**inputs)
             except Exception as exc:  # flytekit wraps the step's StepFailed; the observer has it
                 error = exc
         seen = observed(spec, local, since=started)
@@ -195,7 +196,7 @@ class FlyteLocalRunner:
             spec, run.state, seen, gates=gates,
             failed=f"flytekit failed the run: {error}" if error is not None and not _finally_failed(spec, local) else None,
         )
-        outcome = with_finally(spec, run.state, outcome, seen)  # il.finally_, if any
+        outcome = with_finally(spec, run.state, outcome, seen, gates)  # il.finally_, if any
         for name, o in outcome.steps.items():  # what was not told live (skipped, not run)
             if name not in local.emitted:
                 options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")

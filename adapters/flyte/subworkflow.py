@@ -64,7 +64,7 @@ def make(b: Builder, unit: Call) -> Any:
     from .types import outputs_type, python_type
     from .workflow import (
         OutputPort,
-        fail_immediately,
+        failure_policy,
         type_of_binding,
         workflow_defaults,
         workflow_function,
@@ -88,27 +88,35 @@ def make(b: Builder, unit: Call) -> Any:
         if fin is not None and unit.finally_ is not None:  # the success path's last node: the call's finally step
             from .finally_node import call_last
 
-            call_last(unit.finally_, fin, dict(kwargs))
+            call_last(unit.finally_, fin, dict(kwargs), spec)
         results = [b.value_of(x, values, values["__outputs__"]) for _, x in outs]
         if not results:
             return None
         return results[0] if len(outs) == 1 and outs[0][0] == "o0" else ret(*results)
 
     fn = workflow_function(py_ident(f"{spec.name}_{name}"), types, {}, ret, body)
-    wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=fail_immediately()),
+    wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=failure_policy(spec)),
                                 default_metadata=workflow_defaults(), on_failure=fin)
     wf._name = f"{spec.name}.{name}"  # <pipeline>.<call>
     return wf
 
 
-def emit_sub(b: Builder, unit: Call, values: dict[str, Any]) -> None:
-    """Call the sub-workflow of a sub-pipeline call and publish its outputs to the caller's scope."""
+def emit_sub(b: Builder, unit: Call, values: dict[str, Any], handles: dict[str, Any] | None = None) -> None:
+    """Call the sub-workflow of a sub-pipeline call and publish its outputs to the caller's scope.
+    ``handles``: the scope's nodes by name, for ``after=`` (Flyte ``>>``) to and from the call."""
     from flytekit.core.promise import Promise
 
     outputs = values.setdefault("__outputs__", {})
     sub = b.subworkflow(unit.key)
     result = sub(**{k: b.value_of(x, values, outputs) for k, x in unit.inputs})
     _name_workflow_node(unit.call.name)
+    if handles is not None:
+        node = _handle(result)
+        for up in unit.call.after:  # the sub-workflow node runs after them
+            if node is not None and _handle(handles.get(up)) is not None:
+                _handle(handles[up]) >> node
+        for n in unit.call.nodes:  # after= on the call (an inner node) from outside: the whole call
+            handles.setdefault(n, result)
     outs = unit.outputs
     for k, x in outs:
         v = result if len(outs) == 1 and isinstance(result, Promise) else getattr(result, k)
@@ -116,6 +124,15 @@ def emit_sub(b: Builder, unit: Call, values: dict[str, Any]) -> None:
             outputs.setdefault(x.node or "", {})[x.port or ""] = v
         else:
             values[_wkey(x)] = v
+
+
+def _handle(result: Any) -> Any:
+    """What Flyte's ``>>`` orders: a node's promise (the first of several outputs); None in local
+    execution (values, not nodes: the body runs in order anyway)."""
+    if isinstance(result, tuple) and result:
+        result = result[0]
+    ready = getattr(result, "is_ready", False)
+    return result if hasattr(result, "runs_before") and not ready and getattr(result, "ref", None) else None
 
 
 def _name_workflow_node(call: str) -> None:

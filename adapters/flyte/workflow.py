@@ -10,7 +10,9 @@ several steps (or a nested gate) becomes a sub-workflow, one step is called dire
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -19,10 +21,12 @@ from flytekit.core.docstring import Docstring
 from flytekit.core.promise import Promise, VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
+from interlock.core.backend.failure_scope import Downstream
 from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Step, lower
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.chains import own_condition
 from interlock.core.model.conditions import COMPARISONS, Cond, Op, condition_of
+from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.fanout import list_of
 from interlock.core.model.graph import binding_type
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
@@ -43,6 +47,7 @@ class Entities:
     subworkflows: dict[str, PythonFunctionWorkflow]  # scope key (core/backend/plan.py) -> sub-workflow
     noop: Any | None
     finally_task: Any | None = None  # il.finally_: the failure node and the success path's last node
+    plan: Any = None  # the lowered plan the workflow renders (core/backend/plan.py)
 
 
 def binding_key(b: Binding) -> str:
@@ -140,20 +145,43 @@ class Builder:
     # -- emitting --------------------------------------------------------------------------
     def emit_scope(self, key: str | None, values: dict[str, Any]) -> None:
         """Call the scope's units in plan order; ``values`` maps binding keys to promises/values."""
+        handles: dict[str, Any] = {}
+        units = self.plan.units if key is None else self.plan.scope(key).units
+        going = _CONTINUING.get()
+        if going is None or not _local_execution():
+            for u in units:
+                self.emit_unit(u, values, handles)
+            return
+        # failure_policy="continue" on flyte-local: flytekit's local execution stops at the first
+        # failure whatever the workflow's policy, so the body goes on with the units that do not
+        # depend on it (core/backend/failure_scope.py), and raises the first failure at the end:
+        # the scope fails as a whole, its failure node (il.finally_) runs, as on a cluster.
+        first: Exception | None = None
+        for u in units:
+            if not going.downstream.unit_can_start(u):
+                going.downstream.fail_unit(u, set())
+                continue
+            try:
+                self.emit_unit(u, values, handles)
+            except Exception as exc:  # noqa: BLE001 - a task's failure: its dependents wait, the rest go on
+                first = first or exc
+                going.downstream.fail_unit(u, set(going.returned))
+        if first is not None:
+            raise first
+
+    def emit_unit(self, u: Any, values: dict[str, Any], handles: dict[str, Any]) -> None:
         from .finally_blocks import emit_block
 
-        handles: dict[str, Any] = {}
-        for u in self.plan.units if key is None else self.plan.scope(key).units:
-            if isinstance(u, Step):
-                self.emit_node(u.key, values, handles)
-            elif isinstance(u, Call):
-                subworkflow.emit_sub(self, u, values)
-            elif isinstance(u, Chain):  # il.when/il.elif_/il.otherwise
-                self.emit_chain(u, values)
-            elif isinstance(u, Block):
-                self.emit_gate(u.key, values)
-            else:
-                emit_block(self, u, values)
+        if isinstance(u, Step):
+            self.emit_node(u.key, values, handles)
+        elif isinstance(u, Call):
+            subworkflow.emit_sub(self, u, values, handles)
+        elif isinstance(u, Chain):  # il.when/il.elif_/il.otherwise
+            self.emit_chain(u, values)
+        elif isinstance(u, Block):
+            self.emit_gate(u.key, values)
+        else:
+            emit_block(self, u, values)
 
     def value_of(self, b: Binding, values: dict[str, Any], node_outputs: dict[str, Any], key: str | None = None) -> Any:
         key = binding_key(b) if key is None else key  # emit_node passes the key it planned
@@ -204,8 +232,9 @@ class Builder:
         if hasattr(result, "with_overrides") and not _is_local(result):
             result.with_overrides(node_name=name)
         for up in node.after:
-            if up in handles and hasattr(handles[up], "runs_before") and not _is_local(result):
-                handles[up] >> result
+            before, this = subworkflow._handle(handles.get(up)), subworkflow._handle(result)
+            if before is not None and this is not None:
+                before >> this
         handles[name] = result
         if len(ports) == 1 and ports[0] == "o0":
             outputs[name] = {"o0": result}
@@ -299,14 +328,14 @@ class Builder:
                 if gate_id in self.blocks:  # the success path's last node: the block's finally step
                     from .finally_node import call_last
 
-                    call_last(self.blocks[gate_id].node, self.block_task(gate_id, types), kwargs)
+                    call_last(self.blocks[gate_id].node, self.block_task(gate_id, types), kwargs, self.spec)
                 if not returns:
                     return None
                 outs = [self.value_of(b, values, values["__outputs__"]) for b in returns]
                 return ret(*outs)
 
             fn = workflow_function(f"{self.spec.name}_{gate_id}", types, {}, ret, body)
-            wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=fail_immediately()),
+            wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=failure_policy(self.spec)),
                                         default_metadata=workflow_defaults(),
                                         on_failure=self.block_task(gate_id, types) if gate_id in self.blocks else None)
             wf._name = f"{self.spec.name}.{gate_id}"
@@ -337,7 +366,7 @@ class Builder:
             if self.finally_task is not None:
                 from .finally_node import call_last
 
-                call_last(spec.finally_, self.finally_task, {p.name: values[p.name] for p in spec.params})
+                call_last(spec.finally_, self.finally_task, {p.name: values[p.name] for p in spec.params}, spec)
             outs = [self.value_of(b, values, values["__outputs__"]) for _, b in spec.outputs]
             if not outs:
                 return None
@@ -346,7 +375,7 @@ class Builder:
         fn = workflow_function(py_ident(spec.name), types, defaults, ret, body)
         fn.__doc__ = spec.doc or None
         # As @workflow does: the docstring becomes the workflow's description in the Flyte console.
-        wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=fail_immediately()),
+        wf = PythonFunctionWorkflow(fn, metadata=WorkflowMetadata(on_failure=failure_policy(self.spec)),
                                     default_metadata=workflow_defaults(), docstring=Docstring(callable_=fn),
                                     on_failure=self.finally_task)
         wf._name = spec.name
@@ -475,10 +504,46 @@ def _is_true(flag: Any) -> Any:
     return flag.is_true() if hasattr(flag, "is_true") else flag
 
 
-def fail_immediately() -> Any:
+def failure_policy(spec: PipelineSpec) -> Any:
+    """The pipeline's failure policy as Flyte's (every workflow it compiles to: sub-workflows too)."""
     from flytekit.core.workflow import WorkflowFailurePolicy
 
+    if spec.failure_policy == CONTINUE:
+        return WorkflowFailurePolicy.FAIL_AFTER_EXECUTABLE_NODES_COMPLETE
     return WorkflowFailurePolicy.FAIL_IMMEDIATELY
+
+
+@dataclass
+class Continuing:
+    """One flyte-local run under failure_policy="continue": what is down, what returned."""
+
+    downstream: Downstream
+    returned: dict[str, Any]
+
+
+# Set for the duration of one flyte-local run's workflow call (local.py): the body that flytekit
+# runs locally is the same function it compiles, and finds its run here.
+_CONTINUING: ContextVar[Continuing | None] = ContextVar("interlock_flyte_continuing", default=None)
+
+
+@contextmanager
+def continuing(spec: PipelineSpec, plan: Any, returned: dict[str, Any]) -> Iterator[None]:
+    """Around a flyte-local workflow call: emulate failure_policy="continue" if the spec asks for it."""
+    if spec.failure_policy != CONTINUE:
+        yield
+        return
+    token = _CONTINUING.set(Continuing(Downstream(plan), returned))
+    try:
+        yield
+    finally:
+        _CONTINUING.reset(token)
+
+
+def _local_execution() -> bool:
+    from flytekit.core.context_manager import FlyteContextManager
+
+    state = FlyteContextManager.current_context().execution_state
+    return state is not None and state.is_local_execution()
 
 
 def workflow_defaults() -> Any:
@@ -509,4 +574,4 @@ def build_entities(spec: PipelineSpec, options: TaskOptions | None = None) -> En
     wf = b.workflow()
     tasks = {**b.tasks, **{blk.node.name: b.block_tasks[g] for g, blk in b.blocks.items() if g in b.block_tasks}}
     tasks.update({t.interlock_node: t for t in b.call_finally_tasks.values()})
-    return Entities(spec, tasks, wf, b.subworkflows, b.noop, b.finally_task)
+    return Entities(spec, tasks, wf, b.subworkflows, b.noop, b.finally_task, b.plan)

@@ -28,6 +28,12 @@ if importlib.util.find_spec("kfp") is None:
 log = logging.getLogger("interlock.kfp")
 
 _FEATURES = {
+    "on_failure": "emulated: an exit task (dsl.ExitHandler) like il.finally_'s, which KFP starts whatever the "
+    "outcome; its shim runs the step only if the scope failed (KFP cannot put a condition on an exit task)",
+    "failure_policy.stop": "emulated: KFP starts every task that does not depend on a failure; each task's shim "
+    "refuses to start once a step of the run has failed for good (a FATAL or spent-budget marker in the run "
+    "state: share it with state_pvc), and so does the exit task of an il.finally_ block the run never entered",
+    "failure_policy.continue": "native (KFP's own behaviour: what does not depend on a failure runs)",
     "gpu": "native (accelerator limit)",
     "accelerator": "native: accelerator type is the resource name, the model a node selector",
     "shared_memory": "native (kfp-kubernetes: Memory emptyDir on /dev/shm)",
@@ -152,6 +158,11 @@ class KfpLocalBackend:
             "checkpoint": "native (the shim, run directory or s3://)",
             "distributed": "emulated: the ranks run as local processes on one node (gloo on CPU)",
             "schedule": "unsupported",
+            "failure_policy.stop": "emulated: tasks start in plan order (kfp.local's own order changes from run to "
+            "run); after a failure no new step starts, and an il.finally_ block's exit task runs only if the run "
+            "reached the block",
+            "failure_policy.continue": "native (kfp.local's control-flow orchestrator for every DAG, in plan order: "
+            "what depends on a failure is skipped)",
         }
         return Capabilities(
             backend=self.name,

@@ -66,6 +66,24 @@ def load_spec(ref: str) -> PipelineSpec:
     return load(ref)
 
 
+def refuse_after_failure(run: RunContext, node: str) -> None:
+    """failure_policy="stop" on a cluster: once a step of the run has failed for good (a FATAL
+    or spent-budget marker in the run state), a task that has not started does not start.
+
+    It exits non-zero (KFP then skips what depends on it) without writing a fragment, so the
+    run's settled status says not-run for it. The items of a map keep going: they are one step.
+    """
+    from interlock.core.run.records import StopMarker
+
+    failed = [m.node for m in run.state.markers() if m.kind in (StopMarker.FATAL, StopMarker.EXHAUSTED)
+              and m.node != node and not m.node.startswith(f"{node}[")]
+    if not failed:
+        return
+    print(f"interlock: {node} not run: step {failed[0]} failed earlier in run {run.run_id} "
+          "(failure_policy='stop' starts nothing new after a failure)", file=sys.stderr, flush=True)
+    raise SystemExit(1)
+
+
 # -- the entry point -----------------------------------------------------------------------
 def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any], task: str | None = None) -> Any:
     """Execute one node through the shim. Called by the generated component function.
@@ -89,6 +107,8 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
         name, item = unpack_item(node, args[kname])
         args = {**args, kname: item}
     run = run_context_for(t.pipeline)
+    if t.stop_after_failure and run.on_cluster:  # kfp-local: the backend itself starts nothing new
+        refuse_after_failure(run, node)
 
     def prepare() -> dict[str, Any]:
         # After the shim's stop-marker check: the step's code as this image has it, then the inputs.

@@ -15,7 +15,16 @@ from __future__ import annotations
 from typing import Any
 
 from interlock.core.model.codecs import TypeKind
-from interlock.core.model.finally_blocks import RunStatus, block_of, block_spec, status_port
+from interlock.core.model.failure_policy import STOP
+from interlock.core.model.finally_blocks import (
+    RunStatus,
+    block_of,
+    block_spec,
+    handler_runs,
+    is_handler,
+    reached,
+    status_port,
+)
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.model.spec import BindingKind
 from interlock.core.record.outcomes import run_status, settle, with_finally
@@ -26,6 +35,7 @@ from .policies import KfpOptions, apply_platform_settings, apply_task_settings
 from .types import encode
 
 ENTRY = "from interlock.adapters.kfp.entry import run_node\n    return run_node("
+STATUS_ARG = "interlock_final_status"  # KFP's final status, for a finally step that declares no il.RunStatus
 
 
 def finally_source(spec: PipelineSpec, function_name: str, receipt: bool, node: Node | None = None) -> str:
@@ -36,11 +46,20 @@ def finally_source(spec: PipelineSpec, function_name: str, receipt: bool, node: 
     step = spec.step_of(node)
     names_in, _ = io_names(step)
     source = component_source(spec, node.name, function_name)
-    status = names_in[status_port(spec, node)]
-    declared = f"{status}: {_parameter_annotation()}"
-    if declared not in source or ENTRY not in source:
-        raise AssertionError(f"unexpected component source for the finally step:\n{source}")
-    source = source.replace(declared, f"{status}: PipelineTaskFinalStatus", 1)
+    port = status_port(spec, node)
+    if port is None:  # a plain cleanup: KFP's status still reaches the shim, under a name of its own
+        status = STATUS_ARG
+        head = f"def {function_name}("
+        if head not in source or ENTRY not in source:
+            raise AssertionError(f"unexpected component source for the finally step:\n{source}")
+        rest = source.split(head, 1)[1]
+        source = source.replace(head, f"{head}{status}: PipelineTaskFinalStatus" + ("" if rest.startswith(")") else ", "), 1)
+    else:
+        status = names_in[port]
+        declared = f"{status}: {_parameter_annotation()}"
+        if declared not in source or ENTRY not in source:
+            raise AssertionError(f"unexpected component source for the finally step:\n{source}")
+        source = source.replace(declared, f"{status}: PipelineTaskFinalStatus", 1)
     params = "".join(f", {p.name!r}: {_param_arg(p.name)}" for p in spec.params) if receipt else ""
     extra = f"{{{params[2:]}}}" if receipt else "None"
     if receipt:  # the pipeline's parameters too, for the receipt (declared after the step's inputs)
@@ -122,11 +141,23 @@ def run_finally(status_arg: str, params: dict[str, Any] | None, pipeline_ref: st
     kfp_failed = state.upper() in ("FAILED", "ERROR")
     block = block_of(spec, node)  # a block's exit task: the block's status (KFP's state is the group's)
     scope = block_spec(spec, block) if block is not None else spec
-    outcome = settle(scope, run_context(spec).state, None, failed=f"KFP reported the run {state}" if kfp_failed else None)
+    run = run_context(spec)
+    outcome = settle(scope, run.state, None, failed=f"KFP reported the run {state}" if kfp_failed else None)
+    if block is not None and spec.failure_policy == STOP and run.on_cluster and not reached(spec, block, outcome.steps):
+        # KFP starts every exit task; under "stop" a block the run never entered runs no finally step.
+        from .entry import refuse_after_failure
+
+        refuse_after_failure(run, node)
     status = run_status(outcome)
     print(f"interlock: finally step {node!r} sees the run {status.status}", flush=True)
-    args = {**args, status_arg: to_jsonable(status, type_of(RunStatus))}
+    if status_port(spec, spec.node(node)) is None:
+        args = {k: v for k, v in args.items() if k != status_arg}
+    else:
+        args = {**args, status_arg: to_jsonable(status, type_of(RunStatus))}
     try:
+        if is_handler(spec, node) and not handler_runs(status):  # il.on_failure: KFP runs every exit task
+            print(f"interlock: failure handler {node!r} not run: the run {status.status}", flush=True)
+            return None
         return run_node(pipeline_ref, node, fingerprint, args, task)
     finally:
         if params is not None:

@@ -44,6 +44,7 @@ from .entry import to_value
 from .fanout import ENUMERATED, collected_output, kfp_local_globals_kept, stopped
 from .finally_task import with_finally
 from .lineage import record_lineage
+from .local_policy import LocalPolicy, driven
 from .output import TaskOutput, kfp_output
 from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
@@ -92,6 +93,8 @@ class _TaskObserver:
     # the shim returned, e.g. writing its outputs).
     failed_tasks: list[str] = field(default_factory=list)
     sizes: dict[str, int] = field(default_factory=dict)  # il.map node -> its list's length, as it ran
+    policy: LocalPolicy | None = None  # the pipeline's failure policy, kept whatever kfp.local's order
+
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -160,6 +163,8 @@ class _TaskObserver:
             inputs = OrchestratorUtils.make_task_arguments(kw["task_spec"].inputs, kw["io_store"])
         except Exception:  # lineage is best-effort; never fail the run for it
             inputs = {}
+        if self.policy is not None and node not in self.records and not self.policy.may_start(node):
+            return {}, status.Status.FAILURE  # after a failure, under the policy: not run
         frag = self.state.fragment_file(node)
         before = _mtime_ns(frag)
         rec = TaskRecord(node, Status.FAILED, {}, inputs, False, time.time(), 0.0)
@@ -177,6 +182,8 @@ class _TaskObserver:
         rec.status = Status.SUCCEEDED if task_status == status.Status.SUCCESS else Status.FAILED
         if rec.status is Status.FAILED:
             self.failed_tasks.append(task_name)
+            if self.policy is not None:
+                self.policy.failed.append(node)
         rec.outputs = dict(outputs or {})
         after = _mtime_ns(frag)
         # The shim writes a fragment whenever it runs; a success without one came from kfp's cache.
@@ -402,7 +409,8 @@ class KfpLocalRun:
         )
         observer = _TaskObserver(built.task_names, RunState(self.state_dir, options.run_id), options.sleeper, options.emit,
                                  redactor=Redactor.for_values(params),
-                                 mapped=frozenset(n.name for n in spec.nodes if n.map is not None))
+                                 mapped=frozenset(n.name for n in spec.nodes if n.map is not None),
+                                 policy=LocalPolicy(spec, built.pipeline, built.task_names))
         env = {
             **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND,
                      checkpoint_root=options.checkpoint_store).to_env(),
@@ -411,7 +419,7 @@ class KfpLocalRun:
         }
         crashed: Exception | None = None
         with exported(env), observer.installed(), _stops_reach_the_task(observer), warnings.catch_warnings(), \
-                kfp_local_globals_kept(), kfp_output():
+                kfp_local_globals_kept(), kfp_output(), driven(observer.policy):
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:
@@ -436,11 +444,12 @@ class KfpLocalRun:
             spec, observer.state, seen, gates=gates,
             failed=f"kfp-local could not run the pipeline: {crashed}" if crashed is not None else None,
         )
-        outcome = with_finally(spec, observer.state, outcome, observer.seen())  # il.finally_, if any
+        outcome = with_finally(spec, observer.state, outcome, observer.seen(), gates)  # il.finally_, if any
         if outcome.error is None and observer.failed_tasks:
             tasks = ", ".join(sorted(set(observer.failed_tasks)))
             outcome = with_finally(spec, observer.state, settle(spec, observer.state, seen, gates=gates, failed=(
-                f"kfp task(s) {tasks} failed after their step had succeeded (see the kfp log above)")), observer.seen())
+                f"kfp task(s) {tasks} failed after their step had succeeded (see the kfp log above)")), observer.seen(),
+                gates)
         for name, report in maps.items():  # live progress: each map node once, as it settled
             if name in outcome.steps:
                 options.emit(name, outcome.steps[name].status, f"{report.items if report else 0} item(s)")

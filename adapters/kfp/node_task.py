@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from interlock.core.model.failure_policy import STOP
 from interlock.core.model.spec import Binding, StepSpec
 from interlock.core.model.types import TypeSpec
 
@@ -40,6 +41,9 @@ class NodeTask:
     declared: dict[str, TypeSpec]  # port -> the type KFP sees (component.declared_inputs)
     map_item: str | None = None  # il.map: the port that receives one enumerated item
     map_tolerant: bool = False  # an item of a tolerant map: its task reports, never fails
+    # failure_policy="stop" (core/model/failure_policy.py): on a cluster, KFP starts every task
+    # that does not depend on a failure, so the task itself refuses to start after one.
+    stop_after_failure: bool = False
 
     @classmethod
     def of(cls, spec: PipelineSpec, node: str, declared: dict[str, TypeSpec] | None = None) -> NodeTask:
@@ -51,6 +55,7 @@ class NodeTask:
             pipeline=spec.name, node=node, step=spec.step_of(n), bindings=n.bindings,
             declared=declared if declared is not None else declared_inputs(spec, node), map_item=n.map.item if n.map is not None else None,
             map_tolerant=bool(n.map is not None and n.map.tolerant),
+            stop_after_failure=spec.failure_policy == STOP,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,6 +68,7 @@ class NodeTask:
             "declared": {k: t.to_json() for k, t in self.declared.items()},
             **({"map_item": self.map_item} if self.map_item is not None else {}),
             **({"map_tolerant": True} if self.map_tolerant else {}),
+            **({"stop": True} if self.stop_after_failure else {}),
         }
 
     def dumps(self) -> str:
@@ -98,6 +104,7 @@ class NodeTask:
             bindings={k: Binding.from_json(b) for k, b in d["bindings"].items()},
             declared={k: TypeSpec.from_json(t) for k, t in d["declared"].items()},
             map_item=d.get("map_item"), map_tolerant=bool(d.get("map_tolerant", False)),
+            stop_after_failure=bool(d.get("stop", False)),
         )
 
 

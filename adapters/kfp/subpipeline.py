@@ -251,6 +251,16 @@ def emit_call(spec: PipelineSpec, unit: Call, component: Any, values: dict[str, 
         raise PipelineDefinitionError(f"kfp refused sub-pipeline {c.pipeline!r} (called as {name!r}): {exc}",
                                       pipeline=spec.name, step=name) from exc
     task.set_display_name(name)
+    for up in c.after:  # after=: the call task waits for them, as a KFP user writes .after()
+        if up not in tasks:
+            raise PipelineDefinitionError(
+                f"sub-pipeline call {name!r} waits (after=) for {up!r}, outside the call it is nested in: a KFP "
+                "nested pipeline orders only its own tasks", pipeline=spec.name, step=name,
+                hint="put after= on the outer sub-pipeline call",
+            )
+        before = getattr(tasks[up], "task", tasks[up])
+        if before is not None:
+            task.after(before)
     for k, b in kfp_call_outputs(spec, name):
         channel = task.outputs[k]
         if b.kind is BindingKind.OUTPUT:

@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from interlock.core.backend.failure_scope import Downstream
 from interlock.core.backend.plan import lower
 from interlock.core.backend.protocol import BackendOptions, Capabilities, RunOptions
 from interlock.core.base.errors import SerializationError, StepFailed, StepStopped
 from interlock.core.base.status import Status
+from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import read_value, value_hash, write_value
@@ -86,6 +88,9 @@ class LocalBackend:
                     "step's Retry policy, never one rank alone"
                 ),
                 "schedule": "unsupported",
+                "failure_policy.stop": "native (steps run one at a time in plan order; nothing starts after a failure)",
+                "failure_policy.continue": "native (in plan order, every step that does not depend on a failure)",
+                "on_failure": "native (after its scope, only if the scope failed; skipped otherwise)",
             },
         )
 
@@ -109,13 +114,19 @@ class LocalBackend:
         outputs: dict[str, dict[str, Any]] = {}
         seen: dict[str, Seen] = {}
         maps: dict[str, Any] = {}
-        failed = False
+        failed = halted = False
+        plan = lower(spec)
+        # failure_policy="continue": after a failure, what does not depend on it still runs.
+        downstream = Downstream(plan) if spec.failure_policy == CONTINUE else None
         # In plan order (core/backend/plan.py): each il.when and il.finally_ block whole, as the
         # other backends run them.
-        for node in lower(spec).nodes():
+        for node in plan.nodes():
             step = spec.step_of(node)
-            if failed:
+            if halted or (failed and downstream is None):
                 break  # what follows is NOT_RUN (or SKIPPED behind a closed gate): settle() says which
+            if downstream is not None and not downstream.can_start(node.name):
+                downstream.fail(node.name)  # behind a failure: NOT_RUN
+                continue
             if not gate_open(spec, node.gate, outputs, typed_params):
                 options.emit(node.name, Status.SKIPPED, "gate closed")
                 continue
@@ -124,8 +135,11 @@ class LocalBackend:
                 options.emit(node.name, "started", "")
                 mapped = run_map(spec, node, inputs, run, cache, options)
                 seen[node.name], maps[node.name] = mapped.seen, mapped.report
-                failed = mapped.outputs is None
-                if mapped.outputs is not None:
+                if mapped.outputs is None:
+                    failed, halted = True, halted or mapped.seen.status is Status.STOPPED
+                    if downstream is not None:
+                        downstream.fail(node.name)
+                else:
                     outputs[node.name] = mapped.outputs
                 options.emit(node.name, mapped.seen.status, f"{mapped.report.items if mapped.report else 0} item(s)")
                 continue
@@ -165,6 +179,9 @@ class LocalBackend:
                 failed = True
                 seen[node.name] = Seen(Status.FAILED, error=exc)
                 stopped = isinstance(exc, StepStopped)
+                halted = halted or stopped  # told to stop: nothing starts, whatever the policy
+                if downstream is not None:
+                    downstream.fail(node.name)
                 options.emit(node.name, Status.STOPPED if stopped else Status.FAILED,
                              exc.reason if stopped else f"{exc.kind}: {exc.reason}")
                 continue
@@ -174,6 +191,8 @@ class LocalBackend:
                 outputs[node.name] = {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
             except Exception as exc:  # noqa: BLE001 - a full disk, an unserializable value: the step failed
                 failed = True
+                if downstream is not None:
+                    downstream.fail(node.name)
                 error = output_failed(run, step, node.name, exc)
                 seen[node.name] = Seen(Status.FAILED, error=error)
                 options.emit(node.name, Status.FAILED, f"{error.kind}: {error.reason}")

@@ -14,6 +14,8 @@ from interlock.core.model.finally_blocks import (
     block_gate,
     block_spec,
     finally_inputs,
+    handler_runs,
+    is_handler,
     reached,
 )
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
@@ -36,9 +38,12 @@ def run_finally(
     call (the call's own finally included) runs only if the il.when block around the call, if
     any, was taken: a sub-workflow or nested DAG that never started runs no finally step."""
     for block in spec.finally_blocks:
-        if reached(spec, block, outcome.steps) and _taken(spec, block_gate(spec, block), outputs or {}, params):
+        taken = _taken(spec, block_gate(spec, block), outputs or {}, params)
+        if reached(spec, block, outcome.steps) and taken:
             status = run_status(settle(block_spec(spec, block), run.state, None))
             outcome = _run_one(spec, block.node, run, params, options, outcome, status)
+        else:  # listed all the same: behind a closed gate, or not reached (a failure came first)
+            outcome.steps[block.node.name] = StepOutcome(Status.NOT_RUN if taken else Status.SKIPPED)
     if spec.finally_ is not None:
         outcome = _run_one(spec, spec.finally_, run, params, options, outcome, run_status(outcome))
     return outcome
@@ -54,9 +59,13 @@ def _taken(spec: PipelineSpec, gate: str | None, outputs: dict[str, dict[str, An
 def _run_one(spec: PipelineSpec, node: Node, run: RunContext, params: dict[str, Any], options: RunOptions,
              outcome: RunOutcome, status: RunStatus) -> RunOutcome:
     step = spec.step_of(node)
+    steps = dict(outcome.steps)
+    if is_handler(spec, node.name) and not handler_runs(status):  # il.on_failure: its scope did not fail
+        options.emit(node.name, Status.SKIPPED, f"on failure only ({status.status})")
+        steps[node.name] = StepOutcome(Status.SKIPPED)
+        return replace(outcome, steps=steps)
     inputs = finally_inputs(spec, node, node_inputs(spec, node.name, params, {}), status)
     options.emit(node.name, "started", f"finally ({status.status})")
-    steps = dict(outcome.steps)
     try:
         result = execute_step(run, step, node.name, inputs, options.functions.get(step.name))
     except StepFailed as exc:

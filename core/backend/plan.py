@@ -25,7 +25,13 @@ from interlock.core.model.conditions import condition_of
 from interlock.core.model.finally_blocks import block_call, is_call_finally
 from interlock.core.model.pipeline_spec import FinallyBlock, Gate, Node, PipelineSpec
 from interlock.core.model.spec import Binding, BindingKind
-from interlock.core.model.subcalls import SubCall, call_inputs, call_outputs, scope_chain
+from interlock.core.model.subcalls import (
+    SubCall,
+    call_inputs,
+    call_outputs,
+    calls_after,
+    scope_chain,
+)
 
 SUB = "sub:"  # a call's scope key: "sub:<call>"
 BLOCK = "-block"  # an il.finally_ block's scope key: "<finally step>-block"
@@ -244,6 +250,7 @@ class _Lowering:
             if gid in gates:
                 gates.insert(0, gates.pop(gates.index(gid)))
         self.values = self._branch_values()
+        self.call_after = calls_after(spec)  # a call's after=: every node in it waits for those
         self.scopes: dict[str, Scope] = {}
         self.chains: dict[str, Chain] = {}
 
@@ -311,7 +318,7 @@ class _Lowering:
         for u, ns in held.items():
             ups: set[str] = set()
             for n in ns:
-                ups |= n.upstream()
+                ups |= n.upstream() | self.call_after.get(n.name, frozenset())
             if u[0] == "gate":  # a block waits for its condition and those of the blocks inside it
                 for g in self._chain(u[1]):
                     ups |= self._reads(g.id)

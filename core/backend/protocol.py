@@ -48,6 +48,8 @@ FEATURES = (
     "secrets", "labels", "queue", "distributed", "schedule", "run",
     "map", "map.tolerate", "fan_in",
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
+    "failure_policy.stop", "failure_policy.continue",  # il.pipeline(failure_policy=...)
+    "on_failure",  # il.on_failure: a finally step that runs only when its scope failed
 )
 
 _O = TypeVar("_O", bound="BackendOptions")
@@ -276,6 +278,10 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         mark("subpipeline.finally" if is_call_finally(spec, block) else "finally.block", block.node.name)
     if spec.schedule:
         mark("schedule", spec.name)
+    for name in spec.failure_handlers:
+        mark("on_failure", name)
+    if spec.failure_policy != "stop":  # "stop" is every pipeline's default: each backend must have it
+        mark(f"failure_policy.{spec.failure_policy}", spec.name)
     return used
 
 

@@ -186,6 +186,14 @@ class NodeHandle:
         self.node = node
 
 
+class CallHandle(NodeHandle):
+    """What a sub-pipeline call with no outputs returns: ``after=`` it waits for the whole call."""
+
+    def __init__(self, nodes: tuple[str, ...]):
+        super().__init__(nodes[-1])
+        self.nodes = nodes
+
+
 _CORE = str(Path(__file__).resolve().parents[1])  # interlock's core: never the author's line
 
 
@@ -218,6 +226,7 @@ class Builder:
         self.finally_pending: Node | None = None
         self.finally_open = False
         self.finally_blocks: list[Any] = []  # FinallyBlock
+        self.failure_handlers: list[str] = []  # il.on_failure: finally steps that run only on a failure
         self.sub_gate_depths: list[int] = []
         self.wiring_errors: list[PipelineDefinitionError] = []  # every step call's, in order
 
@@ -308,9 +317,11 @@ class Builder:
         if after is None:
             return ()
         items = after if isinstance(after, list | tuple) and not isinstance(after, Outputs) else [after]
-        out = []
+        out: list[str] = []
         for item in items:
-            if isinstance(item, NodeHandle):
+            if isinstance(item, CallHandle):
+                out.extend(item.nodes)
+            elif isinstance(item, NodeHandle):
                 out.append(item.node)
             elif isinstance(item, Promise) and item.binding.kind is BindingKind.OUTPUT:
                 out.append(item.binding.node or "")

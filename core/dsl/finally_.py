@@ -10,9 +10,11 @@
         il.finally_(notify, channel=channel)
         ...
 
-The step declares one input of type ``il.RunStatus``; the backend fills it with the body's
-final status. Its other inputs are parameters or constants (a step output may not exist when
-the body failed). At most one per pipeline, written at the top level of the body (not inside
+The step declares at most one input of type ``il.RunStatus``; the backend fills it with the
+body's final status (a step without one is a plain cleanup, as a KFP exit task that is a plain
+component). Its other inputs are parameters or constants (a step output may not exist when the
+body failed). ``il.on_failure(step, ...)`` is written and scoped the same way, and its step runs
+only when its scope failed (Flyte's ``on_failure=``); otherwise it is skipped. At most one per pipeline, written at the top level of the body (not inside
 an ``il.when`` block): its scope is the whole pipeline. The run's status is the body's, and
 failed as well when the finally step itself fails. Written in a sub-pipeline's body, its scope
 is each call of the sub-pipeline (core/dsl/subpipeline.py): a :class:`FinallyBlock` over the call's
@@ -122,19 +124,39 @@ def call_finally(builder: Any) -> Node | None:
 
 
 def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
-    """Run ``step`` after the whole pipeline, whatever its outcome, with its ``il.RunStatus``;
-    as ``with il.finally_(step): ...``, after that block only, with the block's status."""
+    """Run ``step`` after the whole pipeline, whatever its outcome, with its ``il.RunStatus`` (if it
+    declares one); as ``with il.finally_(step): ...``, after that block only, with the block's status."""
+    return _record(step, kwargs, "il.finally_")
+
+
+def on_failure(step: Step, **kwargs: Any) -> _FinallyCall:
+    """Run ``step`` only if the whole pipeline failed (Flyte's ``on_failure=``), with its
+    ``il.RunStatus`` (if it declares one); as ``with il.on_failure(step): ...``, only if that block
+    failed. Written and scoped as ``il.finally_``; when its scope did not fail it is ``skipped``."""
+    from interlock.core.dsl.build import current_builder
+
+    call = _record(step, kwargs, "il.on_failure")
+    if step.spec.outputs:
+        raise PipelineDefinitionError(
+            "a failure handler returns nothing: no step can read what it returns", pipeline=current_builder().name,
+            step=call._node.name, hint=f"def {step.spec.name}(status: il.RunStatus, ...) -> None",
+        )
+    current_builder().failure_handlers.append(call._node.name)
+    return call
+
+
+def _record(step: Step, kwargs: dict[str, Any], what: str) -> _FinallyCall:
     from interlock.core.dsl.build import current_builder
 
     builder = current_builder()
     if builder is None:
-        raise PipelineDefinitionError("il.finally_ is only meaningful inside an @il.pipeline function")
+        raise PipelineDefinitionError(f"{what} is only meaningful inside an @il.pipeline function")
     # Inside a sub-pipeline its scope is the call: the il.when blocks around the call are the caller's.
     base = builder.sub_gate_depths[-1] if builder._sub_stack else 0
     if len(builder._gate_stack) > base:
         raise PipelineDefinitionError(
-            "il.finally_ inside an il.when block: its scope is the whole pipeline (or the sub-pipeline call)",
-            pipeline=builder.name, step=step.spec.name, hint="call il.finally_ at the top level of the pipeline body",
+            f"{what} inside an il.when block: its scope is the whole pipeline (or the sub-pipeline call)",
+            pipeline=builder.name, step=step.spec.name, hint=f"call {what} at the top level of the pipeline body",
         )
     pending = builder.finally_pending
     if pending is not None:
@@ -145,12 +167,14 @@ def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
         )
     want = qualname(RunStatus)
     ports = [p.name for p in step.spec.inputs if p.type.name == want]
-    if len(ports) != 1 or step.spec.inputs[[p.name for p in step.spec.inputs].index(ports[0])].type.optional:
+    # None or one status input: a plain cleanup (a KFP exit task that is a plain component) or one
+    # that sees how its scope ended.
+    if len(ports) > 1 or ports and step.spec.inputs[[p.name for p in step.spec.inputs].index(ports[0])].type.optional:
         raise PipelineDefinitionError(
-            f"a finally step declares exactly one input of type il.RunStatus (found {len(ports)})",
+            f"a finally step declares at most one input of type il.RunStatus, not Optional (found {len(ports)})",
             pipeline=builder.name, step=step.spec.name, hint="def cleanup(status: il.RunStatus, ...) -> None",
         )
-    if ports[0] in kwargs:
+    if ports and ports[0] in kwargs:
         raise PipelineDefinitionError(
             "the il.RunStatus input is filled by the backend; do not pass it",
             pipeline=builder.name, step=step.spec.name, port=ports[0],
@@ -158,7 +182,8 @@ def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
     before = len(builder.nodes)
     # Recorded like any call (type checks, names), with a placeholder status, then taken out
     # of the body: backends that know il.finally_ run it after everything else.
-    builder.add_node(step, {**kwargs, ports[0]: RunStatus("pending")}, getattr(step, "_node_name", None))
+    status = {ports[0]: RunStatus("pending")} if ports else {}
+    builder.add_node(step, {**kwargs, **status}, getattr(step, "_node_name", None))
     node = builder.nodes.pop(before)
     builder._node_gate.pop(node.name, None)
     if node.gate is not None:  # in a sub-pipeline called inside an il.when: the call's gate is its (block_gate)

@@ -20,6 +20,7 @@ from interlock.core.dsl.build import (
 )
 from interlock.core.dsl.finally_ import finally_blocks_of
 from interlock.core.model.codecs import value_matches
+from interlock.core.model.failure_policy import STOP, check_failure_policy
 from interlock.core.model.graph import topological_order, validate
 from interlock.core.model.names import check_step_name
 from interlock.core.model.pipeline_spec import PipelineSpec
@@ -66,6 +67,7 @@ class Pipeline:
         name: str | None = None,
         schedule: str | None = None,
         labels: Mapping[str, str] | None = None,
+        failure_policy: str = STOP,
     ):
         self.fn = fn
         self._call_name: str | None = None  # set on the copy .named() makes
@@ -77,6 +79,7 @@ class Pipeline:
             )
         _refuse_run_option_names(fn, self.name)
         self.schedule = schedule
+        self.failure_policy = check_failure_policy(failure_policy, self.name)
         self.labels = check_labels(dict(labels or {}))
         self._spec: PipelineSpec | None = None
         self._functions: dict[str, Callable[..., Any]] = {}
@@ -161,6 +164,8 @@ class Pipeline:
             finally_=builder.finally_node,
             subs=tuple(builder.subs),
             finally_blocks=blocks,
+            failure_policy=self.failure_policy,
+            failure_handlers=tuple(builder.failure_handlers),
         )
         return validate(spec)
 
@@ -225,11 +230,18 @@ def pipeline(
     name: str | None = None,
     schedule: str | None = None,
     labels: Mapping[str, str] | None = None,
+    failure_policy: str = STOP,
 ) -> Any:
-    """Declare a pipeline: ``@il.pipeline`` or ``@il.pipeline(name="fraud-retrain", schedule="0 3 * * *")``."""
+    """Declare a pipeline: ``@il.pipeline`` or ``@il.pipeline(name="fraud-retrain", schedule="0 3 * * *")``.
+
+    ``failure_policy``: after a step fails, ``"stop"`` (the default) starts nothing new, the
+    steps already running finish; ``"continue"`` runs every step that does not depend on a
+    failed one (KFP's behaviour; Flyte ``FAIL_AFTER_EXECUTABLE_NODES_COMPLETE``). Either way
+    the run fails, and the steps that did not start are ``not-run`` (docs/failure-semantics.md).
+    """
 
     def decorate(f: Callable[..., Any]) -> Pipeline:
-        p = Pipeline(f, name=name, schedule=schedule, labels=labels)
+        p = Pipeline(f, name=name, schedule=schedule, labels=labels, failure_policy=failure_policy)
         if "<locals>" not in f.__qualname__ and not importing_by_reference():
             # A module's pipeline is built as the module is imported, as flytekit's @workflow and
             # kfp's @dsl.pipeline are: a wiring mistake fails the import, not a run hours later.

@@ -72,6 +72,9 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     where = f"sub-pipeline {sub.name!r} (called as {name!r})"
     params = sub._params()
     known = {p.name for p in params}
+    # `after=` orders the whole call after other work, without data (KFP .after(), Flyte >>); a
+    # parameter named "after" wins, as for a step.
+    after = builder._after_nodes(kwargs.pop("after", None), name) if "after" not in known else ()
     unknown = [k for k in kwargs if k not in known]
     if unknown:
         raise PipelineDefinitionError(
@@ -146,18 +149,19 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     builder.subs.append(SubCall(
         name=name, pipeline=sub.name, ref=sub.ref, parent=parent, gate=gate, inputs=tuple(inputs),
         outputs=tuple(outs), nodes=nodes, gates=tuple(g.id for g in builder.gates[before_gates:]),
-        finally_=own_finally.name if own_finally is not None else None,
+        finally_=own_finally.name if own_finally is not None else None, after=after,
     ))
     # Nothing may attach to a block of the sub-pipeline from outside it (il.elif_ after the call).
     builder.last_block = None
-    return _promises(builder, returned, outs, types_)
+    return _promises(builder, returned, outs, types_, nodes)
 
 
-def _promises(builder: Builder, returned: Any, outs: list[tuple[str, Binding]], types_: list[tuple[str, Any]]) -> Any:
-    from interlock.core.dsl.build import NodeHandle, Outputs, Promise
+def _promises(builder: Builder, returned: Any, outs: list[tuple[str, Binding]], types_: list[tuple[str, Any]],
+              nodes: tuple[str, ...]) -> Any:
+    from interlock.core.dsl.build import CallHandle, Outputs, Promise
 
-    if not outs:
-        return returned if isinstance(returned, NodeHandle) else None
+    if not outs:  # a call with no outputs: `after=` it waits for the whole call
+        return CallHandle(nodes)
     promises = [Promise(builder, b, t) for (_, b), (_, t) in zip(outs, types_, strict=True)]
     if len(outs) == 1 and outs[0][0] == "o0":
         return promises[0]

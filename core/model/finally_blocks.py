@@ -29,22 +29,35 @@ class RunStatus:
         return self.status == "succeeded"
 
 
-def status_port(spec: PipelineSpec, node: Node) -> str:
-    """The finally step's input that receives the RunStatus."""
+def status_port(spec: PipelineSpec, node: Node) -> str | None:
+    """The finally step's input that receives the RunStatus; None: it takes none (a plain cleanup,
+    as a KFP exit task that is a plain component)."""
     step = spec.step_of(node)
     want = qualname(RunStatus)
     ports = [p.name for p in step.inputs if p.type.name == want]
-    if len(ports) != 1:
+    if len(ports) > 1:
         raise PipelineDefinitionError(
-            f"a finally step takes exactly one input of type il.RunStatus (found {len(ports)})",
+            f"a finally step takes at most one input of type il.RunStatus (found {len(ports)})",
             pipeline=spec.name, step=node.name,
         )
-    return ports[0]
+    return ports[0] if ports else None
 
 
 def finally_inputs(spec: PipelineSpec, node: Node, inputs: dict[str, Any], status: RunStatus) -> dict[str, Any]:
-    """The finally step's inputs with the status filled in."""
-    return {**inputs, status_port(spec, node): status}
+    """The finally step's inputs with the status filled in (if it takes it)."""
+    port = status_port(spec, node)
+    return inputs if port is None else {**inputs, port: status}
+
+
+def is_handler(spec: PipelineSpec, node: str) -> bool:
+    """Is this finally step an ``il.on_failure`` handler (it runs only when its scope failed)?"""
+    return node in spec.failure_handlers
+
+
+def handler_runs(status: RunStatus) -> bool:
+    """Does a failure handler run for its scope's status? Only on a failure: a stop is no failure
+    (Flyte aborts without its failure node), and a succeeded scope needs no handling."""
+    return status.status == "failed"
 
 
 # -- il.finally_ around one block --------------------------------------------------------------
@@ -63,16 +76,16 @@ def block_of(spec: PipelineSpec, node: str) -> FinallyBlock | None:
 
 
 def reached(spec: PipelineSpec, block: FinallyBlock, seen: dict[str, Any]) -> bool:
-    """Did the run reach the block? Not when the body failed (or stopped) before its first node:
-    like Python's ``try``/``finally``, a block never entered runs no finally step."""
-    first = next((i for i, n in enumerate(spec.nodes) if n.name in block.members), None)
-    for i, n in enumerate(spec.nodes):
-        saw = seen.get(n.name)
-        if first is not None and i >= first:
+    """Did the run reach the block? Only if one of its steps did (ran, failed, was skipped behind
+    a closed gate): like Python's ``try``/``finally``, a block never entered runs no finally step.
+    ``seen``: each node's outcome (its ``status``); a node not in it did not start. One rule for
+    both failure policies: under "stop" a failure before the block leaves all its steps not-run,
+    under "continue" a failure that the block depends on does."""
+    for name in block.members:
+        saw = seen.get(name)
+        if saw is not None and saw.status is not Status.NOT_RUN:
             return True
-        if saw is not None and saw.status in (Status.FAILED, Status.STOPPED):
-            return False
-    return True
+    return False
 
 
 def block_call(spec: PipelineSpec, block: FinallyBlock) -> Any:

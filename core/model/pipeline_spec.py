@@ -158,6 +158,11 @@ class PipelineSpec:
     subs: tuple[Any, ...] = ()
     # il.finally_ around a block (``with il.finally_(step): ...``); their nodes are not in nodes either.
     finally_blocks: tuple[FinallyBlock, ...] = ()
+    # After a step fails: "stop" starts nothing new; "continue" runs every step that does not
+    # depend on a failed one (core/model/failure_policy.py).
+    failure_policy: str = "stop"
+    # il.on_failure: the finally steps (of ``finally_`` or a block) that run only when their scope failed.
+    failure_handlers: tuple[str, ...] = ()
 
     def finally_nodes(self) -> tuple[Node, ...]:
         """Every il.finally_ step: the whole pipeline's, then each block's."""
@@ -249,6 +254,8 @@ class PipelineSpec:
             **({"finally": self.finally_.to_json()} if self.finally_ else {}),
             **({"subs": [s.to_json() for s in self.subs]} if self.subs else {}),
             **({"finally_blocks": [b.to_json() for b in self.finally_blocks]} if self.finally_blocks else {}),
+            **({"failure_policy": self.failure_policy} if self.failure_policy != "stop" else {}),
+            **({"failure_handlers": list(self.failure_handlers)} if self.failure_handlers else {}),
         }
 
     def dumps(self, **kw: Any) -> str:
@@ -273,6 +280,8 @@ class PipelineSpec:
             finally_=Node.from_json(d["finally"]) if d.get("finally") else None,
             subs=_subs_from_json(d.get("subs", ())),
             finally_blocks=tuple(FinallyBlock.from_json(b) for b in d.get("finally_blocks", ())),
+            failure_policy=d.get("failure_policy", "stop"),
+            failure_handlers=tuple(d.get("failure_handlers", ())),
         )
 
     @classmethod

@@ -34,6 +34,7 @@ class SubCall:
     nodes: tuple[str, ...] = ()  # every node recorded inside it, nested calls' included
     gates: tuple[str, ...] = ()  # every il.when block opened inside it
     finally_: str | None = None  # its body's il.finally_ step (a FinallyBlock over ``nodes``), if any
+    after: tuple[str, ...] = ()  # ``after=``: nodes outside it that the whole call waits for (no data)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -49,6 +50,8 @@ class SubCall:
             out["gate"] = self.gate
         if self.finally_:
             out["finally"] = self.finally_
+        if self.after:
+            out["after"] = list(self.after)
         return out
 
     @classmethod
@@ -57,7 +60,7 @@ class SubCall:
             d["name"], d["pipeline"], d.get("ref"), d.get("parent"), d.get("gate"),
             tuple((k, Binding.from_json(b)) for k, b in d.get("inputs", ())),
             tuple((k, Binding.from_json(b)) for k, b in d.get("outputs", ())),
-            tuple(d.get("nodes", ())), tuple(d.get("gates", ())), d.get("finally"),
+            tuple(d.get("nodes", ())), tuple(d.get("gates", ())), d.get("finally"), tuple(d.get("after", ())),
         )
 
 
@@ -101,6 +104,16 @@ def sub_of_gate(spec: PipelineSpec, gate: str) -> str | None:
 
 def call(spec: PipelineSpec, name: str) -> SubCall:
     return next(s for s in spec.subs if s.name == name)
+
+
+def calls_after(spec: PipelineSpec) -> dict[str, frozenset[str]]:
+    """For each node inside a call with ``after=``: the nodes it waits for through its calls."""
+    found: dict[str, set[str]] = {}
+    for c in spec.subs:
+        if c.after:
+            for n in c.nodes:
+                found.setdefault(n, set()).update(c.after)
+    return {k: frozenset(v) for k, v in found.items()}
 
 
 def _inner_of(spec: PipelineSpec, gate: str | None, sub: str | None) -> Scope | None:

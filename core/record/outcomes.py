@@ -179,11 +179,14 @@ def run_status(outcome: RunOutcome) -> RunStatus:
     return RunStatus(str(outcome.status), failed, error)
 
 
-def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen: dict[str, Seen]) -> RunOutcome:
-    """The run's outcome with the finally step's own (from what the backend saw of it): the run
-    fails too if the finally step failed."""
+def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen: dict[str, Seen],
+                 gates: Mapping[str, bool] | None = None) -> RunOutcome:
+    """The run's outcome with the finally steps' own (from what the backend saw of them): the run
+    fails too if a finally step failed. One the backend never reached is listed all the same:
+    skipped when its block is behind a closed gate (``gates``), else not run (a failure came first)."""
     from dataclasses import replace
 
+    from interlock.core.model.finally_blocks import block_gate, block_of, block_spec, reached
 
     nodes = spec.finally_nodes()
     if not nodes:
@@ -191,9 +194,22 @@ def with_finally(spec: PipelineSpec, state: RunState, outcome: RunOutcome, seen:
     names = {n.name for n in nodes}
     alone = replace(spec, nodes=nodes, gates=(), outputs=(), output_types=(), finally_=None, finally_blocks=())
     own = settle(alone, state, {k: v for k, v in seen.items() if k in names})
-    # A block's finally step the run never reached (the body failed before the block) is not run.
-    steps = {**outcome.steps, **{k: o for k, o in own.steps.items() if k in seen}}
-    if own.error is None:
+    for k, o in own.steps.items():
+        block = block_of(spec, k) if k not in seen else None
+        gate = block_gate(spec, block) if block is not None else None
+        if gate is not None and (gates or {}).get(gate) is False:
+            o.status = Status.SKIPPED
+        if k in spec.failure_handlers:  # il.on_failure: skipped when its scope (reached) did not fail
+            block = block_of(spec, k)
+            if block is None:
+                failed = outcome.status is Status.FAILED
+            else:
+                failed = not reached(spec, block, outcome.steps) or settle(
+                    block_spec(spec, block), state, None).status is Status.FAILED
+            if not failed:
+                own.steps[k] = StepOutcome(Status.SKIPPED)
+    steps = {**outcome.steps, **own.steps}
+    if own.error is None or all(own.steps[k].status is not Status.FAILED for k in names):
         return replace(outcome, steps=steps)
     status = Status.FAILED if outcome.status is Status.SUCCEEDED else outcome.status
     return replace(outcome, status=status, steps=steps, error=outcome.error or own.error)

@@ -45,3 +45,14 @@ def test_flyte_nested_conditions_sample(tmp_path: Path, radius: float, status: s
     got, _, steps = _same(flyte_nested_conditions.nested_conditions, tmp_path, radius=radius)
     assert got == status
     assert steps[ran] == ("succeeded" if status == "succeeded" else "failed")
+
+
+def test_flyte_failure_node_sample_runs_what_does_not_depend_on_the_failure(tmp_path: Path) -> None:
+    import failure_policy
+
+    status, _, steps = _same(failure_policy.wf1, tmp_path)
+    assert status == "failed"
+    assert steps == {"create_cluster": "succeeded", "t1": "failed", "delete_cluster": "not-run",
+                     "clean_up": "succeeded", "failure-node-subwf.create_cluster": "succeeded",
+                     "failure-node-subwf.t1": "failed", "failure-node-subwf.delete_cluster": "not-run",
+                     "failure-node-subwf.clean_up": "succeeded"}

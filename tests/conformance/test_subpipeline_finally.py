@@ -80,10 +80,11 @@ def test_a_sub_pipeline_with_a_finally_inside_an_outer_when_block(tmp_path: Path
     status, steps, _, seen = _agree(sfp.in_when, tmp_path / "taken", fail=True)
     assert status == "failed" and steps["sf-work.cleanup"] == "succeeded"
     assert seen == {"when": _status("when", "failed", ["sf-work.maybe_fail"], ERROR.format(2))}
-    # Not taken: the call never starts (no sub-workflow, no nested DAG), so neither does its finally.
+    # Not taken: the call never starts (no sub-workflow, no nested DAG), so neither does its finally,
+    # listed as skipped with the call's steps.
     status, steps, _, seen = _agree(sfp.in_when, tmp_path / "closed", go=False)
     assert status == "succeeded" and seen == {}
-    assert steps == {"sf-work.prepare": "skipped", "sf-work.maybe_fail": "skipped"}
+    assert steps == {"sf-work.prepare": "skipped", "sf-work.maybe_fail": "skipped", "sf-work.cleanup": "skipped"}
 
 
 @pytest.mark.parametrize("fail", [False, True], ids=["succeeds", "fails"])
