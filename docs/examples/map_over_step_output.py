@@ -12,7 +12,6 @@ Original (KFP)::
 """
 
 import interlock as il
-from interlock.core.dsl.fanout import map as il_map  # `il.map` once exported from interlock
 
 
 @il.step
@@ -32,7 +31,7 @@ def join(parts: list[str]) -> str:
 
 @il.pipeline(name="ex-map-over-output")
 def loop_output(n: int = 3):
-    return join(parts=il_map(shout, over=args_generator(n=n)))
+    return join(parts=il.map(shout, over=args_generator(n=n)))
 
 
 EXPECTED = {"o0": "ITEM-0,ITEM-1,ITEM-2"}

@@ -17,7 +17,6 @@ Original (Flyte)::
 """
 
 import interlock as il
-from interlock.core.dsl.fanout import map as il_map  # `il.map` once exported from interlock
 
 
 @il.step
@@ -32,7 +31,7 @@ def count_true(flags: list[bool]) -> int:
 
 @il.pipeline(name="ex-map-task-partial")
 def map_workflow(data: list[int] = [10, 12, 11, 10, 13, 12, 100, 11, 12, 10], threshold: int = 11):  # noqa: B006
-    flags = il_map(detect_anomalies, over=data, threshold=threshold, concurrency=2)
+    flags = il.map(detect_anomalies, over=data, threshold=threshold, concurrency=2)
     return flags, count_true(flags=flags)
 
 

@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 
 import interlock as il
-from interlock.core.dsl.fanout import map as il_map  # `il.map` once exported from interlock
 
 
 @il.step
@@ -32,7 +31,7 @@ def concat(artifacts: list[il.Dataset]) -> str:
 
 @il.pipeline(name="ex-parallelfor-artifacts")
 def artifacts_pipeline(texts: list[str] = ["a", "b", "c"]):  # noqa: B006 - a recorded default
-    return concat(artifacts=il_map(write_text, over=texts))
+    return concat(artifacts=il.map(write_text, over=texts))
 
 
 EXPECTED = {"o0": "abc"}

@@ -13,7 +13,6 @@ Original (KFP)::
 """
 
 import interlock as il
-from interlock.core.dsl.fanout import map as il_map  # `il.map` once exported from interlock
 
 
 @il.step
@@ -28,7 +27,7 @@ def sum_numbers(nums: list[float]) -> float:
 
 @il.pipeline(name="ex-parallelfor-collected")
 def add_pipeline(nums: list[float] = [1.0, 2.0, 3.0], y: float = 1.0):  # noqa: B006 - a recorded default
-    added = il_map(add, over=nums, y=y, concurrency=2)
+    added = il.map(add, over=nums, y=y, concurrency=2)
     return sum_numbers(nums=added)
 
 

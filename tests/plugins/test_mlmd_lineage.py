@@ -459,7 +459,7 @@ def test_a_failed_step_without_outputs_still_shows_in_the_run(
 def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "lineage.md").read_text()
     section = doc.split("### Local runs", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = section.split("```python", 1)[1].split("\n", 1)[1].split("```", 1)[0]  # past the info string
     env = {**os.environ, PYTHON_ENV_VAR: str(MLMD_PYTHON)}
     done = subprocess.run(
         [sys.executable, "-c", code],
