@@ -188,7 +188,7 @@ def test_the_plan_in_the_architecture_page_is_what_describe_prints() -> None:
     printed = re.findall(r"```text\n(plan .*?)```", section, re.S)
     assert printed, "docs/architecture.md shows the example's plan"
     assert printed[0].rstrip("\n") == lower(il.spec(plan_example)).describe()
-    shown = re.findall(r"```python\n(.*?)```", section, re.S)
+    shown = re.findall(r"```python[^\n]*\n(.*?)```", section, re.S)
     assert shown and shown[0] in EXAMPLE.read_text(), "the page shows the example's code as the file has it"
 
 
