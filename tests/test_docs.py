@@ -13,38 +13,13 @@ from __future__ import annotations
 
 import re
 import runpy
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from doc_blocks import ROOT, Block, every_block
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCS = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md"])
-_FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.S | re.M)
-
-
-@dataclass(frozen=True)
-class Block:
-    doc: Path
-    line: int
-    info: str
-    code: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.doc.relative_to(ROOT)}:{self.line}"
-
-
-def blocks() -> list[Block]:
-    found = []
-    for doc in DOCS:
-        text = doc.read_text()
-        for m in _FENCE.finditer(text):
-            found.append(Block(doc, text[: m.start()].count("\n") + 1, m.group(1).strip(), m.group(2)))
-    return found
-
-
-ALL = blocks()
+ALL = every_block()
 RUN_HERE = [b for b in ALL if b.info == ""]
 
 

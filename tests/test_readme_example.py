@@ -9,12 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from doc_blocks import first_block_after
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def readme_example() -> str:
-    section = README.read_text().split("## A pipeline", 1)[1]
-    return section.split("```python", 1)[1].split("```", 1)[0]
+    return first_block_after("README.md", "## A pipeline")
 
 
 def test_the_readme_example_runs_as_a_file(tmp_path: Path) -> None:

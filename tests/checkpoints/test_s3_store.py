@@ -26,6 +26,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from checkpoints import contract
+from doc_blocks import first_block_after
 from moto.server import ThreadedMotoServer
 
 import interlock as il
@@ -713,9 +714,7 @@ def test_docs_example_resumes_after_a_sigterm_with_an_s3_store(
     s3: str, admin, tmp_path: Path, monkeypatch
 ) -> None:
     """The runnable example of docs/checkpoints.md, as written, with CHECKPOINT_STORE=s3://."""
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "checkpoints.md").read_text()
-    section = doc.split("## A runnable example", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = first_block_after("docs/checkpoints.md", "## A runnable example")
     script = tmp_path / "resumable_training.py"
     script.write_text(code)
     bucket = make_bucket(admin)

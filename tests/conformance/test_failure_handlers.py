@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from backends import runnable_backends
+from doc_blocks import first_block_after
 
 import interlock as il
 from conformance import handler_pipelines as hp
@@ -115,9 +116,7 @@ def test_kfp_renders_handlers_and_plain_finally_steps_as_exit_tasks(tmp_path: Pa
 
 
 def test_the_documented_example_runs_the_same_on_every_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "control-flow.md").read_text()
-    section = doc.split("### Only on a failure: `il.on_failure`", 1)[1]
-    (tmp_path / "train_and_page_doc.py").write_text(section.split("```python", 1)[1].split("```", 1)[0])
+    (tmp_path / "train_and_page_doc.py").write_text(first_block_after("docs/control-flow.md", "### Only on a failure: `il.on_failure`"))
     monkeypatch.syspath_prepend(str(tmp_path))  # kfp-local's tasks import it by module name
     import train_and_page_doc as doc_example
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from backends import runnable_backends
+from doc_blocks import first_block_after
 
 import interlock as il
 from conformance import policy_pipelines as pp
@@ -104,9 +105,7 @@ def test_flyte_compiles_the_policy_into_every_workflow() -> None:
 
 
 def _doc_example() -> str:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "control-flow.md").read_text()
-    section = doc.split("## After a failure: `failure_policy`", 1)[1]
-    return section.split("```python", 1)[1].split("```", 1)[0]
+    return first_block_after("docs/control-flow.md", "## After a failure: `failure_policy`")
 
 
 def test_the_documented_example_runs_the_same_on_every_backend(tmp_path: Path,

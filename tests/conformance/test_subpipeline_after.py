@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from backends import runnable_backends
+from doc_blocks import first_block_after
 
 import interlock as il
 from conformance import policy_pipelines as pp
@@ -64,9 +65,7 @@ def test_after_on_a_call_must_name_work_of_the_pipeline() -> None:
 
 
 def test_the_documented_example_runs_the_same_on_every_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "control-flow.md").read_text()
-    section = doc.split("### Ordering calls without data: `after=`", 1)[1]
-    (tmp_path / "load_all_doc.py").write_text(section.split("```python", 1)[1].split("```", 1)[0])
+    (tmp_path / "load_all_doc.py").write_text(first_block_after("docs/control-flow.md", "### Ordering calls without data: `after=`"))
     monkeypatch.syspath_prepend(str(tmp_path))  # kfp-local's tasks import it by module name
     import load_all_doc
 

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 from typing import Any
 
 import flyte_subworkflows
 import pipeline_in_pipeline
+import pytest
 from _compare import outcome
 from backends import runnable_backends
+from doc_blocks import first_block_after
 
 INSTALLED = tuple(runnable_backends())
 
@@ -45,10 +45,7 @@ def test_the_guide_example_runs_as_shown(tmp_path: Path, monkeypatch: pytest.Mon
     import io
     import runpy
 
-    guide = Path(__file__).parents[2] / "docs" / "control-flow.md"
-    text = guide.read_text()
-    start = text.index("```python", text.index("## Sub-pipelines")) + len("```python\n")
-    code = text[start:text.index("```", start)]
+    code = first_block_after("docs/control-flow.md", "## Sub-pipelines")
     path = tmp_path / "guide_subpipelines.py"
     path.write_text(code)
     out = io.StringIO()

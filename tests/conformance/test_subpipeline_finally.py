@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from backends import runnable_backends
+from doc_blocks import first_block_after
 
 import interlock as il
 from conformance import subpipeline_finally_pipelines as sfp
@@ -323,10 +324,8 @@ def test_the_guide_example_runs_as_shown(tmp_path: Path, monkeypatch: pytest.Mon
     import io
     import runpy
 
-    text = (Path(__file__).parents[2] / "docs" / "control-flow.md").read_text()
-    start = text.index("```python", text.index("### A finally inside a sub-pipeline")) + len("```python\n")
     path = tmp_path / "guide_subpipeline_finally.py"
-    path.write_text(text[start:text.index("```", start)])
+    path.write_text(first_block_after("docs/control-flow.md", "### A finally inside a sub-pipeline"))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         monkeypatch.chdir(tmp_path)  # the guide runs without a workdir: ./.interlock here, not in the checkout

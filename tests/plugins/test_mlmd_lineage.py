@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doc_blocks import first_block_after
 
 from interlock.core.base.errors import InterlockError, LineageUnavailable
 from interlock.core.cli.main import main as cli_main
@@ -457,9 +458,7 @@ def test_a_failed_step_without_outputs_still_shows_in_the_run(
 
 @needs_mlmd
 def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "lineage.md").read_text()
-    section = doc.split("### Local runs", 1)[1]
-    code = section.split("```python", 1)[1].split("\n", 1)[1].split("```", 1)[0]  # past the info string
+    code = first_block_after("docs/lineage.md", "### Local runs")
     env = {**os.environ, PYTHON_ENV_VAR: str(MLMD_PYTHON)}
     done = subprocess.run(
         [sys.executable, "-c", code],
