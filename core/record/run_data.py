@@ -22,7 +22,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.run.env import state_dir_under
 from interlock.core.run.files import write_text_atomic
 from interlock.core.run.metrics import PROGRESS, MetricPoint, read_points
-from interlock.core.run.redact import Redactor
+from interlock.core.run.redact import Redactor, is_secret_key
 from interlock.core.run.state import RunState
 
 SPEC_FILE = "spec.json"
@@ -44,13 +44,22 @@ def record_spec(state_dir: Path, spec: PipelineSpec, params: Mapping[str, Any] |
 def _spec_text(spec: PipelineSpec, redactor: Redactor) -> str:
     def scrub(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: scrub(v) for k, v in value.items()}
+            return {k: masked_const(v) if is_secret_key(k) and _is_const(v) else scrub(v) for k, v in value.items()}
         if isinstance(value, list):
             return [scrub(v) for v in value]
         return redactor.text(value) if isinstance(value, str) else value
 
+    def masked_const(binding: dict[str, Any]) -> dict[str, Any]:
+        # A node's input {port: {"const": value}}: the port's name, not the "const" key, says
+        # whether the constant is a credential.
+        return {**binding, "const": redactor.mask if binding["const"] not in (None, "") else binding["const"]}
+
     # Compact: json's C encoder (as write_json_atomic(..., indent=None) wrote it).
     return json.dumps(scrub(spec.to_json()), sort_keys=True, indent=None, default=str)
+
+
+def _is_const(value: Any) -> bool:
+    return isinstance(value, dict) and "const" in value and len(value) == 1
 
 
 def load_spec(state_dir: Path) -> PipelineSpec | None:

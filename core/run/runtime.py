@@ -34,8 +34,8 @@ from interlock.core.run import live
 from interlock.core.run.context import StepContext
 from interlock.core.run.devices import DEVICE_FACT, detected_device
 from interlock.core.run.records import Attempt, Fragment, StopMarker
-from interlock.core.run.redact import Redactor
-from interlock.core.run.state import RunContext
+from interlock.core.run.redact import MIN_KNOWN, Redactor
+from interlock.core.run.state import RunContext, RunState
 from interlock.core.run.tracebacks import user_traceback
 
 if TYPE_CHECKING:
@@ -323,9 +323,10 @@ def _execute_step(
         inputs = inputs()
     fn = fn or resolve_function(step)
     classifier = run.classifier  # None: the default rule table, built at the first failure
-    # Inputs under credential names (a password parameter passed through) are masked in
-    # failure messages and facts, which land in fragments, logs and the receipt.
-    redactor = Redactor.for_values(inputs)
+    # Inputs under credential names (a password parameter passed through) and the values of
+    # the step's il.Secret variables are masked in failure messages and facts, which land in
+    # fragments, markers, logs and the receipt.
+    redactor = Redactor.for_values(inputs).with_known(_secret_values(step)).with_known(_passed_secrets(state, inputs))
     # A backend retry (a new container for the same node) resumes the retry budget where the
     # previous container left it, from the attempts recorded in this node's receipt fragment
     # since the run was last resumed (a resume opens a new budget).
@@ -418,13 +419,17 @@ def _execute_step(
             _write_fragment(run, step, result, Status.FAILED, base=base)
             if durable is not None:
                 durable.push(state, node)
-            raise StepFailed(
+            err = StepFailed(
                 node, failure.kind, failure.reason, hint=failure.hint, attempts=len(attempts),
                 pipeline=run.pipeline, failure=failure, attempt_log=attempts,
                 # The taxonomy allows a retry that the shim did not make here: the backend should.
                 backend_should_retry=decision.retry and not retry_here,
-            ) from exc
+            )
+            err.redact_text = redactor.text
+            raise err from exc
         attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SUCCEEDED, batch_size_factor=factor))
+        if redactor.known:
+            _note_secret_outputs(state, node, redactor, outputs)
         result = StepResult(
             node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts)),
             written, device=_device(ctx, step),
@@ -433,6 +438,38 @@ def _execute_step(
         if durable is not None:
             durable.push(state, node)
         return result
+
+
+def _secret_values(step: StepSpec) -> list[str]:
+    """What the step's il.Secret references hold here (the backend injected them as variables)."""
+    return [v for s in step.secrets if (v := os.environ.get(s.env_var))]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def _passed_secrets(state: RunState, inputs: dict[str, Any]) -> list[str]:
+    """The inputs that an earlier step returned holding a secret (a password passed through
+    an output): known by their digest (``_note_secret_outputs``), whatever the port's name."""
+    texts = [t for t in _strings(inputs) if len(t) >= MIN_KNOWN]
+    if not texts:
+        return []
+    digests = state.secret_digests()
+    return [t for t in texts if state.secret_digest(t) in digests] if digests else []
+
+
+def _note_secret_outputs(state: RunState, node: str, redactor: Redactor, outputs: dict[str, Any]) -> None:
+    held = [t for t in _strings(outputs) if any(k in t for k in redactor.known)]
+    if held:
+        state.write_secret_digests(node, (state.secret_digest(t) for t in held))
 
 
 def _retry_tracker(step: StepSpec, history: list[Failure]) -> RetryTracker:

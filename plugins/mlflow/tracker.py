@@ -43,7 +43,7 @@ from interlock.core.record.trackers import TrackedRun, attach
 
 from .registry import MlflowRegistry, _flatten
 from .store import wrapped
-from .tags import _short, filter_secrets, is_secret, receipt_tags, redact
+from .tags import REDACTED, _short, filter_secrets, is_secret, receipt_tags, redact
 
 if TYPE_CHECKING:
     from interlock.core.record.outcomes import RunResult
@@ -285,7 +285,7 @@ class MlflowTracker:
                     rest = points[sent.get(node, 0):]
                     self._log_points(client, mlflow_run, [(p.name if len(names[p.name]) == 1 else f"{node}/{p.name}", p) for p in rest])
                     sent[node] = sent.get(node, 0) + len(rest)
-            self._log_outputs(client, mlflow_run, result)
+            self._log_outputs(client, mlflow_run, result, run.params)
             tags = {**receipt_tags(receipt), "interlock.status": str(receipt.get("status") or status.lower())}
             if error is not None:
                 tags["interlock.error"] = _short(f"{type(error).__name__}: {error}")
@@ -337,13 +337,17 @@ class MlflowTracker:
             client.log_batch(mlflow_run, metrics=metrics[i : i + _BATCH])
 
     @staticmethod
-    def _log_outputs(client: Any, mlflow_run: str, result: RunResult | None) -> None:
+    def _log_outputs(client: Any, mlflow_run: str, result: RunResult | None, params: Mapping[str, Any]) -> None:
         """Numbers among the pipeline's outputs (il.Metrics flattened) as metrics; short
-        scalars (a gate's decision) as ``interlock.output.NAME`` tags."""
+        scalars (a gate's decision) as ``interlock.output.NAME`` tags, credentials masked (a
+        URL's password, a secret parameter returned as an output) as in the receipt."""
         from mlflow.entities import Metric, RunTag
+
+        from interlock.core.run.redact import Redactor
 
         if result is None:
             return
+        redactor = Redactor.for_values(params, mask=REDACTED)
         now = int(time.time() * 1000)
         metrics, tags = [], []
         for name, value in result.outputs.items():
@@ -353,8 +357,10 @@ class MlflowTracker:
                         metrics.append(Metric(k, float(v), now, 0))
             elif isinstance(value, int | float) and not isinstance(value, bool):
                 metrics.append(Metric(name, float(value), now, 0))
-            elif isinstance(value, bool | str):
+            elif isinstance(value, bool):
                 tags.append(RunTag(f"interlock.output.{name}", _short(value)))
+            elif isinstance(value, str):
+                tags.append(RunTag(f"interlock.output.{name}", _short(redactor(value, name))))
         if metrics or tags:
             client.log_batch(mlflow_run, metrics=metrics, tags=tags)
 
