@@ -396,7 +396,8 @@ def _execute_step(
                 len(attempts) + 1, t0, run.clock(), Status.FAILED, failure.to_dict(), decision.reason,
                 decision.delay_s if retry_here else 0.0, factor,
             ))
-            log.warning("step %s attempt %d: %s (%s) -> %s", node, len(attempts), failure.reason, failure.kind, decision.reason)
+            counted, decided = _decided(failure, decision.reason)
+            log.warning("step %s attempt %d: %s (%s) -> %s", node, len(attempts), failure.reason, counted, decided)
             if retry_here:
                 if decision.remediation:
                     factor *= decision.remediation.get("batch_size_factor", 1.0)
@@ -470,6 +471,13 @@ def _note_secret_outputs(state: RunState, node: str, redactor: Redactor, outputs
     held = [t for t in _strings(outputs) if any(k in t for k in redactor.known)]
     if held:
         state.write_secret_digests(node, (state.secret_digest(t) for t in held))
+
+
+def _decided(failure: Failure, reason: str) -> tuple[str, str]:
+    """A retry decision's text ("FATAL 1/3: <failure>; retrying now ...") as (its kind and
+    count, what was decided): the attempt's line names the failure once, then the decision."""
+    head, sep, rest = reason.partition(f": {failure.reason}; ")
+    return (head, rest) if sep and head.startswith(str(failure.kind)) else (str(failure.kind), reason)
 
 
 def _retry_tracker(step: StepSpec, history: list[Failure]) -> RetryTracker:
