@@ -82,6 +82,13 @@ class RunIdError(PipelineDefinitionError):
     code = "RUN_ID"
 
 
+class RecordError(InterlockError):
+    """A run's record on disk (its receipt, its recorded parameters) is not what interlock
+    wrote: edited, truncated or from elsewhere. Names the file."""
+
+    code = "RECORD"
+
+
 class RunInProgress(InterlockError):
     """Another process is running a run with this id in the same work directory."""
 

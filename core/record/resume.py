@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.base.errors import PipelineDefinitionError, RecordError
 from interlock.core.model.codecs import revive, to_jsonable
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.receipt import redact
@@ -40,7 +40,12 @@ def record_params(spec: PipelineSpec, state: RunState, resolved: dict[str, Any])
 
 def with_recorded_params(spec: PipelineSpec, state: RunState, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` completed with the values the run's previous attempt used."""
-    recorded = state.read_params()
+    try:
+        recorded = state.read_params()
+    except RecordError:
+        if all(p.name in params for p in spec.params):
+            return params  # nothing to take from the unreadable record
+        raise
     if recorded is None:
         return params
     values, withheld = recorded

@@ -284,9 +284,18 @@ class RunState:
     def read_params(self) -> tuple[dict[str, Any], list[str]] | None:
         """(recorded values, names withheld) of the run's last attempt; None if not recorded."""
         data = self._read(self.params_path)
-        if data is None or not isinstance(data.get("params"), dict):
+        if data is None:
             return None
-        return dict(data["params"]), [str(n) for n in data.get("withheld", [])]
+        withheld = data.get("withheld", [])
+        if not isinstance(data.get("params"), dict) or not isinstance(withheld, list):
+            from interlock.core.base.errors import RecordError
+
+            raise RecordError(
+                f"{self.params_path} is not the parameters interlock recorded for run {self.run_id}: "
+                "'params' must be an object and 'withheld' a list",
+                hint="pass every parameter again (-p NAME=VALUE), or start a new run without --resume",
+            )
+        return dict(data["params"]), [str(n) for n in withheld]
 
     @property
     def resumes_path(self) -> Path:
