@@ -40,6 +40,7 @@ from interlock.core.run.tracebacks import user_traceback
 
 if TYPE_CHECKING:
     from interlock.core.failure.decisions import RetryTracker
+    from interlock.core.run.statestore import DurableState
     from interlock.core.failure.record import Failure
 
 log = logging.getLogger("interlock.runtime")
@@ -382,7 +383,7 @@ def _execute_step(
                 f"{stop}; {saved}; not retried: resume the run to continue", 0.0, factor,
             ))
             log.warning("step %s attempt %d: %s (%s)", node, len(attempts), stop, saved)
-            raise _stopped(run, step, node, stop, attempts, started, ctx, base) from stop
+            raise _stopped(run, step, node, stop, attempts, started, ctx, base, durable) from stop
         except (Exception, SystemExit, StepTimeout) as exc:  # SystemExit(143) on a cluster: preempted
             # Only a failing step needs the rule table. The traceback quotes the exception's
             # message: redact after adding it.
@@ -406,7 +407,7 @@ def _execute_step(
                         run.sleeper(decision.delay_s)
                     except (StopRequested, KeyboardInterrupt) as waiting:  # stopped while waiting to retry
                         why = waiting if isinstance(waiting, StopRequested) else StopRequested("SIGINT")
-                        raise _stopped(run, step, node, why, attempts, started, ctx, base) from waiting
+                        raise _stopped(run, step, node, why, attempts, started, ctx, base, durable) from waiting
                 continue
             if not decision.retry:  # no retry anywhere: a backend retry of this node must end at once
                 fatal = failure.kind is FailureKind.FATAL and not step.retry.retries_any
@@ -488,10 +489,11 @@ def _retry_tracker(step: StepSpec, history: list[Failure]) -> RetryTracker:
 
 def _stopped(
     run: RunContext, step: StepSpec, node: str, stop: StopRequested, attempts: list[Attempt], started: float,
-    ctx: StepContext, base: list[Attempt],
+    ctx: StepContext, base: list[Attempt], durable: DurableState | None,
 ) -> StepStopped:
     """Record the node as STOPPED, with a marker that stops a backend retry (KFP retries any
-    non-zero exit) and that resuming the run clears."""
+    non-zero exit) and that resuming the run clears; kept in the durable state store too,
+    where there is one: the backend's retry runs in a fresh pod."""
     ctx.facts["stopped_by"] = stop.signal
     if stop.checkpoint:
         ctx.facts["checkpoint_at_stop"] = stop.checkpoint
@@ -503,6 +505,8 @@ def _stopped(
         FailureKind.FATAL, str(stop), hint="resume the run to continue", rule="stopped",
         exc_type=qualified_name(StopRequested), message=stop.signal,
     ), StopMarker.STOPPED)
+    if durable is not None:
+        durable.push(run.state, node)
     return StepStopped(
         node, stop.signal, attempts=max(len(attempts), 1), checkpoint=stop.checkpoint, pipeline=run.pipeline,
         attempt_log=attempts,
