@@ -40,8 +40,8 @@ from interlock.core.run.tracebacks import user_traceback
 
 if TYPE_CHECKING:
     from interlock.core.failure.decisions import RetryTracker
-    from interlock.core.run.statestore import DurableState
     from interlock.core.failure.record import Failure
+    from interlock.core.run.statestore import DurableState
 
 log = logging.getLogger("interlock.runtime")
 
