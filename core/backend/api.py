@@ -32,7 +32,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.lineage_record import record_lineage_after
 from interlock.core.record.outcomes import RunResult
 from interlock.core.record.receipt import PriceTable
-from interlock.core.record.resume import record_params, with_recorded_params
+from interlock.core.record.resume import check_same_pipeline, record_params, with_recorded_params
 from interlock.core.record.run_data import record_spec
 from interlock.core.record.trackers import TrackedRun, tracked
 from interlock.core.report.console import RunConsole
@@ -110,6 +110,8 @@ def run(
             f"no run {resume} in {workdir} to resume",
             hint=f"runs there: {', '.join(_runs_in(workdir)) or 'none'}; check --workdir",
         )
+    if state.state_dir.is_dir():
+        check_same_pipeline(spec, state, workdir)
     # A resumed run is the same run: parameters not given again keep the values it ran with.
     resolved = resolve_params(spec, with_recorded_params(spec, state, params) if state.state_dir.is_dir() else params)
     PriceTable.load()  # a bad INTERLOCK_PRICES fails now, not after every step ran

@@ -339,7 +339,8 @@ def _execute_step(
     attempts: list[Attempt] = []
     factor = 0.5**tracker.halvings if tracker else 1.0  # an OOM remediation survives a backend retry too
     started = run.clock()
-    ctx = StepContext(pipeline=run.pipeline, run_id=run.run_id, node=node, backend=run.backend)
+    ctx = StepContext(pipeline=run.pipeline, run_id=run.run_id, node=node, backend=run.backend,
+                      state_dir=os.fspath(run.state_dir))
     if step.context_arg:  # only a step that takes the context can reach them (il.map: one per item)
         ctx.checkpoint = _checkpointer(run, step, node, ctx)
         from interlock.core.run.metrics import MetricLog
