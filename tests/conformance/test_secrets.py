@@ -79,3 +79,22 @@ def test_a_url_password_in_a_pipeline_output_is_not_an_mlflow_tag(tmp_path: Path
     exp = client.get_experiment_by_name("url-output")
     (run,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("interlock.kind") == "pipeline"]
     assert run.data.tags["interlock.output.o0"] == "postgres://***redacted***@db/x"
+
+
+@pytest.mark.parametrize("compiler", ["kfp", "flyte"])
+def test_compiling_a_secret_literal_says_where_it_is_written(tmp_path: Path, compiler: str,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """A compiled pipeline must hold its defaults and constants as written (the cluster runs
+    them); compiling says which of them look secret, and what to write instead."""
+    pytest.importorskip({"kfp": "kfp", "flyte": "flytekit"}[compiler])
+    import interlock as il
+
+    keywords = {"image": "registry.example/team/image:1"} if compiler == "flyte" else {}
+    il.compile(sp.secret_passed_on, compiler, tmp_path / "out", **keywords)
+    il.compile(sp.url_output, compiler, tmp_path / "out2", **keywords)
+    said = " ".join(r.getMessage() for r in caplog.records if r.name == "interlock.compile")
+    assert "the default of parameter 'password'" in said
+    assert "the constant input 'api_password' of step 'login'" in said
+    assert "the default of parameter 'url'" in said
+    assert "read them from an il.Secret" in said
+    assert sp.PASSWORD not in said and sp.CONST_PASSWORD not in said
