@@ -83,8 +83,13 @@ class LocalRun:
             self.emit(node, Status.SUCCEEDED if node in self.started else Status.CACHED, ran)
             return
         failed = _step_failed(exc)
+        frag = self.run.state.read_fragment(node) if failed is None else None
         if isinstance(failed, StepStopped):
             self.emit(node, Status.STOPPED, failed.reason)
+        elif frag is not None and frag.status is Status.STOPPED:  # e.g. elastic's SignalException, its ranks stopped
+            ckpt = frag.facts.get("checkpoint_at_stop")
+            saved = f"checkpoint {ckpt} committed" if ckpt else "no checkpoint taken"
+            self.emit(node, Status.STOPPED, f"stopped by {frag.facts.get('stopped_by') or 'a signal'} ({saved})")
         else:
             self.emit(node, Status.FAILED, f"{failed.kind}: {failed.reason}" if failed else str(exc))
 

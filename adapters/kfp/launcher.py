@@ -43,11 +43,14 @@ from interlock.plugins.pytorch.launch import (  # noqa: F401 - re-exported: the 
     judge,
     rank_state,
     record_launch,
+    refuse_if_marked,
+    stop_launch,
+    stopped_by,
     supervise,
 )
 from interlock.plugins.pytorch.process_group import host_cannot_run
 
-from .entry import run_context
+from .entry import _task_process, run_context
 from .handoff import collect_result, handoff_dir, stage_call
 from .names import io_names, single_return
 from .trainjob import JobKind, JobTemplate, job_name, render
@@ -200,10 +203,7 @@ def launch_node(
             hint="rebuild the image from the same commit, then recompile", pipeline=spec.name,
         )
     run = run_context(spec)
-    prior = run.state.read_marker(node)
-    if prior is not None:
-        refused = prior.refusal()
-        raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=spec.name, failure=refused)
+    refuse_if_marked(run, node)
     t = JobTemplate.from_json(template)
     problem = host_cannot_run(step.distributed, visible_gpus()) if run.backend == "kfp-local" and step.distributed else None
     if problem is not None:
@@ -230,7 +230,7 @@ def launch_node(
         ranks = _ranks_for(t, run, directory, node, launch, api_client)
         log.info("step %s: launching %s (%d x %d ranks)", node, ranks.name, t.nnodes, t.nproc_per_node)
         try:
-            end = supervise(ranks, poll_s=poll_s, sleep=sleep, report=_reporter(node, ranks.name))
+            end = supervise(ranks, poll_s=poll_s, sleep=sleep, report=_reporter(node, ranks.name), on_cluster=run.on_cluster)
         except StepFailed as exc:  # the API server refused the job
             record_launch(run, step, node, since, exc.failure or Failure(exc.kind, exc.reason, hint=exc.hint), t.world_size)
             raise
@@ -244,6 +244,14 @@ def launch_node(
             record_launch(run, step, node, since, None, t.world_size)
             return _returned(step, params)
         failure = judge(run, node, t.world_size, end, since)
+        signal_name = stopped_by(run, node, t.world_size, end, failure)
+        if signal_name is not None:  # the user stopped the run (off a cluster): never relaunched
+            stopped = stop_launch(run, step, node, since, t.world_size, signal_name)
+            if not _task_process():
+                raise stopped
+            # The task's exit code says "stopped" (143/130), as the shim's does (entry.run_node).
+            print(f"interlock: {stopped.headline()}", file=sys.stderr, flush=True)
+            raise SystemExit(stopped.exit_code) from None
         if failure.kind is not FailureKind.FATAL:
             _clear_rank_markers(run, node, t.world_size)
         again = failure.kind is FailureKind.TRANSIENT and transient_left > 0

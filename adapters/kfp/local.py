@@ -37,6 +37,7 @@ from interlock.core.run import live
 from interlock.core.run.env import EnvName, RunEnv, exported, state_dir_of
 from interlock.core.run.map_items import reports
 from interlock.core.run.redact import Redactor
+from interlock.core.run.runtime import DUPLICATE_SIGNAL_S
 from interlock.core.run.state import RunState
 
 from .compile import BuiltPipeline, build_pipeline
@@ -52,6 +53,10 @@ from .types import encode, json_text
 log = logging.getLogger("interlock.kfp")
 
 BACKEND = "kfp-local"
+
+# After a task's process ended, how long its output may still take to arrive (a child it
+# left running holds the pipe open: the run does not wait for that child).
+TASK_OUTPUT_DRAIN_S = 0.5
 
 # kfp.local keeps one global configuration and runs patch process-wide state (environ,
 # kfp.local's task executor): one kfp-local run at a time per process.
@@ -104,7 +109,8 @@ class _TaskObserver:
         missing = [
             f"{mod.__name__}.{attr}"
             for mod, attr in ((task_executor, "execute_single_task"), (task_executor, "time"),
-                              (task_dispatcher, "run_single_task_implementation"))
+                              (task_dispatcher, "run_single_task_implementation"),
+                              (subprocess_task_handler, "run_local_subprocess"))
             if not hasattr(mod, attr)
         ]
         if missing:
@@ -118,6 +124,7 @@ class _TaskObserver:
         orig_execute = task_executor.execute_single_task
         orig_dispatch = task_dispatcher.run_single_task_implementation
         orig_time = task_executor.time
+        orig_subprocess = subprocess_task_handler.run_local_subprocess
 
         def execute(*args: Any, **kw: Any) -> Any:
             return self._execute(orig_execute, *args, **kw)
@@ -130,13 +137,42 @@ class _TaskObserver:
         task_executor.time = _Clock(self._sleep)  # kfp's retry backoff goes through our sleeper
         # kfp.local echoes a task's output with the builtin print: a module global shadows it.
         subprocess_task_handler.print = self._print  # type: ignore[attr-defined]
+        subprocess_task_handler.run_local_subprocess = self._run_task_process
         try:
             yield
         finally:
             del subprocess_task_handler.print  # type: ignore[attr-defined]
+            subprocess_task_handler.run_local_subprocess = orig_subprocess
             task_executor.execute_single_task = orig_execute
             task_dispatcher.run_single_task_implementation = orig_dispatch
             task_executor.time = orig_time
+
+    def _run_task_process(self, full_command: list[str], env_vars: dict[str, str] | None = None) -> int:
+        """kfp.local's ``run_local_subprocess``, except that the task ends when its process
+        does: kfp's reads the task's output until the pipe closes, so a child the step left
+        running in the background (``sleep 60 &``) held the run for as long as it lived. The
+        local backend does not wait for such a child either."""
+        import subprocess
+
+        env = {**os.environ, **env_vars} if env_vars else None
+        process = subprocess.Popen(full_command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   bufsize=1, env=env)
+        done = threading.Event()  # set once the task's process has ended and its output drained
+
+        def relay() -> None:
+            assert process.stdout is not None
+            with process.stdout:
+                for line in iter(process.stdout.readline, ""):
+                    if not done.is_set():  # a leftover child's late lines are no task's
+                        self._print(line, end="")
+
+        reader = threading.Thread(target=relay, name="interlock-kfp-task-output", daemon=True)
+        reader.start()
+        code = process.wait()
+        reader.join(TASK_OUTPUT_DRAIN_S)  # the rest of the task's own output, if any is in flight
+        done.set()
+        self._print("\n")  # kfp's own separation after a task's lines
+        return code
 
     def _print(self, *values: Any, **kw: Any) -> None:
         self.output.echo(*values, **kw)  # the step's relayed lines; kfp's own only when verbose
@@ -192,16 +228,23 @@ class _TaskObserver:
         if rec.status is Status.FAILED and not rec.fragment_written:
             self.output.failed_before_the_step(node)
         if node not in self.mapped:  # a map's items end one by one: the node is told after the run
-            self.emit(node, Status.CACHED if rec.cached else rec.status, self._detail(rec))
+            self.emit(node, *self._ended(rec))
         return outputs, task_status
 
-    def _detail(self, rec: TaskRecord) -> str:
-        """What the live event says: the time, or (a failure) its kind and reason, as on other backends."""
-        frag = self.state.read_fragment(rec.node) if rec.status is Status.FAILED else None
-        failure = frag.attempts[-1].failure if frag and frag.attempts else None
-        if failure:
-            return f"{failure.get('kind')}: {failure.get('reason')}"
-        return f"{rec.ended - rec.started:.2f}s"
+    def _ended(self, rec: TaskRecord) -> tuple[Status, str]:
+        """What the live event says: the status and the time, or (a failure, a stop) what the
+        step's fragment says of it, as on other backends. kfp reports a stopped task as failed."""
+        if rec.status is not Status.FAILED:
+            return (Status.CACHED if rec.cached else rec.status), f"{rec.ended - rec.started:.2f}s"
+        frag = self.state.read_fragment(rec.node) if rec.fragment_written else None
+        last = frag.attempts[-1] if frag and frag.attempts else None
+        if frag is not None and frag.status is Status.STOPPED:  # the words of StepStopped's reason
+            ckpt = frag.facts.get("checkpoint_at_stop")
+            saved = f"checkpoint {ckpt} committed" if ckpt else "no checkpoint taken"
+            return Status.STOPPED, f"stopped by {frag.facts.get('stopped_by') or self.stop_signal or 'a signal'} ({saved})"
+        if last is not None and last.failure:
+            return Status.FAILED, f"{last.failure.get('kind')}: {last.failure.get('reason')}"
+        return Status.FAILED, f"{rec.ended - rec.started:.2f}s"
 
     def _dispatch(self, orig: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         from kfp.local import status
@@ -255,8 +298,8 @@ def _stops_reach_the_task(observer: _TaskObserver) -> Iterator[None]:
     """SIGTERM / Ctrl-C during a kfp-local run: the running task stops (its shim checkpoints
     and records it STOPPED), kfp starts no other task, and the run ends with a receipt.
 
-    Ctrl-C reaches the task from the terminal (one process group); a SIGTERM sent to this
-    process alone (``kill``, ``timeout``, ``docker stop``) is passed on to the task.
+    A signal sent to this process alone (``kill``, ``timeout``, ``docker stop``, a
+    supervisor's SIGINT) is passed on to the task; Ctrl-C reaches it from the terminal too.
     """
     import signal
 
@@ -266,13 +309,20 @@ def _stops_reach_the_task(observer: _TaskObserver) -> Iterator[None]:
 
     def on_signal(signum: int, frame: Any) -> None:
         if observer.stop_signal is not None:
+            if time.monotonic() - seen_at[0] < DUPLICATE_SIGNAL_S:
+                return  # the same stop twice (`timeout` signals the process, then its group)
             raise KeyboardInterrupt  # a second signal: stop waiting for the task
         observer.stop_signal = signal.Signals(signum).name
+        seen_at[0] = time.monotonic()
         log.warning("kfp-local: %s received; stopping the running task, starting no other", observer.stop_signal)
-        if signum == signal.SIGTERM:
-            for pid in _task_pids():
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signum)
+        # Passed on whatever the signal: SIGINT from a supervisor reaches this process alone,
+        # and a terminal's Ctrl-C, which the task got too, arrives there twice within the
+        # shim's duplicate window (one stop).
+        for pid in _task_pids():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signum)
+
+    seen_at = [0.0]
 
     saved = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

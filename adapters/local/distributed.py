@@ -45,6 +45,9 @@ from interlock.plugins.pytorch.launch import (
     judge,
     rank_state,
     record_launch,
+    refuse_if_marked,
+    stop_launch,
+    stopped_by,
     supervise,
 )
 from interlock.plugins.pytorch.process_group import host_cannot_run
@@ -107,10 +110,7 @@ def run_distributed(
             hint="define the pipeline at module level in an importable module (the ranks import it by reference)",
             pipeline=spec.name,
         )
-    prior = run.state.read_marker(node)
-    if prior is not None:
-        refused = prior.refusal()
-        raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=spec.name, failure=refused)
+    refuse_if_marked(run, node)
     world = t.nnodes * t.nproc_per_node
     directory = handoff_dir(run, node)
     checkpoint_root = run.checkpoint_root or str(run.state.checkpoints_dir)
@@ -130,7 +130,7 @@ def run_distributed(
         since = time.time() - 1.0
         ranks = LocalRanks(job, directory, run_env, grace_s=grace_s, module=RANK_MODULE)
         log.info("step %s: launching %d local ranks", node, world)
-        end = supervise(ranks, poll_s=poll_s, report=lambda s: log.info("step %s: %s", node, s))
+        end = supervise(ranks, poll_s=poll_s, report=lambda s: log.info("step %s: %s", node, s), on_cluster=run.on_cluster)
         if end.succeeded:
             out = directory / "out"
             if not (out / ".done").exists():
@@ -143,6 +143,9 @@ def run_distributed(
             record_launch(run, step, node, since, None, world)
             return _result(run, step, node, outputs, started)
         failure = judge(run, node, world, end, since)
+        signal_name = stopped_by(run, node, world, end, failure)
+        if signal_name is not None:  # the user stopped the run: not a failure, never relaunched
+            raise stop_launch(run, step, node, since, world, signal_name)
         if failure.kind is not FailureKind.FATAL:
             _clear_rank_markers(run, node, world)
         decision = tracker.decide(failure)

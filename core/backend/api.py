@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +33,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.lineage_record import record_lineage_after
 from interlock.core.record.outcomes import RunResult
 from interlock.core.record.receipt import PriceTable
-from interlock.core.record.resume import record_params, with_recorded_params
+from interlock.core.record.resume import check_same_pipeline, record_params, with_recorded_params
 from interlock.core.record.run_data import record_spec
 from interlock.core.record.trackers import TrackedRun, tracked
 from interlock.core.report.console import RunConsole
@@ -110,6 +111,8 @@ def run(
             f"no run {resume} in {workdir} to resume",
             hint=f"runs there: {', '.join(_runs_in(workdir)) or 'none'}; check --workdir",
         )
+    if state.state_dir.is_dir():
+        check_same_pipeline(spec, state, workdir)
     # A resumed run is the same run: parameters not given again keep the values it ran with.
     resolved = resolve_params(spec, with_recorded_params(spec, state, params) if state.state_dir.is_dir() else params)
     PriceTable.load()  # a bad INTERLOCK_PRICES fails now, not after every step ran
@@ -176,7 +179,30 @@ def compile(  # noqa: A001 - the public verb mirrors `kfp.compiler` / `pyflyte p
         raise PolicyError("pass compile options as options=... or as keywords, not both")
     typed = compile_options_for(caps, options if options is not None else keywords)
     check_capabilities(spec, caps)
-    return impl.compile(spec, Path(out), typed)
+    files = impl.compile(spec, Path(out), typed)
+    literals = secret_literals(spec)
+    if literals:  # a compiled pipeline holds its defaults and constants as written: say so
+        logging.getLogger("interlock.compile").warning(
+            "interlock: warning: the compiled pipeline holds secret-looking values as written: %s; pass them "
+            "at run time (-p NAME=..., a parameter without a default) or read them from an il.Secret",
+            ", ".join(literals),
+        )
+    return files
+
+
+def secret_literals(spec: PipelineSpec) -> list[str]:
+    """Where ``spec`` holds a secret as a literal, which compiling writes out as it is: a
+    parameter default or a constant input under a credential name, or holding a URL password."""
+    from interlock.core.run.redact import DEFAULT as redactor
+
+    def secret(name: str, value: Any) -> bool:
+        return value not in (None, "") and redactor({name: value}) != {name: value}
+
+    found = [f"the default of parameter {p.name!r}" for p in spec.params if p.has_default and secret(p.name, p.default)]
+    for node in (*spec.nodes, *spec.finally_nodes()):
+        found.extend(f"the constant input {port!r} of step {node.name!r}" for port, b in node.inputs
+                     if b.kind == "const" and secret(port, b.value))
+    return found
 
 
 CHECKPOINT_STORE_FILE = "checkpoint_store"  # in the state dir: a resume finds the same store

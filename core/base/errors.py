@@ -8,7 +8,7 @@ same thing could help (``retryable``), in the spirit of flytekit's ``USER:Recove
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from interlock.core.base.status import FailureKind
@@ -81,6 +81,13 @@ class RunIdError(PipelineDefinitionError):
     """A run id breaks the naming rule, or names no run to resume: a usage error (CLI exit 2)."""
 
     code = "RUN_ID"
+
+
+class RecordError(InterlockError):
+    """A run's record on disk (its receipt, its recorded parameters) is not what interlock
+    wrote: edited, truncated or from elsewhere. Names the file."""
+
+    code = "RECORD"
 
 
 class RunInProgress(InterlockError):
@@ -190,6 +197,9 @@ class StepFailed(RunFailed):
         self.attempt_log: tuple[Any, ...] = tuple(attempt_log)
         self.backend_should_retry = backend_should_retry
         self.retryable = self.kind.retryable
+        # The shim's redactor (its text method): what prints this failure's own exception
+        # (``--debug``'s full traceback) masks the step's secrets with it.
+        self.redact_text: Callable[[str], str] | None = None
         super().__init__(reason, hint=hint, receipt_path=receipt_path, pipeline=pipeline)
 
     def headline(self) -> str:

@@ -250,6 +250,7 @@ def _print_report(receipt_path: Any, stream: Any = None) -> None:
 def print_failure_detail(exc: RunFailed, *, debug: bool = False, stream: Any = None) -> None:
     """What a failure message adds to ``str(exc)`` (step, kind, reason, hint, receipt): the
     detail the reason leaves out, and the traceback's tail (all of it with ``debug``)."""
+    from interlock.core.run.redact import DEFAULT as DEFAULT_REDACTOR
     from interlock.core.run.tracebacks import tail, user_traceback
 
     stream = stream or sys.stderr
@@ -266,7 +267,9 @@ def print_failure_detail(exc: RunFailed, *, debug: bool = False, stream: Any = N
         print(_indent(recorded.rstrip()), file=stream)
     if debug and exc.__cause__ is not None:  # in this process: the whole stack, interlock included
         print("\n  full traceback:", file=stream)
-        print(_indent(user_traceback(exc.__cause__, full=True).rstrip()), file=stream)
+        full = user_traceback(exc.__cause__, full=True)
+        redact_text = getattr(exc, "redact_text", None) or DEFAULT_REDACTOR.text
+        print(_indent(redact_text(full).rstrip()), file=stream)
 
 
 def _indent(text: str) -> str:

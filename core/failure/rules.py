@@ -233,9 +233,10 @@ class Classifier:
             kind=FailureKind.FATAL,
             reason=clip(f"unclassified {name}: {text}" if text else f"unclassified {name}", 200),
             hint=(
-                "not retried: most likely a bug in the step (fix it and resume the run with "
-                "`interlock run --resume RUN_ID`); an unknown error is treated as FATAL because retrying a "
-                "deterministic bug burns GPU hours. If this error is transient, add a rule, "
+                "most likely a bug in the step (fix it and resume the run with "
+                "`interlock run --resume RUN_ID`); an unknown error is treated as FATAL, which the failure "
+                "taxonomy never retries, because retrying a deterministic bug burns GPU hours. If this error "
+                "is transient, add a rule, "
                 f'e.g. il.register_rule(il.Rule("my-rule", il.FailureKind.TRANSIENT, "why", types="{name}")), '
                 "or give the exception an interlock_failure_kind attribute"
             ),

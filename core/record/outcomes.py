@@ -115,6 +115,8 @@ def settle(
                     node.name, (frag.facts.get("stopped_by") if frag else None) or saw.detail or "a signal",
                     attempts=max(attempts, 1), pipeline=spec.name,
                     attempt_log=frag.attempts if frag else (),
+                    # As the step's own line said it (a task process stopped it: kfp-local).
+                    checkpoint=frag.facts.get("checkpoint_at_stop") if frag else None,
                 )
                 error.pipeline = error.pipeline or spec.name
             continue

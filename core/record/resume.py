@@ -9,12 +9,14 @@ them) are never written to disk; a resume that needs one asks for it again.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.base.errors import PipelineDefinitionError, RecordError, RunIdError
 from interlock.core.model.codecs import revive, to_jsonable
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.receipt import redact
+from interlock.core.record.run_data import SPEC_FILE
 from interlock.core.run.files import write_json_atomic
 from interlock.core.run.state import RunState
 
@@ -38,9 +40,41 @@ def record_params(spec: PipelineSpec, state: RunState, resolved: dict[str, Any])
     write_json_atomic(state.params_path, {"run_id": state.run_id, "params": values, WITHHELD: withheld}, indent=1)
 
 
+def recorded_pipeline(state: RunState) -> str | None:
+    """The name of the pipeline the run in ``state`` ran (its recorded spec, else its
+    receipt); None when nothing says (a run killed before it recorded anything)."""
+    for path in (state.state_dir / SPEC_FILE, state.receipt_path):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        key = "name" if path.name == SPEC_FILE else "pipeline"
+        if isinstance(data, dict) and isinstance(data.get(key), str):
+            return str(data[key])
+    return None
+
+
+def check_same_pipeline(spec: PipelineSpec, state: RunState, workdir: Any) -> None:
+    """A resume (or a reused run id) continues the same pipeline: another pipeline's run is
+    refused, so that its parameters, steps and receipt are never taken for this one's."""
+    ran = recorded_pipeline(state)
+    if ran is not None and ran != spec.name:
+        raise RunIdError(
+            f"run {state.run_id} in {workdir} is a run of pipeline {ran!r}, not {spec.name!r}: "
+            "a resume continues the same pipeline",
+            hint=f"leave --run-id out (or pick another) for a new run of {spec.name}; resume {state.run_id} "
+            f"with pipeline {ran}",
+        )
+
+
 def with_recorded_params(spec: PipelineSpec, state: RunState, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` completed with the values the run's previous attempt used."""
-    recorded = state.read_params()
+    try:
+        recorded = state.read_params()
+    except RecordError:
+        if all(p.name in params for p in spec.params):
+            return params  # nothing to take from the unreadable record
+        raise
     if recorded is None:
         return params
     values, withheld = recorded

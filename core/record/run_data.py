@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from interlock.core.base.errors import RunIdError
+from interlock.core.base.errors import RecordError, RunIdError
 from interlock.core.base.status import Status
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.run.env import state_dir_under
 from interlock.core.run.files import write_text_atomic
 from interlock.core.run.metrics import PROGRESS, MetricPoint, read_points
-from interlock.core.run.redact import Redactor
+from interlock.core.run.redact import Redactor, is_secret_key
 from interlock.core.run.state import RunState
 
 SPEC_FILE = "spec.json"
@@ -44,13 +44,22 @@ def record_spec(state_dir: Path, spec: PipelineSpec, params: Mapping[str, Any] |
 def _spec_text(spec: PipelineSpec, redactor: Redactor) -> str:
     def scrub(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: scrub(v) for k, v in value.items()}
+            return {k: masked_const(v) if is_secret_key(k) and _is_const(v) else scrub(v) for k, v in value.items()}
         if isinstance(value, list):
             return [scrub(v) for v in value]
         return redactor.text(value) if isinstance(value, str) else value
 
+    def masked_const(binding: dict[str, Any]) -> dict[str, Any]:
+        # A node's input {port: {"const": value}}: the port's name, not the "const" key, says
+        # whether the constant is a credential.
+        return {**binding, "const": redactor.mask if binding["const"] not in (None, "") else binding["const"]}
+
     # Compact: json's C encoder (as write_json_atomic(..., indent=None) wrote it).
     return json.dumps(scrub(spec.to_json()), sort_keys=True, indent=None, default=str)
+
+
+def _is_const(value: Any) -> bool:
+    return isinstance(value, dict) and "const" in value and len(value) == 1
 
 
 def load_spec(state_dir: Path) -> PipelineSpec | None:
@@ -78,14 +87,65 @@ def find_run(run_id: str, workdir: Path) -> Path:
     return state
 
 
+_NUMBER = (int, float)
+# What a reader of a receipt relies on: each key's type when present (None is allowed).
+_RECEIPT_SHAPE: dict[str, tuple[type, ...]] = {
+    "pipeline": (str,), "run_id": (str,), "backend": (str,), "status": (str,), "started": _NUMBER,
+    "ended": _NUMBER, "steps": (list,), "totals": (dict,), "parameters": (dict,), "git": (dict,),
+    "snapshots": (list,), "cache_hits": (list,), "outputs": (dict,),
+}
+_STEP_SHAPE: dict[str, tuple[type, ...]] = {
+    "node": (str,), "step": (str,), "status": (str,), "attempts": (list,), "facts": (dict,),
+    "duration_s": _NUMBER, "image": (str,),
+}
+
+
+def _shape_problem(data: Any, shape: dict[str, tuple[type, ...]], where: str) -> str | None:
+    if not isinstance(data, dict):
+        return f"{where} is {type(data).__name__}, not an object"
+    for key, types in shape.items():
+        value = data.get(key)
+        if value is not None and (not isinstance(value, types) or isinstance(value, bool) and bool not in types):
+            return f"{where}{key!r} is {type(value).__name__} {json.dumps(value, default=str)[:40]}"
+    return None
+
+
+def receipt_problem(data: Any) -> str | None:
+    """Why ``data`` (a parsed receipt.json) is not a receipt interlock wrote, or None."""
+    problem = _shape_problem(data, _RECEIPT_SHAPE, "")
+    if problem is not None:
+        return problem
+    for i, step in enumerate(data.get("steps") or []):
+        problem = _shape_problem(step, _STEP_SHAPE, f"steps[{i}]")
+        if problem is None and any(not isinstance(a, dict) for a in step.get("attempts") or []):
+            problem = f"steps[{i}] has an attempt that is not an object"
+        if problem is not None:
+            return problem
+    return None
+
+
+def load_receipt(path: Path) -> dict[str, Any] | None:
+    """The receipt at ``path``; None when there is none (or it is torn: JSON that does not
+    parse, as a crash mid-write leaves); RecordError naming the file when it parses but is
+    not a receipt."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    problem = receipt_problem(data)
+    if problem is not None:
+        raise RecordError(f"{path} is not a receipt interlock wrote: {problem}",
+                          hint="move it aside: the step fragments under receipts/ still record the run")
+    return dict(data)
+
+
 def read_receipt(state_dir: Path, spec: PipelineSpec | None) -> tuple[dict[str, Any], bool]:
     """The run's receipt, and True; for a run without one yet (still running, or killed), a
-    receipt-shaped summary of its step fragments, and False."""
-    path = Path(state_dir) / "receipt.json"
-    try:
-        return json.loads(path.read_text()), True
-    except (OSError, ValueError):
-        pass
+    receipt-shaped summary of its step fragments, and False. RecordError for a receipt.json
+    of the wrong shape."""
+    receipt = load_receipt(Path(state_dir) / "receipt.json")
+    if receipt is not None:
+        return receipt, True
     run_id = Path(state_dir).parent.name
     state = RunState(Path(state_dir), run_id)
     names = [n.name for n in (*spec.nodes, *((spec.finally_,) if spec.finally_ else ()))] if spec else [
@@ -102,11 +162,13 @@ def read_receipt(state_dir: Path, spec: PipelineSpec | None) -> tuple[dict[str, 
                       "attempts": [a.to_dict() for a in f.attempts] if f else [],
                       "duration_s": sum(a.duration_s for a in f.attempts) if f else 0.0,
                       "facts": f.facts if f else {}, "image": f.image if f else None})
-    params = {}
+    params: Any = {}
     try:
         params = json.loads(state.params_path.read_text()).get("params", {})
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         pass
+    if not isinstance(params, dict):
+        params = {}
     starts = [a["started"] for s in steps for a in s["attempts"]]
     return {
         "pipeline": spec.name if spec else "?", "run_id": run_id, "backend": "?", "status": "running",

@@ -6,12 +6,12 @@ could write one; both are listed, so nothing a person started is invisible.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from interlock.core.base.errors import RecordError
+from interlock.core.record.run_data import load_receipt
 from interlock.core.run.env import state_dir_of
 from interlock.core.run.state import LOCK_FILE, RunState
 
@@ -26,6 +26,7 @@ class RunRow:
     duration_s: float | None
     cost_usd: float | None
     receipt: Path | None
+    problem: str | None = None  # why its receipt could not be read (the file named)
 
 
 def list_runs(workdir: Path, limit: int | None = None) -> list[RunRow]:
@@ -37,7 +38,11 @@ def list_runs(workdir: Path, limit: int | None = None) -> list[RunRow]:
 
 def _row(run_dir: Path) -> RunRow:
     state = RunState(state_dir_of(run_dir), run_dir.name)
-    receipt = _read(state.receipt_path)
+    try:
+        receipt = load_receipt(state.receipt_path)
+    except RecordError as exc:  # one bad file hides no other run
+        started = state.state_dir.stat().st_mtime
+        return RunRow(run_dir.name, "?", "?", "unreadable", started, None, None, state.receipt_path, exc.message)
     running = (run_dir / LOCK_FILE).exists() and _locked(run_dir / LOCK_FILE)
     if receipt is None or running:  # a resumed run's old receipt is not its state now
         started = state.state_dir.stat().st_mtime
@@ -48,14 +53,6 @@ def _row(run_dir: Path) -> RunRow:
     return RunRow(run_dir.name, str(receipt.get("pipeline", "?")), str(receipt.get("backend", "?")),
                   str(receipt.get("status", "?")), started, duration,
                   (receipt.get("totals") or {}).get("estimated_cost_usd"), state.receipt_path)
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _locked(lock: Path) -> bool:
@@ -82,4 +79,5 @@ def format_runs(rows: list[RunRow]) -> str:
         duration = f"{r.duration_s:.1f}s" if r.duration_s is not None else "-"
         cost = f"${r.cost_usd:.4f}" if isinstance(r.cost_usd, int | float) else "-"
         lines.append(f"{r.run_id:<22} {r.pipeline:<20} {r.backend:<12} {r.status:<12} {started:<19} {duration:>9} {cost:>10}")
+    lines.extend(f"\n{r.run_id}: {r.problem}" for r in rows if r.problem)
     return "\n".join(lines)

@@ -32,6 +32,9 @@ class StepContext:
     facts: dict[str, Any] = field(default_factory=dict)
     _last_save: float = field(default_factory=time.monotonic)
     metrics: MetricLog | None = None  # the runtime points this at the run's metrics file
+    # The run's state directory: with the run id, what tells this run from another of the
+    # same id in another work directory (a tracker's run is found by both).
+    state_dir: str | None = None
 
     def log_metric(self, name: str, value: float, step: int | None = None) -> None:
         """Record one point of a metric (``step`` = epoch or iteration, for curves). It lands

@@ -122,6 +122,12 @@ class Redactor:
     def with_values(self, values: Mapping[str, Any] | None) -> Redactor:
         return Redactor(self.known | _secrets_in(values or {}), self.mask)
 
+    def with_known(self, values: Iterable[str]) -> Redactor:
+        """This redactor, also masking ``values`` (secrets known by where they came from, not
+        by a key: an il.Secret's variable). Short ones are left out, as for_values does."""
+        extra = frozenset(v for v in values if len(v) >= MIN_KNOWN) - self.known
+        return Redactor(self.known | extra, self.mask) if extra else self
+
     # -- text ---------------------------------------------------------------------------------
     def text(self, text: str) -> str:
         if not text:

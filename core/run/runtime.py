@@ -34,13 +34,14 @@ from interlock.core.run import live
 from interlock.core.run.context import StepContext
 from interlock.core.run.devices import DEVICE_FACT, detected_device
 from interlock.core.run.records import Attempt, Fragment, StopMarker
-from interlock.core.run.redact import Redactor
-from interlock.core.run.state import RunContext
+from interlock.core.run.redact import MIN_KNOWN, Redactor
+from interlock.core.run.state import RunContext, RunState
 from interlock.core.run.tracebacks import user_traceback
 
 if TYPE_CHECKING:
     from interlock.core.failure.decisions import RetryTracker
     from interlock.core.failure.record import Failure
+    from interlock.core.run.statestore import DurableState
 
 log = logging.getLogger("interlock.runtime")
 
@@ -323,9 +324,10 @@ def _execute_step(
         inputs = inputs()
     fn = fn or resolve_function(step)
     classifier = run.classifier  # None: the default rule table, built at the first failure
-    # Inputs under credential names (a password parameter passed through) are masked in
-    # failure messages and facts, which land in fragments, logs and the receipt.
-    redactor = Redactor.for_values(inputs)
+    # Inputs under credential names (a password parameter passed through) and the values of
+    # the step's il.Secret variables are masked in failure messages and facts, which land in
+    # fragments, markers, logs and the receipt.
+    redactor = Redactor.for_values(inputs).with_known(_secret_values(step)).with_known(_passed_secrets(state, inputs))
     # A backend retry (a new container for the same node) resumes the retry budget where the
     # previous container left it, from the attempts recorded in this node's receipt fragment
     # since the run was last resumed (a resume opens a new budget).
@@ -337,7 +339,8 @@ def _execute_step(
     attempts: list[Attempt] = []
     factor = 0.5**tracker.halvings if tracker else 1.0  # an OOM remediation survives a backend retry too
     started = run.clock()
-    ctx = StepContext(pipeline=run.pipeline, run_id=run.run_id, node=node, backend=run.backend)
+    ctx = StepContext(pipeline=run.pipeline, run_id=run.run_id, node=node, backend=run.backend,
+                      state_dir=os.fspath(run.state_dir))
     if step.context_arg:  # only a step that takes the context can reach them (il.map: one per item)
         ctx.checkpoint = _checkpointer(run, step, node, ctx)
         from interlock.core.run.metrics import MetricLog
@@ -381,7 +384,7 @@ def _execute_step(
                 f"{stop}; {saved}; not retried: resume the run to continue", 0.0, factor,
             ))
             log.warning("step %s attempt %d: %s (%s)", node, len(attempts), stop, saved)
-            raise _stopped(run, step, node, stop, attempts, started, ctx, base) from stop
+            raise _stopped(run, step, node, stop, attempts, started, ctx, base, durable) from stop
         except (Exception, SystemExit, StepTimeout) as exc:  # SystemExit(143) on a cluster: preempted
             # Only a failing step needs the rule table. The traceback quotes the exception's
             # message: redact after adding it.
@@ -395,7 +398,8 @@ def _execute_step(
                 len(attempts) + 1, t0, run.clock(), Status.FAILED, failure.to_dict(), decision.reason,
                 decision.delay_s if retry_here else 0.0, factor,
             ))
-            log.warning("step %s attempt %d: %s (%s) -> %s", node, len(attempts), failure.reason, failure.kind, decision.reason)
+            counted, decided = _decided(failure, decision.reason)
+            log.warning("step %s attempt %d: %s (%s) -> %s", node, len(attempts), failure.reason, counted, decided)
             if retry_here:
                 if decision.remediation:
                     factor *= decision.remediation.get("batch_size_factor", 1.0)
@@ -404,7 +408,7 @@ def _execute_step(
                         run.sleeper(decision.delay_s)
                     except (StopRequested, KeyboardInterrupt) as waiting:  # stopped while waiting to retry
                         why = waiting if isinstance(waiting, StopRequested) else StopRequested("SIGINT")
-                        raise _stopped(run, step, node, why, attempts, started, ctx, base) from waiting
+                        raise _stopped(run, step, node, why, attempts, started, ctx, base, durable) from waiting
                 continue
             if not decision.retry:  # no retry anywhere: a backend retry of this node must end at once
                 fatal = failure.kind is FailureKind.FATAL and not step.retry.retries_any
@@ -418,13 +422,17 @@ def _execute_step(
             _write_fragment(run, step, result, Status.FAILED, base=base)
             if durable is not None:
                 durable.push(state, node)
-            raise StepFailed(
+            err = StepFailed(
                 node, failure.kind, failure.reason, hint=failure.hint, attempts=len(attempts),
                 pipeline=run.pipeline, failure=failure, attempt_log=attempts,
                 # The taxonomy allows a retry that the shim did not make here: the backend should.
                 backend_should_retry=decision.retry and not retry_here,
-            ) from exc
+            )
+            err.redact_text = redactor.text
+            raise err from exc
         attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SUCCEEDED, batch_size_factor=factor))
+        if redactor.known:
+            _note_secret_outputs(state, node, redactor, outputs)
         result = StepResult(
             node, step.name, outputs, attempts, started, run.clock(), ctx.snapshots, redactor(_public(ctx.facts)),
             written, device=_device(ctx, step),
@@ -435,6 +443,45 @@ def _execute_step(
         return result
 
 
+def _secret_values(step: StepSpec) -> list[str]:
+    """What the step's il.Secret references hold here (the backend injected them as variables)."""
+    return [v for s in step.secrets if (v := os.environ.get(s.env_var))]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def _passed_secrets(state: RunState, inputs: dict[str, Any]) -> list[str]:
+    """The inputs that an earlier step returned holding a secret (a password passed through
+    an output): known by their digest (``_note_secret_outputs``), whatever the port's name."""
+    texts = [t for t in _strings(inputs) if len(t) >= MIN_KNOWN]
+    if not texts:
+        return []
+    digests = state.secret_digests()
+    return [t for t in texts if state.secret_digest(t) in digests] if digests else []
+
+
+def _note_secret_outputs(state: RunState, node: str, redactor: Redactor, outputs: dict[str, Any]) -> None:
+    held = [t for t in _strings(outputs) if any(k in t for k in redactor.known)]
+    if held:
+        state.write_secret_digests(node, (state.secret_digest(t) for t in held))
+
+
+def _decided(failure: Failure, reason: str) -> tuple[str, str]:
+    """A retry decision's text ("FATAL 1/3: <failure>; retrying now ...") as (its kind and
+    count, what was decided): the attempt's line names the failure once, then the decision."""
+    head, sep, rest = reason.partition(f": {failure.reason}; ")
+    return (head, rest) if sep and head.startswith(str(failure.kind)) else (str(failure.kind), reason)
+
+
 def _retry_tracker(step: StepSpec, history: list[Failure]) -> RetryTracker:
     from interlock.core.failure.decisions import RetryTracker
 
@@ -443,10 +490,11 @@ def _retry_tracker(step: StepSpec, history: list[Failure]) -> RetryTracker:
 
 def _stopped(
     run: RunContext, step: StepSpec, node: str, stop: StopRequested, attempts: list[Attempt], started: float,
-    ctx: StepContext, base: list[Attempt],
+    ctx: StepContext, base: list[Attempt], durable: DurableState | None,
 ) -> StepStopped:
     """Record the node as STOPPED, with a marker that stops a backend retry (KFP retries any
-    non-zero exit) and that resuming the run clears."""
+    non-zero exit) and that resuming the run clears; kept in the durable state store too,
+    where there is one: the backend's retry runs in a fresh pod."""
     ctx.facts["stopped_by"] = stop.signal
     if stop.checkpoint:
         ctx.facts["checkpoint_at_stop"] = stop.checkpoint
@@ -458,6 +506,8 @@ def _stopped(
         FailureKind.FATAL, str(stop), hint="resume the run to continue", rule="stopped",
         exc_type=qualified_name(StopRequested), message=stop.signal,
     ), StopMarker.STOPPED)
+    if durable is not None:
+        durable.push(run.state, node)
     return StepStopped(
         node, stop.signal, attempts=max(len(attempts), 1), checkpoint=stop.checkpoint, pipeline=run.pipeline,
         attempt_log=attempts,

@@ -249,6 +249,33 @@ class RunState:
             self.marker_path(m.node, m.kind).unlink(missing_ok=True)
         return cleared
 
+    def secret_digests(self) -> frozenset[str]:
+        """Digests of the values this run's steps returned that hold a secret (see
+        ``write_secret_digests``): a later step's input with one of them is a secret too."""
+        folder = f"{os.fspath(self.state_dir) or '.'}{os.sep}secrets"
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return frozenset()
+        found: set[str] = set()
+        for name in names:
+            data = self._read(f"{folder}{os.sep}{name}")
+            if data is not None and isinstance(data.get("digests"), list):
+                found.update(str(d) for d in data["digests"])
+        return frozenset(found)
+
+    def write_secret_digests(self, node: str, digests: Iterable[str]) -> None:
+        """Note that ``node`` returned secrets, by digest only (``secret_digest``): the value
+        itself is never written to the run's state, and the next step's shim can still tell
+        that an input it was handed is one."""
+        write_json_atomic(Path(self.state_dir) / "secrets" / f"{node}.json",
+                          {"run_id": self.run_id, "node": node, "digests": sorted(set(digests))}, indent=None)
+
+    def secret_digest(self, value: str) -> str:
+        import hashlib
+
+        return hashlib.sha256(f"{self.run_id}\0{value}".encode()).hexdigest()
+
     @property
     def params_path(self) -> Path:
         """The run's parameters in JSON form, for a resume (core/record/resume.py writes them)."""
@@ -257,9 +284,18 @@ class RunState:
     def read_params(self) -> tuple[dict[str, Any], list[str]] | None:
         """(recorded values, names withheld) of the run's last attempt; None if not recorded."""
         data = self._read(self.params_path)
-        if data is None or not isinstance(data.get("params"), dict):
+        if data is None:
             return None
-        return dict(data["params"]), [str(n) for n in data.get("withheld", [])]
+        withheld = data.get("withheld", [])
+        if not isinstance(data.get("params"), dict) or not isinstance(withheld, list):
+            from interlock.core.base.errors import RecordError
+
+            raise RecordError(
+                f"{self.params_path} is not the parameters interlock recorded for run {self.run_id}: "
+                "'params' must be an object and 'withheld' a list",
+                hint="pass every parameter again (-p NAME=VALUE), or start a new run without --resume",
+            )
+        return dict(data["params"]), [str(n) for n in withheld]
 
     @property
     def resumes_path(self) -> Path:

@@ -9,6 +9,7 @@ itself raised), nothing is trimmed: then interlock's frames are the ones that ma
 
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -70,6 +71,37 @@ def user_traceback(exc: BaseException, *, full: bool = False, limit: int = MAX_T
 
 
 def tail(text: str, lines: int = 8) -> str:
-    """The last ``lines`` lines of a traceback: the raising frame and the error."""
+    """The last ``lines`` lines of a traceback: the raising frame and the error, after the
+    user's own last frame (their file and line) when a library raised below it."""
     rows = text.rstrip("\n").splitlines()
-    return "\n".join(rows[-lines:])
+    frames = [i for i, row in enumerate(rows) if _FRAME.match(row)]
+    # From a frame's first line on, not from the middle of one.
+    start = next((i for i in frames if i >= len(rows) - lines), frames[-1] if frames else max(0, len(rows) - lines))
+    last = rows[start:]
+    own = [i for i in frames if not _is_library(_FRAME.match(rows[i]).group(1))]  # type: ignore[union-attr]
+    if not own or own[-1] >= start:
+        return "\n".join(last)
+    at = own[-1]
+    end = next((i for i in frames if i > at), at + 1)
+    return "\n".join([*rows[at:min(end, start)], "  ...", *last])
+
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+')
+
+
+def _library_dirs() -> tuple[str, ...]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple({str(Path(paths[k]).resolve()) for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths})
+
+
+def _is_library(filename: str) -> bool:
+    """A frame of the standard library or an installed package (not the user's own file)."""
+    if filename.startswith("<"):  # <frozen runpy>, <string>
+        return True
+    try:
+        f = str(Path(filename).resolve())
+    except (OSError, ValueError):
+        return False
+    return any(f == d or f.startswith(d + "/") for d in _library_dirs())

@@ -43,7 +43,7 @@ from interlock.core.record.trackers import TrackedRun, attach
 
 from .registry import MlflowRegistry, _flatten
 from .store import wrapped
-from .tags import _short, filter_secrets, is_secret, receipt_tags, redact
+from .tags import REDACTED, _short, filter_secrets, is_secret, receipt_tags, redact
 
 if TYPE_CHECKING:
     from interlock.core.record.outcomes import RunResult
@@ -53,6 +53,7 @@ log = logging.getLogger("interlock.mlflow")
 RUN_ID_TAG = "interlock.run_id"
 KIND_TAG = "interlock.kind"  # "pipeline" | "step"
 NODE_TAG = "interlock.node"
+RUN_KEY_TAG = "interlock.run_key"  # run_key(): pipeline and state directory
 NOTE = Path("trackers") / "mlflow.json"  # in the run's state dir
 DEFAULT_STORE_DIR = Path(".interlock") / "mlflow"
 _MAX_PARAM_VALUE = 6000
@@ -78,11 +79,27 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
-def find_run(reg: MlflowRegistry, experiment_id: str, run_id: str, node: str | None = None) -> str | None:
-    """The MLflow run of interlock run ``run_id`` (its step ``node``'s nested run), or None."""
+def run_key(pipeline: str, state_dir: str | os.PathLike[str] | None) -> str | None:
+    """What tells one interlock run from another with the same run id: its pipeline and its
+    state directory (two work directories may each hold a run ``r1``). A digest: the tag
+    says nothing about the machine's paths."""
+    if not state_dir:
+        return None
+    import hashlib
+
+    where = os.path.realpath(os.fspath(state_dir))
+    return hashlib.sha256(f"{pipeline}\0{where}".encode()).hexdigest()[:20]
+
+
+def find_run(reg: MlflowRegistry, experiment_id: str, run_id: str, node: str | None = None, *,
+             key: str | None = None) -> str | None:
+    """The MLflow run of interlock run ``run_id`` (its step ``node``'s nested run), or None;
+    ``key`` (``run_key``): only the run of that pipeline and state directory."""
     query = f"tags.`{RUN_ID_TAG}` = '{_escape(run_id)}' and tags.`{KIND_TAG}` = '{'step' if node else 'pipeline'}'"
     if node:
         query += f" and tags.`{NODE_TAG}` = '{_escape(node)}'"
+    if key:
+        query += f" and tags.`{RUN_KEY_TAG}` = '{_escape(key)}'"
     with wrapped(f"looking up the MLflow run of interlock run {run_id}"):
         found = reg.client.search_runs([experiment_id], filter_string=query, max_results=1, order_by=["attribute.start_time ASC"])
     return found[0].info.run_id if found else None
@@ -96,16 +113,20 @@ def pipeline_run(
     pipeline: str | None = None,
     tags: Mapping[str, Any] | None = None,
     start_time: float | None = None,
+    key: str | None = None,
 ) -> str:
     """The id of the MLflow run of interlock run ``run_id`` in ``experiment``, created when
-    missing. Any process finds the same one (tag ``interlock.run_id``); on a SQLite store the
-    store's lock makes find-or-create one step for every process."""
+    missing. Any process finds the same one (tags ``interlock.run_id`` and, given ``key``,
+    ``interlock.run_key``: the same run id in another work directory is another run); on a
+    SQLite store the store's lock makes find-or-create one step for every process."""
     exp_id = reg.experiment_id(experiment)
     with reg.lock.hold(f"finding the MLflow run of {run_id}", reg.lock_timeout):
-        found = find_run(reg, exp_id, run_id)
+        found = find_run(reg, exp_id, run_id, key=key)
         if found is not None:
             return found
         all_tags = {RUN_ID_TAG: run_id, KIND_TAG: "pipeline", "interlock": "true", **(tags or {})}
+        if key:
+            all_tags[RUN_KEY_TAG] = key
         if pipeline:
             all_tags.setdefault("interlock.pipeline", pipeline)
         with wrapped(f"starting the MLflow run of {run_id}"):
@@ -120,7 +141,8 @@ def pipeline_run(
 
 def run_for_step(ctx: Any, reg: MlflowRegistry, experiment: str) -> str:
     """The MLflow run of the pipeline run a step belongs to (``ctx``: its il.StepContext)."""
-    return pipeline_run(reg, experiment, ctx.run_id, pipeline=ctx.pipeline, tags={"interlock.backend": ctx.backend})
+    return pipeline_run(reg, experiment, ctx.run_id, pipeline=ctx.pipeline, tags={"interlock.backend": ctx.backend},
+                        key=run_key(ctx.pipeline, getattr(ctx, "state_dir", None)))
 
 
 def _source_name(spec: Any) -> str:
@@ -219,7 +241,8 @@ class MlflowTracker:
         }
         tags = {k: _short(v) for k, v in tags.items() if v is not None}
         experiment = self.experiment_for(run)
-        mlflow_run = pipeline_run(reg, experiment, run.run_id, pipeline=run.spec.name, tags=tags, start_time=run.started)
+        mlflow_run = pipeline_run(reg, experiment, run.run_id, pipeline=run.spec.name, tags=tags, start_time=run.started,
+                                  key=run_key(run.spec.name, run.state_dir))
         client = reg.client
         with wrapped(f"logging the parameters of MLflow run {mlflow_run}"):
             current = client.get_run(mlflow_run)
@@ -285,7 +308,7 @@ class MlflowTracker:
                     rest = points[sent.get(node, 0):]
                     self._log_points(client, mlflow_run, [(p.name if len(names[p.name]) == 1 else f"{node}/{p.name}", p) for p in rest])
                     sent[node] = sent.get(node, 0) + len(rest)
-            self._log_outputs(client, mlflow_run, result)
+            self._log_outputs(client, mlflow_run, result, run.params)
             tags = {**receipt_tags(receipt), "interlock.status": str(receipt.get("status") or status.lower())}
             if error is not None:
                 tags["interlock.error"] = _short(f"{type(error).__name__}: {error}")
@@ -302,7 +325,8 @@ class MlflowTracker:
     # -- helpers -------------------------------------------------------------------------------
     def _step_run(self, reg: MlflowRegistry, exp_id: str, parent: str, run: TrackedRun, step: Mapping[str, Any]) -> str:
         node = str(step["node"])
-        found = find_run(reg, exp_id, run.run_id, node)
+        key = run_key(run.spec.name, run.state_dir)
+        found = find_run(reg, exp_id, run.run_id, node, key=key)
         attempts = step.get("attempts") or []
         failures = step.get("failure_kinds") or []
         tags = {
@@ -310,6 +334,7 @@ class MlflowTracker:
             RUN_ID_TAG: run.run_id,
             KIND_TAG: "step",
             NODE_TAG: node,
+            RUN_KEY_TAG: key,
             "interlock.step": step.get("step"),
             "interlock.status": step.get("status"),
             "interlock.cached": step.get("cached"),
@@ -337,13 +362,17 @@ class MlflowTracker:
             client.log_batch(mlflow_run, metrics=metrics[i : i + _BATCH])
 
     @staticmethod
-    def _log_outputs(client: Any, mlflow_run: str, result: RunResult | None) -> None:
+    def _log_outputs(client: Any, mlflow_run: str, result: RunResult | None, params: Mapping[str, Any]) -> None:
         """Numbers among the pipeline's outputs (il.Metrics flattened) as metrics; short
-        scalars (a gate's decision) as ``interlock.output.NAME`` tags."""
+        scalars (a gate's decision) as ``interlock.output.NAME`` tags, credentials masked (a
+        URL's password, a secret parameter returned as an output) as in the receipt."""
         from mlflow.entities import Metric, RunTag
+
+        from interlock.core.run.redact import Redactor
 
         if result is None:
             return
+        redactor = Redactor.for_values(params, mask=REDACTED)
         now = int(time.time() * 1000)
         metrics, tags = [], []
         for name, value in result.outputs.items():
@@ -353,8 +382,10 @@ class MlflowTracker:
                         metrics.append(Metric(k, float(v), now, 0))
             elif isinstance(value, int | float) and not isinstance(value, bool):
                 metrics.append(Metric(name, float(value), now, 0))
-            elif isinstance(value, bool | str):
+            elif isinstance(value, bool):
                 tags.append(RunTag(f"interlock.output.{name}", _short(value)))
+            elif isinstance(value, str):
+                tags.append(RunTag(f"interlock.output.{name}", _short(redactor(value, name))))
         if metrics or tags:
             client.log_batch(mlflow_run, metrics=metrics, tags=tags)
 

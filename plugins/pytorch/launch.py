@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.failure.record import Failure
 from interlock.core.model.spec import StepSpec
@@ -46,6 +47,7 @@ class JobEnd:
     reason: str = ""
     message: str = ""
     reclaimed: bool = False  # a node or rank was taken away (eviction, spot reclaim, SIGKILL)
+    stopped: str | None = None  # the signal that told interlock itself to stop (off a cluster)
 
 
 class Ranks(Protocol):
@@ -176,32 +178,47 @@ def _reclaimed(end: JobEnd) -> Failure:
 
 
 @contextmanager
-def _cancellable(on_term: Callable[[], None]) -> Iterator[None]:
-    """SIGTERM (KFP cancelled the run, or the launcher pod is being evicted): stop the ranks first."""
+def _cancellable(on_term: Callable[[], None], signums: tuple[int, ...]) -> Iterator[None]:
+    """A signal to this process: stop the ranks first, then end the supervision."""
     def handler(signum: int, frame: Any) -> None:
         on_term()
-        raise _Cancelled()
+        raise _Cancelled(signal.Signals(signum).name)
 
+    previous: dict[int, Any] = {}
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        for signum in signums:
+            previous[signum] = signal.signal(signum, handler)
     except ValueError:  # not the main thread: nothing to install
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 class _Cancelled(BaseException):
-    pass
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
-def supervise(ranks: Ranks, *, poll_s: float, report: Callable[[str], None], sleep: Callable[[float], None] = time.sleep) -> JobEnd:
-    """Start the ranks, wait for their end, reporting each new state; always stop them."""
+def supervise(
+    ranks: Ranks, *, poll_s: float, report: Callable[[str], None], sleep: Callable[[float], None] = time.sleep,
+    on_cluster: bool = True,
+) -> JobEnd:
+    """Start the ranks, wait for their end, reporting each new state; always stop them.
+
+    What a signal to this process means depends on where it came from. On a cluster SIGTERM
+    to the launcher is KFP cancelling the task or the pod being evicted: the job was taken
+    away (reclaimed, PREEMPTED). Off a cluster (``local``, kfp-local) SIGTERM or Ctrl-C is the
+    user, or their supervisor, stopping interlock itself: a stop, never relaunched.
+    """
     last = None
+    signums = (signal.SIGTERM,) if on_cluster else (signal.SIGTERM, signal.SIGINT)
     try:
-        with _cancellable(ranks.stop):
+        with _cancellable(ranks.stop, signums):
             ranks.start()
             while True:
                 state, end = ranks.poll()
@@ -211,10 +228,56 @@ def supervise(ranks: Ranks, *, poll_s: float, report: Callable[[str], None], sle
                 if end is not None:
                     return end
                 sleep(poll_s)
-    except _Cancelled:
+    except _Cancelled as got:
+        if not on_cluster:
+            return JobEnd(False, "Stopped", f"interlock received {got.name}; the ranks were stopped", stopped=got.name)
         return JobEnd(False, "Cancelled", "the launcher received SIGTERM; the job was deleted", reclaimed=True)
     finally:
         ranks.stop()
+
+
+def stopped_by(run: RunContext, node: str, world: int, end: JobEnd, failure: Failure) -> str | None:
+    """The signal that stopped this launch, or None when it was not a stop: interlock itself
+    was told to stop (``end.stopped``), or, off a cluster, a rank was stopped by a signal of its
+    own (the process group's Ctrl-C) and no rank recorded a failure."""
+    if end.stopped:
+        return end.stopped
+    if run.on_cluster or failure.rule != "job-failed":
+        return None
+    for r in range(world):
+        marker = rank_state(run, r).read_marker(node, StopMarker.STOPPED)
+        if marker is not None:
+            return marker.failure.message or "a signal"
+    return None
+
+
+def stop_launch(
+    run: RunContext, step: StepSpec, node: str, started: float, world: int, signal_name: str,
+) -> StepStopped:
+    """Record this launch as STOPPED, with the node's STOPPED marker (a backend retry of the
+    node stops at once; resuming the run clears it), and the error to raise."""
+    record_launch(run, step, node, started, None, world,
+                  decision=f"stopped by {signal_name}; not retried: resume the run to continue", stopped=signal_name)
+    _clear_rank_markers(run, node, world)
+    run.state.write_marker(node, Failure(
+        FailureKind.FATAL, f"stopped by {signal_name}", hint="resume the run to continue", rule="stopped",
+        message=signal_name,
+    ), StopMarker.STOPPED)
+    frag = run.state.read_fragment(node)
+    return StepStopped(node, signal_name, attempts=len(frag.attempts) if frag else 1, pipeline=run.pipeline,
+                       attempt_log=frag.attempts if frag else ())
+
+
+def refuse_if_marked(run: RunContext, node: str) -> None:
+    """A node this run already stopped or gave up on is not launched again (a KFP retry, a
+    second call): StepStopped or StepFailed at once, with the first reason."""
+    prior = run.state.stop_marker(node)
+    if prior is None:
+        return
+    if prior.kind is StopMarker.STOPPED:
+        raise StepStopped(node, prior.failure.message or "a signal", pipeline=run.pipeline)
+    refused = prior.refusal()
+    raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
 
 
 def rank_state(run: RunContext, rank: int) -> RunState:
@@ -225,7 +288,7 @@ def rank_state(run: RunContext, rank: int) -> RunState:
 
 def record_launch(
     run: RunContext, step: StepSpec, node: str, started: float, failure: Failure | None, world: int,
-    decision: str | None = None,
+    decision: str | None = None, *, stopped: str | None = None,
 ) -> None:
     """Append this launch to the node's fragment (what the receipt and every backend's settle read)."""
     state = run.state
@@ -233,15 +296,13 @@ def record_launch(
     zero = rank_state(run, 0).read_fragment(node)
     attempts = list(previous.attempts) if previous else []
     now = time.time()
-    attempts.append(Attempt(
-        len(attempts) + 1, started, now, Status.FAILED if failure else Status.SUCCEEDED,
-        failure.to_dict() if failure else None, decision,
-    ))
+    status = Status.STOPPED if stopped else Status.FAILED if failure else Status.SUCCEEDED
+    attempts.append(Attempt(len(attempts) + 1, started, now, status, failure.to_dict() if failure else None, decision))
     state.write_fragment(Fragment(
-        run_id=run.run_id, node=node, step=step.name, status=Status.FAILED if failure else Status.SUCCEEDED,
+        run_id=run.run_id, node=node, step=step.name, status=status,
         fingerprint=step.fingerprint, image=step.image, started=previous.started if previous else started, ended=now,
         attempts=attempts, snapshots=zero.snapshots if zero else [],
-        facts={**(zero.facts if zero else {}), "ranks": world},
+        facts={**(zero.facts if zero else {}), "ranks": world, **({"stopped_by": stopped} if stopped else {})},
         resources=step.resources.to_json(), distributed=step.distributed.to_json() if step.distributed else None,
     ))
 

@@ -9,6 +9,10 @@ pod's reason instead of running the step again.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,7 +30,7 @@ import interlock as il
 from interlock.adapters.kfp.compile import compile_pipeline
 from interlock.adapters.kfp.entry import run_node
 from interlock.adapters.kfp.policies import KfpOptions
-from interlock.core.base.errors import StepFailed
+from interlock.core.base.errors import StepFailed, StepStopped
 
 REF = "kfp_test_pipelines.cluster:cluster"
 SPEC = il.spec(cluster.cluster)
@@ -97,6 +101,20 @@ class Cluster:
             return exc, time.perf_counter() - t0
         return None, time.perf_counter() - t0
 
+    def pod_process(self, node: str) -> tuple[subprocess.Popen[str], Path]:
+        """One pod as a real process (a signal must reach the shim's own handler)."""
+        self.pods += 1
+        pod = self.tmp / f"pod-{self.pods}"
+        pod.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("INTERLOCK_") or k == "INTERLOCK_S3_ENDPOINT_URL"}
+        env.update({**self.env(node), **self.shared, "KFP_RUN_ID": self.run_id})
+        code = ("import sys\nfrom interlock.adapters.kfp.entry import run_node\nfrom interlock.core.base.errors import StepFailed\n"
+                f"try:\n    run_node({REF!r}, {node!r}, {SPEC.step(node).fingerprint!r}, {{'calls': {self.calls!r}}})\n"
+                "except StepFailed as exc:\n    sys.exit(exc.exit_code)\n")
+        proc = subprocess.Popen([sys.executable, "-c", code], cwd=pod, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        return proc, pod
+
     def ran(self, node: str) -> int:
         path = Path(self.calls) / node
         return int(path.read_text()) if path.exists() else 0
@@ -154,3 +172,21 @@ def test_runs_do_not_share_stop_markers(on_s3: Cluster) -> None:
     on_s3.run_id = "another-run"
     err, _ = on_s3.attempt("validate")
     assert err is not None and "already failed" not in err.reason and on_s3.ran("validate") == 2
+
+
+def test_a_step_stopped_in_one_pod_is_not_run_again_by_the_next(on_s3: Cluster) -> None:
+    """SIGTERM stops a retry=2 step in pod 1; KFP's retry (pod 2, nothing of pod 1's disk)
+    stops at once from the marker kept in the object store, without running the step."""
+    proc, _ = on_s3.pod_process("stoppable")
+    ready = Path(on_s3.calls) / "stoppable.ready"
+    end = time.monotonic() + 60
+    while not ready.exists():
+        assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, out + err
+    assert on_s3.ran("stoppable") == 1
+    second, took = on_s3.attempt("stoppable")
+    assert isinstance(second, StepStopped), second
+    assert took < 5.0 and on_s3.ran("stoppable") == 1  # the user's code did not run again

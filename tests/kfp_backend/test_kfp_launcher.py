@@ -40,6 +40,7 @@ def pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("INTERLOCK_POD_NAME", "kfp-dist-launcher")
     monkeypatch.setenv("INTERLOCK_POD_UID", "uid-launcher")
     monkeypatch.setenv("INTERLOCK_JOB_POLL_S", "0.1")
+    monkeypatch.setenv("INTERLOCK_ON_CLUSTER", "1")  # as the compiled env gives every cluster pod (policies.container_env)
     return state
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -46,9 +47,18 @@ def ported_bug(calls: str) -> int:
     return {"a": 1}["missing"]
 
 
+@il.step(retry=2)
+def stoppable(calls: str) -> int:
+    _count(calls, "stoppable")
+    (Path(calls) / "stoppable.ready").write_text("running")
+    time.sleep(60)  # SIGTERMed by the test long before this ends
+    return 1
+
+
 @il.pipeline(name="kfp-cluster")
 def cluster(calls: str):
     validate(calls=calls)
     flaky_forever(calls=calls)
     bad_frame(calls=calls)
     ported_bug(calls=calls)
+    stoppable(calls=calls)
