@@ -106,14 +106,17 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
 def declared_inputs(spec: PipelineSpec, node: str) -> dict[str, TypeSpec]:
     """port -> the type KFP sees, for the ports the component declares.
 
-    An unbound port whose default is None is not declared at all: the shim uses the default.
+    An unbound port whose default is None is not declared at all: the shim uses the default;
+    nor is a port of an il.zip after the first: its element comes in the enumerated item.
     """
     step = spec.step_of(node)
-    bindings = spec.node(node).bindings
+    n = spec.node(node)
+    bindings = n.bindings
+    zipped = n.map.zipped if n.map is not None else ()
     return {
         p.name: input_type(spec, step, node, p.name)
         for p in step.inputs
-        if p.name in bindings or not (p.has_default and p.default is None)
+        if (p.name in bindings or not (p.has_default and p.default is None)) and p.name not in zipped
     }
 
 

@@ -40,6 +40,7 @@ class NodeTask:
     declared: dict[str, TypeSpec]  # port -> the type KFP sees (component.declared_inputs)
     map_item: str | None = None  # il.map: the port that receives one enumerated item
     map_tolerant: bool = False  # an item of a tolerant map: its task reports, never fails
+    map_zipped: tuple[str, ...] = ()  # il.zip: the other mapped ports, their elements in the item
 
     @classmethod
     def of(cls, spec: PipelineSpec, node: str, declared: dict[str, TypeSpec] | None = None) -> NodeTask:
@@ -50,7 +51,7 @@ class NodeTask:
         return cls(
             pipeline=spec.name, node=node, step=spec.step_of(n), bindings=n.bindings,
             declared=declared if declared is not None else declared_inputs(spec, node), map_item=n.map.item if n.map is not None else None,
-            map_tolerant=bool(n.map is not None and n.map.tolerant),
+            map_tolerant=bool(n.map is not None and n.map.tolerant), map_zipped=n.map.zipped if n.map is not None else (),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,6 +64,7 @@ class NodeTask:
             "declared": {k: t.to_json() for k, t in self.declared.items()},
             **({"map_item": self.map_item} if self.map_item is not None else {}),
             **({"map_tolerant": True} if self.map_tolerant else {}),
+            **({"map_zipped": list(self.map_zipped)} if self.map_zipped else {}),
         }
 
     def dumps(self) -> str:
@@ -98,6 +100,7 @@ class NodeTask:
             bindings={k: Binding.from_json(b) for k, b in d["bindings"].items()},
             declared={k: TypeSpec.from_json(t) for k, t in d["declared"].items()},
             map_item=d.get("map_item"), map_tolerant=bool(d.get("map_tolerant", False)),
+            map_zipped=tuple(d.get("map_zipped", ())),
         )
 
 
