@@ -43,16 +43,24 @@ _ENUMERATE_SOURCE = (
 )
 
 
-def _enumerate_component(image: str, carried: dict[str, TypeSpec] | None = None, zipped: int = 0) -> Any:
+def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | None = None, zipped: int = 0) -> Any:
     """``zipped``: how many more lists (il.zip) go into each pair, as ``"zip": [w0, w1, ...]``
-    (the lists must have one length); ``carried``: see carried_inputs."""
+    (the lists must have one length); ``carried``: see carried_inputs.
+
+    Named for its map node (``<node>_enumerate_items``): KFP names a task after its component,
+    per DAG, and kfp-local tells the map its list's length by the task's name, so two maps of
+    one step (one in a sub-pipeline) must not share it.
+    """
     from kfp import dsl
 
     from .component import _function_from_source
+    from .names import identifier
     from .types import kfp_type
 
+    fname = f"{identifier(node)}_enumerate_items"
     if not carried and not zipped:
-        return dsl.component(_function_from_source(_ENUMERATE_SOURCE, "enumerate_items", "<interlock-kfp enumerate-items>"),
+        source = _ENUMERATE_SOURCE.replace("def enumerate_items(", f"def {fname}(", 1)
+        return dsl.component(_function_from_source(source, fname, "<interlock-kfp enumerate-items>"),
                              base_image=image, install_kfp_package=False)
     carried = carried or {}
     keys = [carried_key(k) for k in range(len(carried))]
@@ -67,10 +75,10 @@ def _enumerate_component(image: str, carried: dict[str, TypeSpec] | None = None,
         check = (f"    lengths = [len(x) for x in ({names},)]\n"
                  "    if len(set(lengths)) > 1:\n"
                  "        raise ValueError(f'il.zip over lists of different lengths {lengths}')\n")
-    source = (f"def enumerate_items(items: list{args}) -> list:\n{check}"
+    source = (f"def {fname}(items: list{args}) -> list:\n{check}"
               f"    return [{{'index': i, 'item': v{pairs}}} for i, v in enumerate(items)]\n")
     filename = f"<interlock-kfp enumerate-items zipping {zipped} carrying {list(carried)}>"
-    fn = _function_from_source(source, "enumerate_items", filename)
+    fn = _function_from_source(source, fname, filename)
     return dsl.component(fn, base_image=image, install_kfp_package=False)
 
 
@@ -274,7 +282,7 @@ def open_loop(spec: PipelineSpec, node_name: str, items: Any, image: str,
     m = spec.node(node_name).map
     assert m is not None
     carried = carried or {}
-    enum = _enumerate_component(image, {p: t for p, (_, t) in carried.items()}, len(zipped))(
+    enum = _enumerate_component(node_name, image, {p: t for p, (_, t) in carried.items()}, len(zipped))(
         items=items, **{carried_key(k): v for k, (v, _) in enumerate(carried.values())},
         **{zip_key(k): v for k, v in enumerate(zipped)})
     enum.set_display_name(f"{node_name}-{ENUMERATE}")

@@ -64,6 +64,16 @@ def map(  # noqa: A001 - il.map reads as the verb it is
     if builder is None:
         raise PipelineDefinitionError("il.map is only meaningful inside an @il.pipeline function")
     if not isinstance(step, StepClass):
+        from interlock.core.dsl.pipeline import Pipeline
+
+        if isinstance(step, Pipeline):  # a loop body of several steps (KFP ParallelFor over a block)
+            raise PipelineDefinitionError(
+                f"il.map over a sub-pipeline ({step.name!r}) is not supported yet: il.map takes an @il.step",
+                pipeline=builder.name,
+                hint="map each step of the body in turn, each over the list the previous map returned (element i "
+                "of each list belongs to item i; il.map(step, over=il.zip(a=xs, b=ys)) when a step reads two), "
+                "or make the body one @il.step",
+            )
         raise PipelineDefinitionError(f"il.map takes an @il.step, got {step!r}", pipeline=builder.name)
     spec = step.spec
     node = step._node_name or spec.name

@@ -133,3 +133,33 @@ def test_flyte_maps_both_lists_in_one_array_node() -> None:
     # Flyte maps every input it does not bind: both lists, element i of each
     assert sorted(array.array_node.to_flyte_idl().bound_inputs) == ["note", "shipping"]
     assert sorted(bound) == ["note", "price", "quantity", "shipping"]
+
+
+def test_a_map_over_a_sub_pipeline_is_refused_with_a_hint_that_works() -> None:
+    @il.pipeline(name="zip-map-sub")
+    def mapped(xs: list[int] = [1, 2]):  # noqa: B006
+        return il.map(zp.trial, over=xs)
+
+    with pytest.raises(PipelineDefinitionError, match="sub-pipeline \\('zip-trial'\\)") as caught:
+        spec_of(mapped)
+    assert caught.value.hint is not None and "il.zip" in caught.value.hint
+    spec_of(zp.body_chained)  # the hint's form builds (and runs: below)
+
+
+@pytest.mark.parametrize("backend", backend_params("map.zip"))
+def test_a_loop_body_of_several_steps_as_chained_maps(backend: str, tmp_path: Path) -> None:
+    r = _run(zp.body_chained, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs["o0"] == [5.0, 5.0, 3.75]
+
+
+@pytest.mark.parametrize("backend", backend_params("map.zip", "subpipeline", "gates"))
+def test_a_zipped_map_inside_a_sub_pipeline_and_a_branch(backend: str, tmp_path: Path) -> None:
+    r = _run(zp.in_sub_and_branch, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs == {"o0": 10.0}  # 1*2.0+1 + 2*3.0+1
+    assert r.maps["line_total"].items == 2 and r.maps["zip-in-sub.line_total"].items == 2
+    assert set(_statuses(r).values()) == {S}
+    r = _run(zp.in_sub_and_branch, backend, tmp_path / "closed", go=False)
+    assert r.succeeded, r.error
+    assert _statuses(r)["line_total"] == "skipped" and _statuses(r)["zip-in-sub.line_total"] == S
