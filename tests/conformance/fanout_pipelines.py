@@ -300,3 +300,15 @@ def resume_tolerant(xs: list[int] = [1, 2, 3, -4, -5]):  # noqa: B006 - recorded
 @il.pipeline(name="fan-resume-strict")
 def resume_strict(xs: list[int] = [1, -2]):  # noqa: B006 - recorded, never mutated
     return listing(parts=il_map(nonneg, over=xs))
+
+
+@il.step
+def kept_optional(parts: list[int | None]) -> list[int | None]:
+    return list(parts)
+
+
+@il.pipeline(name="fan-into-optional-list")
+def into_optional_list(n: int = 3):
+    # A list[int] (a step's, a map's) into a list[int | None] input, as Python typing allows.
+    return kept_optional(parts=numbers(n=n)), kept_optional.named("kept-map")(parts=il_map(scale, over=numbers.named(
+        "numbers-b")(n=n), factor=2))
