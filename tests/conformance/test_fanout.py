@@ -527,3 +527,12 @@ def test_kfp_compiles_a_list_into_a_list_of_optionals(tmp_path: Path) -> None:
 
     doc = next(yaml.safe_load_all(_kfp_ir(tmp_path, "o", fp.into_optional_list)))
     assert doc["components"]["comp-kept-optional"]["inputDefinitions"]["parameters"]["parts"]["parameterType"] == "LIST"
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_a_map_over_a_list_holding_nones_gets_each_none(backend: str, tmp_path: Path) -> None:
+    # kfp compile refused the tolerant map's output as the loop's list (JSON text into a KFP list).
+    r = _run(fp.over_optional_lists, backend, tmp_path)
+    assert r.succeeded, r.error
+    _exact(r.outputs["o0"], [3, 1, 7])
+    _exact(r.outputs["o1"], [11, 1, 21])

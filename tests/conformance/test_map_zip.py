@@ -163,3 +163,10 @@ def test_a_zipped_map_inside_a_sub_pipeline_and_a_branch(backend: str, tmp_path:
     r = _run(zp.in_sub_and_branch, backend, tmp_path / "closed", go=False)
     assert r.succeeded, r.error
     assert _statuses(r)["line_total"] == "skipped" and _statuses(r)["zip-in-sub.line_total"] == S
+
+
+@pytest.mark.parametrize("backend", backend_params("map.zip"))
+def test_a_zipped_list_holding_nones_gives_each_item_its_none(backend: str, tmp_path: Path) -> None:
+    r = _run(zp.optional_lists, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs["o0"] == [3, 2, 9]

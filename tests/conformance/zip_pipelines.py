@@ -77,3 +77,18 @@ def in_sub_and_branch(qs: list[int] = [1, 2], ps: list[float] = [2.0, 3.0], go: 
     with il.when(go):
         order_total(lines=il.map(line_total, over=il.zip(quantity=qs, price=ps), shipping=0.0))
     return inside
+
+
+@il.step
+def maybe_double(x: int) -> int | None:
+    return None if x == 2 else 2 * x
+
+
+@il.step
+def plus(a: int, b: int | None) -> int:
+    return a + (b or 0)
+
+
+@il.pipeline(name="zip-optional-lists")
+def optional_lists(xs: list[int] = [1, 2, 3]):  # noqa: B006 - recorded, never mutated
+    return il.map(plus, over=il.zip(a=xs, b=il.map(maybe_double, over=xs)))
