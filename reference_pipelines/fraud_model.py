@@ -327,9 +327,9 @@ def save_model_dir(
 
 def load_input_example(path: Path) -> Any:
     """The raw rows saved with a model (a pandas DataFrame in ``INPUT_COLUMNS`` order)."""
-    import pandas as pd
-
     import io
+
+    import pandas as pd
 
     text = (Path(path) / EXAMPLE_FILE).read_text()
     if text.lstrip().startswith("["):  # records, as models saved before dtypes were kept

@@ -54,6 +54,8 @@ CLUSTER_FEATURES = {
     "branch.value": "native (the conditional's output: every branch's sub-workflow returns the value)",
     "map": "native (array node: flytekit ArrayNodeMapTask over the per-item task, with concurrency)",
     "map.tolerate": "native for a fraction (min_success_ratio; failed items are None); a count is refused",
+    "map.zip": "native (the array node maps every list input it does not bind, element i of each; lists of "
+    "different lengths fail the node)",
     "fan_in": "native (a list of promises bound as a collection; a map's output is a list)",
     "subpipeline": "native (a sub-workflow per call, <pipeline>.<call>, called as a workflow node; its inputs "
     "and outputs are the sub-pipeline's parameters and outputs; branches, maps and calls nest inside it)",

@@ -118,6 +118,9 @@ def _items_class() -> type:
                 local = _local_run()
                 mapped = [k for k in self.python_function_task.interface.inputs
                           if isinstance(kwargs.get(k), list) and k not in self.bound_inputs]
+                lengths = {k: len(kwargs[k]) for k in mapped}
+                if len(set(lengths.values())) > 1:  # as propeller, which refuses the array node's inputs
+                    raise ValueError(f"il.zip over lists of different lengths {lengths}")
                 count = len(kwargs[mapped[0]]) if mapped else 0
                 if local is not None:
                     local.sizes[self.interlock_node] = count
@@ -154,9 +157,10 @@ def map_task(spec: PipelineSpec, node_name: str, inner: Any) -> Any:
             "takes min_success_ratio)",
             pipeline=spec.name, step=node_name, hint="give tolerate as a fraction, e.g. tolerate=0.1",
         )
-    bound = {p for p, _ in node.inputs if p != m.item}
+    # The array node maps every input it does not bind (il.zip: several lists, zipped as Flyte does).
+    bound = {p for p, _ in node.inputs if p not in m.ports}
     # Optional inputs left at their default are bound too: they are not lists to map over.
-    bound |= {p.name for p in spec.step_of(node).inputs if p.name != m.item and p.name not in dict(node.inputs)}
+    bound |= {p.name for p in spec.step_of(node).inputs if p.name not in m.ports and p.name not in dict(node.inputs)}
     # The interlock mixin: registered as "<pipeline>.<node>" (flytekit would name it after the
     # task function's module, the same for every pipeline), and flyte-local sees it run.
     from .tasks import _task_class, task_name

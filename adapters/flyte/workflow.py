@@ -203,7 +203,7 @@ class Builder:
         inputs = []
         for port, b in node.inputs:
             t = step.input(port).type
-            if node.map is not None and port == node.map.item:
+            if node.map is not None and port in node.map.ports:
                 t = list_of(t)
             inputs.append((port, b, binding_key(b), t))
         if node.map is not None:

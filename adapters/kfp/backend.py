@@ -60,6 +60,9 @@ _FEATURES = {
     "map.tolerate": "emulated: ParallelFor has no minimum-success policy; each item's task succeeds with an "
     "envelope (ok/failed) after in-process retries, and a <node>-tolerance task after the loop fails when more "
     "items failed than allowed, else hands readers the list with None at failed items (not for artifact outputs)",
+    "map.zip": "native (the enumerate-items task zips the lists into one list of records, as a KFP user zips "
+    "them in a task, and each iteration reads its elements from its record; lists of different lengths fail "
+    "that task)",
     "fan_in": "native for a map's output (dsl.Collected); a list written in the body goes through a "
     "<node>-<port>-gather task (one input per item; a literal list of artifacts is refused)",
     "finally": "native (dsl.ExitHandler around the body, the finally step as its exit task with "

@@ -200,7 +200,8 @@ def _emit_step(spec: PipelineSpec, u: Step, values: dict[str, Any], tasks: dict[
             declared = comp.declared if comp.declared is not None else declared_inputs(spec, node.name)
             carried = {port: (_value(node.bindings[port], values, tasks, components), t)
                        for port, t in fanout.carried_inputs(spec, node.name, declared).items()}
-        loop, item, enum = fanout.open_loop(spec, node.name, items, opts.image or DEFAULT_IMAGE, carried)
+        zipped = tuple(_value(node.bindings[p], values, tasks, components) for p in node.map.zipped)
+        loop, item, enum = fanout.open_loop(spec, node.name, items, opts.image or DEFAULT_IMAGE, carried, zipped)
         task_names[fanout.ENUMERATED + enum.name] = node.name  # kfp-local reads the list's length from it
         fields = {port: getattr(item, fanout.carried_key(k)) for k, port in enumerate(carried)}
         task = _task(spec, node.name, {**values, fanout.ENUMERATE: item, fanout.CARRIED: fields}, tasks,

@@ -31,7 +31,7 @@ from interlock.core.model.types import TypeSpec
 from .fanout import ITEM_TYPE, tolerant
 from .names import function_names, io_names, single_return
 from .node_task import NodeTask
-from .types import kfp_type
+from .types import json_text, kfp_type
 
 DEFAULT_IMAGE = "interlock-python:latest"  # "python" in the name: kfp-local warns otherwise
 
@@ -56,8 +56,6 @@ COLLECTED_TEXT = TypeSpec(TypeKind.LIST, args=(TypeSpec(TypeKind.STR),))
 
 def collected_text(spec: PipelineSpec, node: str, src: TypeSpec) -> bool:
     from interlock.core.model.fanout import element_of
-
-    from .types import json_text
 
     n = spec.node(node)
     elem = element_of(src)
@@ -98,6 +96,8 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     if src.optional:
         return src
     t = dataclasses.replace(p.type, optional=False)
+    if json_text(t) and not json_text(src) and src.kind is t.kind is TypeKind.LIST:
+        return src  # list[int] into list[int | None]: the producer's KFP list (the shim widens it)
     if src.kind is TypeKind.INT and t.kind is TypeKind.FLOAT:
         t = dataclasses.replace(t, kind=TypeKind.INT)
     return t
@@ -106,14 +106,17 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
 def declared_inputs(spec: PipelineSpec, node: str) -> dict[str, TypeSpec]:
     """port -> the type KFP sees, for the ports the component declares.
 
-    An unbound port whose default is None is not declared at all: the shim uses the default.
+    An unbound port whose default is None is not declared at all: the shim uses the default;
+    nor is a port of an il.zip after the first: its element comes in the enumerated item.
     """
     step = spec.step_of(node)
-    bindings = spec.node(node).bindings
+    n = spec.node(node)
+    bindings = n.bindings
+    zipped = n.map.zipped if n.map is not None else ()
     return {
         p.name: input_type(spec, step, node, p.name)
         for p in step.inputs
-        if p.name in bindings or not (p.has_default and p.default is None)
+        if (p.name in bindings or not (p.has_default and p.default is None)) and p.name not in zipped
     }
 
 

@@ -103,9 +103,9 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
     if t.map_item is not None:  # il.map: this iteration runs one enumerated item (fanout.py)
         from .fanout import unpack_item  # here: a plain step's task never loads il.map's modules
 
-        kname = io_names(step)[0][t.map_item]
-        name, item = unpack_item(node, args[kname])
-        args = {**args, kname: item}
+        knames = io_names(step)[0]
+        name, item, zipped = unpack_item(node, args[knames[t.map_item]])
+        args = {**args, knames[t.map_item]: item, **{knames[p]: v for p, v in zip(t.map_zipped, zipped, strict=True)}}
     run = run_context_for(t.pipeline)
     if t.stop_after_failure and run.on_cluster:  # kfp-local: the backend itself starts nothing new
         refuse_after_failure(run, node)
@@ -221,6 +221,9 @@ def node_inputs_of(t: NodeTask, args: dict[str, Any]) -> dict[str, Any]:
     inputs: dict[str, Any] = {}
     for port in step.inputs:
         raw = args.get(names_in[port.name])
+        if port.name in t.map_zipped:  # il.zip: this iteration's element, from the enumerated item
+            inputs[port.name] = from_jsonable(raw, port.type)
+            continue
         if port.name not in declared or (raw is None and port.name not in bindings):
             inputs[port.name] = from_jsonable(port.default, port.type) if port.has_default else None
             continue

@@ -43,22 +43,82 @@ _ENUMERATE_SOURCE = (
 )
 
 
-def _enumerate_component(image: str, carried: dict[str, TypeSpec] | None = None) -> Any:
+LIST, TEXT, TEXTS = "list", "text", "texts"  # how a list reaches the enumerate task (list_form)
+
+
+def list_form(spec: PipelineSpec, b: Any) -> str:
+    """How the KFP value of a list binding travels: a KFP list (LIST), the list's JSON text (TEXT:
+    an Optional element, a tolerant map's output) or a list of JSON texts (TEXTS: ``dsl.Collected``
+    of per-item outputs that travel as text)."""
+    from interlock.core.model.graph import binding_type
+    from interlock.core.model.spec import Binding, BindingKind
+
+    from .component import collected_text
+    from .types import json_text
+
+    if b.kind is not BindingKind.OUTPUT:
+        return LIST
+    src = binding_type(spec, Binding.of_output(b.node or "", b.port or ""))
+    if src is None or b.field:
+        return LIST
+    if collected_text(spec, b.node or "", src):
+        return TEXTS
+    return TEXT if json_text(src) else LIST
+
+
+def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | None = None, zipped: int = 0,
+                         forms: tuple[str, ...] = ()) -> Any:
+    """``zipped``: how many more lists (il.zip) go into each pair, as ``"zip": [w0, w1, ...]``
+    (the lists must have one length); ``carried``: see carried_inputs; ``forms``: each list's
+    ``list_form`` (the item's first; all LIST if empty). Elements that travel as JSON text stay
+    text in the record (kfp.local cannot pass a list of dicts holding a null), listed by index
+    under ``"text"``; ``unpack_item`` decodes them.
+
+    Named for its map node (``<node>_enumerate_items``): KFP names a task after its component,
+    per DAG, and kfp-local tells the map its list's length by the task's name, so two maps of
+    one step (one in a sub-pipeline) must not share it.
+    """
     from kfp import dsl
 
     from .component import _function_from_source
+    from .names import identifier
     from .types import kfp_type
 
-    source, filename = _ENUMERATE_SOURCE, "<interlock-kfp enumerate-items>"
-    if carried:  # kfp-local only: see carried_inputs
-        keys = [carried_key(k) for k in range(len(carried))]
-        args = "".join(f", {key}: {kfp_type(t).parameter}" for key, t in zip(keys, carried.values(), strict=True))
-        pairs = "".join(f", {key!r}: {key}" for key in keys)
-        source = (f"def enumerate_items(items: list{args}) -> list:\n"
-                  f"    return [{{'index': i, 'item': v{pairs}}} for i, v in enumerate(items)]\n")
-        filename = f"<interlock-kfp enumerate-items carrying {list(carried)}>"
-    fn = _function_from_source(source, "enumerate_items", filename)
+    fname = f"{identifier(node)}_enumerate_items"
+    forms = forms or (LIST,) * (zipped + 1)
+    if not carried and not zipped and forms[0] == LIST:
+        source = _ENUMERATE_SOURCE.replace("def enumerate_items(", f"def {fname}(", 1)
+        return dsl.component(_function_from_source(source, fname, "<interlock-kfp enumerate-items>"),
+                             base_image=image, install_kfp_package=False)
+    carried = carried or {}
+    keys = [carried_key(k) for k in range(len(carried))]
+    lists = [zip_key(k) for k in range(zipped)]
+    kinds = {LIST: "list", TEXT: "str", TEXTS: "list"}
+    args = "".join(f", {z}: {kinds[f]}" for z, f in zip(lists, forms[1:], strict=True))
+    args += "".join(f", {key}: {kfp_type(t).parameter}" for key, t in zip(keys, carried.values(), strict=True))
+    pairs = "".join(f", {key!r}: {key}" for key in keys)
+    check = "    import json\n" if TEXT in forms else ""
+    for name, f in zip(["items", *lists], forms, strict=True):
+        if f == TEXT:  # the list's JSON text -> one JSON text per element
+            check += f"    {name} = [json.dumps(v) for v in json.loads({name})]\n"
+    texts = [k for k, f in enumerate(forms) if f != LIST]
+    if texts:
+        pairs += f", 'text': {texts!r}"
+    if zipped:  # the zip of KFP's own samples: one list of records, each input from its field
+        names = ", ".join(["items", *lists])
+        pairs += ", 'zip': [" + ", ".join(f"{z}[i]" for z in lists) + "]"
+        check += (f"    lengths = [len(x) for x in ({names},)]\n"
+                 "    if len(set(lengths)) > 1:\n"
+                 "        raise ValueError(f'il.zip over lists of different lengths {lengths}')\n")
+    source = (f"def {fname}(items: {kinds[forms[0]]}{args}) -> list:\n{check}"
+              f"    return [{{'index': i, 'item': v{pairs}}} for i, v in enumerate(items)]\n")
+    filename = f"<interlock-kfp enumerate-items zipping {zipped} carrying {list(carried)} of {list(forms)}>"
+    fn = _function_from_source(source, fname, filename)
     return dsl.component(fn, base_image=image, install_kfp_package=False)
+
+
+def zip_key(k: int) -> str:
+    return f"z{k}"
 
 
 CARRIED = "\0carried"  # among the values _task reads: broadcast port -> the loop item's field
@@ -85,7 +145,7 @@ def carried_inputs(spec: PipelineSpec, node_name: str, declared: dict[str, TypeS
     node = spec.node(node_name)
     assert node.map is not None
     return {port: declared[port] for port, b in node.inputs
-            if port != node.map.item and port in declared and b.kind in (BindingKind.OUTPUT, BindingKind.ONE_OF)
+            if port not in node.map.ports and port in declared and b.kind in (BindingKind.OUTPUT, BindingKind.ONE_OF)
             and not kfp_type(declared[port]).is_artifact}
 
 
@@ -247,18 +307,21 @@ def collect(spec: PipelineSpec, node_name: str, task: Any, image: str) -> Any:
 
 
 def open_loop(spec: PipelineSpec, node_name: str, items: Any, image: str,
-              carried: dict[str, tuple[Any, TypeSpec]] | None = None) -> Any:
+              carried: dict[str, tuple[Any, TypeSpec]] | None = None, zipped: tuple[Any, ...] = ()) -> Any:
     """Enter ``ParallelFor`` over the enumerated list; returns (context manager, loop item, the
     enumerate task). ``carried``: broadcast port -> (its KFP channel, its type), put into each
-    item (``carried_inputs``)."""
+    item (``carried_inputs``); ``zipped``: the other lists of an il.zip, in ``MapSpec.zipped`` order."""
     from kfp import dsl
 
     check(spec, node_name)
     m = spec.node(node_name).map
     assert m is not None
     carried = carried or {}
-    enum = _enumerate_component(image, {p: t for p, (_, t) in carried.items()})(
-        items=items, **{carried_key(k): v for k, (v, _) in enumerate(carried.values())})
+    node = spec.node(node_name)
+    forms = tuple(list_form(spec, node.bindings[p]) for p in m.ports)
+    enum = _enumerate_component(node_name, image, {p: t for p, (_, t) in carried.items()}, len(zipped), forms)(
+        items=items, **{carried_key(k): v for k, (v, _) in enumerate(carried.values())},
+        **{zip_key(k): v for k, v in enumerate(zipped)})
     enum.set_display_name(f"{node_name}-{ENUMERATE}")
     enum.set_caching_options(enable_caching=False)
     loop = dsl.ParallelFor(enum.output, parallelism=m.concurrency or 0, name=f"{node_name}-map")
@@ -314,9 +377,15 @@ def stopped(state: Any, node: str) -> bool:
     )
 
 
-def unpack_item(node: str, raw: Any) -> tuple[str, Any]:
-    """The shim's node name for this iteration and its item (still in its JSON form)."""
+def unpack_item(node: str, raw: Any) -> tuple[str, Any, list[Any]]:
+    """The shim's node name for this iteration, its item and (il.zip) the other lists' elements,
+    still in their JSON form."""
     pair = raw if isinstance(raw, dict) else {}
     if "index" not in pair or "item" not in pair:
         raise ValueError(f"node {node!r}: expected an enumerated item {{'index': i, 'item': v}}, got {raw!r}")
-    return item_node(node, int(pair["index"])), pair["item"]
+    import json
+
+    values = [pair["item"], *pair.get("zip", ())]
+    for k in pair.get("text", ()):  # elements that travelled as JSON text (_enumerate_component)
+        values[int(k)] = json.loads(values[int(k)])  # a KFP struct makes every number a float
+    return item_node(node, int(pair["index"])), values[0], values[1:]

@@ -194,6 +194,10 @@ class _TaskObserver:
             mapped = self.task_names.get(ENUMERATED + task_name)
             if mapped is not None and isinstance((outputs or {}).get("Output"), list):
                 self.sizes[mapped] = len(outputs["Output"])  # the map report counts every item
+            elif mapped is not None and task_status != status.Status.SUCCESS:  # il.zip of unequal lists
+                now = time.time()
+                self.records[mapped] = TaskRecord(mapped, Status.FAILED, {}, {}, False, now, now)
+                self.failed_tasks.append(task_name)
             return outputs, task_status
         try:
             inputs = OrchestratorUtils.make_task_arguments(kw["task_spec"].inputs, kw["io_store"])

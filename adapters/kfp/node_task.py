@@ -44,6 +44,7 @@ class NodeTask:
     # failure_policy="stop" (core/model/failure_policy.py): on a cluster, KFP starts every task
     # that does not depend on a failure, so the task itself refuses to start after one.
     stop_after_failure: bool = False
+    map_zipped: tuple[str, ...] = ()  # il.zip: the other mapped ports, their elements in the item
 
     @classmethod
     def of(cls, spec: PipelineSpec, node: str, declared: dict[str, TypeSpec] | None = None) -> NodeTask:
@@ -54,7 +55,7 @@ class NodeTask:
         return cls(
             pipeline=spec.name, node=node, step=spec.step_of(n), bindings=n.bindings,
             declared=declared if declared is not None else declared_inputs(spec, node), map_item=n.map.item if n.map is not None else None,
-            map_tolerant=bool(n.map is not None and n.map.tolerant),
+            map_tolerant=bool(n.map is not None and n.map.tolerant), map_zipped=n.map.zipped if n.map is not None else (),
             stop_after_failure=spec.failure_policy == STOP,
         )
 
@@ -69,6 +70,7 @@ class NodeTask:
             **({"map_item": self.map_item} if self.map_item is not None else {}),
             **({"map_tolerant": True} if self.map_tolerant else {}),
             **({"stop": True} if self.stop_after_failure else {}),
+            **({"map_zipped": list(self.map_zipped)} if self.map_zipped else {}),
         }
 
     def dumps(self) -> str:
@@ -105,6 +107,7 @@ class NodeTask:
             declared={k: TypeSpec.from_json(t) for k, t in d["declared"].items()},
             map_item=d.get("map_item"), map_tolerant=bool(d.get("map_tolerant", False)),
             stop_after_failure=bool(d.get("stop", False)),
+            map_zipped=tuple(d.get("map_zipped", ())),
         )
 
 

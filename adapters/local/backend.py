@@ -73,6 +73,7 @@ class LocalBackend:
                 "branch.value": "native (the value of the branch that ran)",
                 "map": "native (threads, at most `concurrency` items at once; each item through the shim)",
                 "map.tolerate": "native (shim: failed items are None, their indices in RunResult.maps)",
+                "map.zip": "native (element i of each list to its input; lists of different lengths fail the map)",
                 "fan_in": NATIVE,
                 "finally": "native (runs last, with the body's il.RunStatus)",
                 "subpipeline": "native (the inner steps run as steps named <call>.<step>)",
@@ -134,7 +135,9 @@ class LocalBackend:
             if node.map is not None:  # il.map: one shim run per item (fanout.py)
                 options.emit(node.name, "started", "")
                 mapped = run_map(spec, node, inputs, run, cache, options)
-                seen[node.name], maps[node.name] = mapped.seen, mapped.report
+                seen[node.name] = mapped.seen
+                if mapped.report is not None:
+                    maps[node.name] = mapped.report
                 if mapped.outputs is None:
                     failed, halted = True, halted or mapped.seen.status is Status.STOPPED
                     if downstream is not None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from interlock.core.backend.protocol import RunOptions
 from interlock.core.base.errors import StepFailed, StepStopped
-from interlock.core.base.status import Status
+from interlock.core.base.status import FailureKind, Status
 from interlock.core.model.codecs import from_jsonable, json_text
 from interlock.core.model.fanout import item_node
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
@@ -53,8 +53,15 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
     assert node.map is not None
     m = node.map
     step = spec.step_of(node)
-    items = list(inputs[m.item])
-    n = len(items)
+    # Each item: one element of every mapped list (il.zip maps several, element i of each).
+    lists = {p: list(inputs[p]) for p in m.ports}
+    lengths = {p: len(v) for p, v in lists.items()}
+    if len(set(lengths.values())) > 1:  # no item runs, as on Flyte (its array node refuses the lists)
+        error = StepFailed(node.name, FailureKind.FATAL, f"il.zip over lists of different lengths {lengths}",
+                           hint="zip lists of one length", pipeline=spec.name)
+        return MapRun(None, Seen(Status.FAILED, error=error), None)  # no item ran: no map report
+    n = lengths[m.item]
+    items = [{p: v[i] for p, v in lists.items()} for i in range(n)]
     results: list[dict[str, Any] | None] = [None] * n
     errors: dict[int, StepFailed] = {}
     stop = threading.Event()
@@ -79,7 +86,7 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             with lock:
                 running.pop(i, None)
 
-    finished = Finished(options.run_dir / "values" / node.name, step, m.item, inputs)
+    finished = Finished(options.run_dir / "values" / node.name, step, m.ports, inputs)
 
     def run_item(i: int) -> None:
         name = item_node(node.name, i)
@@ -88,7 +95,7 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             results[i] = earlier
             options.emit(name, Status.SUCCEEDED, "done in an earlier attempt of this run")
             return
-        item_inputs = {**inputs, m.item: items[i]}
+        item_inputs = {**inputs, **items[i]}
         key = cache_key(step, item_inputs) if use_cache else None
         hit = cache.get(step, key) if key else None
         if hit is not None and key:
@@ -194,12 +201,12 @@ class Finished:
 
     FILE = "finished.jsonl"
 
-    def __init__(self, folder: Path, step: StepSpec, item: str, inputs: dict[str, Any]):
-        self.folder, self.step, self.item = folder, step, item
-        self.port = step.input(item)
+    def __init__(self, folder: Path, step: StepSpec, ports: tuple[str, ...], inputs: dict[str, Any]):
+        self.folder, self.step = folder, step
+        self.ports = [p for p in step.inputs if p.name in ports]
         # Hashed once for the map, not once per item: a broadcast DataFrame is hashed one time.
         self.base = json.dumps({"fingerprint": step.fingerprint, "inputs": {
-            p.name: value_hash(inputs.get(p.name, p.default), p.type) for p in step.inputs if p.name != item}},
+            p.name: value_hash(inputs.get(p.name, p.default), p.type) for p in step.inputs if p.name not in ports}},
             sort_keys=True)
         self.lock = threading.Lock()
         self.lines: dict[int, dict[str, Any]] = {}
@@ -212,11 +219,12 @@ class Finished:
                     continue
                 self.lines[line["i"]] = line
 
-    def key(self, value: Any) -> str:
-        assert self.port is not None
-        return hashlib.sha256((self.base + value_hash(value, self.port.type)).encode()).hexdigest()
+    def key(self, value: dict[str, Any]) -> str:
+        """``value``: the item's element of each mapped list, by port."""
+        own = "".join(value_hash(value[p.name], p.type) for p in self.ports)
+        return hashlib.sha256((self.base + own).encode()).hexdigest()
 
-    def earlier(self, i: int, value: Any, run: RunContext, name: str) -> dict[str, Any] | None:
+    def earlier(self, i: int, value: dict[str, Any], run: RunContext, name: str) -> dict[str, Any] | None:
         line = self.lines.get(i)
         if line is None or line["key"] != self.key(value):
             return None

@@ -173,7 +173,7 @@ def _describe(units: tuple[Unit, ...], depth: int, lines: list[str]) -> None:
     for u in units:
         if isinstance(u, Step):
             m = u.node.map
-            lines.append(f"{pad}step {u.node.name}" + (f" (map over {m.item})" if m is not None else ""))
+            lines.append(f"{pad}step {u.node.name}" + (f" (map over {', '.join(m.ports)})" if m is not None else ""))
         elif isinstance(u, Block):
             lines.append(f"{pad}when {u.key}: {condition_of(u.gate).describe()}")
             _describe(u.units, depth + 1, lines)

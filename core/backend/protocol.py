@@ -46,7 +46,7 @@ FEATURES = (
     "finally.block",  # with il.finally_(step): ... around one block
     "subpipeline.finally",  # il.finally_ in a sub-pipeline's body: scoped to each call
     "secrets", "labels", "queue", "distributed", "schedule", "run",
-    "map", "map.tolerate", "fan_in",
+    "map", "map.tolerate", "map.zip", "fan_in",  # map.zip: il.map(step, over=il.zip(a=xs, b=ys))
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
     "failure_policy.stop", "failure_policy.continue",  # il.pipeline(failure_policy=...)
     "on_failure",  # il.on_failure: a finally step that runs only when its scope failed
@@ -251,6 +251,8 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
             mark("map", node.name)
             if node.map.tolerant:
                 mark("map.tolerate", node.name)
+            if node.map.zipped:
+                mark("map.zip", node.name)
         if any(b.kind == "list" for _, b in node.inputs):
             mark("fan_in", node.name)
     if spec.gates:

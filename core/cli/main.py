@@ -42,6 +42,7 @@ from interlock.core.model.types import TypeSpec
 from interlock.core.record.lineage import LineageProvider, lineage_provider
 from interlock.core.report.console import HEARTBEAT_S, RunConsole
 from interlock.core.run.env import EnvName
+from interlock.core.run.redact import Redactor
 from interlock.core.run.runtime import StopRequested
 
 EXIT_FAILED = 1
@@ -212,8 +213,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  served from cache: {', '.join(cached)}")
     if skipped:
         print(f"  skipped by a gate: {', '.join(skipped)}")
+    # Masked as the receipt masks them: an output may carry a parameter's secret or a URL password.
+    redactor = Redactor.for_values({**{p.name: p.default for p in spec.params if p.has_default}, **params})
     for name, value in result.outputs.items():
-        print(f"  {name}: {_fmt_value(value)}")
+        print(f"  {name}: {redactor.text(_fmt_value(value))}")
     print(f"  receipt: {result.receipt_path}")
     _print_report(result.receipt_path)
     return 0

@@ -286,7 +286,7 @@ class Builder:
                     ))
                 continue
             # il.map: the item input is bound to the whole list (core/model/fanout.py).
-            want = list_of(port.type) if map_spec is not None and port.name == map_spec.item else port.type
+            want = list_of(port.type) if map_spec is not None and port.name in map_spec.ports else port.type
             try:
                 bindings.append((port.name, self._bind(kwargs[port.name], name, port.name, want)))
             except PipelineDefinitionError as exc:

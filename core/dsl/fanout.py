@@ -15,6 +15,29 @@ if TYPE_CHECKING:
     from interlock.core.dsl.step import Step
 
 
+class Zip:
+    """``il.zip(a=xs, b=ys)``: lists mapped together, element ``i`` of each to its input."""
+
+    def __init__(self, lists: dict[str, Any]):
+        self.lists = lists
+
+    def __repr__(self) -> str:
+        return f"il.zip({', '.join(self.lists)})"
+
+
+def zip(**lists: Any) -> Zip:  # noqa: A001 - il.zip reads as Python's zip, by input name
+    """Lists to map together: ``il.map(step, over=il.zip(a=xs, b=ys))`` runs ``step(a=xs[i], b=ys[i])``
+    for each ``i``, as Python's ``zip`` pairs them (KFP: a ParallelFor over the zipped list, each
+    input from its field, ``item.a``; Flyte: an array node over both list inputs). The lists must
+    have one length: a map over lists of different lengths fails."""
+    if len(lists) < 2:
+        raise PipelineDefinitionError(
+            f"il.zip takes two lists or more, by input name; got {sorted(lists)}",
+            hint="il.map(step, over=il.zip(a=xs, b=ys)); over one list: il.map(step, over=xs)",
+        )
+    return Zip(lists)
+
+
 def map(  # noqa: A001 - il.map reads as the verb it is
     step: Step,
     over: Any,
@@ -28,7 +51,8 @@ def map(  # noqa: A001 - il.map reads as the verb it is
 
     ``over`` is a list: a pipeline parameter, a step output, or a list written here. Each
     element goes to the input named ``item`` (default: the one required input that
-    ``broadcast`` leaves unbound); ``broadcast`` inputs are the same for every item.
+    ``broadcast`` leaves unbound). ``over=il.zip(a=xs, b=ys)`` maps several lists together,
+    each to the input it is named for; ``broadcast`` inputs are the same for every item.
     ``concurrency`` bounds how many items run at once. ``tolerate`` lets up to that many
     items (an int) or that fraction of them (a float in (0, 1)) fail: their elements are
     None (the output is ``list[Optional[T]]``) and the failed indices are reported.
@@ -40,9 +64,21 @@ def map(  # noqa: A001 - il.map reads as the verb it is
     if builder is None:
         raise PipelineDefinitionError("il.map is only meaningful inside an @il.pipeline function")
     if not isinstance(step, StepClass):
+        from interlock.core.dsl.pipeline import Pipeline
+
+        if isinstance(step, Pipeline):  # a loop body of several steps (KFP ParallelFor over a block)
+            raise PipelineDefinitionError(
+                f"il.map over a sub-pipeline ({step.name!r}) is not supported yet: il.map takes an @il.step",
+                pipeline=builder.name,
+                hint="map each step of the body in turn, each over the list the previous map returned (element i "
+                "of each list belongs to item i; il.map(step, over=il.zip(a=xs, b=ys)) when a step reads two), "
+                "or make the body one @il.step",
+            )
         raise PipelineDefinitionError(f"il.map takes an @il.step, got {step!r}", pipeline=builder.name)
     spec = step.spec
     node = step._node_name or spec.name
+    if isinstance(over, Zip):
+        return _map_zip(builder, step, over, item, concurrency, tolerate, broadcast)
     if item is None:
         free = [p.name for p in spec.inputs if p.name not in broadcast and not p.has_default]
         if len(free) != 1:
@@ -61,6 +97,28 @@ def map(  # noqa: A001 - il.map reads as the verb it is
 
     check_map(builder.name, node, spec, m, None)
     return builder.add_node(step, {**broadcast, item: over}, step._node_name, map_spec=m)
+
+
+def _map_zip(builder: Builder, step: Step, over: Zip, item: str | None, concurrency: int | None, tolerate: float,
+             broadcast: dict[str, Any]) -> Any:
+    spec = step.spec
+    node = step._node_name or spec.name
+    ports = list(over.lists)
+    if item is not None:
+        raise PipelineDefinitionError(
+            f"il.map(item={item!r}) with over=il.zip(...): the zip names the inputs already",
+            pipeline=builder.name, step=node, hint=f"drop item=; il.zip({', '.join(f'{p}=...' for p in ports)})",
+        )
+    both = [p for p in ports if p in broadcast]
+    if both:
+        raise PipelineDefinitionError(
+            f"input {both[0]!r} is both zipped and a broadcast argument", pipeline=builder.name, step=node, port=both[0]
+        )
+    m = MapSpec(ports[0], concurrency, tolerate, tuple(ports[1:]))
+    from interlock.core.model.fanout import check_map
+
+    check_map(builder.name, node, spec, m, None)
+    return builder.add_node(step, {**broadcast, **over.lists}, step._node_name, map_spec=m)
 
 
 def bind_list(builder: Builder, value: list[Any] | tuple[Any, ...], node: str, port: str, dst: TypeSpec) -> Binding:

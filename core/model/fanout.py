@@ -42,6 +42,8 @@ class MapSpec:
     item: str  # the input port that receives one item; its binding is the list
     concurrency: int | None = None  # at most this many items at once; None: the backend's default
     tolerate: float = 0  # failed items allowed: an int >= 1 (a count) or a fraction in (0, 1)
+    # il.zip: the other input ports bound to a list each, zipped with ``item``'s (same length)
+    zipped: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
@@ -53,6 +55,11 @@ class MapSpec:
                 f"il.map tolerate={t!r} is neither a count of failed items (an int >= 0) nor a fraction in (0, 1)",
                 hint="tolerate=2 allows two failed items; tolerate=0.1 allows 10% of them",
             )
+
+    @property
+    def ports(self) -> tuple[str, ...]:
+        """Every input port that takes one element per item (``item``, then the zipped ones)."""
+        return (self.item, *self.zipped)
 
     @property
     def tolerant(self) -> bool:
@@ -74,11 +81,13 @@ class MapSpec:
             out["concurrency"] = self.concurrency
         if self.tolerate:
             out["tolerate"] = self.tolerate
+        if self.zipped:
+            out["zip"] = list(self.zipped)
         return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MapSpec:
-        return cls(d["item"], d.get("concurrency"), d.get("tolerate", 0))
+        return cls(d["item"], d.get("concurrency"), d.get("tolerate", 0), tuple(d.get("zip", ())))
 
 
 # -- types -------------------------------------------------------------------------------------
@@ -142,21 +151,27 @@ def item_node(node: str, index: int) -> str:
 
 
 # -- validation --------------------------------------------------------------------------------
-def check_map(spec_name: str, node: str, step: Any, m: MapSpec, over: TypeSpec | None) -> None:
-    """A map must name a real input, iterate a typed list of its type, and have one output at most."""
-    port = step.input(m.item)
-    if port is None:
-        raise PipelineDefinitionError(
-            f"il.map item={m.item!r} is not an input; inputs are {[p.name for p in step.inputs]}",
-            pipeline=spec_name, step=node,
-        )
-    if over is not None and over.kind is TypeKind.ARTIFACTS:
-        raise PipelineDefinitionError(
-            f"il.map over a list of artifacts ({over.describe()}) cannot fan out on KFP (ParallelFor iterates "
-            "parameters only)",
-            pipeline=spec_name, step=node, port=m.item,
-            hint="map over a list of ids/paths (str) and load each item inside the step",
-        )
+def check_map(spec_name: str, node: str, step: Any, m: MapSpec, over: TypeSpec | dict[str, TypeSpec | None] | None
+              ) -> None:
+    """A map must name real inputs, iterate typed lists of their types, and have one output at most.
+    ``over``: the type of the list bound to the item port, or (a zip) each mapped port's."""
+    overs = over if isinstance(over, dict) else {m.item: over}
+    for name in m.ports:
+        if step.input(name) is None:
+            raise PipelineDefinitionError(
+                f"il.map item={name!r} is not an input; inputs are {[p.name for p in step.inputs]}",
+                pipeline=spec_name, step=node,
+            )
+        t = overs.get(name)
+        if t is not None and t.kind is TypeKind.ARTIFACTS:
+            raise PipelineDefinitionError(
+                f"il.map over a list of artifacts ({t.describe()}) cannot fan out on KFP (ParallelFor iterates "
+                "parameters only)",
+                pipeline=spec_name, step=node, port=name,
+                hint="map over a list of ids/paths (str) and load each item inside the step",
+            )
+    if len(set(m.ports)) != len(m.ports):
+        raise PipelineDefinitionError(f"il.map maps input(s) twice: {list(m.ports)}", pipeline=spec_name, step=node)
     if len(step.outputs) > 1:
         raise PipelineDefinitionError(
             f"il.map of a step with several outputs ({[p.name for p in step.outputs]}): Flyte's map_task "

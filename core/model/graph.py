@@ -129,7 +129,7 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
             if b.kind is not BindingKind.CONST and src is None:
                 raise PipelineDefinitionError(f"{b.describe()} does not exist", pipeline=name, step=n.name, port=pname)
             want = target.type
-            if n.map is not None and pname == n.map.item:
+            if n.map is not None and pname in n.map.ports:
                 want = fanout.list_of(target.type)  # the item input is bound to the whole list
             if src is not None and not assignable(src, want):
                 raise PipelineDefinitionError(
@@ -137,8 +137,8 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
                     pipeline=name, step=n.name, port=pname,
                 )
         if n.map is not None:
-            fanout.check_map(name, n.name, step, n.map, binding_type(spec, n.bindings[n.map.item])
-                             if n.map.item in bound else None)
+            fanout.check_map(name, n.name, step, n.map, {
+                p: binding_type(spec, n.bindings[p]) if p in bound else None for p in n.map.ports})
         if n.gate is not None and n.gate not in gate_ids:
             raise PipelineDefinitionError(f"unknown gate {n.gate!r}", pipeline=name, step=n.name)
     for g in spec.gates:

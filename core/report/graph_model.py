@@ -128,14 +128,16 @@ def _resources_tip(step: StepSpec) -> str:
 
 def _map_line(node: Node) -> str:
     assert node.map is not None
-    over = node.bindings.get(node.map.item)
-    what = _source(over) if over is not None else node.map.item
+    whats = []
+    for port in node.map.ports:
+        over = node.bindings.get(port)
+        whats.append(f"{port} over {_source(over) if over is not None else port}")
     extra = []
     if node.map.concurrency:
         extra.append(f"{node.map.concurrency} at once")
     if node.map.tolerate:
         extra.append(f"tolerate {node.map.tolerate:g}")
-    return f"map {node.map.item} over {what}" + (f" ({', '.join(extra)})" if extra else "")
+    return "map " + ", ".join(whats) + (" (zipped)" if node.map.zipped else "") + (f" ({', '.join(extra)})" if extra else "")
 
 
 def _source(b: Binding) -> str:

@@ -49,7 +49,7 @@ def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outp
         if port is None:
             raise PipelineDefinitionError("unknown argument", pipeline=spec.name, step=node_name, port=name)
         t = port.type
-        if node.map is not None and name == node.map.item:
+        if node.map is not None and name in node.map.ports:
             t = list_of(port.type)
         values[name] = resolve(b, params, outputs, t)
     for port in step.inputs:

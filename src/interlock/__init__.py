@@ -34,7 +34,7 @@ _EXPORTS = {
     "CheckpointStore": "checkpoint.checkpointer",
     "branch_value": "dsl.branches", "elif_": "dsl.branches", "otherwise": "dsl.branches",
     "when": "dsl.build",
-    "map": "dsl.fanout",
+    "map": "dsl.fanout", "zip": "dsl.fanout",
     "finally_": "dsl.finally_", "on_failure": "dsl.finally_",
     "GateDecision": "dsl.gates", "champion_gate": "dsl.gates",
     "Pipeline": "dsl.pipeline", "pipeline": "dsl.pipeline", "spec": "dsl.pipeline",
@@ -107,6 +107,7 @@ __all__ = [
     "spec",
     "step",
     "when",
+    "zip",
 ]
 
 if TYPE_CHECKING:  # type checkers and IDEs see every name as if imported here
@@ -128,7 +129,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see every name as if imported here
     from interlock.core.checkpoint.store import CheckpointStore
     from interlock.core.dsl.branches import branch_value, elif_, otherwise
     from interlock.core.dsl.build import when
-    from interlock.core.dsl.fanout import map
+    from interlock.core.dsl.fanout import map, zip
     from interlock.core.dsl.finally_ import finally_, on_failure
     from interlock.core.dsl.gates import GateDecision, champion_gate
     from interlock.core.dsl.pipeline import Pipeline, pipeline, spec

@@ -300,3 +300,33 @@ def resume_tolerant(xs: list[int] = [1, 2, 3, -4, -5]):  # noqa: B006 - recorded
 @il.pipeline(name="fan-resume-strict")
 def resume_strict(xs: list[int] = [1, -2]):  # noqa: B006 - recorded, never mutated
     return listing(parts=il_map(nonneg, over=xs))
+
+
+@il.step
+def kept_optional(parts: list[int | None]) -> list[int | None]:
+    return list(parts)
+
+
+@il.pipeline(name="fan-into-optional-list")
+def into_optional_list(n: int = 3):
+    # A list[int] (a step's, a map's) into a list[int | None] input, as Python typing allows.
+    return kept_optional(parts=numbers(n=n)), kept_optional.named("kept-map")(parts=il_map(scale, over=numbers.named(
+        "numbers-b")(n=n), factor=2))
+
+
+@il.step
+def maybe_double(x: int) -> int | None:
+    return None if x == 2 else 2 * x
+
+
+@il.step
+def plus(a: int, b: int | None) -> int:
+    return a + (b or 0)
+
+
+@il.pipeline(name="fan-over-optional-lists")
+def over_optional_lists(xs: list[int] = [1, 2, 3]):  # noqa: B006 - recorded, never mutated
+    # A map over a map's Optional outputs, and over a tolerant map's output (None at failed items).
+    optional = il_map(plus, over=il_map(maybe_double, over=xs), item="b", a=1)
+    tolerated = il_map(plus.named("plus-tolerated"), over=il_map(fragile, over=[1, 4, 2], tolerate=0.5), item="b", a=1)
+    return optional, tolerated

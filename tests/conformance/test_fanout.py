@@ -510,3 +510,29 @@ def test_resuming_a_failed_map_with_a_shorter_list_runs_it(backend: str, tmp_pat
     assert again.succeeded, again.error
     _exact(again.outputs["o0"], [1])
     assert (again.maps["nonneg"].items, again.maps["nonneg"].failed) == (1, [])
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_a_list_feeds_a_list_of_optionals_on_every_backend(backend: str, tmp_path: Path) -> None:
+    # KFP compile refused it: the input travelled as JSON text, the producer's output as a KFP list.
+    r = _run(fp.into_optional_list, backend, tmp_path)
+    assert r.succeeded, r.error
+    _exact(r.outputs["o0"], [1, 2, 3])
+    _exact(r.outputs["o1"], [2, 4, 6])
+
+
+def test_kfp_compiles_a_list_into_a_list_of_optionals(tmp_path: Path) -> None:
+    pytest.importorskip("kfp")
+    import yaml
+
+    doc = next(yaml.safe_load_all(_kfp_ir(tmp_path, "o", fp.into_optional_list)))
+    assert doc["components"]["comp-kept-optional"]["inputDefinitions"]["parameters"]["parts"]["parameterType"] == "LIST"
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_a_map_over_a_list_holding_nones_gets_each_none(backend: str, tmp_path: Path) -> None:
+    # kfp compile refused the tolerant map's output as the loop's list (JSON text into a KFP list).
+    r = _run(fp.over_optional_lists, backend, tmp_path)
+    assert r.succeeded, r.error
+    _exact(r.outputs["o0"], [3, 1, 7])
+    _exact(r.outputs["o1"], [11, 1, 21])

@@ -17,6 +17,7 @@ EXAMPLES = {
     "parallelfor_artifacts": "artifacts_pipeline",
     "map_task_partial": "map_workflow",
     "map_over_step_output": "loop_output",
+    "map_zip": "orders",
 }
 RUNNABLE = backend_params()
 

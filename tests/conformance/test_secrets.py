@@ -74,9 +74,10 @@ def test_a_url_password_in_a_pipeline_output_is_not_an_mlflow_tag(tmp_path: Path
     proc = _run(tmp_path, backend, "url_output")
     assert proc.returncode == 0, proc.stderr
     assert _leaks(tmp_path, sp.URL_PASSWORD) == [], proc.stdout
+    assert sp.URL_PASSWORD not in proc.stdout + proc.stderr  # the CLI's outputs lines too
     probe = subprocess.run([sys.executable, "-m", "conformance.mlflow_probe", str(tmp_path / "mlflow"), "url-output"],
                            capture_output=True, text=True, timeout=120)
-    assert probe.returncode == 0, probe.stderr
+    assert probe.returncode == 0, f"{probe.stderr}\nthe run said:\n{proc.stderr[-3000:]}"
     (run,) = json.loads(probe.stdout)
     assert run["tags"]["interlock.output.o0"] == "postgres://***redacted***@db/x"
 
