@@ -44,12 +44,7 @@ LEFT_OUT: dict[str, dict[str, str]] = {
     },
 }
 
-KNOWN_BUGS: dict[str, dict[str, str]] = {
-    "map.empty": {
-        "kfp-local": "kfp.local (2.17) cannot read dsl.Collected of a ParallelFor with no iterations: "
-        "'task for-loop-1 not found'",
-    },
-}
+KNOWN_BUGS: dict[str, dict[str, str]] = {}
 
 
 @cache

@@ -45,7 +45,7 @@ from .entry import to_value
 from .fanout import ENUMERATED, collected_output, kfp_local_globals_kept, stopped
 from .finally_task import with_finally
 from .lineage import record_lineage
-from .local_policy import LocalPolicy, driven
+from .local_policy import LocalPolicy, driven, loop_tasks
 from .output import TaskOutput, kfp_output
 from .policies import KfpLocalOptions, KfpOptions
 from .types import encode, json_text
@@ -473,7 +473,7 @@ class KfpLocalRun:
         }
         crashed: Exception | None = None
         with exported(env), observer.installed(), _stops_reach_the_task(observer), warnings.catch_warnings(), \
-                kfp_local_globals_kept(), kfp_output(), driven(observer.policy):
+                kfp_local_globals_kept(), kfp_output(), driven(observer.policy, loop_tasks(built.pipeline)):
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:

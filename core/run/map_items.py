@@ -69,8 +69,8 @@ def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None
     frags = item_fragments(state, node.name)
     if items is not None:  # a resumed run's list may be shorter: an earlier attempt's extra items are not its own
         frags = {i: f for i, f in frags.items() if i < items}
-    if not frags and not items:
-        return None
+    if not frags and items is None:
+        return None  # an empty list (items == 0) is a map that ran, and succeeded
     n = items if items is not None else max(frags) + 1
     failed = [i for i, f in frags.items() if f.status is Status.FAILED]
     cached = [i for i, f in frags.items() if f.status is Status.CACHED]

@@ -161,7 +161,7 @@ def test_kfp_refuses_a_tolerant_map_of_artifacts(tmp_path: Path) -> None:
         il.compile(fp.tolerant_datasets, backend="kfp", out=tmp_path / "t.yaml")
 
 
-@pytest.mark.parametrize("backend", backend_params("map.empty"))
+@pytest.mark.parametrize("backend", backend_params())
 def test_an_empty_list_maps_to_an_empty_list(backend: str, tmp_path: Path) -> None:
     r = _run(fp.over_empty, backend, tmp_path, n=0)
     assert r.succeeded, r.error

@@ -482,7 +482,11 @@ def test_a_backend_that_can_run_joins_the_tests_lists_of_backends(monkeypatch: p
         assert "toy-compiler" not in tested.runnable_backends()  # compile-only: it cannot run
         assert "toy" in tested.runnable_backends("gates") and "toy" not in tested.runnable_backends("condition.or")
         assert "toy" not in tested.runnable_backends("resume=emulated")
-        assert [p.values[0] for p in tested.backend_params("map.empty")] == tested.runnable_backends()
+        monkeypatch.setitem(tested.KNOWN_BUGS, "toy.bug", {"toy": "a bug of the toy's library"})
+        params = {p.values[0]: p for p in tested.backend_params("toy.bug")}
+        assert list(params) == tested.runnable_backends()
+        assert [m.kwargs["reason"] for m in params["toy"].marks] == ["a bug of the toy's library"]
+        assert not params[tested.REFERENCE].marks
         with pytest.raises(ValueError, match="unknown need 'no-such-feature'"):
             tested.runnable_backends("no-such-feature")
     finally:
