@@ -53,8 +53,12 @@ def register_model(reg: Any, model_name: str, model_dir: Path, **register_kw: An
     """Register ``model_dir`` (written by ``fraud_model.save_model_dir``) as a pyfunc version."""
     import shutil
     import tempfile
+    import warnings
 
-    with tempfile.TemporaryDirectory(prefix="fraud-code-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fraud-code-") as tmp, warnings.catch_warnings():
+        # MLflow warns that an integer column cannot hold a missing value: the schema
+        # (fraud_schema.py) says these columns have none, so the signature keeps them integers.
+        warnings.filterwarnings("ignore", message=r"Hint: Inferred schema contains integer column")
         package = Path(tmp) / PACKAGE_DIR.name
         package.mkdir()
         for name in MODEL_MODULES:
