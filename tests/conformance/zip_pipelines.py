@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import interlock as il
+from conformance.fanout_pipelines import maybe_double, plus  # the same steps over zipped lists
 
 
 @il.step
@@ -77,16 +78,6 @@ def in_sub_and_branch(qs: list[int] = [1, 2], ps: list[float] = [2.0, 3.0], go: 
     with il.when(go):
         order_total(lines=il.map(line_total, over=il.zip(quantity=qs, price=ps), shipping=0.0))
     return inside
-
-
-@il.step
-def maybe_double(x: int) -> int | None:
-    return None if x == 2 else 2 * x
-
-
-@il.step
-def plus(a: int, b: int | None) -> int:
-    return a + (b or 0)
 
 
 @il.pipeline(name="zip-optional-lists")
