@@ -263,13 +263,15 @@ class MlflowTracker:
         return mlflow_run
 
     def run_finished(self, run: TrackedRun, result: RunResult | None, error: BaseException | None) -> None:
-        from mlflow.entities import RunTag
-
         from interlock.core.run.metrics import read_points
 
         thread = self._threads.pop(run.run_id, None)
         if thread is not None:
             thread.join()
+        # Only now: while the start thread is still importing MLflow, an import here can meet
+        # its modules half-initialised ("cannot import name 'Run' from partially initialized
+        # module 'mlflow.entities'") and neither end of the run is recorded. A short run did.
+        from mlflow.entities import RunTag
         note = self._read_note(run)
         mlflow_run = note.get("mlflow_run_id")
         if not mlflow_run:
