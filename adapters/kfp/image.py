@@ -46,15 +46,14 @@ def _version(dist: str, fallback: str) -> str:
 
 def interlock_source() -> Path | None:
     """Where this interlock was installed from (a folder or a wheel), None when from an index."""
-    try:
-        text = metadata.distribution("interlock").read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return None
-    if not text:
-        return None
-    url = json.loads(text).get("url", "")
-    parsed = urlparse(url)
-    return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
+    # Every record of the distribution, not the first: in interlock's own checkout the root's
+    # interlock.egg-info (an editable install's build output) comes first and has no origin.
+    for dist in metadata.distributions(name="interlock"):
+        text = dist.read_text("direct_url.json")
+        if text:
+            parsed = urlparse(json.loads(text).get("url", ""))
+            return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
+    return None
 
 
 def requirements(spec: PipelineSpec, extra: tuple[str, ...] | list[str] = (), *, interlock_line: bool = True) -> list[str]:
