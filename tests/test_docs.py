@@ -37,7 +37,7 @@ def test_a_block_tested_elsewhere_names_a_test_that_reads_its_doc(block: Block) 
 
 
 @pytest.mark.parametrize("block", [b for b in ALL if b.info == "fragment"], ids=lambda b: b.id)
-def test_a_fragment_is_python_where_it_is_whole_lines(block: Block) -> None:
+def test_a_fragment_is_not_empty(block: Block) -> None:
     assert block.code.strip(), f"{block.id}: an empty block"
 
 
