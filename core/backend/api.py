@@ -38,6 +38,7 @@ from interlock.core.record.run_data import record_spec
 from interlock.core.record.trackers import TrackedRun, tracked
 from interlock.core.report.console import RunConsole
 from interlock.core.run.env import EnvName, run_dir_under, state_dir_of
+from interlock.core.run.exporters import exporting
 from interlock.core.run.state import RunState, lock_run
 
 
@@ -53,6 +54,7 @@ def run(
     options: BackendOptions | Mapping[str, Any] | None = None,
     resume: str | None = None,
     checkpoint_store: str | None = None,
+    pushgateway: str | None = None,
     **params: Any,
 ) -> RunResult:
     """Run a pipeline on a backend and return its RunResult.
@@ -72,6 +74,9 @@ def run(
     ``resume``: the id of an earlier run in ``workdir`` to run again (``--resume`` in the
     CLI). Its stop markers are cleared; its checkpoints, cached outputs and the outputs of
     the steps that succeeded are kept (see docs/resuming.md).
+
+    ``pushgateway``: ``host:port`` of a Prometheus Pushgateway that gets each step's and the
+    run's metrics (default: ``$INTERLOCK_PUSHGATEWAY``; off when neither is set; docs/metrics.md).
 
     ``checkpoint_store``: where every step without its own ``CheckpointPolicy(store=...)``
     keeps checkpoints: a directory or a store URI such as ``s3://bucket/prefix`` (default:
@@ -130,8 +135,8 @@ def run(
     resuming = state.state_dir.is_dir()
     tracked_run = TrackedRun(spec, run_id, backend, workdir, state.state_dir, resolved, time.time(), resuming)
     t0 = time.monotonic()
-    with lock_run(run_options.run_dir, run_options.run_id), scratch.scope() as keep, tracked(tracked_run) as tracking, \
-            (console.watching(state.state_dir) if console else nullcontext()):
+    with exporting(pushgateway), lock_run(run_options.run_dir, run_options.run_id), scratch.scope() as keep, \
+            tracked(tracked_run) as tracking, (console.watching(state.state_dir) if console else nullcontext()):
         # scratch: Model.new() dirs, checkpoint restores are gone after the run (outputs kept)
         if resuming:  # a reused id is a resume: same run, same checkpoint keys
             resumed = state.resume()

@@ -102,6 +102,13 @@ class LineageUnavailable(InterlockError):
     code = "LINEAGE_UNAVAILABLE"
 
 
+class MetricsUnavailable(InterlockError):
+    """A metrics exporter is configured (INTERLOCK_PUSHGATEWAY...) but cannot be loaded or
+    its setting is malformed."""
+
+    code = "METRICS_UNAVAILABLE"
+
+
 class ValidationFailed(InterlockError):
     """Data failed a validation gate. FATAL: the run stops and nothing downstream runs.
 

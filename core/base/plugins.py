@@ -7,6 +7,7 @@ installed, or the extra that would make it importable. Core never imports a plug
     backends.get_backend("flyte")         group interlock.backends
     checkpoint.store_for_uri("s3://b/p")  group interlock.checkpoint_stores (by URI scheme)
     lineage.lineage_provider()            group interlock.lineage
+    run.exporters.configured()            group interlock.metrics (INTERLOCK_PUSHGATEWAY...)
 
 Tests and notebooks can add a plugin in-process with ``register`` (or by editing the dict
 that ``registry(group)`` returns); a registered object wins over an entry point of the
@@ -23,12 +24,14 @@ from interlock.core.base.errors import (
     CheckpointError,
     InterlockError,
     LineageUnavailable,
+    MetricsUnavailable,
 )
 
 __all__ = [
     "BACKENDS",
     "CHECKPOINT_STORES",
     "LINEAGE",
+    "METRICS",
     "PluginGroup",
     "installed",
     "create",
@@ -66,6 +69,11 @@ CHECKPOINT_STORES = PluginGroup(
 LINEAGE = PluginGroup(
     "interlock.lineage", "lineage provider", LineageUnavailable, "no lineage provider {name!r}",
     "lineage plugins register under the entry point group interlock.lineage (docs/lineage.md)",
+)
+
+METRICS = PluginGroup(
+    "interlock.metrics", "metrics exporter", MetricsUnavailable, "no metrics exporter {name!r}",
+    "the Prometheus exporters come with pip install 'interlock[prometheus]' (docs/metrics.md)",
 )
 
 _registered: dict[str, dict[str, Any]] = {}

@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -166,9 +167,15 @@ class Checkpointer:
                     else ""
                 ),
             )
+        t0 = time.perf_counter()
         info = self.store.save(self.key, files, step=step, metadata=meta)
+        self.wrote(time.perf_counter() - t0)
         self.committed(info)
         return info
+
+    def wrote(self, seconds: float) -> None:
+        """Called with how long each committed checkpoint took to write (``save``, and a
+        stream from its opening, the step's own serialization included); the shim counts it."""
 
     def committed(self, info: CheckpointInfo) -> None:
         """Called once a save (or a streamed write) has committed ``info``: starts the prune."""
@@ -392,6 +399,7 @@ class CheckpointWriter:
 
     def __init__(self, owner: Checkpointer, step: int | None, metadata: dict[str, Any]) -> None:
         self._owner = owner
+        self._began = time.perf_counter()
         begin = getattr(owner.store, "begin", None)
         if begin is not None:
             self._session: Any = begin(owner.key, step=step, metadata=metadata)
@@ -406,6 +414,7 @@ class CheckpointWriter:
     def commit(self) -> CheckpointInfo:
         info: CheckpointInfo = self._session.commit()
         self.info = info
+        self._owner.wrote(time.perf_counter() - self._began)
         self._owner.committed(info)
         return info
 

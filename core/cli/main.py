@@ -39,6 +39,7 @@ from interlock.core.dsl.loader import load_pipeline
 from interlock.core.model.codecs import TypeKind, codec
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.types import TypeSpec
+from interlock.core.record.efficiency import receipt_line
 from interlock.core.record.lineage import LineageProvider, lineage_provider
 from interlock.core.report.console import HEARTBEAT_S, RunConsole
 from interlock.core.run.env import EnvName
@@ -187,7 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = run(
                 pipe, backend, workdir=args.workdir, run_id=args.run_id, cache=not args.no_cache,
                 progress=RunConsole(verbose=args.verbose, heartbeat_s=args.heartbeat), options=options or None,
-                resume=args.resume, checkpoint_store=args.checkpoint_store, **params,
+                resume=args.resume, checkpoint_store=args.checkpoint_store, pushgateway=args.pushgateway, **params,
             )
     except StepStopped as exc:
         print(f"\nSTOPPED after {time.monotonic() - t0:.1f}s: {exc.headline()}", file=sys.stderr)
@@ -218,6 +219,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, value in result.outputs.items():
         print(f"  {name}: {redactor.text(_fmt_value(value))}")
     print(f"  receipt: {result.receipt_path}")
+    if line := receipt_line(result.receipt_path):
+        print(f"  {line}")
     _print_report(result.receipt_path)
     return 0
 
@@ -422,6 +425,11 @@ def build_parser(
         "--checkpoint-store", default=None, metavar="URI",
         help=f"where steps keep checkpoints: a directory or s3://bucket/prefix (default: ${EnvName.CHECKPOINT_ROOT}, "
         "else the run's folder)",
+    )
+    r.add_argument(
+        "--pushgateway", default=None, metavar="HOST:PORT",
+        help="push each step's and the run's metrics to this Prometheus Pushgateway (default: "
+        "$INTERLOCK_PUSHGATEWAY; off when unset; docs/metrics.md)",
     )
     r.add_argument("--debug", action="store_true", help="on failure, print the whole traceback")
     r.add_argument("--verbose", "-v", action="store_true",

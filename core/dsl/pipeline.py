@@ -36,7 +36,7 @@ _NAME_OK = "abcdefghijklmnopqrstuvwxyz0123456789-"
 # the backend layer, above dsl. tests/core/test_names_and_outputs.py checks it against il.run's
 # signature.
 RUN_OPTIONS = ("pipeline", "backend", "workdir", "run_id", "cache", "progress", "raise_on_failure", "options",
-               "resume", "checkpoint_store")
+               "resume", "checkpoint_store", "pushgateway")
 
 
 def run_option_names() -> tuple[str, ...]:

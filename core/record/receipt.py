@@ -24,8 +24,10 @@ from interlock.core.base.errors import PolicyError
 from interlock.core.base.status import Status
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.policies import parse_quantity
+from interlock.core.record.efficiency import GpuTime, run_gpu_time, step_gpu_time
 from interlock.core.record.run_outputs import gate_records, summarize
 from interlock.core.run.devices import billed_gpus, group_device
+from interlock.core.run.exporters import export_run
 from interlock.core.run.records import Fragment
 from interlock.core.run.redact import Redactor
 from interlock.core.run.state import RunState
@@ -218,6 +220,24 @@ def image_record(image: str | None) -> dict[str, Any]:
     return {"image": image, "digest": digest}
 
 
+def attempts_usage(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A step's usage over its attempts: data wait and checkpoint seconds summed, the mean
+    GPU utilization of the sampled ones (absent where none was sampled)."""
+    used: dict[str, Any] = {"data_wait_s": 0.0, "checkpoint_s": 0.0, "checkpoints": 0}
+    utils: list[float] = []
+    for a in attempts:
+        u = a.get("usage") or {}
+        used["data_wait_s"] += float(u.get("data_wait_s", 0.0))
+        used["checkpoint_s"] += float(u.get("checkpoint_s", 0.0))
+        used["checkpoints"] += int(u.get("checkpoints", 0))
+        if (u.get("gpu") or {}).get("source") == "nvml":
+            utils.append(float(u["gpu"].get("utilization", 0.0)))
+    used["data_wait_s"], used["checkpoint_s"] = round(used["data_wait_s"], 6), round(used["checkpoint_s"], 6)
+    if utils:
+        used["gpu_utilization"] = round(sum(utils) / len(utils), 4)
+    return used
+
+
 def _without_node(snapshot: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in snapshot.items() if k != "node"}
 
@@ -260,6 +280,8 @@ def assemble_receipt(
     snapshots: list[dict[str, Any]] = []
     total_gpu_s = 0.0
     total_cost = 0.0
+    gpu_times: list[GpuTime] = []
+    total_usage = {"data_wait_s": 0.0, "checkpoint_s": 0.0}
     resources: dict[str, dict[str, Any]] = {}  # per step: many nodes may run one step
     for node in nodes:
         step = spec.step_of(node)
@@ -278,6 +300,11 @@ def assemble_receipt(
                                nodes=step.nodes)
         total_gpu_s += gpu_s
         total_cost += cost
+        gpu_time = step_gpu_time(attempts, gpus)
+        gpu_times.append(gpu_time)
+        used = attempts_usage(attempts)
+        for key in ("data_wait_s", "checkpoint_s"):
+            total_usage[key] += used.get(key, 0.0)
         for snap in frag.snapshots if frag else []:
             # One entry per snapshot, credited to the first node that declared it.
             if _without_node(snap) not in [_without_node(s) for s in snapshots]:
@@ -294,11 +321,14 @@ def assemble_receipt(
             "failure_kinds": [a["failure"]["kind"] for a in attempts if a.get("failure")],
             "duration_s": round(busy, 6),
             "resources": dict(resources[step.name]),
+            "labels": dict(step.labels),  # cost allocation: team, cost center
             "interruptible": step.interruptible,
             "distributed": step.distributed.to_json() if step.distributed else None,
             "gpus": {"requested": step.gpus, "billed": gpus, "device": device},
             "gpu_seconds": round(gpu_s, 3),
             "estimated_cost_usd": cost,
+            "usage": used,
+            "gpu_efficiency": gpu_time.to_json(),
             "facts": redactor(frag.facts if frag else {}),
         })
     receipt = {
@@ -315,9 +345,13 @@ def assemble_receipt(
         "snapshots": redactor(snapshots),
         "cache_hits": [s["node"] for s in steps if s["cached"]],
         "steps": steps,
-        "totals": {"gpu_seconds": round(total_gpu_s, 3), "estimated_cost_usd": round(total_cost, 6)},
+        "totals": {"gpu_seconds": round(total_gpu_s, 3), "estimated_cost_usd": round(total_cost, 6),
+                   **{k: round(v, 6) for k, v in total_usage.items()},
+                   "gpu_efficiency": run_gpu_time(gpu_times).to_json()},
         "gates": gate_records(spec, gates or {}),
         "outputs": redactor({k: summarize(v) for k, v in (outputs or {}).items()}),
         **redactor(extra or {}),
     }
-    return state.write_receipt(receipt)
+    path = state.write_receipt(receipt)
+    export_run(receipt)
+    return path

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.base.status import Status
+from interlock.core.record.efficiency import receipt_line
 from interlock.core.run import live
 from interlock.core.run.live import LOG, STDOUT
 from interlock.core.run.live_line import StepLine
@@ -279,3 +280,5 @@ class RunConsole:
         self._emit(f"{result.pipeline}: {result.status} in {wall_s:.1f}s  {where}", mark=MARKS.get(result.status, "  "))
         if result.receipt_path:
             self._emit(f"   receipt: {result.receipt_path}")
+            if line := receipt_line(result.receipt_path):
+                self._emit(f"   {line}")

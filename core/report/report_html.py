@@ -16,6 +16,7 @@ from typing import Any
 
 from interlock.core.base.durations import format_duration
 from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.record.efficiency import describe
 from interlock.core.record.run_data import (
     REPORT_FILE,
     Curve,
@@ -153,22 +154,37 @@ def _curves(found: list[Curve], singles: list[MetricPoint]) -> str:
     return out or '<p class="sub">No step logged metrics (ctx.log_metric(name, value, step=...)).</p>'
 
 
+def _pct(eff: dict[str, Any] | None) -> str:
+    return f"{eff['ratio'] * 100:.0f}% ({eff['verdict']})" if eff else "-"
+
+
+def _secs(value: Any) -> str:
+    return esc(_dur(value)) if value else "-"
+
+
 def _cost_table(receipt: dict[str, Any]) -> str:
-    head = "<tr><th>step</th><th>status</th><th>attempts</th><th>time</th><th>GPU</th><th>GPU-seconds</th><th>cost</th></tr>"
+    head = ("<tr><th>step</th><th>status</th><th>attempts</th><th>time</th><th>data wait</th><th>checkpoints</th>"
+            "<th>GPU</th><th>GPU-seconds</th><th>GPU efficiency</th><th>cost</th></tr>")
     rows = []
     for s in receipt.get("steps", []):
         gpus = s.get("gpus") or {}
         dev = gpus.get("device") or {}
         on = f" ({dev['type']})" if dev.get("type") else ""
         gpu = f"{gpus.get('requested', 0)} requested, {gpus.get('billed', 0)} billed{on}" if gpus else "-"
+        used = s.get("usage") or {}
         rows.append(
             f"<tr><td>{esc(s['node'])}</td><td>{_pill(str(s.get('status')))}</td><td>{len(s.get('attempts') or [])}</td>"
-            f"<td>{esc(_dur(s.get('duration_s')))}</td><td>{esc(gpu)}</td>"
-            f"<td>{esc(s.get('gpu_seconds', '-'))}</td><td>{_usd(s.get('estimated_cost_usd'))}</td></tr>")
+            f"<td>{esc(_dur(s.get('duration_s')))}</td><td>{_secs(used.get('data_wait_s'))}</td>"
+            f"<td>{_secs(used.get('checkpoint_s'))}</td><td>{esc(gpu)}</td>"
+            f"<td>{esc(s.get('gpu_seconds', '-'))}</td><td>{esc(_pct(s.get('gpu_efficiency')))}</td>"
+            f"<td>{_usd(s.get('estimated_cost_usd'))}</td></tr>")
     totals = receipt.get("totals") or {}
-    rows.append(f"<tr><th>total</th><td></td><td></td><td></td><td></td><th>{esc(totals.get('gpu_seconds', '-'))}</th>"
-                f"<th>{_usd(totals.get('estimated_cost_usd'))}</th></tr>")
-    return f'<div class="card"><table class="facts">{head}{"".join(rows)}</table></div>'
+    rows.append(f"<tr><th>total</th><td></td><td></td><td></td><th>{_secs(totals.get('data_wait_s'))}</th>"
+                f"<th>{_secs(totals.get('checkpoint_s'))}</th><td></td><th>{esc(totals.get('gpu_seconds', '-'))}</th>"
+                f"<th>{esc(_pct(totals.get('gpu_efficiency')))}</th><th>{_usd(totals.get('estimated_cost_usd'))}</th></tr>")
+    line = describe(totals.get("gpu_efficiency"))
+    note = f'<p class="sub">{esc(line)}.</p>' if line else ""
+    return f'<div class="card"><table class="facts">{head}{"".join(rows)}</table>{note}</div>'
 
 
 def _snapshot(snap: dict[str, Any]) -> str:

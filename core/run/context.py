@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from interlock.core.run.usage import AttemptUsage, timed_iter, timed_wait
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from interlock.core.checkpoint.checkpointer import Checkpointer
@@ -35,6 +41,21 @@ class StepContext:
     # The run's state directory: with the run id, what tells this run from another of the
     # same id in another work directory (a tracker's run is found by both).
     state_dir: str | None = None
+    usage: AttemptUsage = field(default_factory=AttemptUsage)  # this attempt's; the shim renews it
+
+    def waiting_for_data(self) -> AbstractContextManager[None]:
+        """Time the block as waiting for data (a fetch, a read of the next shard); the receipt,
+        the report and the metrics show it beside the step's GPU time::
+
+            with ctx.waiting_for_data():
+                batch = next(loader_iter)
+        """
+        return timed_wait(self.usage)
+
+    def timed_data(self, items: Iterable[_T]) -> Iterator[_T]:
+        """``items`` (a DataLoader, any iterable), counting the time each next batch takes to
+        arrive as data wait: ``for batch in ctx.timed_data(loader): ...``."""
+        return timed_iter(self.usage, items)
 
     def log_metric(self, name: str, value: float, step: int | None = None) -> None:
         """Record one point of a metric (``step`` = epoch or iteration, for curves). It lands

@@ -31,6 +31,7 @@ class Attempt:
     decision: str | None = None
     delay_s: float = 0.0
     batch_size_factor: float = 1.0
+    usage: dict[str, Any] = field(default_factory=dict)  # core/run/usage.AttemptUsage.to_dict()
 
     def __post_init__(self) -> None:
         if type(self.status) is not Status:  # the shim passes a Status (Status() of one is a lookup)
@@ -51,6 +52,7 @@ class Attempt:
             "decision": self.decision,
             "delay_s": self.delay_s,
             "batch_size_factor": self.batch_size_factor,
+            **({"usage": self.usage} if self.usage else {}),
         }
 
     @classmethod
@@ -65,6 +67,7 @@ class Attempt:
             decision=d.get("decision"),
             delay_s=float(d.get("delay_s", 0.0)),
             batch_size_factor=float(d.get("batch_size_factor", 1.0)),
+            usage=dict(d.get("usage") or {}),
         )
 
     def failure_record(self) -> Failure | None:

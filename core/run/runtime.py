@@ -33,10 +33,12 @@ from interlock.core.model.values import check_output
 from interlock.core.run import live
 from interlock.core.run.context import StepContext
 from interlock.core.run.devices import DEVICE_FACT, detected_device
+from interlock.core.run.exporters import export_step
 from interlock.core.run.records import Attempt, Fragment, StopMarker
 from interlock.core.run.redact import MIN_KNOWN, Redactor
 from interlock.core.run.state import RunContext, RunState
 from interlock.core.run.tracebacks import user_traceback
+from interlock.core.run.usage import AttemptUsage, GpuSampler
 
 if TYPE_CHECKING:
     from interlock.core.failure.decisions import RetryTracker
@@ -109,6 +111,9 @@ class _RuntimeCheckpointer(Checkpointer):
     def __init__(self, *args: Any, ctx: StepContext, **kw: Any):
         super().__init__(*args, **kw)
         self.ctx = ctx
+
+    def wrote(self, seconds: float) -> None:
+        self.ctx.usage.add_checkpoint(seconds)
 
     def committed(self, info: CheckpointInfo) -> None:  # after save() and streamed writes alike
         super().committed(info)
@@ -358,10 +363,12 @@ def _execute_step(
         # next read (a resume, a backend retry, the receipt) still shows the attempt, as killed.
         begun = Attempt(len(attempts) + 1, t0, t0, Status.KILLED, decision=KILLED_DECISION, batch_size_factor=factor)
         _write_fragment(run, step, StepResult(node, step.name, {}, [*attempts, begun], started, t0, ctx.snapshots),
-                        Status.FAILED, base=base, new=earlier is None and not attempts)
+                        Status.FAILED, base=base, new=earlier is None and not attempts, final=False)
         kwargs = dict(inputs)
         if step.context_arg:
             kwargs[step.context_arg] = ctx
+        ctx.usage = AttemptUsage()
+        sampler = GpuSampler.if_available() if step.gpus else None  # NVML only where a GPU is
         # SIGTERM is a spot reclaim only for an interruptible step in a cluster's task.
         preemptible = step.interruptible and run.on_cluster
         try:
@@ -381,7 +388,7 @@ def _execute_step(
             saved = f"checkpoint {stop.checkpoint} committed" if stop.checkpoint else "no checkpoint taken"
             attempts.append(Attempt(
                 len(attempts) + 1, t0, run.clock(), Status.STOPPED, None,
-                f"{stop}; {saved}; not retried: resume the run to continue", 0.0, factor,
+                f"{stop}; {saved}; not retried: resume the run to continue", 0.0, factor, _usage(ctx, sampler),
             ))
             log.warning("step %s attempt %d: %s (%s)", node, len(attempts), stop, saved)
             raise _stopped(run, step, node, stop, attempts, started, ctx, base, durable) from stop
@@ -396,7 +403,7 @@ def _execute_step(
             retry_here = decision.retry and step.retry.retried_in_process(failure.kind, run.retry_in_process)
             attempts.append(Attempt(
                 len(attempts) + 1, t0, run.clock(), Status.FAILED, failure.to_dict(), decision.reason,
-                decision.delay_s if retry_here else 0.0, factor,
+                decision.delay_s if retry_here else 0.0, factor, _usage(ctx, sampler),
             ))
             counted, decided = _decided(failure, decision.reason)
             log.warning("step %s attempt %d: %s (%s) -> %s", node, len(attempts), failure.reason, counted, decided)
@@ -430,7 +437,8 @@ def _execute_step(
             )
             err.redact_text = redactor.text
             raise err from exc
-        attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SUCCEEDED, batch_size_factor=factor))
+        attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SUCCEEDED, batch_size_factor=factor,
+                                usage=_usage(ctx, sampler)))
         if redactor.known:
             _note_secret_outputs(state, node, redactor, outputs)
         result = StepResult(
@@ -514,6 +522,13 @@ def _stopped(
     )
 
 
+def _usage(ctx: StepContext, sampler: GpuSampler | None) -> dict[str, Any]:
+    """The attempt's measured usage; stops its GPU sampler (the attempt is over)."""
+    if sampler is not None:
+        ctx.usage.gpu = sampler.stop()
+    return ctx.usage.to_dict()
+
+
 def _public(facts: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in facts.items() if not k.startswith("_")}
 
@@ -534,14 +549,15 @@ def record_cache_hit(run: RunContext, step: StepSpec, node: str, provenance: dic
 
 def _write_fragment(
     run: RunContext, step: StepSpec, result: StepResult, status: Status, *, base: list[Attempt] | None = None,
-    new: bool = False,
+    new: bool = False, final: bool = True,
 ) -> None:
     """One receipt fragment per node; a backend retry of the step appends its attempts to
     ``base`` (the attempts recorded before this execution; default: what the fragment holds).
-    ``new``: no fragment was found for the node (its first write needs no rename)."""
+    ``new``: no fragment was found for the node (its first write needs no rename). ``final``:
+    the node ended (not the record of an attempt begun): the metrics exporters see it."""
     state = run.state
     previous = state.read_fragment(result.node) if base is None else None
-    state.write_fragment(Fragment(
+    fragment = Fragment(
         run_id=run.run_id,
         node=result.node,
         step=step.name,
@@ -556,6 +572,9 @@ def _write_fragment(
         device=result.device,
         resources=step.resources.to_json(),
         distributed=step.distributed.to_json() if step.distributed else None,
-    ), new=new)
+    )
+    state.write_fragment(fragment, new=new)
+    if final:
+        export_step(run.pipeline, run.run_id, run.backend, step, fragment)
 
 
