@@ -9,6 +9,25 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 
+# A headless browser for the HTML report tests (tests/core/test_report_browser.py) and
+# Debian's Prometheus and Pushgateway for the metrics tests (tests/plugins/prometheus). CI
+# runs as root on a fresh Debian image; where apt cannot install them (no root, no sudo),
+# those tests skip and say why.
+missing=()
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 \
+    && ! command -v google-chrome >/dev/null 2>&1; then
+  missing+=(chromium fonts-dejavu-core)
+fi
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+command -v prometheus-pushgateway >/dev/null 2>&1 || missing+=(prometheus-pushgateway)
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+      "${missing[@]}"; } >/tmp/interlock-apt.log 2>&1 \
+    || echo "tests/run.sh: ${missing[*]} not installed (see /tmp/interlock-apt.log); the tests that need them will skip" >&2
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
