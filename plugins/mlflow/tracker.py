@@ -303,6 +303,7 @@ class MlflowTracker:
                 self._log_points(client, child, [(p.name, p) for p in points])
                 self._log_points(client, mlflow_run, [(p.name if len(names[p.name]) == 1 else f"{node}/{p.name}", p) for p in points])
                 sent[node] = sent.get(node, 0) + len(points)
+                self._log_usage(client, child, step, (step.get("usage") or {}), step.get("gpu_efficiency"))
                 attempts = step.get("attempts") or []
                 client.set_terminated(child, _STATUS[step["status"]], end_time=_ms(attempts[-1].get("ended")) if attempts else None)
             for node, points in points_by_node.items():  # a step the receipt does not list (no receipt)
@@ -311,6 +312,9 @@ class MlflowTracker:
                     self._log_points(client, mlflow_run, [(p.name if len(names[p.name]) == 1 else f"{node}/{p.name}", p) for p in rest])
                     sent[node] = sent.get(node, 0) + len(rest)
             self._log_outputs(client, mlflow_run, result, run.params)
+            totals = receipt.get("totals") or {}
+            if totals:
+                self._log_usage(client, mlflow_run, totals, totals, totals.get("gpu_efficiency"))
             tags = {**receipt_tags(receipt), "interlock.status": str(receipt.get("status") or status.lower())}
             if error is not None:
                 tags["interlock.error"] = _short(f"{type(error).__name__}: {error}")
@@ -354,6 +358,26 @@ class MlflowTracker:
 
         reg.client.log_batch(found, tags=[RunTag(k, v) for k, v in tags.items()])
         return found
+
+    @staticmethod
+    def _log_usage(client: Any, mlflow_run: str, billed: Mapping[str, Any], used: Mapping[str, Any],
+                   efficiency: Mapping[str, Any] | None) -> None:
+        """What the step (or the run) used, as metrics: data wait, checkpoint time, GPU-seconds,
+        the GPU efficiency ratio and utilization, the cost estimate (the receipt's figures)."""
+        from mlflow.entities import Metric
+
+        values = {
+            "interlock.data_wait_s": used.get("data_wait_s"),
+            "interlock.checkpoint_s": used.get("checkpoint_s"),
+            "interlock.gpu_seconds": billed.get("gpu_seconds"),
+            "interlock.gpu_utilization": used.get("gpu_utilization"),
+            "interlock.gpu_efficiency": (efficiency or {}).get("ratio"),
+            "interlock.estimated_cost_usd": billed.get("estimated_cost_usd"),
+        }
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, float(v), now, 0) for k, v in values.items() if isinstance(v, int | float)]
+        if metrics:
+            client.log_batch(mlflow_run, metrics=metrics)
 
     @staticmethod
     def _log_points(client: Any, mlflow_run: str, points: list[tuple[str, Any]]) -> None:

@@ -1,8 +1,10 @@
 """A small pipeline tracked in MLflow (tests/plugins/test_mlflow_tracking.py): a snapshot, a
-training curve per epoch, a model, a metric; ``fail=True`` makes training fail FATAL after
+training curve per epoch, a wait for data and a checkpoint, a model, a metric; ``fail=True`` makes training fail FATAL after
 it logged its curve. The MLflow store is the ``store`` parameter."""
 
 from __future__ import annotations
+
+import time
 
 import pandas as pd
 
@@ -20,11 +22,14 @@ def ingest(snapshot: str, ctx: il.StepContext) -> pd.DataFrame:
 
 @il.step
 def train(data: pd.DataFrame, epochs: int, fail: bool, ctx: il.StepContext) -> il.Model:
+    with ctx.waiting_for_data():  # what the receipt and MLflow show as data wait
+        time.sleep(0.02)
     for epoch in range(1, epochs + 1):
         ctx.log_metric("loss", 1.0 / epoch, step=epoch)
         ctx.log_metric("accuracy", epoch / (epochs + 1), step=epoch)
     if fail:
         raise ValueError("invalid configuration: fail=True (simulated)")
+    ctx.checkpoint.save({"epochs": epochs})  # timed as checkpoint time
     model = il.Model.new({"epochs": epochs, "rows": len(data)})
     (model.path / "weights.txt").write_text("0.5")
     return model

@@ -78,6 +78,12 @@ def test_each_run_is_one_mlflow_run_with_steps_curves_params_and_receipt(backend
     train = children["train"]
     assert [m.step for m in reg.client.get_metric_history(train.info.run_id, "accuracy")] == [1, 2, 3, 4]
     assert train.data.tags["interlock.attempts"] == "1"
+    # What the step used, as the receipt has it: data wait, checkpoint time, cost.
+    used = next(s for s in receipt["steps"] if s["node"] == "train")
+    assert train.data.metrics["interlock.data_wait_s"] == used["usage"]["data_wait_s"] >= 0.02
+    assert train.data.metrics["interlock.checkpoint_s"] == used["usage"]["checkpoint_s"] > 0
+    assert run.data.metrics["interlock.estimated_cost_usd"] == receipt["totals"]["estimated_cost_usd"]
+    assert "interlock.gpu_efficiency" not in run.data.metrics  # a CPU run bills no GPU time
     assert "loss" not in children["ingest"].data.metrics
     artifacts = [a.path for a in reg.client.list_artifacts(run.info.run_id)]
     assert "receipt.json" in artifacts
