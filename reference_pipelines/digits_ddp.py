@@ -156,7 +156,8 @@ def train(data: pd.DataFrame, params: DdpParams, ctx: il.StepContext) -> il.Mode
     while step < total:
         epoch, i = divmod(step, per_epoch)
         order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(params.seed + epoch))
-        batch = order[i * params.global_batch:(i + 1) * params.global_batch][rank::world].to(device)
+        with ctx.waiting_for_data():  # this rank's share of the batch, onto its device
+            batch = order[i * params.global_batch:(i + 1) * params.global_batch][rank::world].to(device)
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
             # Mean over the whole global batch: each rank's share of it, summed by DDP's all-reduce.

@@ -128,9 +128,10 @@ def train(splits: il.Dataset, params: TrainParams, ctx: il.StepContext) -> il.Mo
     """Train the MLP (cuda if this process has it); checkpoint each epoch, resume on retry."""
     from interlock.plugins.mlflow import gpu_tags
 
-    pre = json.loads((splits / fraud_model.PREPROCESSING_FILE).read_text())
-    train_df = pd.read_parquet(splits / "train.parquet")
-    valid_df = pd.read_parquet(splits / "valid.parquet")
+    with ctx.waiting_for_data():  # the receipt, report and metrics show it beside GPU time
+        pre = json.loads((splits / fraud_model.PREPROCESSING_FILE).read_text())
+        train_df = pd.read_parquet(splits / "train.parquet")
+        valid_df = pd.read_parquet(splits / "valid.parquet")
 
     def epoch_done(epoch: int, record: dict[str, float]) -> None:  # live progress and curves (report, MLflow)
         for name in ("loss", "valid_auc"):

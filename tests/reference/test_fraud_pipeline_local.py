@@ -174,6 +174,13 @@ def test_receipt_names_the_snapshot_parameters_and_gpu_request(history):
     assert train["resources"]["gpu"] == 1 and train["resources"]["accelerator"] == "nvidia-h200"
     assert train["facts"]["device"] in ("cpu", "cuda")
     assert train["interruptible"] is True
+    # What training used besides compute: reading its splits (data wait), one save per epoch.
+    assert train["usage"]["data_wait_s"] > 0
+    assert train["usage"]["checkpoints"] == train["facts"]["epochs"] and train["usage"]["checkpoint_s"] > 0
+    assert receipt["totals"]["checkpoint_s"] >= train["usage"]["checkpoint_s"]
+    if train["facts"]["device"] == "cpu":  # no GPU time billed: no ratio, and the summary says nothing of one
+        assert train["gpu_efficiency"] is None and receipt["totals"]["gpu_efficiency"] is None
+        assert "GPU efficiency" not in history.cli.stdout
 
 
 # -- 3. identical inputs: cache, and a tie is not a win ---------------------------------------------
