@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from backends import runnable_backends
-from prometheus_client.parser import text_string_to_metric_families
 from metrics_demo import metered
+from prometheus_client.parser import text_string_to_metric_families
 
 import interlock as il
 from interlock.core.base.errors import MetricsUnavailable
