@@ -368,7 +368,7 @@ def _execute_step(
         if step.context_arg:
             kwargs[step.context_arg] = ctx
         ctx.usage = AttemptUsage()
-        sampler = GpuSampler.if_available() if step.gpus else None  # NVML only where a GPU is
+        sampler = GpuSampler.if_available()  # NVML only where a GPU is; a step billing none ignores it
         # SIGTERM is a spot reclaim only for an interruptible step in a cluster's task.
         preemptible = step.interruptible and run.on_cluster
         try:
