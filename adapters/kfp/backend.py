@@ -16,7 +16,7 @@ from .compile import compile_pipeline
 from .component import DEFAULT_IMAGE
 from .distributed import require_state_volume
 from .image import DEFAULT_BASE, write_image_files
-from .names import RUN_ID_ENV
+from .names import RUN_ID_ENV, kfp_pipeline_name
 from .policies import LOSSY, KfpLocalOptions, KfpOptions, neutral_notes
 
 # Capabilities are data and kfp loads only when a pipeline compiles, so without kfp this
@@ -94,6 +94,9 @@ def _compile(spec: PipelineSpec, out: Path, opts: KfpOptions) -> list[Path]:
     require_state_volume(spec, opts)
     for note in neutral_notes(spec, opts):
         log.warning(note)
+    if kfp_pipeline_name(spec.name) != spec.name:
+        log.warning("pipeline %s is named %s on KFP: KFP pipeline names are lowercase letters, digits and '-'",
+                    spec.name, kfp_pipeline_name(spec.name))
     if not opts.image and any(not s.image for s in spec.steps):
         log.warning(
             "no image given: steps use %s; build one (emit_image=True) and compile with image=REGISTRY/IMAGE:TAG",

@@ -28,7 +28,7 @@ from interlock.core.model.types import TypeSpec
 
 from . import fanout
 from .component import DEFAULT_IMAGE, NodeComponent, declared_inputs, make_components
-from .names import SINGLE
+from .names import SINGLE, kfp_pipeline_name
 from .policies import KfpOptions, apply_platform_settings, apply_task_settings, check_durable_state
 from .types import encode, json_text, kfp_type
 
@@ -135,7 +135,8 @@ def _build_pipeline(spec: PipelineSpec, opts: KfpOptions | None) -> BuiltPipelin
     body.__name__ = spec.name.replace("-", "_")
     body.__doc__ = spec.doc or f"interlock pipeline {spec.name}"
     try:
-        pipeline = dsl.pipeline(name=spec.name, description=spec.doc or None, pipeline_root=opts.pipeline_root)(body)
+        pipeline = dsl.pipeline(name=kfp_pipeline_name(spec.name), description=spec.doc or None,
+                                pipeline_root=opts.pipeline_root)(body)
     except PipelineDefinitionError:
         raise
     except Exception as exc:  # kfp's InconsistentTypeException, TypeError, ValueError...

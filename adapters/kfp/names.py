@@ -25,6 +25,8 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from interlock.core.model.names import dns_name
+
 if TYPE_CHECKING:
     from interlock.core.model.pipeline_spec import PipelineSpec
     from interlock.core.model.spec import StepSpec
@@ -36,6 +38,12 @@ SINGLE = "Output"  # kfp's name for a component's one returned value
 # label, handed to the task by the downward API as RUN_ID_ENV (the backends' run_id_env).
 RUN_ID_LABEL = "metadata.labels['pipeline/runid']"
 RUN_ID_ENV = "KFP_RUN_ID"
+
+
+def kfp_pipeline_name(name: str) -> str:
+    """The pipeline's name in the IR: KFP's rule is ``^[a-z0-9][a-z0-9-]{0,127}$``
+    (``example_branch_operator`` -> ``example-branch-operator``)."""
+    return dns_name(name)
 
 
 def single_return(step: StepSpec) -> bool:

@@ -29,9 +29,6 @@ from interlock.core.model.refs import importable_module, importing_by_reference
 from interlock.core.model.spec import Binding, Port
 from interlock.core.model.types import TypeSpec, is_named_tuple, type_of
 
-_NAME_OK = "abcdefghijklmnopqrstuvwxyz0123456789-"
-
-
 # The keywords ``il.run`` keeps for itself, in its signature's order. Spelled here: il.run is in
 # the backend layer, above dsl. tests/core/test_names_and_outputs.py checks it against il.run's
 # signature.
@@ -71,12 +68,10 @@ class Pipeline:
     ):
         self.fn = fn
         self._call_name: str | None = None  # set on the copy .named() makes
+        # The default from the function (fraud_retrain -> fraud-retrain); a name given is kept
+        # as written (an Airflow DAG id, a Flyte workflow name), under the step-name rule.
         self.name = name or fn.__name__.replace("_", "-").lower()
-        if not self.name or self.name[0] not in "abcdefghijklmnopqrstuvwxyz" or set(self.name) - set(_NAME_OK):
-            raise PipelineDefinitionError(
-                "pipeline names must be lowercase letters, digits and '-', starting with a letter",
-                pipeline=self.name,
-            )
+        check_step_name(self.name, what="pipeline")
         _refuse_run_option_names(fn, self.name)
         self.schedule = schedule
         self.failure_policy = check_failure_policy(failure_policy, self.name)

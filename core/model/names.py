@@ -10,6 +10,10 @@ pipeline is built, never at run time:
 
 So ``b/train`` (nests paths, aliases checkpoint keys), ``a.b`` (a Flyte name separator) and
 a 300-character name are refused with the rule in the message.
+
+Pipeline names follow the same rule, so an Airflow DAG id or a Flyte workflow name
+(``example_branch_operator``) names a pipeline as it is. A backend whose names are DNS-1123
+labels (a KFP pipeline, a Kubernetes object) renders it with ``dns_name`` and says so.
 """
 
 from __future__ import annotations
@@ -37,10 +41,22 @@ def name_problem(name: object) -> str | None:
     return None
 
 
+def dns_name(name: str) -> str:
+    """``name`` as a DNS-1123 label (lowercase letters, digits, '-'): ``Fraud_Retrain`` ->
+    ``fraud-retrain``. A name that is one already comes back unchanged."""
+    return re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")[:MAX_NAME] or "x"
+
+
 def check_step_name(name: object, *, what: str = "step", pipeline: str | None = None) -> str:
     """``name`` if it can name a step or a node on every backend, else a PipelineDefinitionError."""
     problem = name_problem(name)
     if problem is not None:
+        if what == "pipeline":
+            raise PipelineDefinitionError(
+                f"invalid pipeline name {name!r}: {problem}",
+                hint=f"pipeline names are {RULE} (backends whose names are DNS labels, such as KFP, "
+                "get it lowercased with '-' for '_')",
+            )
         raise PipelineDefinitionError(
             f"invalid {what} name {name!r}: {problem}",
             pipeline=pipeline, step=name if isinstance(name, str) else None,

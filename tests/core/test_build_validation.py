@@ -527,8 +527,10 @@ def test_bad_default_values() -> None:
 
 
 def test_bad_pipeline_name() -> None:
-    with pytest.raises(il.PipelineDefinitionError, match="lowercase"):
-        il.pipeline(name="Fraud_Retrain")(lambda: None)
+    # Underscores and capitals name pipelines as Airflow and Flyte do (issue 31, item 8:
+    # tests/conformance/test_names.py); a '.' is a Flyte name separator.
+    with pytest.raises(il.PipelineDefinitionError, match="invalid pipeline name 'fraud.retrain': it contains '.'"):
+        il.pipeline(name="fraud.retrain")(lambda: None)
 
 
 def test_nothing_runs_while_building() -> None:
