@@ -39,6 +39,10 @@ LEFT_OUT: dict[str, dict[str, str]] = {
         "kfp-local": "KFP refuses outputs from inside an ExitHandler: a step reading an output of an il.finally_ "
         "block after it is refused at build time",
     },
+    "map.tolerate_count": {
+        "flyte-local": "an array node takes min_success_ratio only: il.map(tolerate=<an int>) is refused when the "
+        "workflow is built, with a hint to give a fraction (tests/conformance/test_fanout.py)",
+    },
     "lineage.recorded_by_core": {
         "kfp-local": "records its run in ML Metadata itself (KfpLocalOptions.lineage; tests/plugins/test_mlmd_lineage.py)",
     },

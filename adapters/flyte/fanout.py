@@ -151,7 +151,7 @@ def map_task(spec: PipelineSpec, node_name: str, inner: Any) -> Any:
     node = spec.node(node_name)
     m = node.map
     assert m is not None
-    if m.tolerate >= 1:
+    if m.tolerates_a_count:
         raise PipelineDefinitionError(
             f"il.map(tolerate={m.tolerate!r}): a count of failed items has no Flyte form (an array node "
             "takes min_success_ratio)",

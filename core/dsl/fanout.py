@@ -44,7 +44,7 @@ def map(  # noqa: A001 - il.map reads as the verb it is
     *,
     item: str | None = None,
     concurrency: int | None = None,
-    tolerate: float = 0,
+    tolerate: int | float = 0,
     **broadcast: Any,
 ) -> Any:
     """Run ``step`` once per element of ``over``; return a list of its output, one per item.
@@ -54,8 +54,9 @@ def map(  # noqa: A001 - il.map reads as the verb it is
     ``broadcast`` leaves unbound). ``over=il.zip(a=xs, b=ys)`` maps several lists together,
     each to the input it is named for; ``broadcast`` inputs are the same for every item.
     ``concurrency`` bounds how many items run at once. ``tolerate`` lets up to that many
-    items (an int) or that fraction of them (a float in (0, 1)) fail: their elements are
-    None (the output is ``list[Optional[T]]``) and the failed indices are reported.
+    items (an int: ``tolerate=2``) or that fraction of them (a float: ``tolerate=0.1``;
+    ``1.0``: every item) fail: their elements are None (the output is ``list[Optional[T]]``)
+    and the failed indices are reported.
     """
     from interlock.core.dsl.build import current_builder
     from interlock.core.dsl.step import Step as StepClass

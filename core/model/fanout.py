@@ -14,8 +14,8 @@ failed indices and one entry per item), so that ``settle`` and the receipt need 
 
 Failure policy: a failed item fails the node by default, once every item has run (a failed
 item does not stop its siblings, so the same items run, and are reported, on every backend
-whatever their order or concurrency). ``tolerate=`` allows up to a number (int >= 1) or a fraction
-(0 < float < 1) of failed items: the node then succeeds, its output lists hold ``None`` at
+whatever their order or concurrency). ``tolerate=`` allows up to a number (an int: 2) or a
+fraction (a float: 0.1; 1.0 is every item) of failed items: the node then succeeds, its output lists hold ``None`` at
 the failed indices (the element type is ``Optional[T]``), and the failed indices are in
 ``RunResult.maps`` and in the receipt.
 """
@@ -41,7 +41,9 @@ class MapSpec:
 
     item: str  # the input port that receives one item; its binding is the list
     concurrency: int | None = None  # at most this many items at once; None: the backend's default
-    tolerate: float = 0  # failed items allowed: an int >= 1 (a count) or a fraction in (0, 1)
+    # failed items allowed: an int is a count (2: two items), a float a fraction in (0, 1]
+    # (0.1: a tenth of them; 1.0: all of them), told apart by type as Python does
+    tolerate: int | float = 0
     # il.zip: the other input ports bound to a list each, zipped with ``item``'s (same length)
     zipped: tuple[str, ...] = ()
 
@@ -49,11 +51,18 @@ class MapSpec:
         if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
             raise PipelineDefinitionError(f"il.map concurrency={self.concurrency!r} must be a positive int or None")
         t = self.tolerate
-        ok = isinstance(t, int | float) and not isinstance(t, bool) and t >= 0 and (t < 1 or float(t).is_integer())
-        if not ok:
+        if isinstance(t, bool) or not isinstance(t, int | float):
             raise PipelineDefinitionError(
-                f"il.map tolerate={t!r} is neither a count of failed items (an int >= 0) nor a fraction in (0, 1)",
-                hint="tolerate=2 allows two failed items; tolerate=0.1 allows 10% of them",
+                f"il.map tolerate={t!r} must be a count of failed items (an int) or a fraction of them (a float)",
+                hint="tolerate=2 allows two failed items; tolerate=0.1 a tenth of them; tolerate=1.0 all of them",
+            )
+        if isinstance(t, int) and t < 0:
+            raise PipelineDefinitionError(f"il.map tolerate={t!r}: a count of failed items cannot be negative")
+        if isinstance(t, float) and not 0.0 <= t <= 1.0:
+            whole = f"tolerate={int(t)} (an int) for {int(t)} items" if t > 1 and t.is_integer() else "an int for a count"
+            raise PipelineDefinitionError(
+                f"il.map tolerate={t!r}: a float is a fraction of the items, from 0.0 to 1.0",
+                hint=f"write {whole}, or a fraction such as tolerate=0.1 (1.0: every item may fail)",
             )
 
     @property
@@ -65,15 +74,20 @@ class MapSpec:
     def tolerant(self) -> bool:
         return self.tolerate > 0
 
+    @property
+    def tolerates_a_count(self) -> bool:
+        """``tolerate`` is a number of items (an int), not a fraction."""
+        return isinstance(self.tolerate, int) and self.tolerate > 0
+
     def allowed_failures(self, n: int) -> int:
         """How many of ``n`` items may fail with the node still succeeding."""
-        if self.tolerate >= 1:
-            return int(self.tolerate)
+        if isinstance(self.tolerate, int):
+            return self.tolerate
         return math.floor(n * self.tolerate + 1e-9)
 
     def min_success_ratio(self) -> float | None:
         """The fraction of items that must succeed, where the policy is a fraction (Flyte's form)."""
-        return round(1 - self.tolerate, 9) if 0 < self.tolerate < 1 else None
+        return round(1 - self.tolerate, 9) if isinstance(self.tolerate, float) and self.tolerate > 0 else None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"item": self.item}

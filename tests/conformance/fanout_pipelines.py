@@ -89,6 +89,18 @@ def tolerant_exceeded(n: int = 8):
     return present(parts=il_map(fragile, over=numbers(n=n), tolerate=0.1))
 
 
+@il.pipeline(name="fan-tolerate-all")
+def tolerate_all(n: int = 8):
+    """tolerate=1.0 is a fraction: every item may fail (issue 31 item 7)."""
+    return present(parts=il_map(fragile, over=numbers(n=n), tolerate=1.0))
+
+
+@il.pipeline(name="fan-tolerate-one")
+def tolerate_one(n: int = 8):
+    """tolerate=1 is a count: one item may fail (here two do)."""
+    return present(parts=il_map(fragile, over=numbers(n=n), tolerate=1))
+
+
 @il.step
 def unsendable(x: int) -> dict:
     """Returns normally, but every fourth item's value cannot cross the step boundary (a set)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backends import backend_params
+from backends import backend_params, runnable_backends
 
 import interlock as il
 from conformance import fanout_pipelines as fp
@@ -107,6 +107,32 @@ def test_more_failures_than_tolerated_fail_the_map(backend: str, tmp_path: Path)
     assert _statuses(r) == {"numbers": S, "fragile": F, "present": N}
     # Every item runs before the map fails, on every backend (flyte-local stopped at the first).
     assert r.maps["fragile"].failed == [3, 7] and r.maps["fragile"].allowed_failures == 0
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_tolerate_one_point_zero_lets_every_item_fail(backend: str, tmp_path: Path) -> None:
+    # A float is a fraction, an int a count: 1.0 was a count of one item before (issue 31 item 7).
+    r = _run(fp.tolerate_all, backend, tmp_path / "all", n=4)  # only item 4 fails
+    assert r.succeeded, r.error
+    assert r.maps["fragile"].failed == [3] and r.maps["fragile"].allowed_failures == 4
+    r = _run(fp.tolerate_all, backend, tmp_path / "all8", n=8)
+    assert r.succeeded and r.maps["fragile"].allowed_failures == 8
+
+
+@pytest.mark.parametrize("backend", backend_params("map.tolerate_count"))
+def test_tolerate_one_is_a_count_of_one_item(backend: str, tmp_path: Path) -> None:
+    r = _run(fp.tolerate_one, backend, tmp_path / "one", n=8)  # two fail, one is allowed
+    assert r.status == F and r.maps["fragile"].failed == [3, 7] and r.maps["fragile"].allowed_failures == 1
+    r = _run(fp.tolerate_one, backend, tmp_path / "one4", n=4)  # one fails
+    assert r.succeeded and r.maps["fragile"].failed == [3]
+
+
+def test_flyte_refuses_a_count_before_any_item_runs(tmp_path: Path) -> None:
+    if "flyte-local" not in runnable_backends():
+        pytest.skip("flyte-local is not installed")
+    with pytest.raises(PipelineDefinitionError, match=r"il.map\(tolerate=1\): a count of failed items has no Flyte"):
+        il.run(fp.tolerate_one, backend="flyte-local", workdir=tmp_path, progress=False)
+    assert not list(tmp_path.glob("runs/*/state/fragments/*"))
 
 
 @pytest.mark.parametrize("backend", backend_params())
@@ -277,7 +303,7 @@ def test_map_needs_to_know_which_input_is_the_item() -> None:
         spec_of(ambiguous)
 
 
-@pytest.mark.parametrize("tolerate", [-1, 1.5, True])
+@pytest.mark.parametrize("tolerate", [-1, 1.5, 2.0, -0.5, True, "10%"])
 def test_a_bad_tolerance_is_refused(tolerate: Any) -> None:
     @il.pipeline(name="fan-bad-tolerance")
     def bad(xs: list[int] = [1]):  # noqa: B006
