@@ -43,6 +43,8 @@ CLUSTER_FEATURES = {
     "timeout": "native (task metadata timeout) + the shim's timer (FailureKind.TIMEOUT, retried per Retry(timeout=N))",
     "retry.transient": "native (FlyteRecoverableException + task retries)",
     "retry.contention_backoff": "emulated: the shim backs off in the pod (Flyte retries have no per-task backoff)",
+    "retry.any_backoff": "emulated: Flyte 1 retries have no backoff: the shim waits and retries in the pod "
+    "(the task's retries=0)",
     "retry.preempted": "native (recoverable error after the step checkpointed; counted in task retries)",
     "retry.fatal_stop": "native (FATAL is a non-recoverable user error: Flyte does not retry it)",
     "cache": "native (Cache(version=code fingerprint), content hashes for DataFrames and directories)",
@@ -164,6 +166,7 @@ class FlyteLocalBackend(FlyteBackend):
             "timeout": "emulated: the shim enforces it (flytekit local does not)",
             "retry.transient": "emulated: the shim retries in-process (flytekit local does not retry)",
             "retry.contention_backoff": "emulated: the shim backs off in-process",
+            "retry.any_backoff": "emulated: the shim waits and retries in-process",
             "retry.preempted": "emulated: the shim retries in-process",
             "retry.fatal_stop": "native (shim)",
             "cache": "native (flytekit local cache, in the interlock work directory); a tolerant map is never "

@@ -46,6 +46,8 @@ _FEATURES = {
     ),
     "retry.transient": "emulated: retried in-process by the shim",
     "retry.contention_backoff": "native (set_retry backoff)",
+    "retry.any_backoff": "native (Retry(N, wait=...) is set_retry(N, backoff_duration, backoff_factor, "
+    "backoff_max_duration))",
     "retry.preempted": "emulated: KFP retries (counted into set_retry), resumed from the checkpoint",
     "retry.fatal_stop": "emulated: a stop marker whenever the shim gives up (FATAL, a spent budget), kept in "
     "durable run state (state_pvc, pipeline_root or state_store); a KFP retry of that step exits in seconds",

@@ -265,7 +265,12 @@ def retry_mapping(retry: Retry) -> RetryMapping | None:
     retry of a step it gave up on exit in seconds instead of rerunning the step.
     """
     if retry.retries_any:
-        return RetryMapping(retry.any) if retry.any else None
+        w = retry.wait
+        if not retry.any:
+            return None
+        if w is not None:  # Retry(N, wait=Backoff(...)): set_retry's own backoff
+            return RetryMapping(retry.any, _seconds(w.first_s), float(w.factor), _seconds(w.max_delay_s))
+        return RetryMapping(retry.any)
     b = retry.backoff
     contention = b.attempts if b else 0
     count = contention + retry.preempted + retry.timeout  # TIMEOUT retries: KFP reruns the task

@@ -62,6 +62,7 @@ class LocalBackend:
                 ),
                 "retry.transient": "native (shim)",
                 "retry.contention_backoff": "native (shim, exponential backoff)",
+                "retry.any_backoff": "native (shim, exponential backoff between Retry(N)'s retries)",
                 "retry.preempted": "native (shim, outside the retry budget)",
                 "retry.fatal_stop": "native (shim)",
                 "cache": "native (core cache keys, directory store)",

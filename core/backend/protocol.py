@@ -40,6 +40,7 @@ DEFAULT_BACKEND = "local"
 FEATURES = (
     "gpu", "accelerator", "shared_memory", "node_selector", "tolerations", "interruptible", "timeout",
     "retry.transient", "retry.contention_backoff", "retry.preempted", "retry.fatal_stop", "cache",
+    "retry.any_backoff",  # Retry(N, wait=il.Backoff(...))
     "checkpoint", "gates", "condition.expression", "condition.or", "branch.chain", "branch.value",
     "finally",  # il.finally_ (core/dsl/finally_.py)
     "subpipeline", "subpipeline.cache",  # an @il.pipeline called in another (core/dsl/subpipeline.py)
@@ -242,6 +243,7 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
             "cache": bool(s.cache and s.cache.enabled), "checkpoint": s.checkpoint is not None,
             "secrets": bool(s.secrets), "labels": bool(s.labels or s.annotations),
             "distributed": s.distributed is not None, "queue": bool(r.queue),
+            "retry.any_backoff": s.retry.wait is not None,
         }
         for feature, on in checks.items():
             if on:

@@ -116,7 +116,18 @@ class RetryTracker:
         ) and self.halvings < MAX_OOM_HALVINGS:
             halved = self._halve(f)
             return replace(halved, reason=f"{halved.reason} ({n}/{limit})", counts_against_budget=True, attempt=n)
-        return Decision(True, 0.0, f"{f.kind} {n}/{limit}: {f.reason}; retrying now (Retry({limit}): any failure)", True, f.kind, n)
+        w = self.policy.wait
+        if w is None:
+            return Decision(True, 0.0, f"{f.kind} {n}/{limit}: {f.reason}; retrying now (Retry({limit}): any failure)",
+                            True, f.kind, n)
+        delay = w.delay(n)
+        if w.max_total_s is not None and self.waited_s + delay > w.max_total_s:
+            why = (f"giving up: the next wait of {format_duration(delay)} would pass max_total "
+                   f"{format_duration(w.max_total_s)} (waited {format_duration(self.waited_s)})")
+            return Decision(False, 0.0, f"{f.kind}: {f.reason}; {why}", True, f.kind)
+        self.waited_s += delay
+        return Decision(True, delay, f"{f.kind} {n}/{limit}: {f.reason}; retrying in {format_duration(delay)} "
+                        f"(Retry({limit}): any failure)", True, f.kind, n)
 
     def _transient(self, f: Failure) -> Decision:
         limit, n = self.policy.transient, self.counts[FailureKind.TRANSIENT] + 1

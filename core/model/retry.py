@@ -5,7 +5,10 @@ on KFP and locally. A step that declares nothing is never retried (as a flytekit
 ``retries=0`` or a KFP task without ``set_retry``). Two forms opt in:
 
 - ``Retry(3)`` (or ``@il.step(retry=3)``): three retries of ANY failure, at once; the
-  literal port of flytekit's ``retries=3`` and KFP's ``set_retry(3)``.
+  literal port of flytekit's ``retries=3`` and KFP's ``set_retry(3)``. ``Retry(3,
+  wait=Backoff(first="30s", factor=2, max_delay="10m"))`` waits between them (KFP's
+  ``set_retry`` backoff, Flyte 2's ``RetryStrategy(backoff=...)``, Airflow's
+  ``retry_exponential_backoff``); ``max_total`` still bounds the sum of the waits.
 - the taxonomy, ``Retry(transient=..., contention=..., preempted=...)``: a budget per failure
   kind; a kind it does not name is not retried. Budgets are independent:
 
@@ -78,6 +81,9 @@ class Retry:
     preempted: int = 0
     oom_remediation: bool = False
     timeout: int = 0  # retries after the step ran past its timeout (FailureKind.TIMEOUT)
+    # Retry(N, wait=Backoff(first="30s")): the waits between Retry(N)'s retries (Flyte 2's
+    # RetryStrategy backoff, Airflow's retry_exponential_backoff); N counts them.
+    wait: Backoff | None = None
 
     def __post_init__(self) -> None:
         if self.any is not None:
@@ -103,6 +109,26 @@ class Retry:
             self._check_contention(c)
         if not isinstance(self.oom_remediation, bool):
             raise PolicyError(f"Retry oom_remediation={self.oom_remediation!r} must be True or False")
+        if self.wait is not None:
+            self._check_wait(self.wait)
+
+    def _check_wait(self, w: Any) -> None:
+        from dataclasses import replace
+
+        from interlock.core.model.backoff import Backoff
+
+        if self.any is None:
+            raise PolicyError(
+                f"Retry(wait={w!r}) shapes the waits between the retries of Retry(N), which it lacks",
+                hint="write Retry(3, wait=il.Backoff(first='30s')) for three retries of any failure with backoff; "
+                "the per-kind budgets wait with contention=il.Backoff(...)",
+            )
+        if isinstance(w, dict):
+            w = Backoff.from_dict(w)
+        if not isinstance(w, Backoff):
+            raise PolicyError(f"Retry wait={w!r} must be an il.Backoff", hint="Retry(3, wait=il.Backoff(first='30s'))")
+        # N is the count: the Backoff's own attempts would be a second one.
+        object.__setattr__(self, "wait", replace(w, attempts=self.any))
 
     def _check_contention(self, c: Any) -> None:
         from interlock.core.model.backoff import Backoff
@@ -137,7 +163,9 @@ class Retry:
         failure back to the backend (a Flyte or KFP retry, as a ported ``retries=N`` does).
         """
         if self.retries_any:
-            return in_process >= ALL_FAILURE_KINDS
+            # With waits, a backend that leaves backoffs to the shim (CONTENTION in process: Flyte
+            # 1 has no retry backoff) leaves these to it too; KFP's set_retry waits natively.
+            return in_process >= ALL_FAILURE_KINDS or (self.wait is not None and FailureKind.CONTENTION in in_process)
         return kind in in_process
 
     @property
@@ -172,13 +200,14 @@ class Retry:
             "preempted": self.preempted,
             "oom_remediation": self.oom_remediation,
             "timeout": self.timeout,
+            **({"wait": self.wait.to_dict()} if self.wait is not None else {}),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Retry:
         if not isinstance(data, dict):
             raise PolicyError(f"Retry must be a mapping, got {data!r}")
-        unknown = set(data) - {"any", "transient", "contention", "preempted", "oom_remediation", "timeout"}
+        unknown = set(data) - {"any", "transient", "contention", "preempted", "oom_remediation", "timeout", "wait"}
         if unknown:
             raise PolicyError(f"Retry has no field(s) {sorted(unknown)}")
         return cls(**data)
