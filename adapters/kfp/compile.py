@@ -256,7 +256,7 @@ def _value(b: Binding, values: dict[str, Any], tasks: dict[str, Any], components
         if memo not in tasks:
             # A nested chain's value is an option through its block's pass-through task (_close):
             # KFP refuses a dsl.OneOf inside another.
-            tasks[memo] = dsl.OneOf(*(tasks[_PASS + o.describe()] if o.kind is BindingKind.ONE_OF
+            tasks[memo] = dsl.OneOf(*(tasks[_PASS + o.describe()] if _PASS + o.describe() in tasks
                                       else _value(o, values, tasks, components) for o in b.options))
         return tasks[memo]
     if b.kind is BindingKind.LIST:  # a step input gets a gather task (_gather); anything else cannot
@@ -334,9 +334,9 @@ _PASS = "\0pass:"
 
 def _close(spec: PipelineSpec, scope: tuple[str, list[Any]], values: dict[str, Any], tasks: dict[str, Any],
            components: dict[str, NodeComponent], opts: KfpOptions) -> None:
-    """Leave an il.when block's dsl.If scopes. Before that, the value of a chain nested in the
-    block that is an option of an outer branch value goes through a small pass-through task
-    in the block: the outer dsl.OneOf reads that task, as KFP refuses a OneOf inside a OneOf."""
+    """Leave an il.when block's dsl.If scopes. Before that, an option of a branch value that
+    dsl.OneOf cannot take as it is (a nested chain's value, an il.map's output: _nested_values)
+    goes through a small pass-through task in the block, which the dsl.OneOf reads."""
     from interlock.core.model.chains import spec_option_gate
 
     gate_id, cms = scope
@@ -349,7 +349,7 @@ def _close(spec: PipelineSpec, scope: tuple[str, list[Any]], values: dict[str, A
         kt = kfp_type(t) if t is not None else None
         if kt is None or kt.is_artifact:
             raise PipelineDefinitionError(
-                f"{nested.describe()} is an option of an outer il.branch_value: on KFP it passes through a task, "
+                f"{nested.describe()} is an option of an il.branch_value: on KFP it passes through a task, "
                 "which takes parameters only, not artifacts",
                 pipeline=spec.name, hint="produce the artifact in a step of the outer block from the nested value",
             )
@@ -373,7 +373,9 @@ def dsl_component(fn: Any, image: str) -> Any:
 
 
 def _nested_values(spec: PipelineSpec) -> list[Binding]:
-    """Branch values of chains nested in a block that are options of an outer branch value."""
+    """Options of a branch value that dsl.OneOf cannot take as they are, so each goes through
+    a pass-through task in its block: the value of a chain nested in the block (KFP refuses a
+    OneOf inside another) and an il.map's output (a ParallelFor's Collected, which OneOf refuses)."""
     found: list[Binding] = []
     todo = [b for n in spec.nodes for _, b in n.inputs] + [b for _, b in spec.outputs]
     todo += [i for b in list(todo) for i in b.items]
@@ -381,10 +383,14 @@ def _nested_values(spec: PipelineSpec) -> list[Binding]:
         b = todo.pop()
         if b.kind is BindingKind.ONE_OF:
             for o in b.options:
-                if o.kind is BindingKind.ONE_OF and o not in found:
+                if o not in found and (o.kind is BindingKind.ONE_OF or _mapped_output(spec, o)):
                     found.append(o)
                     todo.append(o)
     return found
+
+
+def _mapped_output(spec: PipelineSpec, b: Binding) -> bool:
+    return b.kind is BindingKind.OUTPUT and spec.node(b.node or "").map is not None
 
 
 def _gather(spec: PipelineSpec, node_name: str, port: str, declared: TypeSpec, b: Binding, values: dict[str, Any],

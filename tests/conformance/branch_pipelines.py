@@ -240,3 +240,54 @@ def nested_value(x: float = 3.0):
         extend.named("inner-use")(text=inner, more="in")
     value = branch_value(b, inner)
     return value, extend.named("outer-use")(text=value, more="out")
+
+
+@il.step
+def doubled(x: int) -> int:
+    return 2 * x
+
+
+@il.step
+def tripled(x: int) -> int:
+    return 3 * x
+
+
+@il.step
+def summed(parts: list[int]) -> int:
+    return sum(parts)
+
+
+@il.pipeline(name="branch-value-of-maps")
+def branch_value_of_maps(xs: list[int] = [1, 2, 3], big: bool = True) -> int:  # noqa: B006 - never mutated
+    """il.branch_value over two il.map outputs (issue 31 item 2: KFP's dsl.OneOf refused a
+    ParallelFor's Collected)."""
+    with il.when(big):
+        a = il.map(tripled, over=xs)
+    with il.otherwise():
+        b = il.map(doubled, over=xs)
+    return summed(parts=il.branch_value(a, b))
+
+
+@il.step
+def note(tag: str) -> str:
+    return tag
+
+
+@il.step
+def tidy() -> None:
+    return None
+
+
+@il.pipeline(name="after-into-blocks")
+def after_into_blocks(go: bool = True) -> str:
+    """``after=`` from a step inside an il.when block and inside an il.finally_ block to a step
+    outside them (three Airflow ports; issue 31 item 2: KFP compiled them, this checks every
+    backend runs them alike)."""
+    first = note(tag="first")
+    with il.when(go):
+        inside = note.named("inside")(tag="inside", after=[first])
+    with il.otherwise():
+        other = note.named("other")(tag="other", after=[first])
+    with il.finally_(tidy):
+        note.named("held")(tag="held", after=[first])
+    return il.branch_value(inside, other)

@@ -354,3 +354,26 @@ def test_every_branch_pipeline_compiles_for_flyte_and_kfp(tmp_path: Path, name: 
         return  # refused for KFP: test_kfp_refuses_or_at_build_time
     [path] = il.compile(pipeline, backend="kfp", out=tmp_path / "kfp")
     assert path.exists()
+
+
+def test_a_branch_value_over_two_maps_agrees_everywhere_and_compiles_for_kfp(tmp_path: Path) -> None:
+    status, outputs, steps = _agree(bp.branch_value_of_maps, tmp_path / "big", big=True)
+    assert status == "succeeded" and outputs == {"o0": ("int", 18)}
+    assert steps["tripled"] == "succeeded" and steps["doubled"] == "skipped"
+    status, outputs, _ = _agree(bp.branch_value_of_maps, tmp_path / "small", big=False)
+    assert outputs == {"o0": ("int", 12)}
+    if "kfp-local" in BACKENDS:
+        [path] = il.compile(bp.branch_value_of_maps, "kfp", out=tmp_path / "ir")
+        ir = next(yaml.safe_load_all(path.read_text()))
+        # Each map's Collected goes through a pass-through task in its block; OneOf reads those.
+        passes = [name for name in ir["components"] if name.startswith("comp-pass-value")]
+        assert len(passes) == 2, list(ir["components"])
+
+
+def test_after_from_inside_a_block_to_a_step_outside_it_runs_alike(tmp_path: Path) -> None:
+    status, outputs, steps = _agree(bp.after_into_blocks, tmp_path / "go", go=True)
+    assert status == "succeeded" and outputs == {"o0": ("str", "inside")}
+    assert (steps["note"], steps["inside"], steps["other"], steps["held"], steps["tidy"]) == (
+        "succeeded", "succeeded", "skipped", "succeeded", "succeeded")
+    _, outputs, steps = _agree(bp.after_into_blocks, tmp_path / "stay", go=False)
+    assert outputs == {"o0": ("str", "other")} and steps["inside"] == "skipped"
