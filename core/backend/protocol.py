@@ -28,7 +28,7 @@ from interlock.core.base.errors import (
     RunIdError,
 )
 from interlock.core.base.suggest import did_you_mean
-from interlock.core.model.codecs import TypeKind, json_problem, value_matches
+from interlock.core.model.codecs import TypeKind, json_problem, to_jsonable, value_matches
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.outcomes import RunResult
 from interlock.core.run.env import RunEnv, run_dir_under
@@ -396,11 +396,14 @@ def resolve_params(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]
             resolved[p.name] = value
             continue
         if not value_matches(value, p.type):
+            among = f": one of {list(p.type.choices)}" if p.type.choices and p.type.name else ""
             raise PipelineDefinitionError(
-                f"parameter value {value!r} ({type(value).__name__}) does not fit {p.type.describe()}",
+                f"parameter value {value!r} ({type(value).__name__}) does not fit {p.type.describe()}{among}",
                 pipeline=spec.name, port=p.name,
             )
-        resolved[p.name] = value
+        # An Enum member is recorded and handed to every backend as its value; each step gets
+        # the member back (the shim revives inputs of a named type).
+        resolved[p.name] = to_jsonable(value, p.type) if p.type.choices else value
     return resolved
 
 

@@ -243,7 +243,8 @@ def _run_help(args: argparse.Namespace) -> int:
         print("  (none)")
     for p in spec.params:
         default = f"default: {json.dumps(p.default)}" if p.has_default else "required"
-        print(f"  {p.name:<20} {p.type.describe():<22} {default}")
+        kind = p.type.describe() + (f" {list(p.type.choices)}" if p.type.choices and p.type.name else "")
+        print(f"  {p.name:<20} {kind:<22} {default}")
     return 0
 
 

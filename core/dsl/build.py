@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.base.suggest import did_you_mean
 from interlock.core.dsl.conditions import Condition, as_cond, combine, compare
-from interlock.core.model.codecs import TypeKind, value_matches
+from interlock.core.model.codecs import TypeKind, is_structured, to_jsonable, value_matches
 from interlock.core.model.conditions import Cond, Op
 from interlock.core.model.fanout import element_of, list_of, mapped_output
 from interlock.core.model.pipeline_spec import Gate, Node
@@ -382,8 +381,8 @@ class Builder:
                 pipeline=self.name, step=node, port=port,
                 hint="pass each runtime value as its own input, or build the collection in a step",
             )
-        if dataclasses.is_dataclass(value) and not isinstance(value, type) and value_matches(value, dst):
-            return Binding.of_const(dataclasses.asdict(value))
+        if is_structured(value) and value_matches(value, dst):
+            return Binding.of_const(to_jsonable(value, dst))
         if not value_matches(value, dst):
             raise PipelineDefinitionError(
                 f"type mismatch: constant {value!r} ({type(value).__name__}) does not fit {dst.describe()}",

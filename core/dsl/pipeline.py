@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import typing
@@ -19,7 +18,7 @@ from interlock.core.dsl.build import (
     current_builder,
 )
 from interlock.core.dsl.finally_ import finally_blocks_of
-from interlock.core.model.codecs import value_matches
+from interlock.core.model.codecs import is_structured, to_jsonable, value_matches
 from interlock.core.model.failure_policy import STOP, check_failure_policy
 from interlock.core.model.graph import topological_order, validate
 from interlock.core.model.names import check_step_name
@@ -114,8 +113,8 @@ class Pipeline:
                 )
             has_default = p.default is not inspect.Parameter.empty
             default = p.default
-            if has_default and dataclasses.is_dataclass(default) and not isinstance(default, type):
-                default = dataclasses.asdict(default)
+            if has_default and is_structured(default) and value_matches(default, t):
+                default = to_jsonable(default, t)
             elif has_default and not value_matches(default, t):
                 raise PipelineDefinitionError(
                     f"default {default!r} does not match {t.describe()}", pipeline=self.name, port=pname

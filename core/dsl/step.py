@@ -8,7 +8,6 @@ runs the function (handy in unit tests).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import inspect
@@ -19,13 +18,13 @@ from typing import Any, overload
 
 from interlock.core.base.durations import parse_duration
 from interlock.core.base.errors import PipelineDefinitionError, PolicyError
-from interlock.core.model.codecs import TypeKind, value_matches
+from interlock.core.model.codecs import TypeKind, is_structured, to_jsonable, value_matches
 from interlock.core.model.names import check_step_name
 from interlock.core.model.policies import Cache, Resources, check_labels
 from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Torchrun
 from interlock.core.model.retry import Retry
 from interlock.core.model.spec import Port, StepSpec
-from interlock.core.model.types import is_named_tuple, type_of
+from interlock.core.model.types import TypeSpec, is_named_tuple, type_of
 
 
 def code_fingerprint(fn: Callable[..., Any], version: str | None = None) -> str:
@@ -51,10 +50,8 @@ def _is_context(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, StepContext)
 
 
-def _jsonable_default(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return value
+def _jsonable_default(value: Any, t: TypeSpec) -> Any:
+    return to_jsonable(value, t) if is_structured(value) and value_matches(value, t) else value
 
 
 
@@ -81,7 +78,7 @@ def build_step_spec(fn: Callable[..., Any], name: str, **policy: Any) -> StepSpe
             continue
         t = type_of(ann, where=f"{where}, input {pname!r}")
         has_default = p.default is not inspect.Parameter.empty
-        default = _jsonable_default(p.default) if has_default else None
+        default = _jsonable_default(p.default, t) if has_default else None
         if has_default and not (value_matches(p.default, t) or (t.kind is TypeKind.DATACLASS and isinstance(default, dict))):
             raise PipelineDefinitionError(
                 f"default {p.default!r} does not match the declared type {t.describe()}", step=name, port=pname

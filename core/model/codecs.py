@@ -19,7 +19,7 @@ import hashlib
 import json
 import shutil
 from collections.abc import Callable, Iterable
-from enum import StrEnum
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -238,6 +238,33 @@ def _int_from_json(data: Any, t: TypeSpec) -> Any:
     return int(data) if isinstance(data, float) and data.is_integer() else data
 
 
+# -- Literal and Enum ports: a str, int or bool kind with ``choices`` (and, for an Enum, its
+# class as ``name``). The value crosses as its JSON scalar; a step gets the Enum member.
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def _scalar(kind: TypeKind, base: Callable[[Any], bool], from_json: Callable[[Any, TypeSpec], Any] = lambda v, t: v,
+            **kw: Any) -> Codec:
+    def matches(v: Any, t: TypeSpec) -> bool:
+        plain = _plain(v)
+        return base(plain) and (not t.choices or plain in t.choices)
+
+    def describe(t: TypeSpec) -> str:
+        if t.name:
+            return t.name.rsplit(":", 1)[-1]
+        if t.choices:
+            return f"Literal[{', '.join(repr(c) for c in t.choices)}]"
+        return kind.value
+
+    def member(v: Any, t: TypeSpec) -> Any:
+        v = from_json(_plain(v), t)
+        return t.resolve_class()(v) if t.name else v
+
+    return _json_row(kind, describe=describe, matches=matches, to_jsonable=lambda v, t: _plain(v),
+                     from_jsonable=member, revive=lambda v, t: member(v, t) if t.name else v, **kw)
+
+
 def _parse_bool(text: str) -> bool:
     lowered = text.lower()
     if lowered not in ("true", "false", "1", "0", "yes", "no"):
@@ -296,8 +323,15 @@ def _describe_dataclass(t: TypeSpec) -> str:
     return (t.name or "dataclass").rsplit(":", 1)[-1]
 
 
+def is_structured(value: Any) -> bool:
+    """A dataclass instance or a pydantic model instance (duck-typed: core never imports pydantic)."""
+    if isinstance(value, type):
+        return False
+    return dataclasses.is_dataclass(value) or hasattr(type(value), "model_fields")
+
+
 def _dataclass_matches(value: Any, t: TypeSpec) -> bool:
-    return dataclasses.is_dataclass(value) and qualname(type(value)) == t.name
+    return is_structured(value) and qualname(type(value)) == t.name
 
 
 def _dataclass_to_json(value: Any, t: TypeSpec) -> Any:
@@ -305,7 +339,7 @@ def _dataclass_to_json(value: Any, t: TypeSpec) -> Any:
 
 
 def _dataclass_from_json(data: Any, t: TypeSpec) -> Any:
-    if dataclasses.is_dataclass(data):
+    if not isinstance(data, dict):  # already the dataclass (or pydantic model) itself
         return data
     cls = t.resolve_class()
     return cls(**{name: from_jsonable(data.get(name), ft) for name, ft in t.fields if name in data})
@@ -475,12 +509,12 @@ def _artifacts_hash(value: Any, t: TypeSpec) -> str:
 
 # -- the table ---------------------------------------------------------------------------------
 _ROWS = (
-    _json_row(TypeKind.INT, recognizes=_is(int), parse=int, from_jsonable=_int_from_json,
-              matches=lambda v, t: isinstance(v, int) and not isinstance(v, bool)),
+    _scalar(TypeKind.INT, lambda v: isinstance(v, int) and not isinstance(v, bool), _int_from_json,
+            recognizes=_is(int), parse=int),
     _json_row(TypeKind.FLOAT, recognizes=_is(float), parse=float, matches=lambda v, t: _is_number(v),
               to_jsonable=lambda v, t: float(v), from_jsonable=lambda v, t: float(v)),
-    _json_row(TypeKind.STR, recognizes=_is(str), parse=str, matches=lambda v, t: isinstance(v, str)),
-    _json_row(TypeKind.BOOL, recognizes=_is(bool), parse=_parse_bool, matches=lambda v, t: isinstance(v, bool)),
+    _scalar(TypeKind.STR, lambda v: isinstance(v, str), recognizes=_is(str), parse=str),
+    _scalar(TypeKind.BOOL, lambda v: isinstance(v, bool), recognizes=_is(bool), parse=_parse_bool),
     _json_row(TypeKind.NONE, describe=_name("None"), recognizes=lambda a: a is None or a is type(None),
               matches=lambda v, t: False),  # None itself is handled by the dispatchers
     _json_row(TypeKind.LIST, describe=_describe_list, matches=_list_matches, to_jsonable=_list_to_json,

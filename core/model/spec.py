@@ -11,7 +11,7 @@ This module holds a step's part (StepSpec, Port, Binding); the graph's classes
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Any
 
 from interlock.core.model.codecs import TypeKind
@@ -25,7 +25,10 @@ SPEC_VERSION = 1
 
 
 def _json_form(value: Any) -> Any:
-    """Tuples as lists, recursively: the form JSON gives back, so a spec equals its round trip."""
+    """Tuples as lists and Enum members as their values, recursively: the form JSON gives
+    back, so a spec equals its round trip."""
+    if isinstance(value, Enum):
+        return value.value
     if isinstance(value, list | tuple):
         return [_json_form(v) for v in value]
     if isinstance(value, dict):

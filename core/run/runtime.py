@@ -28,6 +28,7 @@ from interlock.core.checkpoint.checkpointer import Checkpointer, wait_for_prunes
 from interlock.core.checkpoint.manifest import CheckpointInfo
 from interlock.core.checkpoint.store import store_for_uri
 from interlock.core.failure.taxonomy import Preempted, StepTimeout, qualified_name
+from interlock.core.model.codecs import revive, to_jsonable
 from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import check_output
 from interlock.core.run import live
@@ -92,7 +93,19 @@ def outputs_of(step: StepSpec, returned: Any) -> dict[str, Any]:
         values = {ports[0].name: returned}
     for p in ports:
         check_output(values[p.name], p.type, f"step {step.name!r}, output {p.name!r}")
+        if p.type.choices:  # an Enum member crosses as its value (a str or int on every backend)
+            values[p.name] = to_jsonable(values[p.name], p.type)
     return values
+
+
+def _as_declared(step: StepSpec, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Inputs of a named type (an Enum, a dataclass, a pydantic model) as that type, whatever
+    form the backend carried them in (a JSON value, a dict): the step gets the same on every one."""
+    out = dict(inputs)
+    for p in step.inputs:
+        if p.type.name and p.name in out:
+            out[p.name] = revive(out[p.name], p.type)
+    return out
 
 
 def _output_error(step: StepSpec, msg: str) -> StepFailed:
@@ -327,6 +340,7 @@ def _execute_step(
         raise StepFailed(node, refused.kind, refused.reason, hint=refused.hint, pipeline=run.pipeline, failure=refused)
     if callable(inputs):
         inputs = inputs()
+    inputs = _as_declared(step, inputs)
     fn = fn or resolve_function(step)
     classifier = run.classifier  # None: the default rule table, built at the first failure
     # Inputs under credential names (a password parameter passed through) and the values of
