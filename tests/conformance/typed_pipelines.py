@@ -12,7 +12,7 @@ import pydantic
 import interlock as il
 
 
-class Color(str, enum.Enum):
+class Color(str, enum.Enum):  # noqa: UP042 - the mixin form ported examples write
     RED = "red"
     BLUE = "blue"
 
@@ -29,6 +29,7 @@ class Cfg(pydantic.BaseModel):
 
 
 Mode = Literal["fast", "slow"]
+DEFAULT_CFG = Cfg()
 
 
 @il.step
@@ -50,6 +51,6 @@ def describe(c: Color, cfg: Cfg, mode: str) -> str:
 
 
 @il.pipeline(name="typed-params")
-def typed_params(color: Color = Color.RED, size: Size = Size.L, mode: Mode = "fast", cfg: Cfg = Cfg()) -> str:
+def typed_params(color: Color = Color.RED, size: Size = Size.L, mode: Mode = "fast", cfg: Cfg = DEFAULT_CFG) -> str:
     c = paint(color=color, size=size, mode=mode, cfg=cfg)
     return describe(c=c, cfg=tune(cfg=cfg, size=size), mode=mode)
