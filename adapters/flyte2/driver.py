@@ -1,0 +1,240 @@
+"""The driver task's books: what the generated driver body (``render.py``) calls at run time.
+
+The body is the lowered plan as Python: each ``il.when`` block an ``if``, a chain an
+``if``/``elif``, a map ``flyte.map``, every step an ``await``. ``Driver`` holds what the run
+produced so far and answers, per step, the same questions the local backend asks in plan
+order: may it start (the failure policy, ``Downstream`` under ``"continue"``), is its block's
+condition true, what are its inputs. After the body it runs the ``il.finally_`` steps with
+their scope's status, settled from the shim's fragments as on every backend.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from interlock.core.backend.failure_scope import Downstream
+from interlock.core.backend.plan import lower
+from interlock.core.base.errors import StepFailed, StepStopped
+from interlock.core.base.status import FailureKind, Status
+from interlock.core.model.codecs import revive
+from interlock.core.model.failure_policy import CONTINUE
+from interlock.core.model.fanout import item_node
+from interlock.core.model.finally_blocks import (
+    RunStatus,
+    block_gate,
+    block_spec,
+    finally_inputs,
+    handler_runs,
+    is_handler,
+    reached,
+)
+from interlock.core.model.pipeline_spec import Node, PipelineSpec
+from interlock.core.record.outcomes import Seen, run_status, settle
+from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, resolve
+from interlock.core.run.map_items import MapReport, aggregate
+from interlock.core.run.runtime import record_cache_hit
+
+from . import values
+from .task import current_local, run_context
+
+# A condition or an input on a value the run never produced (its step failed or was skipped).
+_MISSING = (KeyError, AttributeError, TypeError, IndexError)
+
+
+class Driver:
+    def __init__(self, spec: PipelineSpec, params: dict[str, Any], store: str):
+        self.spec, self.store = spec, Path(store)
+        self.plan = lower(spec)
+        self.params = {p.name: revive(params[p.name], p.type) for p in spec.params if p.name in params}
+        self.outputs: dict[str, dict[str, Any]] = {}
+        self.seen: dict[str, Seen] = {}
+        self.maps: dict[str, MapReport] = {}
+        self.sizes: dict[str, int] = {}
+        self.failed = self.halted = False
+        self.downstream = Downstream(self.plan) if spec.failure_policy == CONTINUE else None
+        self.local = current_local()
+        self.run = run_context(spec, store)
+        if self.local is not None:
+            self.local.driver = self  # the runner reads the books after the run
+
+    # -- the body -------------------------------------------------------------------------
+    def opens(self, gate: str) -> bool:
+        """Does the block behind ``gate`` run (its conditions, those around it included, hold)?"""
+        if self.halted or (self.failed and self.downstream is None):
+            return False
+        try:
+            return gate_open(self.spec, gate, self.outputs, self.params)
+        except _MISSING:
+            return False
+
+    async def step(self, name: str, task: Any) -> None:
+        """Run node ``name``'s task, if it may start; a map's items through ``flyte.map``."""
+        node = self.spec.node(name)
+        inputs = self._ready(node)
+        if inputs is None:
+            return
+        if node.map is not None:
+            await self._map(node, task, inputs)
+            return
+        step = self.spec.step_of(node)
+        refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
+        self._emit(name)
+        try:
+            out = await task(node=name, **refs)
+        except Exception as exc:  # noqa: BLE001 - the task failed: the shim said why, in its fragment
+            self._failed(name, exc)
+            return
+        self.outputs[name] = self._read(step, out)
+        ran = self.local is None or name in self.local.started
+        if not ran:
+            record_cache_hit(self.run, step, name, {})
+            self._emit(name, Status.CACHED)
+        self.seen[name] = Seen(Status.SUCCEEDED if ran else Status.CACHED)
+
+    def _ready(self, node: Node) -> dict[str, Any] | None:
+        """The node's inputs when it may start; None when it may not (nothing is recorded:
+        settle calls it not-run, or skipped behind a closed gate)."""
+        if self.halted or (self.failed and self.downstream is None):
+            return None
+        if self.downstream is not None and not self.downstream.can_start(node.name):
+            self.downstream.fail(node.name)
+            return None
+        try:
+            if not gate_open(self.spec, node.gate, self.outputs, self.params):
+                return None
+            return node_inputs(self.spec, node.name, self.params, self.outputs)
+        except _MISSING:  # it reads what never ran: it cannot start either
+            if self.downstream is not None:
+                self.downstream.fail(node.name)
+            return None
+
+    async def _map(self, node: Node, task: Any, inputs: dict[str, Any]) -> None:
+        import flyte
+
+        m = node.map
+        assert m is not None
+        step = self.spec.step_of(node)
+        lists = {p: list(inputs[p]) for p in m.ports}
+        lengths = {p: len(v) for p, v in lists.items()}
+        if len(set(lengths.values())) > 1:  # no item runs, as on every backend
+            error = StepFailed(node.name, FailureKind.FATAL, f"il.zip over lists of different lengths {lengths}",
+                               hint="zip lists of one length", pipeline=self.spec.name)
+            self._down(node.name, Seen(Status.FAILED, error=error))
+            return
+        n = lengths[m.item]
+        self.sizes[node.name] = n
+        types = {p.name: p.type for p in step.inputs}
+        base = {k: values.put(self.store, v, types[k]) for k, v in inputs.items() if k in types and k not in m.ports}
+        names = [item_node(node.name, i) for i in range(n)]
+        columns = [[values.put(self.store, v, types[p]) for v in lists[p]] for p in m.ports]
+        self._emit(node.name)
+        results: list[Any] = []
+        if n:
+            call = functools.partial(task, **base) if base else task
+            results = [r async for r in flyte.map.aio(call, names, *columns, group_name=node.name.replace(".", "-"),
+                                                      concurrency=m.concurrency or 0, return_exceptions=True)]
+        outs: list[dict[str, Any] | None] = []
+        stopped: StepStopped | None = None
+        for item, result in zip(names, results, strict=True):
+            if isinstance(result, BaseException):
+                err = self.local.raised.get(item) if self.local is not None else None
+                if isinstance(err, StepStopped) and stopped is None:
+                    stopped = err
+                outs.append(None)
+                continue
+            if self.local is not None and item not in self.local.started:
+                record_cache_hit(self.run, step, item, {})
+            outs.append(self._read(step, result))
+        report = aggregate(self.spec, self.run.state, node, n) or MapReport(node.name, 0)
+        self.maps[node.name] = report
+        if stopped is not None:
+            self.halted = True
+            self._down(node.name, Seen(Status.STOPPED, error=StepStopped(
+                node.name, stopped.signal, attempts=stopped.attempts, checkpoint=stopped.checkpoint,
+                pipeline=self.spec.name, attempt_log=stopped.attempt_log)))
+            return
+        if not report.succeeded:
+            self._down(node.name, Seen(Status.FAILED))
+            return
+        self.outputs[node.name] = {p.name: [o[p.name] if o is not None else None for o in outs] for p in step.outputs}
+        status = Status.CACHED if n and len(report.cached) == n else Status.SUCCEEDED
+        self.seen[node.name] = Seen(status)
+        self._emit(node.name, status, f"{n} item(s)")
+
+    # -- after the body ---------------------------------------------------------------------
+    async def finish(self, tasks: dict[str, Any]) -> None:
+        """The il.finally_ steps, after the body: each block's the run reached (its status
+        settled from the fragments), then the whole pipeline's."""
+        spec = self.spec
+        if not spec.finally_nodes():
+            return
+        gates = gate_decisions(spec, self.params, self.outputs)
+        outcome = settle(spec, self.run.state, self.seen, gates=gates)
+        for block in spec.finally_blocks:
+            gate = block_gate(spec, block)
+            try:
+                taken = gate is None or gate_open(spec, gate, self.outputs, self.params)
+            except _MISSING:
+                taken = False
+            if taken and reached(spec, block, outcome.steps):
+                status = run_status(settle(block_spec(spec, block), self.run.state, None))
+                await self._finally(block.node, tasks[block.node.name], status)
+        if spec.finally_ is not None:
+            await self._finally(spec.finally_, tasks[spec.finally_.name], run_status(outcome))
+
+    async def _finally(self, node: Node, task: Any, status: RunStatus) -> None:
+        if is_handler(self.spec, node.name) and not handler_runs(status):
+            return  # il.on_failure: its scope did not fail (listed as skipped)
+        step = self.spec.step_of(node)
+        inputs = finally_inputs(self.spec, node, node_inputs(self.spec, node.name, self.params, {}), status)
+        refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
+        self._emit(node.name)
+        try:
+            await task(node=node.name, **refs)
+        except Exception as exc:  # noqa: BLE001 - recorded as the node's failure
+            self.seen[node.name] = self._seen_failed(node.name, exc)
+            self._emit(node.name, Status.FAILED)
+            return
+        self.seen[node.name] = Seen(Status.SUCCEEDED)
+        self._emit(node.name, Status.SUCCEEDED, "finally")
+
+    def result(self) -> str:
+        """The pipeline's outputs as references; a failed run fails the driver task (and the Flyte run)."""
+        if self.failed or any(s.status in (Status.FAILED, Status.STOPPED) for s in self.seen.values()):
+            failed = [n for n, s in self.seen.items() if s.status in (Status.FAILED, Status.STOPPED)]
+            raise RuntimeError(f"pipeline {self.spec.name!r} failed: {', '.join(failed) or 'a step failed'}")
+        types = dict(self.spec.output_types)
+        return json.dumps({k: values.put(self.store, resolve(b, self.params, self.outputs), types[k])
+                           for k, b in self.spec.outputs})
+
+    # -- books ------------------------------------------------------------------------------
+    def _read(self, step: Any, out: str) -> dict[str, Any]:
+        refs = json.loads(out)
+        return {p.name: values.get(self.store, refs[p.name], p.type) for p in step.outputs}
+
+    def _failed(self, name: str, exc: BaseException) -> None:
+        seen = self._seen_failed(name, exc)
+        self._down(name, seen)
+        self._emit(name, seen.status)
+
+    def _seen_failed(self, name: str, exc: BaseException) -> Seen:
+        err = self.local.raised.get(name) if self.local is not None else None
+        frag = self.run.state.read_fragment(name)
+        if isinstance(err, StepStopped) or (frag is not None and frag.status is Status.STOPPED):
+            return Seen(Status.STOPPED, error=err)
+        shim_ran = self.local is None or name in self.local.started
+        return Seen(Status.FAILED, error=err, shim_ran=shim_ran, detail=f"the Flyte 2 task failed: {exc}")
+
+    def _down(self, name: str, seen: Seen) -> None:
+        self.seen[name] = seen
+        self.failed = True
+        self.halted = self.halted or seen.status is Status.STOPPED  # told to stop: nothing starts
+        if self.downstream is not None:
+            self.downstream.fail(name)
+
+    def _emit(self, name: str, event: str = "started", detail: str = "") -> None:
+        if self.local is not None:
+            self.local.emit(name, event, detail)
