@@ -45,9 +45,10 @@ CLUSTER_FEATURES = {
     "condition.or": "native (evaluated in the driver task)",
     "branch.chain": "native (if/elif in the driver task)",
     "branch.value": "native (the value of the branch that ran)",
-    "map": "native (flyte.map over the step's task, with the map's concurrency)",
-    "map.tolerate": "native (flyte.map(return_exceptions=True); failed items are None)",
-    "map.zip": "native (flyte.map over several lists, element i of each; lists of different lengths fail the node)",
+    "map": "native (one task call per item, awaited together with asyncio.gather, at most `concurrency` at "
+    "once; not flyte.map, which maps a single parameter when others are bound and cannot name each item)",
+    "map.tolerate": "native (gather(return_exceptions=True); failed items are None)",
+    "map.zip": "native (element i of each list to its item's task; lists of different lengths fail the node)",
     "fan_in": "native (a list value)",
     "subpipeline": "emulated: the inner steps run inline in the driver task, named <call>.<step> (no nested "
     "driver task)",

@@ -1,7 +1,7 @@
 """The driver task's books: what the generated driver body (``render.py``) calls at run time.
 
 The body is the lowered plan as Python: each ``il.when`` block an ``if``, a chain an
-``if``/``elif``, a map ``flyte.map``, every step an ``await``. ``Driver`` holds what the run
+``if``/``elif``, a map its items' tasks awaited together, every step an ``await``. ``Driver`` holds what the run
 produced so far and answers, per step, the same questions the local backend asks in plan
 order: may it start (the failure policy, ``Downstream`` under ``"continue"``), is its block's
 condition true, what are its inputs. After the body it runs the ``il.finally_`` steps with
@@ -10,7 +10,7 @@ their scope's status, settled from the shim's fragments as on every backend.
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from interlock.core.backend.failure_scope import Downstream
 from interlock.core.backend.plan import lower
 from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import FailureKind, Status
-from interlock.core.model.codecs import revive
+from interlock.core.model.codecs import from_jsonable, revive
 from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.fanout import item_node
 from interlock.core.model.finally_blocks import (
@@ -40,6 +40,7 @@ from interlock.core.run.runtime import record_cache_hit
 from . import values
 from .task import current_local, run_context
 
+DEFAULT_CONCURRENCY = 8  # items at once when the map does not say (as the local backend)
 # A condition or an input on a value the run never produced (its step failed or was skipped).
 _MISSING = (KeyError, AttributeError, TypeError, IndexError)
 
@@ -48,7 +49,8 @@ class Driver:
     def __init__(self, spec: PipelineSpec, params: dict[str, Any], store: str):
         self.spec, self.store = spec, Path(store)
         self.plan = lower(spec)
-        self.params = {p.name: revive(params[p.name], p.type) for p in spec.params if p.name in params}
+        self.params = {p.name: revive(from_jsonable(params[p.name], p.type) if isinstance(params[p.name], dict | list)
+                                      else params[p.name], p.type) for p in spec.params if p.name in params}
         self.outputs: dict[str, dict[str, Any]] = {}
         self.seen: dict[str, Seen] = {}
         self.maps: dict[str, MapReport] = {}
@@ -71,7 +73,7 @@ class Driver:
             return False
 
     async def step(self, name: str, task: Any) -> None:
-        """Run node ``name``'s task, if it may start; a map's items through ``flyte.map``."""
+        """Run node ``name``'s task, if it may start; a map's items side by side."""
         node = self.spec.node(name)
         inputs = self._ready(node)
         if inputs is None:
@@ -81,7 +83,6 @@ class Driver:
             return
         step = self.spec.step_of(node)
         refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
-        self._emit(name)
         try:
             out = await task(node=name, **refs)
         except Exception as exc:  # noqa: BLE001 - the task failed: the shim said why, in its fragment
@@ -91,7 +92,9 @@ class Driver:
         ran = self.local is None or name in self.local.started
         if not ran:
             record_cache_hit(self.run, step, name, {})
-            self._emit(name, Status.CACHED)
+            self._emit(name, Status.CACHED, step.fingerprint[:12])
+        else:
+            self._emit(name, Status.SUCCEEDED, self.local.done.get(name, "") if self.local is not None else "")
         self.seen[name] = Seen(Status.SUCCEEDED if ran else Status.CACHED)
 
     def _ready(self, node: Node) -> dict[str, Any] | None:
@@ -112,8 +115,6 @@ class Driver:
             return None
 
     async def _map(self, node: Node, task: Any, inputs: dict[str, Any]) -> None:
-        import flyte
-
         m = node.map
         assert m is not None
         step = self.spec.step_of(node)
@@ -131,11 +132,16 @@ class Driver:
         names = [item_node(node.name, i) for i in range(n)]
         columns = [[values.put(self.store, v, types[p]) for v in lists[p]] for p in m.ports]
         self._emit(node.name)
-        results: list[Any] = []
-        if n:
-            call = functools.partial(task, **base) if base else task
-            results = [r async for r in flyte.map.aio(call, names, *columns, group_name=node.name.replace(".", "-"),
-                                                      concurrency=m.concurrency or 0, return_exceptions=True)]
+        # Each item its own task call, awaited together (Flyte 2's fan-out), at most `concurrency`
+        # at once. Not flyte.map: with broadcast inputs it maps one parameter only (functools.partial),
+        # and an item also needs its own node name.
+        limit = asyncio.Semaphore(m.concurrency or DEFAULT_CONCURRENCY)
+
+        async def one(i: int) -> Any:
+            async with limit:
+                return await task(node=names[i], **base, **{p: columns[j][i] for j, p in enumerate(m.ports)})
+
+        results = await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True)
         outs: list[dict[str, Any] | None] = []
         stopped: StepStopped | None = None
         for item, result in zip(names, results, strict=True):
@@ -171,6 +177,8 @@ class Driver:
         spec = self.spec
         if not spec.finally_nodes():
             return
+        if self.local is not None:
+            self.local.stopped = False  # a stopped body still runs its finally steps, which see the stop
         gates = gate_decisions(spec, self.params, self.outputs)
         outcome = settle(spec, self.run.state, self.seen, gates=gates)
         for block in spec.finally_blocks:
@@ -191,12 +199,13 @@ class Driver:
         step = self.spec.step_of(node)
         inputs = finally_inputs(self.spec, node, node_inputs(self.spec, node.name, self.params, {}), status)
         refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
-        self._emit(node.name)
+        self._emit(node.name, "started", f"finally ({status.status})")
         try:
             await task(node=node.name, **refs)
         except Exception as exc:  # noqa: BLE001 - recorded as the node's failure
-            self.seen[node.name] = self._seen_failed(node.name, exc)
-            self._emit(node.name, Status.FAILED)
+            seen = self._seen_failed(node.name, exc)
+            self.seen[node.name] = seen
+            self._emit(node.name, Status.FAILED, f"{seen.error.kind}: {seen.error.reason}" if seen.error else str(exc))
             return
         self.seen[node.name] = Seen(Status.SUCCEEDED)
         self._emit(node.name, Status.SUCCEEDED, "finally")
@@ -216,9 +225,14 @@ class Driver:
         return {p.name: values.get(self.store, refs[p.name], p.type) for p in step.outputs}
 
     def _failed(self, name: str, exc: BaseException) -> None:
+        if self.local is not None and self.local.stopped and name not in self.local.started:
+            self.halted = True  # told to stop before it started: not run
+            return
         seen = self._seen_failed(name, exc)
         self._down(name, seen)
-        self._emit(name, seen.status)
+        err = seen.error
+        self._emit(name, seen.status, err.reason if isinstance(err, StepStopped) else
+                   f"{err.kind}: {err.reason}" if err is not None else str(exc))
 
     def _seen_failed(self, name: str, exc: BaseException) -> Seen:
         err = self.local.raised.get(name) if self.local is not None else None

@@ -74,8 +74,6 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
         pods = pods or "pod_template" in kw
         deco = ", ".join([f"short_name={node.name!r}", *(f"{k}={v}" for k, v in kw.items())])
         ports = [p.name for p in step.inputs]
-        if node.map is not None:  # flyte.map hands the mapped ports positionally, after the node names
-            ports = [*node.map.ports, *(p for p in ports if p not in node.map.ports)]
         sig = ", ".join(["node: str", *(f"{p}: str = ''" for p in ports)])
         refs = ", ".join(f"{p!r}: {p}" for p in ports)
         task_lines += [

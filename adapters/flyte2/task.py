@@ -15,14 +15,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interlock.core.base.errors import StepFailed
+from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.run.env import RunEnv, state_dir_under
+from interlock.core.run.output_failure import output_failed
 from interlock.core.run.runtime import execute_step
 from interlock.core.run.state import RunContext
 
@@ -40,7 +42,14 @@ class LocalRun:
     emit: Callable[[str, str, str], None] = lambda node, event, detail: None
     started: set[str] = field(default_factory=set)  # nodes (and map items) whose shim ran
     raised: dict[str, StepFailed] = field(default_factory=dict)  # what the shim raised, by node
+    done: dict[str, str] = field(default_factory=dict)  # how each node that succeeded ran, for its line
     driver: Any = None  # the run's Driver, once its task started
+    stopped: bool = False  # a step was stopped (SIGTERM, Ctrl-C): no other starts
+    main: Callable[..., Future[Any]] | None = None  # runs a job on the run's thread (threaded=True: an item's)
+
+
+class NotStarted(Exception):
+    """A step the run did not start because it was told to stop."""
 
 
 _LOCAL_RUNS: dict[str, LocalRun] = {}
@@ -93,20 +102,36 @@ async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: d
     def inputs() -> dict[str, Any]:  # read after the shim's stop-marker check
         return {k: values.get(root, ref, types[k]) for k, ref in refs.items() if ref and k in types}
 
-    def write(outputs: dict[str, Any]) -> str:  # inside the attempt: a failed write fails it
-        return json.dumps({p.name: values.put(root, outputs[p.name], p.type) for p in step.outputs})
-
-    if local is not None:
-        local.started.add(name)
     fn = local.functions.get(step.name) if local is not None else None
+
+    def call() -> Any:
+        if local is not None and local.stopped:
+            raise NotStarted(name)  # the run was told to stop: nothing new starts (a map's other items)
+        if local is not None:
+            local.started.add(name)
+            if name == node:  # a map's items are told as the map
+                local.emit(name, "started", "")
+        return execute_step(run, step, name, inputs, fn)
+
     try:
-        # On a thread: the step blocks, and a map's items run side by side.
-        result = await asyncio.to_thread(execute_step, run, step, name, inputs, fn, write)
+        if local is not None and local.main is not None:  # flyte2-local: on the run's thread (signals, alarms)
+            result = await asyncio.wrap_future(local.main(call, threaded=name != node and step.timeout_s is None))
+        else:  # a pod: on a thread, so that a map's items run side by side
+            result = await asyncio.to_thread(call)
+        # After the attempt, as the local backend: a value that cannot cross is not retried.
+        try:
+            written = json.dumps({p.name: values.put(root, result.outputs[p.name], p.type) for p in step.outputs})
+        except Exception as exc:  # noqa: BLE001 - an unserializable value, a full disk: the step failed
+            raise output_failed(run, step, name, exc) from exc
+    except NotStarted as err:
+        raise flyte.errors.NonRecoverableError(str(err)) from err
     except StepFailed as err:
         if local is not None:
             local.raised[name] = err
+            local.stopped = local.stopped or isinstance(err, StepStopped)
         if err.backend_should_retry:
             raise RuntimeError(str(err)) from err  # Flyte retries it (RetryStrategy, Backoff)
         raise flyte.errors.NonRecoverableError(str(err)) from err
-    written: str = result.written
+    if local is not None:
+        local.done[name] = f"{result.ended - result.started:.2f}s, {len(result.attempts)} attempt(s)"
     return written
