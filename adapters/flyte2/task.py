@@ -111,7 +111,12 @@ async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: d
             local.started.add(name)
             if name == node:  # a map's items are told as the map
                 local.emit(name, "started", "")
-        return execute_step(run, step, name, inputs, fn)
+        try:
+            return execute_step(run, step, name, inputs, fn)
+        except StepStopped:
+            if local is not None:  # here, on the run's thread: before the next queued item starts
+                local.stopped = True
+            raise
 
     try:
         if local is not None and local.main is not None:  # flyte2-local: on the run's thread (signals, alarms)
