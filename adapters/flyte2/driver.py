@@ -90,8 +90,7 @@ class Driver:
             return
         self.outputs[name] = self._read(step, out)
         ran = self.local is None or name in self.local.started
-        if not ran:
-            record_cache_hit(self.run, step, name, {})
+        if not ran:  # served from the SDK's cache: no fragment (as flyte-local), the status says so
             self._emit(name, Status.CACHED, step.fingerprint[:12])
         else:
             self._emit(name, Status.SUCCEEDED, self.local.done.get(name, "") if self.local is not None else "")
