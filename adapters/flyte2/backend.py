@@ -50,8 +50,8 @@ CLUSTER_FEATURES = {
     "map.tolerate": "native (gather(return_exceptions=True); failed items are None)",
     "map.zip": "native (element i of each list to its item's task; lists of different lengths fail the node)",
     "fan_in": "native (a list value)",
-    "subpipeline": "emulated: the inner steps run inline in the driver task, named <call>.<step> (no nested "
-    "driver task)",
+    "subpipeline": "native (a nested driver task per call, call_<call>, handed the caller's books as JSON and "
+    "returning what its steps did; the inner steps are named <call>.<step>)",
     "subpipeline.cache": "unsupported as a unit: the inner steps cache one by one",
     "finally": "native (the driver's try/finally, with il.RunStatus settled from the run state)",
     "finally.block": "emulated: the block's finally step runs in the driver's finally, after the body, with the "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from interlock.core.backend.failure_scope import Downstream
 from interlock.core.backend.plan import lower
 from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import FailureKind, Status
-from interlock.core.model.codecs import from_jsonable, revive
+from interlock.core.model.codecs import TypeKind, from_jsonable, revive, to_jsonable
 from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.fanout import item_node
 from interlock.core.model.finally_blocks import (
@@ -32,6 +33,7 @@ from interlock.core.model.finally_blocks import (
     reached,
 )
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
+from interlock.core.model.types import TypeSpec
 from interlock.core.record.outcomes import Seen, run_status, settle
 from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, resolve
 from interlock.core.run.map_items import MapReport, aggregate
@@ -46,7 +48,7 @@ _MISSING = (KeyError, AttributeError, TypeError, IndexError)
 
 
 class Driver:
-    def __init__(self, spec: PipelineSpec, params: dict[str, Any], store: str):
+    def __init__(self, spec: PipelineSpec, params: dict[str, Any], store: str, *, nested: bool = False):
         self.spec, self.store = spec, Path(store)
         self.plan = lower(spec)
         self.params = {p.name: revive(from_jsonable(params[p.name], p.type) if isinstance(params[p.name], dict | list)
@@ -56,10 +58,11 @@ class Driver:
         self.maps: dict[str, MapReport] = {}
         self.sizes: dict[str, int] = {}
         self.failed = self.halted = False
+        self._given: set[str] = set()  # a nested driver: the nodes its caller had reached
         self.downstream = Downstream(self.plan) if spec.failure_policy == CONTINUE else None
         self.local = current_local()
         self.run = run_context(spec, store)
-        if self.local is not None:
+        if self.local is not None and not nested:
             self.local.driver = self  # the runner reads the books after the run
 
     # -- the body -------------------------------------------------------------------------
@@ -168,6 +171,84 @@ class Driver:
         status = Status.CACHED if n and len(report.cached) == n else Status.SUCCEEDED
         self.seen[node.name] = Seen(status)
         self._emit(node.name, status, f"{n} item(s)")
+
+    # -- sub-pipeline calls: a nested driver task each ------------------------------------------
+    async def call(self, name: str, task: Any) -> None:
+        """Run sub-pipeline call ``name`` as its own driver task, handing it the books and
+        taking back what its steps did."""
+        if self.halted or (self.failed and self.downstream is None):
+            return
+        try:
+            returned = await task(books=self.books())
+        except Exception as exc:  # noqa: BLE001 - the nested driver itself failed: its steps are not run
+            raise RuntimeError(f"sub-pipeline call {name!r}: {exc}") from exc
+        self.merge(returned)
+
+    def books(self, skip: set[str] | frozenset[str] = frozenset()) -> str:
+        """What a nested driver task needs to go on: the parameters, every output so far (as
+        references), the failures and what they keep from starting; ``skip``: nodes left out."""
+        types = {p.name: p.type for p in self.spec.params}
+        return json.dumps({
+            "params": {k: to_jsonable(v, types[k]) for k, v in self.params.items()},
+            "outputs": {n: self._refs(n, v) for n, v in self.outputs.items() if n not in skip},
+            "failed": self.failed, "halted": self.halted,
+            "down": sorted(self.downstream.down) if self.downstream is not None else [],
+            "failed_scopes": sorted(self.downstream.failed_scopes) if self.downstream is not None else [],
+            "seen": {n: s.status.value for n, s in self.seen.items() if n not in skip},
+            "sizes": self.sizes,
+        })
+
+    @classmethod
+    def resume(cls, spec: PipelineSpec, books: str, store: str) -> Driver:
+        """A nested driver, from its caller's books: it returns only what it adds."""
+        data = json.loads(books)
+        d = cls(spec, data["params"], store, nested=True)
+        d.outputs = {n: d._values(n, refs) for n, refs in data["outputs"].items()}
+        d.failed, d.halted = data["failed"], data["halted"]
+        if d.downstream is not None:
+            d.downstream.down.update(data["down"])
+            d.downstream.failed_scopes.update(data["failed_scopes"])
+        d._given = set(data["outputs"]) | set(data["seen"])
+        return d
+
+    def returned(self) -> str:
+        """The nested driver's books, for its caller: the nodes it reached."""
+        return self.books(skip=self._given)
+
+    def merge(self, returned: str) -> None:
+        data = json.loads(returned)
+        self.outputs.update({n: self._values(n, refs) for n, refs in data["outputs"].items()})
+        self.failed, self.halted = self.failed or data["failed"], self.halted or data["halted"]
+        if self.downstream is not None:
+            self.downstream.down.update(data["down"])
+            self.downstream.failed_scopes.update(data["failed_scopes"])
+        self.sizes.update(data["sizes"])
+        for name, status in data["seen"].items():
+            st = Status(status)
+            if st in (Status.FAILED, Status.STOPPED):
+                seen = self._seen_failed(name, RuntimeError("failed in its sub-pipeline's driver task"))
+                self.seen[name] = seen if st is Status.FAILED or seen.status is Status.STOPPED else Seen(st)
+            else:
+                self.seen[name] = Seen(st)
+            node = self.spec.node(name)
+            if node.map is not None and name in self.sizes:
+                self.maps[name] = aggregate(self.spec, self.run.state, node, self.sizes[name]) or MapReport(name, 0)
+
+    def _refs(self, node: str, values_: dict[str, Any]) -> dict[str, str]:
+        types = self._output_types(node)
+        return {port: values.put(self.store, v, types[port]) for port, v in values_.items()}
+
+    def _values(self, node: str, refs: dict[str, str]) -> dict[str, Any]:
+        types = self._output_types(node)
+        return {port: values.get(self.store, ref, types[port]) for port, ref in refs.items()}
+
+    def _output_types(self, node: str) -> dict[str, Any]:
+        n = self.spec.node(node)
+        step = self.spec.step_of(n)
+        if n.map is None:
+            return {p.name: p.type for p in step.outputs}
+        # A map's output: the list of its items' values (None at a failed item).
+        return {p.name: TypeSpec(TypeKind.LIST, args=(replace(p.type, optional=True),)) for p in step.outputs}
 
     # -- after the body ---------------------------------------------------------------------
     async def finish(self, tasks: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ import keyword
 import re
 from typing import Any
 
-from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Step, Unit, lower
+from interlock.core.backend.plan import SUB, Block, Call, Chain, FinallyScope, Step, Unit, lower
 from interlock.core.base.status import FailureKind
 from interlock.core.model.codecs import TypeKind
 from interlock.core.model.pipeline_spec import PipelineSpec
@@ -82,6 +82,22 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
             f"    return await _il_task.run_step(SPEC, STORE, {node.name!r}, node, {{{refs}}})",
             "",
         ]
+    calls = _calls(plan.units)
+    for unit in calls:
+        tasks[SUB + unit.call.name] = py_name("call_", unit.call.name, taken)
+    call_lines: list[str] = []
+    for unit in calls:
+        inner: list[str] = []
+        emit(unit.units, tasks, inner, "    ")
+        call_lines += [
+            f"@driver_env.task(short_name={(SUB + unit.call.name)!r})",
+            f"async def {tasks[SUB + unit.call.name]}(books: str) -> str:",
+            f'    """Sub-pipeline {unit.call.pipeline!r}, called as {unit.call.name!r}: a nested driver."""',
+            "    d = _il.Driver.resume(SPEC, books, STORE)",
+            *inner,
+            "    return d.returned()",
+            "",
+        ]
     driver = py_name("", env_name(spec.name).replace("-", "_"), taken)
     params = []
     for p in spec.params:
@@ -125,6 +141,7 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
         "",
         "",
         *task_lines,
+        *call_lines,
         "",
         deco,
         f"async def {driver}({', '.join(params)}) -> str:",
@@ -153,12 +170,28 @@ def emit(units: tuple[Unit, ...], tasks: dict[str, str], out: list[str], pad: st
             for i, block in enumerate(unit.blocks):
                 out.append(f"{pad}{'if' if i == 0 else 'elif'} d.opens({block.gate.id!r}):  # {_label(block)}")
                 _inner(block.units, tasks, out, pad)
-        elif isinstance(unit, Call):
-            out.append(f"{pad}# sub-pipeline {unit.call.pipeline!r} as {unit.call.name!r}")
-            emit(unit.units, tasks, out, pad)
+        elif isinstance(unit, Call):  # its own driver task (call_tasks), handed the books
+            out.append(f"{pad}await d.call({unit.call.name!r}, {tasks[SUB + unit.call.name]})"
+                       f"  # sub-pipeline {unit.call.pipeline!r}")
         elif isinstance(unit, FinallyScope):
             out.append(f"{pad}# with il.finally_({unit.block.node.name}): its step runs in d.finish")
             emit(unit.units, tasks, out, pad)
+
+
+def _calls(units: tuple[Unit, ...]) -> list[Call]:
+    """Every sub-pipeline call, nested ones too, innermost first (each task defined before its caller)."""
+    found: list[Call] = []
+    for unit in units:
+        if isinstance(unit, Call):
+            found += [*_calls(unit.units), unit]
+        elif isinstance(unit, Block):
+            found += _calls(unit.units)
+        elif isinstance(unit, Chain):
+            for block in unit.blocks:
+                found += _calls(block.units)
+        elif isinstance(unit, FinallyScope):
+            found += _calls(unit.units)
+    return found
 
 
 def _inner(units: tuple[Unit, ...], tasks: dict[str, str], out: list[str], pad: str) -> None:
