@@ -93,3 +93,13 @@ def shapes(n: int = 4, limit: int = 10):
     with il.otherwise():
         small = square.named("small")(x=1)
     return il.branch_value(big, small)
+
+
+@il.pipeline(name="f2-inner")
+def inner(n: int):
+    return total(xs=il.map(square, over=items(n=n)))
+
+
+@il.pipeline(name="f2-outer")
+def outer(n: int = 3):
+    return square.named("after")(x=inner(n=n))

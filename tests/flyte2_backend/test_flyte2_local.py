@@ -72,3 +72,15 @@ def test_flyte_run_accepts_the_compiled_module_unchanged(tmp_path: Path, isolate
                           env={**os.environ, "HOME": str(isolated_home)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert list((tmp_path / "store" / "runs").iterdir())  # the shim ran in `flyte run`'s tasks
+
+
+def test_a_sub_pipeline_call_is_a_nested_driver_task(tmp_path: Path) -> None:
+    [path] = il.compile(fp.outer, backend="flyte2", out=str(tmp_path / "build"), store=str(tmp_path / "store"))
+    mod = import_module(Path(path))
+    [call] = [v for k, v in vars(mod).items() if k.startswith("call_")]
+    assert isinstance(call, flyte.AsyncFunctionTaskTemplate) and call.short_name == "sub:f2-inner"
+    flyte2 = il.run(fp.outer, backend="flyte2-local", workdir=str(tmp_path / "f2"), n=3)
+    local = il.run(fp.outer, backend="local", workdir=str(tmp_path / "local"), n=3)
+    assert flyte2.outputs == local.outputs == {"o0": 25}
+    assert {k: s.status for k, s in flyte2.steps.items()} == {k: s.status for k, s in local.steps.items()}
+    assert set(flyte2.steps) == {"f2-inner.items", "f2-inner.square", "f2-inner.total", "after"}
