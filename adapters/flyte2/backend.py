@@ -63,7 +63,8 @@ CLUSTER_FEATURES = {
     "secrets": "native (flyte.Secret requests on the step's TaskEnvironment, as environment variables)",
     "labels": "native (the task's flyte.PodTemplate labels/annotations)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's flyte.PodTemplate",
-    "distributed": "unsupported (flyte 2.12 has no PyTorch plugin in the SDK: run distributed steps on flyte or kfp)",
+    "distributed": "unsupported (not rendered yet: the SDK's PyTorch plugin is the separate flyteplugins-pytorch, "
+    "which this adapter does not use; run distributed steps on flyte or kfp)",
     "schedule": "native (a flyte.Trigger with flyte.Cron on the driver task)",
 }
 
@@ -73,7 +74,7 @@ LOSSY = (
     "retry budgets: one RetryStrategy per task; count = transient + preempted + timeout + contention attempts, "
     "and the contention Backoff paces every retry of the step",
     "independent steps run one after another in plan order (as on local), so every backend gives the same statuses",
-    "distributed steps are refused: the flyte SDK 2.12 has no PyTorch plugin",
+    "distributed steps are refused at build time: flyteplugins-pytorch (Flyte 2's PyTorch plugin) is not rendered yet",
 )
 
 
@@ -134,7 +135,10 @@ class Flyte2LocalBackend(Flyte2Backend):
             "labels": "emulated: compiled and recorded in the receipt",
             "queue": "emulated: compiled and recorded in the receipt (no Kueue locally)",
             "schedule": "emulated: compiled into the driver's flyte.Trigger; nothing is scheduled locally",
-            "run": "native (flyte.with_runcontext(mode='local').run of the compiled driver task)",
+            "map": "native (one task call per item, awaited together; the items' shims run on up to 8 threads, "
+            "or one at a time on the run's thread for a step with a timeout, as on local)",
+            "run": "native (flyte.with_runcontext(mode='local').run of the compiled driver task; each step's shim "
+            "on the run's own thread, so signals and timeouts behave as on local)",
             "resume": "emulated: stop markers cleared and checkpoints restored (same run id); steps not "
             "served from the SDK's local cache run again",
         }
