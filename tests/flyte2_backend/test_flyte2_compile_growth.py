@@ -48,11 +48,14 @@ def test_flyte2_compile_grows_linearly(tmp_path: Path) -> None:
     specs = {n: blocks(n) for n in (40, 160)}
     compile_to(specs[40], tmp_path / "warm", image="img:1", store="/mnt/il")  # first-call imports
     best = {n: math.inf for n in specs}
-    for _ in range(3):
-        for n, spec in specs.items():
-            gc.collect()
-            t0 = time.perf_counter()
-            compile_to(spec, tmp_path / f"f2-{n}", image="img:1", store="/mnt/il")
-            best[n] = min(best[n], time.perf_counter() - t0)
-    e = math.log(best[160] / best[40]) / math.log(4)
+    for attempt in range(3):  # a busy neighbour inflates a point: measure again, keeping the best, before failing
+        for _ in range(3 + attempt):
+            for n, spec in specs.items():
+                gc.collect()
+                t0 = time.process_time()  # CPU seconds: steadier than wall time on a shared machine
+                compile_to(spec, tmp_path / f"f2-{n}", image="img:1", store="/mnt/il")
+                best[n] = min(best[n], time.process_time() - t0)
+        e = math.log(best[160] / best[40]) / math.log(4)
+        if e < EXPONENT_BOUND:
+            break
     assert e < EXPONENT_BOUND, f"flyte2 compile grows as size^{e:.2f}: {best}"
