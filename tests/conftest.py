@@ -31,7 +31,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # The core-only environment (tox -e core) has none of the extras. A test that needs one
 # is skipped there, naming it; where the extra is installed the same error still fails.
 OPTIONAL_EXTRAS = frozenset({
-    "pandas", "pyarrow", "numpy", "flytekit", "kfp", "torch", "botocore", "boto3", "mlflow", "pandera",
+    "pandas", "pyarrow", "numpy", "flytekit", "flyte", "kfp", "torch", "botocore", "boto3", "mlflow", "pandera",
     "airflow", "requests", "urllib3", "kubernetes", "jsonschema", "sklearn",
 })
 

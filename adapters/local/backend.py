@@ -25,13 +25,13 @@ from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
 from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, resolve
 from interlock.core.run.cache import LocalCache, cache_key
 from interlock.core.run.env import state_dir_of
+from interlock.core.run.output_failure import output_failed
 from interlock.core.run.runtime import execute_step, record_cache_hit
 from interlock.core.run.state import RunContext
 
 from .distributed import run_distributed
 from .fanout import run_map
 from .finally_run import run_finally
-from .outputs import output_failed
 
 NATIVE = "native"
 

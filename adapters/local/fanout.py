@@ -33,10 +33,9 @@ from interlock.core.record.outcomes import Seen
 from interlock.core.run import live
 from interlock.core.run.cache import LocalCache, cache_key
 from interlock.core.run.map_items import MapReport, aggregate
+from interlock.core.run.output_failure import output_failed
 from interlock.core.run.runtime import StopRequested, execute_step, record_cache_hit
 from interlock.core.run.state import RunContext
-
-from .outputs import output_failed
 
 DEFAULT_CONCURRENCY = 8
 

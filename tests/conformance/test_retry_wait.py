@@ -66,3 +66,13 @@ def test_a_wait_without_a_count_is_refused_with_the_form_to_write() -> None:
     assert "Retry(3, wait=il.Backoff(first='30s'))" in str(e.value.hint)
     assert il.Retry(4, wait=il.Backoff(first="1s", attempts=9)).wait.attempts == 4  # N is the count
     assert il.Retry.from_dict(il.Retry(2, wait=rp.WAIT).to_dict()) == il.Retry(2, wait=rp.WAIT)
+
+
+def test_flyte2_renders_the_wait_as_its_retry_strategy_backoff() -> None:
+    pytest.importorskip("flyte")
+    from interlock.adapters.flyte2.policies import retries
+
+    step = rp.retry_wait.spec.step_of("flaky")
+    assert retries(step, frozenset()) == (
+        "flyte.RetryStrategy(2, backoff=flyte.Backoff(base=timedelta(seconds=1.0), factor=2.0, "
+        "cap=timedelta(seconds=5.0)))")

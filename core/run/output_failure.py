@@ -1,4 +1,9 @@
-"""What the local backend does when a step returned but its outputs cannot cross the boundary."""
+"""A step that returned but whose outputs could not be written: failed, and said why.
+
+For a backend that writes a step's outputs after the shim returned (outside the attempt, so a
+value that cannot cross is not retried): the fragment's last attempt is marked failed, and the
+failure's reason names the value and why, not only the rule's generic reason.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,207 @@
+"""The Flyte 2 module of a pipeline, as Python source, rendered from the lowered plan.
+
+Its parts: the spec (JSON, read back with ``PipelineSpec.loads``), one ``TaskEnvironment``
+per group of steps (``policies.env_key``), one task per node calling the shim
+(``task.run_step``), and the driver task: the plan's units as Python statements (``emit``),
+with ``driver.Driver`` keeping the books. Linear in the number of nodes: each unit is
+written once, and nothing walks the graph again.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from typing import Any
+
+from interlock.core.backend.plan import SUB, Block, Call, Chain, FinallyScope, Step, Unit, lower
+from interlock.core.base.status import FailureKind
+from interlock.core.model.codecs import TypeKind
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.run.env import RunEnv
+
+from . import policies
+
+PRIMITIVES = {TypeKind.INT: "int", TypeKind.FLOAT: "float", TypeKind.STR: "str", TypeKind.BOOL: "bool"}
+
+
+def env_name(text: str) -> str:
+    """A TaskEnvironment name (snake or kebab case)."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "pipeline"
+
+
+def py_name(prefix: str, text: str, taken: set[str]) -> str:
+    base = prefix + re.sub(r"\W", "_", text)
+    name, n = base, 1
+    while name in taken or keyword.iskeyword(name):
+        n += 1
+        name = f"{base}_{n}"
+    taken.add(name)
+    return name
+
+
+def render(spec: PipelineSpec, *, store: str, image: str | None = None,
+           in_process: frozenset[FailureKind] = frozenset(), backend: str = "flyte2") -> str:
+    """The module's source. ``store``: the value store every task reads and writes
+    (``values.py``); ``in_process``: the failure kinds the shim retries itself."""
+    plan = lower(spec)
+    nodes = [*plan.nodes(), *spec.finally_nodes()]
+    env_vars = RunEnv(pipeline=spec.name, backend=backend, retry_in_process=in_process,
+                      on_cluster=not in_process or None).to_env()
+    envs: dict[tuple[Any, ...], str] = {}
+    env_lines: list[str] = []
+    tasks: dict[str, str] = {}
+    task_lines: list[str] = []
+    taken: set[str] = set()
+    pods = False
+    for node in nodes:
+        step = spec.step_of(node)
+        key = policies.env_key(step, image)
+        if key not in envs:
+            envs[key] = var = f"env_{len(envs)}"
+            args = [f"name={env_name(f'{spec.name}-{len(envs) - 1}')!r}"]
+            img, res, sec, env = key
+            if img:
+                args.append(f"image={img!r}")
+            if res:
+                args.append(f"resources={res}")
+            if sec:
+                args.append(f"secrets={sec}")
+            args.append(f"env_vars={ {**dict(env), **env_vars}!r}")
+            env_lines.append(f"{var} = flyte.TaskEnvironment({', '.join(args)})")
+        fn = tasks[node.name] = py_name("step_", node.name, taken)
+        kw = policies.task_kwargs(step, in_process)
+        pods = pods or "pod_template" in kw
+        deco = ", ".join([f"short_name={node.name!r}", *(f"{k}={v}" for k, v in kw.items())])
+        ports = [p.name for p in step.inputs]
+        sig = ", ".join(["node: str", *(f"{p}: str = ''" for p in ports)])
+        refs = ", ".join(f"{p!r}: {p}" for p in ports)
+        task_lines += [
+            f"@{envs[key]}.task({deco})",
+            f"async def {fn}({sig}) -> str:",
+            f"    return await _il_task.run_step(SPEC, STORE, {node.name!r}, node, {{{refs}}})",
+            "",
+        ]
+    calls = _calls(plan.units)
+    for unit in calls:
+        tasks[SUB + unit.call.name] = py_name("call_", unit.call.name, taken)
+    call_lines: list[str] = []
+    for unit in calls:
+        inner: list[str] = []
+        emit(unit.units, tasks, inner, "    ")
+        call_lines += [
+            f"@driver_env.task(short_name={(SUB + unit.call.name)!r})",
+            f"async def {tasks[SUB + unit.call.name]}(books: str) -> str:",
+            f'    """Sub-pipeline {unit.call.pipeline!r}, called as {unit.call.name!r}: a nested driver."""',
+            "    d = _il.Driver.resume(SPEC, books, STORE)",
+            *inner,
+            "    return d.returned()",
+            "",
+        ]
+    driver = py_name("", env_name(spec.name).replace("-", "_"), taken)
+    params = []
+    for p in spec.params:
+        kind = PRIMITIVES.get(p.type.kind)
+        if p.has_default:
+            default = repr(p.default) if kind else repr(json.dumps(p.default))
+            params.append(f"{p.name}: {kind or 'str'} = {default}")
+        else:
+            params.append(f"{p.name}: {kind or 'str'}")
+    loads = {p.name for p in spec.params if p.type.kind not in PRIMITIVES}
+    given = ", ".join(f"{p.name!r}: " + (f"json.loads({p.name})" if p.name in loads else p.name) for p in spec.params)
+    deco = f"@driver_env.task(triggers=flyte.Trigger({env_name(spec.name + '-schedule')!r}, flyte.Cron({spec.schedule!r})))" \
+        if spec.schedule else "@driver_env.task"
+    body: list[str] = []
+    emit(plan.units, tasks, body, "        ")
+    finals = ", ".join(f"{n.name!r}: {tasks[n.name]}" for n in spec.finally_nodes())
+    header = [
+        f'"""The `flyte` SDK module of pipeline {spec.name!r}, generated by interlock (`interlock compile --backend '
+        f'flyte2`).',
+        "",
+        f"Deploy it as it is: `flyte deploy {{this file}} {driver}`, or run it: `flyte run {{this file}} {driver}`.",
+        "Each step's task runs interlock's shim; the driver task is the pipeline, in plan order.",
+        '"""',
+        "",
+        "import json",
+        "from datetime import timedelta",
+        "",
+        "import flyte",
+        *(["from kubernetes.client import V1Container, V1PodSpec, V1Toleration"] if pods else []),
+        "",
+        "from interlock.adapters.flyte2 import driver as _il, task as _il_task",
+        "from interlock.core.model.pipeline_spec import PipelineSpec",
+        "",
+        f"SPEC = PipelineSpec.loads({spec.dumps()!r})",
+        f"STORE = {store!r}  # the value store: a path every task can read (a shared volume on a cluster)",
+        "",
+        *env_lines,
+        f"driver_env = flyte.TaskEnvironment(name={env_name(spec.name + '-driver')!r}"
+        + (f", image={image!r}" if image else "")
+        + f", env_vars={env_vars!r}, depends_on=[{', '.join(envs.values())}])",
+        "",
+        "",
+        *task_lines,
+        *call_lines,
+        "",
+        deco,
+        f"async def {driver}({', '.join(params)}) -> str:",
+        f"    d = _il.Driver(SPEC, {{{given}}}, STORE)",
+        "    try:",
+        *(body or ["        pass"]),
+        "    finally:",
+        f"        await d.finish({{{finals}}})",
+        "    return d.result()",
+        "",
+        f"DRIVER = {driver}",
+        "",
+    ]
+    return "\n".join(header)
+
+
+def emit(units: tuple[Unit, ...], tasks: dict[str, str], out: list[str], pad: str) -> None:
+    """One statement per unit, recursing into nested scopes."""
+    for unit in units:
+        if isinstance(unit, Step):
+            out.append(f"{pad}await d.step({unit.node.name!r}, {tasks[unit.node.name]})")
+        elif isinstance(unit, Block):
+            out.append(f"{pad}if d.opens({unit.gate.id!r}):  # {_label(unit)}")
+            _inner(unit.units, tasks, out, pad)
+        elif isinstance(unit, Chain):
+            for i, block in enumerate(unit.blocks):
+                out.append(f"{pad}{'if' if i == 0 else 'elif'} d.opens({block.gate.id!r}):  # {_label(block)}")
+                _inner(block.units, tasks, out, pad)
+        elif isinstance(unit, Call):  # its own driver task (call_tasks), handed the books
+            out.append(f"{pad}await d.call({unit.call.name!r}, {tasks[SUB + unit.call.name]})"
+                       f"  # sub-pipeline {unit.call.pipeline!r}")
+        elif isinstance(unit, FinallyScope):
+            out.append(f"{pad}# with il.finally_({unit.block.node.name}): its step runs in d.finish")
+            emit(unit.units, tasks, out, pad)
+
+
+def _calls(units: tuple[Unit, ...]) -> list[Call]:
+    """Every sub-pipeline call, nested ones too, innermost first (each task defined before its caller)."""
+    found: list[Call] = []
+    for unit in units:
+        if isinstance(unit, Call):
+            found += [*_calls(unit.units), unit]
+        elif isinstance(unit, Block):
+            found += _calls(unit.units)
+        elif isinstance(unit, Chain):
+            for block in unit.blocks:
+                found += _calls(block.units)
+        elif isinstance(unit, FinallyScope):
+            found += _calls(unit.units)
+    return found
+
+
+def _inner(units: tuple[Unit, ...], tasks: dict[str, str], out: list[str], pad: str) -> None:
+    before = len(out)
+    emit(units, tasks, out, pad + "    ")
+    if len(out) == before:
+        out.append(pad + "    pass")
+
+
+def _label(block: Block) -> str:
+    from interlock.core.model.conditions import gate_label
+
+    return gate_label(block.gate).replace("\n", " ")

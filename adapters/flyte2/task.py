@@ -1,0 +1,142 @@
+"""What a step's Flyte 2 task does: the runtime shim, with values as references (``values.py``).
+
+Failures map to the SDK's: a failure the shim leaves to the backend (``backend_should_retry``)
+is a plain exception, which Flyte retries under the task's ``RetryStrategy`` (with its
+``Backoff``); every other failure is ``flyte.errors.NonRecoverableError``: Flyte does not
+retry it, even with attempts left.
+
+Under flyte2-local the tasks run in this process: the runner registers a ``LocalRun`` under
+the run id (``INTERLOCK_RUN_ID`` in the environment), through which a task finds the run (its
+sleeper and clock), its in-process step functions, and tells which nodes its shim ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interlock.core.base.errors import StepFailed, StepStopped
+from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.run.env import RunEnv, state_dir_under
+from interlock.core.run.output_failure import output_failed
+from interlock.core.run.runtime import execute_step
+from interlock.core.run.state import RunContext
+
+from . import values
+
+BACKEND = "flyte2"
+
+
+@dataclass
+class LocalRun:
+    """A flyte2-local run as the tasks in this process see it."""
+
+    run: RunContext
+    functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    emit: Callable[[str, str, str], None] = lambda node, event, detail: None
+    started: set[str] = field(default_factory=set)  # nodes (and map items) whose shim ran
+    raised: dict[str, StepFailed] = field(default_factory=dict)  # what the shim raised, by node
+    done: dict[str, str] = field(default_factory=dict)  # how each node that succeeded ran, for its line
+    driver: Any = None  # the run's Driver, once its task started
+    stopped: bool = False  # a step was stopped (SIGTERM, Ctrl-C): no other starts
+    main: Callable[..., Future[Any]] | None = None  # runs a job on the run's thread (threaded=True: an item's)
+
+
+class NotStarted(Exception):
+    """A step the run did not start because it was told to stop."""
+
+
+_LOCAL_RUNS: dict[str, LocalRun] = {}
+
+
+@contextmanager
+def local_run(local: LocalRun) -> Iterator[LocalRun]:
+    _LOCAL_RUNS[local.run.run_id] = local
+    try:
+        yield local
+    finally:
+        _LOCAL_RUNS.pop(local.run.run_id, None)
+
+
+def current_local() -> LocalRun | None:
+    if not _LOCAL_RUNS:  # a pod: no flyte2-local run in this process
+        return None
+    run_id = RunEnv.read().run_id
+    return _LOCAL_RUNS.get(run_id) if run_id else None
+
+
+def run_context(spec: PipelineSpec, store: str) -> RunContext:
+    """The run a task belongs to: flyte2-local's in this process, else from the environment
+    and the Flyte run's name, its state under the value store (which every task can read)."""
+    local = current_local()
+    if local is not None:
+        return local.run
+    seen = RunEnv.read()
+    overrides: dict[str, Any] = {"pipeline": spec.name, "backend": seen.backend or BACKEND}
+    if seen.run_id is None:
+        import flyte
+
+        overrides["run_id"] = flyte.ctx().action.run_name or "unnamed"
+    if seen.run_state_dir() is None:
+        overrides["state_dir"] = state_dir_under(Path(store), overrides.get("run_id") or seen.run_id or "unnamed")
+    return RunContext.from_env(**overrides)
+
+
+async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: dict[str, str]) -> str:
+    """Node ``node`` (run as ``name``: a map's item is ``node[i]``) through the shim; the
+    outputs' references as JSON."""
+    import flyte.errors
+
+    step = spec.step_of(node)
+    local = current_local()
+    run = run_context(spec, store)
+    root = Path(store)
+    types = {p.name: p.type for p in step.inputs}
+
+    def inputs() -> dict[str, Any]:  # read after the shim's stop-marker check
+        return {k: values.get(root, ref, types[k]) for k, ref in refs.items() if ref and k in types}
+
+    fn = local.functions.get(step.name) if local is not None else None
+
+    def call() -> Any:
+        if local is not None and local.stopped:
+            raise NotStarted(name)  # the run was told to stop: nothing new starts (a map's other items)
+        if local is not None:
+            local.started.add(name)
+            if name == node:  # a map's items are told as the map
+                local.emit(name, "started", "")
+        try:
+            return execute_step(run, step, name, inputs, fn)
+        except StepStopped:
+            if local is not None:  # here, on the run's thread: before the next queued item starts
+                local.stopped = True
+            raise
+
+    try:
+        if local is not None and local.main is not None:  # flyte2-local: on the run's thread (signals, alarms)
+            result = await asyncio.wrap_future(local.main(call, threaded=name != node and step.timeout_s is None))
+        else:  # a pod: on a thread, so that a map's items run side by side
+            result = await asyncio.to_thread(call)
+        # After the attempt, as the local backend: a value that cannot cross is not retried.
+        try:
+            written = json.dumps({p.name: values.put(root, result.outputs[p.name], p.type) for p in step.outputs})
+        except Exception as exc:  # noqa: BLE001 - an unserializable value, a full disk: the step failed
+            raise output_failed(run, step, name, exc) from exc
+    except NotStarted as err:
+        raise flyte.errors.NonRecoverableError(str(err)) from err
+    except StepFailed as err:
+        if local is not None:
+            local.raised[name] = err
+            local.stopped = local.stopped or isinstance(err, StepStopped)
+        if err.backend_should_retry:
+            raise RuntimeError(str(err)) from err  # Flyte retries it (RetryStrategy, Backoff)
+        raise flyte.errors.NonRecoverableError(str(err)) from err
+    if local is not None:
+        local.done[name] = f"{result.ended - result.started:.2f}s, {len(result.attempts)} attempt(s)"
+    return written

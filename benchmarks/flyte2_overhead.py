@@ -1,0 +1,121 @@
+"""flyte2-local's cost per step beside native Flyte 2 tasks doing the same work in local mode.
+
+    python benchmarks/flyte2_overhead.py [--sizes 10,50] [--repeat 3] [--json PATH]
+
+The shape is a chain of N trivial steps (``x + 1``), one task per step, every task cached:
+- interlock: ``il.run(..., backend="flyte2-local")`` of the chain (the compiled module, run in
+  the SDK's local mode, with the shim, fragments, settling and the receipt);
+- native: N hand-written ``@env.task async def s_i(x: int) -> int`` with
+  ``flyte.Cache("auto", version_override="v1")``, awaited one after another by a driver task,
+  run with ``flyte.with_runcontext(mode="local").run``.
+Both run in this process, imports and one warm-up run of each done before the clock starts,
+the SDK's cache in a fresh directory per side and repeat. The first run starts from an empty
+cache; the rerun repeats it (every task a cache hit). CPU seconds of this process (steadier
+than wall time on a shared machine; wall in the note), best of --repeat; per step = total / N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rows import Row, add_arguments, report, sizes
+
+import interlock as il
+
+
+@il.step(cache=il.Cache())
+def inc(x: int) -> int:
+    return x + 1
+
+
+def make_pipeline(n: int) -> Any:
+    def body(x: int = 0):  # noqa: ANN202 - a pipeline body returns step outputs
+        for i in range(n):
+            x = inc.named(f"s{i}")(x=x)
+        return x
+
+    body.__module__ = __name__
+    body.__name__ = body.__qualname__ = "bench"
+    return il.pipeline(name=f"f2-overhead-{n}")(body)
+
+
+def native_driver(n: int) -> Any:
+    import flyte
+
+    env = flyte.TaskEnvironment(name=f"native-{n}")
+    steps = []
+    for i in range(n):
+        async def s(x: int) -> int:
+            return x + 1
+
+        s.__name__ = s.__qualname__ = f"s{i}"
+        steps.append(env.task(cache=flyte.Cache("auto", version_override="v1"))(s))
+
+    async def chain(x: int = 0) -> int:
+        for step in steps:
+            x = await step(x=x)
+        return x
+
+    return env.task(chain)
+
+
+def clocked(fn: Callable[[], Any]) -> tuple[float, float]:
+    c0, t0 = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - c0, time.perf_counter() - t0
+
+
+def measure(n: int, repeat: int, tmp: Path) -> list[Row]:
+    import flyte
+
+    from interlock.adapters.flyte2.local import isolated_flyte
+
+    pipe, driver = make_pipeline(n), native_driver(n)
+    best: dict[str, tuple[float, float]] = {}
+    for r in range(repeat + 1):  # the first round warms both up and is not counted
+        work = tmp / f"il-{n}-{r}"
+
+        def il_run(work: Path = work) -> None:
+            result = il.run(pipe, backend="flyte2-local", workdir=str(work), x=0)
+            assert result.outputs == {"o0": n}, result.error
+
+        cache = tmp / f"native-{n}-{r}"
+
+        def native_run(cache: Path = cache) -> None:
+            with isolated_flyte(cache):
+                done = flyte.with_runcontext(mode="local", raw_data_path=str(cache / "raw"),
+                                             run_base_dir=str(cache / "base")).run(driver, x=0)
+            assert done.outputs()[0] == n
+
+        for side, fn in (("il-first", il_run), ("il-rerun", il_run), ("native-first", native_run),
+                         ("native-rerun", native_run)):
+            got = clocked(fn)
+            if r and (side not in best or got[0] < best[side][0]):
+                best[side] = got
+    rows = []
+    for phase in ("first", "rerun"):
+        (ic, iw), (nc, nw) = best[f"il-{phase}"], best[f"native-{phase}"]
+        rows.append(Row(f"flyte2-local {'first run' if phase == 'first' else 'cached rerun'}", n, ic, nc,
+                        note=f"CPU s, best of {repeat}; per step {ic / n * 1e3:.1f} vs {nc / n * 1e3:.1f} ms; "
+                             f"wall {iw:.2f} vs {nw:.2f} s"))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(ap, "10,50")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per side and size; the best counts")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="flyte2-bench-") as tmp:
+        rows = [row for n in sizes(args.sizes) for row in measure(n, args.repeat, Path(tmp))]
+    report(rows, args.json, argv)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
