@@ -17,7 +17,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 
 from .names import dns
 from .options import DEFAULT_IMAGE, ArgoOptions
-from .policies import STATE_VOLUME
+from .policies import STATE_VOLUME, contract_env
 from .render import ENTRY, OUT_DIR, Renderer
 from .values import default_text
 
@@ -94,7 +94,7 @@ def exit_template(spec: PipelineSpec, r: Renderer, opts: ArgoOptions) -> dict[st
                     i["value"] = a["value"]
         r.templates.remove(t)
         return t
-    env = r.templates[-1]["container"]["env"] if r.templates and "container" in r.templates[-1] else []
+    env = contract_env(spec.name, opts)
     t = {"name": EXIT_TEMPLATE, "container": {
         "image": opts.image or DEFAULT_IMAGE, "command": list(ENTRY),
         "args": ["exit", "--pipeline", spec.ref or "", "--out", OUT_DIR, *extra], "env": env}}

@@ -10,7 +10,7 @@ from typing import Any
 from interlock.core.base.status import FailureKind
 from interlock.core.model.policies import kueue_labels
 from interlock.core.model.spec import StepSpec
-from interlock.core.run.env import RunEnv
+from interlock.core.run.env import EnvName, RunEnv
 
 from .exit_codes import retry_expression
 from .options import ArgoOptions
@@ -78,15 +78,21 @@ def _pair(text: str) -> tuple[str, str]:
     return k, v
 
 
+def contract_env(spec_name: str, opts: ArgoOptions) -> list[dict[str, Any]]:
+    """The run's env contract in every pod: the run id is the workflow's name (stable across
+    Argo's retries, so markers and checkpoints carry over), the state on the volume or store."""
+    env: list[dict[str, Any]] = [{"name": EnvName.RUN_ID, "value": "{{workflow.name}}"}]
+    if opts.state_pvc:
+        env.append({"name": EnvName.STATE_ROOT, "value": STATE_MOUNT})
+    contract = RunEnv(pipeline=spec_name, backend="argo", retry_in_process=IN_PROCESS, on_cluster=True,
+                      state_store=opts.state_store).to_env()
+    return env + [{"name": k, "value": v} for k, v in contract.items()]
+
+
 def step_env(spec_name: str, step: StepSpec, opts: ArgoOptions) -> list[dict[str, Any]]:
     """The env contract (the run is the workflow: its name is stable across retries), the
     step's own variables, and each secret as a ``secretKeyRef`` (never its value)."""
-    contract = RunEnv(pipeline=spec_name, backend="argo", retry_in_process=IN_PROCESS, on_cluster=True,
-                      state_root=None, state_store=opts.state_store).to_env()
-    env: list[dict[str, Any]] = [{"name": "INTERLOCK_RUN_ID", "value": "{{workflow.name}}"}]
-    if opts.state_pvc:
-        env.append({"name": "INTERLOCK_STATE_ROOT", "value": STATE_MOUNT})
-    env += [{"name": k, "value": v} for k, v in contract.items()]
+    env = contract_env(spec_name, opts)
     env += [{"name": k, "value": v} for k, v in step.env]
     env += [{"name": s.env_var,
              "valueFrom": {"secretKeyRef": {"name": s.group, "key": s.key}}} for s in step.secrets]
