@@ -104,7 +104,7 @@ def _declared(spec: PipelineSpec, n: Any) -> dict[tuple[str, int | None], Any]:
 
 
 def run(spec: PipelineSpec, node: str, fingerprint: str, given: list[tuple[str, str, str]], out: Path,
-        item: int | None = None, status: Any = None) -> int:
+        item: int | None = None, status: Any = None, keep: tuple[str, ...] = ()) -> int:
     """Run one node (item ``item`` of a map) through the shim; the process's exit code."""
     from interlock.core.run.runtime import execute_step
 
@@ -128,6 +128,10 @@ def run(spec: PipelineSpec, node: str, fingerprint: str, given: list[tuple[str, 
     def write(outputs: dict[str, Any]) -> None:
         for p in step.outputs:
             write_output(outputs[p.name], p.type, out, p.name)
+            if p.name in keep and item is None:  # a gate reads it (gates.py)
+                from .gates import keep as keep_value
+
+                keep_value(run_ctx.state_dir, node, p.name, (out / p.name).read_text())
 
     name = item_node(node, item) if item is not None else node
     try:
@@ -143,30 +147,43 @@ def run(spec: PipelineSpec, node: str, fingerprint: str, given: list[tuple[str, 
     return 0
 
 
-def settled_status(spec: PipelineSpec, node: str | None, argo_status: str | None) -> Any:
+def settled_status(spec: PipelineSpec, node: str | None, argo_status: str | None,
+                   params: dict[str, str] | None = None) -> Any:
     """The RunStatus a finally step receives: settled from the run's fragments (the same rule as
-    every backend); Argo's own status (``{{workflow.status}}``) adds a failure they do not show."""
-    from interlock.core.model.finally_blocks import block_of, block_spec
+    every backend); Argo's own status (``{{workflow.status}}``) adds a failure they do not show.
+    None: the finally step of a block the run never entered (Argo runs a task's exit hook
+    whatever became of the task; like Python's ``finally``, such a block runs none)."""
+    from interlock.core.model.finally_blocks import block_of, block_spec, reached
     from interlock.core.record.outcomes import run_status, settle
 
     block = block_of(spec, node) if node else None
     scope = block_spec(spec, block) if block is not None else spec
+    from .gates import decided
+
+    state = run_context(spec.name).state
     failed = (argo_status or "").lower() in ("failed", "error")
-    outcome = settle(scope, run_context(spec.name).state, None,
+    outcome = settle(scope, state, None, gates=decided(spec, state.state_dir, params or {}),
                      failed=f"Argo reported the workflow {argo_status}" if failed else None)
+    if block is not None and not reached(spec, block, outcome.steps):
+        return None
     return run_status(outcome)
 
 
 def finish(spec: PipelineSpec, params: dict[str, str], argo_status: str | None) -> Path:
     """The exit handler's receipt: the run's fragments merged into receipt.json beside them."""
-    from interlock.core.record.outcomes import settle
+    from interlock.core.record.outcomes import Seen, settle, with_finally
     from interlock.core.record.receipt import assemble_receipt
 
+    from .gates import decided
     from .values import from_text
 
     run_ctx = run_context(spec.name)
     failed = (argo_status or "").lower() in ("failed", "error")
-    outcome = settle(spec, run_ctx.state, None, failed=f"Argo reported the workflow {argo_status}" if failed else None)
+    gates = decided(spec, run_ctx.state_dir, params)
+    outcome = settle(spec, run_ctx.state, None, gates=gates,
+                     failed=f"Argo reported the workflow {argo_status}" if failed else None)
+    finals = run_ctx.state.fragments(n.name for n in spec.finally_nodes())
+    outcome = with_finally(spec, run_ctx.state, outcome, {k: Seen(f.status) for k, f in finals.items()}, gates)
     started = [f.started for f in outcome.fragments.values() if f.started]
     typed = {p.name: from_text(params[p.name], p.type) for p in spec.params if p.name in params}
     path = assemble_receipt(
@@ -189,6 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--item", type=int, help="the map item's index")
     p.add_argument("--status", help="Argo's status of the workflow ({{workflow.status}})")
     p.add_argument("--param", nargs=2, action="append", default=[], metavar=("NAME", "TEXT"))
+    p.add_argument("--keep", action="append", default=[], help="an output a gate reads: kept in the run state")
     return p
 
 
@@ -200,15 +218,17 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_spec(a.pipeline)
     given = [tuple(g) for g in a.given]
     if a.mode == "run":
-        return run(spec, a.node, a.fingerprint, given, Path(a.out), a.item)
+        return run(spec, a.node, a.fingerprint, given, Path(a.out), a.item, keep=tuple(a.keep))
     code = 0
     if a.node:  # a finally step: the status of its scope first
-        status = settled_status(spec, a.node, a.status)
-        print(f"interlock: finally step {a.node!r} sees the run {status.status}", flush=True)
-        if is_handler(spec, a.node) and not handler_runs(status):
+        status = settled_status(spec, a.node, a.status, dict(a.param))
+        if status is None:
+            print(f"interlock: finally step {a.node!r} not run: the run never entered its block", flush=True)
+        elif is_handler(spec, a.node) and not handler_runs(status):
             print(f"interlock: failure handler {a.node!r} not run: the run {status.status}", flush=True)
         else:
-            code = run(spec, a.node, a.fingerprint, given, Path(a.out), status=status)
+            print(f"interlock: finally step {a.node!r} sees the run {status.status}", flush=True)
+            code = run(spec, a.node, a.fingerprint, given, Path(a.out), status=status, keep=tuple(a.keep))
     if a.mode == "exit":
         finish(spec, dict(a.param), a.status)
     return code

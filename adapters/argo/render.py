@@ -23,6 +23,7 @@ from interlock.core.model.pipeline_spec import Node
 from interlock.core.model.spec import Binding, BindingKind
 from interlock.core.model.types import TypeSpec
 
+from .gates import kept_ports
 from .names import Names, param
 from .options import DEFAULT_IMAGE, ArgoOptions
 from .policies import apply_step, memoize
@@ -44,6 +45,7 @@ class Renderer:
         self.labels = dict(self.spec.labels)
         self.fail_fast = self.spec.failure_policy == STOP
         self._ptypes = {p.name: p.type for p in self.spec.params}
+        self._kept = kept_ports(self.spec)
 
     # -- the loop -------------------------------------------------------------------------
     def main(self) -> Dag:
@@ -147,6 +149,11 @@ class Renderer:
         tname = self.template_names.take(node.name, 128)
         args = [mode, "--pipeline", spec.ref or "", "--node", node.name, "--fingerprint", step.fingerprint,
                 "--out", OUT_DIR, *(extra_args or [])]
+        for port in sorted(self._kept.get(node.name, ())):
+            args += ["--keep", port]
+        if mode == "finally" and self.spec.gates:  # its block's status reads the gates (gates.py)
+            for p in self.spec.params:
+                args += ["--param", p.name, f"{{{{workflow.parameters.{p.name}}}}}"]
         t: dict[str, Any] = {"name": tname, "container": {"image": step.image or self.opts.image or DEFAULT_IMAGE,
                                                            "command": list(ENTRY), "args": args}}
         io = _TemplateIO(t, task, cached=mode == "run" and step.cache is not None and step.cache.enabled)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 _VAR = re.compile(r"\{\{\s*([^{}=][^{}]*?)\s*\}\}")
+_EXPR = re.compile(r"\{\{=(.*?)\}\}(?!\})")
 
 
 @dataclass
@@ -40,6 +41,7 @@ class ManifestRunner:
         given = dict(params or {})
         self.params = {p["name"]: given.get(p["name"], p.get("value")) for p in self.spec.get("arguments", {}).get("parameters", [])}
         self.ran: dict[str, Ran] = {}  # task path -> what came of it
+        self.by_template: dict[str, Ran] = {}  # container template -> what its last run gave
         self.mount_root = work / "volume"
         self._n = 0
 
@@ -61,7 +63,13 @@ class ManifestRunner:
             if key in scope:
                 return scope[key]
             raise KeyError(f"{key!r} is not in scope")
+        text = _EXPR.sub(lambda m: str(_Expr(m.group(1), lambda k: self._lookup(k, scope)).value()), text)
         return _VAR.sub(one, text)
+
+    def _lookup(self, key: str, scope: dict[str, str]) -> str:
+        if key.startswith("workflow.parameters."):
+            return str(self.params[key.split(".", 2)[2]])
+        return scope.get(key, "Omitted" if key.endswith(".status") else "")
 
     # -- templates --------------------------------------------------------------------------
     def run_template(self, t: dict[str, Any], params: dict[str, str], arts: dict[str, Path], path: str,
@@ -89,7 +97,7 @@ class ManifestRunner:
                 scope[f"tasks.{tn}.outputs.parameters.{k}"] = v
             for k, v in ran.artifacts.items():
                 art_scope[f"tasks.{tn}.outputs.artifacts.{k}"] = v
-            if "exit" in task.get("hooks", {}):
+            if "exit" in task.get("hooks", {}) and ran.status != "Omitted":
                 hook = task["hooks"]["exit"]
                 self.ran[f"{path}/{tn}.exit"] = self.run_task({**hook, "name": f"{tn}.exit"}, scope, art_scope,
                                                               f"{path}/{tn}.exit")
@@ -107,6 +115,8 @@ class ManifestRunner:
         return out
 
     def run_task(self, task: dict[str, Any], scope: dict[str, str], art_scope: dict[str, Path], path: str) -> Ran:
+        if "depends" in task and not _depends_hold(task["depends"], scope):
+            return Ran("Omitted")
         if "when" in task and not _holds(self.sub(task["when"], scope)):
             return Ran("Skipped")
         args = task.get("arguments", {})
@@ -135,9 +145,12 @@ class ManifestRunner:
                 env[e["name"]] = local(self.sub(e["value"], scope))
         cmd = [local(self.sub(x, scope)) for x in [*c["command"], *c.get("args", [])]]
         assert cmd[0] == "python"
-        proc = subprocess.run([sys.executable, *cmd[1:]], env=env, capture_output=True, text=True, cwd=root.parent,
-                              timeout=120)
-        ran = Ran("Succeeded" if proc.returncode == 0 else "Failed", proc.returncode, stderr=proc.stderr)
+        # Output to files, not pipes: a step's leftover child would hold a pipe open after the pod's end.
+        with open(root / "stdout", "w") as out, open(root / "stderr", "w") as err:
+            proc = subprocess.run([sys.executable, *cmd[1:]], env=env, stdout=out, stderr=err, cwd=root, timeout=120)
+        ran = Ran("Succeeded" if proc.returncode == 0 else "Failed", proc.returncode,
+                  stderr=(root / "stderr").read_text())
+        self.by_template[t["name"]] = ran
         if proc.returncode == 0:
             for p in t.get("outputs", {}).get("parameters", []):
                 ran.parameters[p["name"]] = Path(local(p["valueFrom"]["path"])).read_text()
@@ -153,3 +166,61 @@ def _holds(expr: str) -> bool:
     py = expr.replace("&&", " and ").replace("||", " or ").replace("!(", " not (")
     py = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", py))
     return bool(eval(py, {"__builtins__": {}}))  # noqa: S307 - the test's own compiled conditions
+
+
+_DEP = re.compile(r"([a-z0-9][a-z0-9-]*)(?:\.([A-Za-z]+))?")
+
+
+def _depends_hold(expr: str, scope: dict[str, str]) -> bool:
+    """Argo's ``depends``: ``a`` alone means a.Succeeded || a.Skipped || a.Daemoned."""
+    def one(m: re.Match[str]) -> str:
+        status = scope.get(f"tasks.{m.group(1)}.status", "Omitted")
+        if m.group(2) is None:
+            return str(status in ("Succeeded", "Skipped", "Daemoned"))
+        return str(status == m.group(2))
+    return bool(eval(_DEP.sub(one, expr).replace("&&", " and ").replace("||", " or "), {"__builtins__": {}}))  # noqa: S307
+
+
+class _Expr:
+    """The part of Argo's expression language the manifests use outside fan-out: a ternary on a
+    task's status picking a branch's output (``il.branch_value``)."""
+
+    _TOKEN = re.compile(r"\s*(\(|\)|\?|:|==|'[^']*'|(?:tasks|inputs|workflow)(?:\.[A-Za-z0-9_-]+|\['[^']*'\])+)")
+
+    def __init__(self, text: str, lookup: Any):
+        self.tokens = [m.group(1) for m in self._TOKEN.finditer(text)]
+        assert "".join(self.tokens).replace(" ", "") == text.replace(" ", ""), f"unsupported expression {text!r}"
+        self.lookup, self.i = lookup, 0
+
+    def value(self) -> Any:
+        return self._expr()
+
+    def _next(self) -> str:
+        self.i += 1
+        return self.tokens[self.i - 1]
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def _expr(self) -> Any:
+        left = self._primary()
+        if self._peek() == "==":
+            self._next()
+            left = left == self._primary()
+        if self._peek() == "?":
+            self._next()
+            yes = self._expr()
+            assert self._next() == ":"
+            no = self._expr()
+            return yes if left else no
+        return left
+
+    def _primary(self) -> Any:
+        tok = self._next()
+        if tok == "(":
+            v = self._expr()
+            assert self._next() == ")"
+            return v
+        if tok.startswith("'"):
+            return tok[1:-1]
+        return self.lookup(re.sub(r"\['([^']*)'\]", r".\1", tok))
