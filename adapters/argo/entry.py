@@ -27,6 +27,7 @@ from interlock.core.base.status import FailureKind
 from interlock.core.model.codecs import from_jsonable
 from interlock.core.model.fanout import item_node
 from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.values import write_value
 from interlock.core.run.env import RunEnv, state_dir_under
 from interlock.core.run.state import RunContext
 
@@ -104,7 +105,7 @@ def _declared(spec: PipelineSpec, n: Any) -> dict[tuple[str, int | None], Any]:
 
 
 def run(spec: PipelineSpec, node: str, fingerprint: str, given: list[tuple[str, str, str]], out: Path,
-        item: int | None = None, status: Any = None, keep: tuple[str, ...] = ()) -> int:
+        item: int | None = None, status: Any = None, keep: tuple[str, ...] = (), volume_outputs: bool = False) -> int:
     """Run one node (item ``item`` of a map) through the shim; the process's exit code."""
     from interlock.core.run.runtime import execute_step
 
@@ -127,6 +128,12 @@ def run(spec: PipelineSpec, node: str, fingerprint: str, given: list[tuple[str, 
 
     def write(outputs: dict[str, Any]) -> None:
         for p in step.outputs:
+            if volume_outputs and p.type.is_artifact:  # a map item's: on the volume, its path for the readers
+                held = run_ctx.state_dir / "argo-values" / name / p.name
+                write_value(outputs[p.name], p.type, held)
+                out.mkdir(parents=True, exist_ok=True)
+                (out / p.name).write_text(str(held))
+                continue
             write_output(outputs[p.name], p.type, out, p.name)
             if p.name in keep and item is None:  # a gate reads it (gates.py)
                 from .gates import keep as keep_value
@@ -158,9 +165,10 @@ def settled_status(spec: PipelineSpec, node: str | None, argo_status: str | None
 
     block = block_of(spec, node) if node else None
     scope = block_spec(spec, block) if block is not None else spec
-    from .gates import decided
+    from .gates import decided, sized
 
     state = run_context(spec.name).state
+    sized(spec, state, params or {})
     failed = (argo_status or "").lower() in ("failed", "error")
     outcome = settle(scope, state, None, gates=decided(spec, state.state_dir, params or {}),
                      failed=f"Argo reported the workflow {argo_status}" if failed else None)
@@ -174,10 +182,11 @@ def finish(spec: PipelineSpec, params: dict[str, str], argo_status: str | None) 
     from interlock.core.record.outcomes import Seen, settle, with_finally
     from interlock.core.record.receipt import assemble_receipt
 
-    from .gates import decided
+    from .gates import decided, sized
     from .values import from_text
 
     run_ctx = run_context(spec.name)
+    sized(spec, run_ctx.state, params)
     failed = (argo_status or "").lower() in ("failed", "error")
     gates = decided(spec, run_ctx.state_dir, params)
     outcome = settle(spec, run_ctx.state, None, gates=gates,
@@ -207,6 +216,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--status", help="Argo's status of the workflow ({{workflow.status}})")
     p.add_argument("--param", nargs=2, action="append", default=[], metavar=("NAME", "TEXT"))
     p.add_argument("--keep", action="append", default=[], help="an output a gate reads: kept in the run state")
+    p.add_argument("--volume-outputs", action="store_true", help="a map item's artifact outputs stay on the volume")
     return p
 
 
@@ -218,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_spec(a.pipeline)
     given = [tuple(g) for g in a.given]
     if a.mode == "run":
-        return run(spec, a.node, a.fingerprint, given, Path(a.out), a.item, keep=tuple(a.keep))
+        return run(spec, a.node, a.fingerprint, given, Path(a.out), a.item, keep=tuple(a.keep),
+                   volume_outputs=a.volume_outputs)
     code = 0
     if a.node:  # a finally step: the status of its scope first
         status = settled_status(spec, a.node, a.status, dict(a.param))

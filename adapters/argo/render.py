@@ -13,6 +13,7 @@ and Flyte renderers have.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Plan, Step, Unit
@@ -46,6 +47,7 @@ class Renderer:
         self.fail_fast = self.spec.failure_policy == STOP
         self._ptypes = {p.name: p.type for p in self.spec.params}
         self._kept = kept_ports(self.spec)
+        self._maps = [n.name for n in self.spec.nodes if n.map is not None]
 
     # -- the loop -------------------------------------------------------------------------
     def main(self) -> Dag:
@@ -151,7 +153,7 @@ class Renderer:
                 "--out", OUT_DIR, *(extra_args or [])]
         for port in sorted(self._kept.get(node.name, ())):
             args += ["--keep", port]
-        if mode == "finally" and self.spec.gates:  # its block's status reads the gates (gates.py)
+        if mode == "finally" and (self.spec.gates or self._maps):  # its block's status reads them (gates.py)
             for p in self.spec.params:
                 args += ["--param", p.name, f"{{{{workflow.parameters.{p.name}}}}}"]
         t: dict[str, Any] = {"name": tname, "container": {"image": step.image or self.opts.image or DEFAULT_IMAGE,
@@ -174,8 +176,17 @@ class Renderer:
                     key_parts.append(part)
         if m is not None:
             self.fan_out(node, m, task, dag, io, deps, types, key_parts)
+        held = [p.name for p in step.outputs if p.type.is_artifact] if m is not None else []
+        if held and not self.opts.state_pvc:
+            raise PipelineDefinitionError(
+                f"il.map of a step with artifact output {held[0]!r}: Argo aggregates the items' parameters, "
+                "not their artifacts", pipeline=spec.name, step=node.name,
+                hint="compile with state_pvc=CLAIM: the items then keep those outputs on the run's volume and "
+                "their readers get the list of their paths")
+        if held:
+            args.append("--volume-outputs")
         for p in step.outputs:
-            if p.type.is_artifact:
+            if p.type.is_artifact and not held:
                 io.output("artifacts", {"name": p.name, "path": f"{OUT_DIR}/{p.name}"})
                 io.output("parameters", {"name": f"{p.name}{HASH_SUFFIX}",
                                          "valueFrom": {"path": f"{OUT_DIR}/{p.name}{HASH_SUFFIX}"}})
@@ -208,6 +219,7 @@ class Renderer:
                 kind = "artifact"
             elif self._gathered(b, dag):
                 kind = "gather"
+                ref = _or_empty(ref)
             else:
                 kind = "raw" if raw_text(src) else "json"
         deps.update(ref.deps)
@@ -243,7 +255,9 @@ class Renderer:
             node = b.node or ""
             step = self.spec.step_of(node)
             t = next(p.type for p in step.outputs if p.name == b.port)
-            return dag.resolve(self._owner(node), node, b.port or "", t.is_artifact), t
+            # A map's artifact outputs stay on the run's volume: its items output their paths.
+            artifact = t.is_artifact and self.spec.node(node).map is None
+            return dag.resolve(self._owner(node), node, b.port or "", artifact), t
         if b.kind is BindingKind.ONE_OF:
             options = [self.value(o, dag) for o in b.options]
             art = options[0][0].artifact
@@ -356,6 +370,16 @@ def _when(task: dict[str, Any], conds: list[When], deps: set[str]) -> None:
         task["when"] = " && ".join(f"({c})" for c, _ in conds)
         for _, d in conds:
             deps.update(d)
+
+
+def _or_empty(ref: Ref) -> Ref:
+    """A map's aggregated output, or ``[]``: a map over an empty list ran no item, so Argo
+    aggregates no output parameter for its readers."""
+    m = re.fullmatch(r"tasks\.([^.]+)\.outputs\.parameters\.([A-Za-z0-9_]+)", ref.text)
+    if m is None:
+        return ref
+    expr = f"tasks['{m[1]}'].outputs?.parameters?.{m[2]} ?? '[]'"
+    return Ref(f"={expr}", f"({expr})", ref.artifact, ref.deps)
 
 
 def _field_type(t: TypeSpec, path: tuple[str, ...]) -> TypeSpec | None:

@@ -55,6 +55,8 @@ def gathered(text: str, t: TypeSpec) -> Any:
     text (``tasks.M.outputs.parameters.P``), read as the list the readers declared."""
     elem = t.args[0] if t.args else TypeSpec(TypeKind.STR)
     items = json.loads(text)
+    if elem.is_artifact:  # a map's artifact outputs: each item's path on the run's volume
+        return [read_value(elem, Path(x)) for x in items]
     return from_jsonable([jsonable_from_text(x, elem) if isinstance(x, str) else x for x in items], t)
 
 

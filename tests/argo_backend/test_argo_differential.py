@@ -2,8 +2,7 @@
 processes (manifest_runner: what an Argo controller would do with the manifest), record the
 same step statuses and run status in the exit handler's receipt as the local backend gives.
 
-Cases: every conformance pipeline that runs with its defaults and compiles to a Workflow;
-those with an il.map wait for the runner's fan-out (``withParam``), listed in NOT_RUN_HERE.
+Cases: every conformance pipeline that runs with its defaults (the others are sub-pipelines).
 """
 
 from __future__ import annotations
@@ -39,13 +38,10 @@ def test_argo_records_what_local_does(tmp_path: Path, monkeypatch: pytest.Monkey
                             state_pvc="runs")
     except CapabilityError:
         pytest.skip("refused at build time (test_argo_conformance_compile checks the refusal)")
-    text = path.read_text()
-    if "withParam" in text:
-        pytest.skip("an il.map: the manifest runner does not fan out")
-    doc = yaml.safe_load(text)
+    doc = yaml.safe_load(path.read_text())
     local = il.run(pipeline, backend="local", workdir=tmp_path / "local", raise_on_failure=False, **kw)
     params = {"out": str(tmp_path / "argo-out.txt")} if kw else None
-    runner = ManifestRunner(doc, tmp_path / "wf", params=params)
+    runner = ManifestRunner(doc, tmp_path / "wf", params=params, fork=True)
     runner.run()
     [receipt_path] = (tmp_path / "wf" / "volume").rglob("receipt.json")
     receipt = json.loads(receipt_path.read_text())
