@@ -61,6 +61,7 @@ BENCHMARKS: list[Bench] = [
     # 5,000 steps: the largest size issue 12 names for linear Flyte compile (about a minute here).
     Bench("flyte_compile", sizes="50,200,1000,2000,5000", quick="20,50,200", args=("--repeat", "5")),
     Bench("kfp_compile", sizes="50,200,1000", quick="20,50,200", args=("--repeat", "3")),
+    Bench("argo_compile", sizes="50,200,1000,2000", quick="20,50,200", args=("--repeat", "3")),
     Bench("map_overhead", sizes="100,1000", quick="50,200"),
     Bench("import_time", sizes=None, args=("--runs", "5")),
     Bench("reference_pipeline", sizes=None, slow=True),
