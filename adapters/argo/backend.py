@@ -47,8 +47,10 @@ FEATURES = {
     "branch.value": "native (an expression argument: the output of the branch whose task succeeded)",
     "map": "native (withParam over the list, enumerated by an expression so each item is node[i]; "
     "concurrency: the map in a DAG of its own with parallelism)",
-    "map.tolerate": "unsupported: Argo's aggregated outputs leave a failed item out instead of None at its place; "
-    "refused at build time",
+    "map.tolerate": "emulated: each item's task succeeds with an envelope (ok/failed) after in-pod retries of every "
+    "kind, and a <node>-tolerance task after the map fails when more items failed than allowed, else hands readers "
+    "the list with None at failed items (Argo's continueOn would leave failed items out of the aggregated list; "
+    "not for artifact outputs; tolerant items are not memoized)",
     "map.zip": "native (the withParam expression zips the lists by index)",
     "fan_in": "native (tasks.M.outputs.parameters.P: Argo's aggregated list; a map's artifact outputs cannot be "
     "aggregated)",

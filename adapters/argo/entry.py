@@ -105,7 +105,8 @@ def _declared(spec: PipelineSpec, n: Any) -> dict[tuple[str, int | None], Any]:
 
 
 def run(spec: PipelineSpec, node: str, fingerprint: str, given: list[tuple[str, str, str]], out: Path,
-        item: int | None = None, status: Any = None, keep: tuple[str, ...] = (), volume_outputs: bool = False) -> int:
+        item: int | None = None, status: Any = None, keep: tuple[str, ...] = (), volume_outputs: bool = False,
+        tolerant: bool = False) -> int:
     """Run one node (item ``item`` of a map) through the shim; the process's exit code."""
     from interlock.core.run.runtime import execute_step
 
@@ -141,6 +142,10 @@ def run(spec: PipelineSpec, node: str, fingerprint: str, given: list[tuple[str, 
                 keep_value(run_ctx.state_dir, node, p.name, (out / p.name).read_text())
 
     name = item_node(node, item) if item is not None else node
+    if tolerant and item is not None:  # an item of a tolerant map: its envelope, never a failure
+        from .tolerance import run_item
+
+        return run_item(run_ctx, step, name, item, prepare, out)
     try:
         execute_step(run_ctx, step, name, prepare, write=write)
     except StepStopped as exc:
@@ -206,7 +211,7 @@ def finish(spec: PipelineSpec, params: dict[str, str], argo_status: str | None) 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m interlock.adapters.argo.entry")
-    p.add_argument("mode", choices=("run", "finally", "exit"))
+    p.add_argument("mode", choices=("run", "finally", "exit", "tolerance"))
     p.add_argument("--pipeline", required=True, help="module:attribute of the pipeline")
     p.add_argument("--node")
     p.add_argument("--fingerprint")
@@ -217,6 +222,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--param", nargs=2, action="append", default=[], metavar=("NAME", "TEXT"))
     p.add_argument("--keep", action="append", default=[], help="an output a gate reads: kept in the run state")
     p.add_argument("--volume-outputs", action="store_true", help="a map item's artifact outputs stay on the volume")
+    p.add_argument("--tolerant", action="store_true", help="an item of a tolerant map: report in an envelope")
+    p.add_argument("--envelopes", help="a tolerant map's items' envelopes, as Argo aggregates them")
     return p
 
 
@@ -229,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     given = [tuple(g) for g in a.given]
     if a.mode == "run":
         return run(spec, a.node, a.fingerprint, given, Path(a.out), a.item, keep=tuple(a.keep),
-                   volume_outputs=a.volume_outputs)
+                   volume_outputs=a.volume_outputs, tolerant=a.tolerant)
+    if a.mode == "tolerance":
+        from .tolerance import check
+
+        return check(spec, a.node, a.envelopes, Path(a.out))
     code = 0
     if a.node:  # a finally step: the status of its scope first
         status = settled_status(spec, a.node, a.status, dict(a.param))

@@ -29,6 +29,7 @@ from .names import Names, param
 from .options import DEFAULT_IMAGE, ArgoOptions
 from .policies import apply_step, memoize
 from .refs import Dag, Ref
+from .tolerance import ENVELOPE
 from .values import HASH_SUFFIX, raw_text
 
 IN_DIR = "/tmp/interlock/in"
@@ -48,6 +49,7 @@ class Renderer:
         self._ptypes = {p.name: p.type for p in self.spec.params}
         self._kept = kept_ports(self.spec)
         self._maps = [n.name for n in self.spec.nodes if n.map is not None]
+        self._tolerant: set[str] = set()
 
     # -- the loop -------------------------------------------------------------------------
     def main(self) -> Dag:
@@ -123,6 +125,28 @@ class Renderer:
         _when(task, conds, deps)
         for up in node.after:
             self._after(dag, up, deps)
+        if m is not None and m.tolerate:
+            self.tolerance(node, name, dag)
+
+    def tolerance(self, node: Node, items: str, dag: Dag) -> None:
+        """The ``<node>-tolerance`` task after a tolerant map (tolerance.py); the readers read it."""
+        name = dag.names.take(f"{node.name}-tolerance")
+        envelopes = f"tasks['{items}'].outputs?.parameters?.{ENVELOPE} ?? '[]'"
+        task = {"name": name, "template": self.template_names.take(f"{node.name}-tolerance", 128),
+                "depends": items, "arguments": {"parameters": [{"name": "envelopes", "value": f"{{{{={envelopes}}}}}"}]}}
+        outputs = [{"name": p.name, "valueFrom": {"path": f"{OUT_DIR}/{p.name}"}} for p in self.spec.step_of(node).outputs]
+        t: dict[str, Any] = {
+            "name": task["template"], "inputs": {"parameters": [{"name": "envelopes"}]},
+            "container": {"image": self.spec.step_of(node).image or self.opts.image or DEFAULT_IMAGE,
+                          "command": list(ENTRY),
+                          "args": ["tolerance", "--pipeline", self.spec.ref or "", "--node", node.name, "--out", OUT_DIR,
+                                   "--envelopes", "{{inputs.parameters.envelopes}}"]}}
+        if outputs:
+            t["outputs"] = {"parameters": outputs}
+        self.templates.append(t)
+        dag.tasks.append(task)
+        dag.rep[node.name] = name  # its readers read the lists with None at failed items
+        self._tolerant.add(node.name)
 
     def _after(self, dag: Dag, up: str, deps: set[str]) -> None:
         owner = self.dag_of.get(up)
@@ -183,9 +207,18 @@ class Renderer:
                 "not their artifacts", pipeline=spec.name, step=node.name,
                 hint="compile with state_pvc=CLAIM: the items then keep those outputs on the run's volume and "
                 "their readers get the list of their paths")
+        tolerant = m is not None and bool(m.tolerate)
+        if tolerant and held:
+            raise PipelineDefinitionError(
+                f"il.map(tolerate=...) of a step with artifact output {held[0]!r}: the items' envelopes carry "
+                "values, not artifacts", pipeline=spec.name, step=node.name,
+                hint="return values (a path or a URI as str) from the mapped step, or drop the tolerance")
+        if tolerant:
+            args.append("--tolerant")
+            io.output("parameters", {"name": ENVELOPE, "valueFrom": {"path": f"{OUT_DIR}/{ENVELOPE}"}})
         if held:
             args.append("--volume-outputs")
-        for p in step.outputs:
+        for p in () if tolerant else step.outputs:
             if p.type.is_artifact and not held:
                 io.output("artifacts", {"name": p.name, "path": f"{OUT_DIR}/{p.name}"})
                 io.output("parameters", {"name": f"{p.name}{HASH_SUFFIX}",
@@ -193,7 +226,8 @@ class Renderer:
             else:
                 io.output("parameters", {"name": p.name, "valueFrom": {"path": f"{OUT_DIR}/{p.name}"}})
         apply_step(t, spec.name, step, self.opts, self.labels)
-        if mode == "run" and (memo := memoize(spec.name, step, key_parts, self.opts)) is not None:
+        # A tolerant item's envelope may say it failed: memoized, a failure would be served again.
+        if mode == "run" and not tolerant and (memo := memoize(spec.name, step, key_parts, self.opts)) is not None:
             t["memoize"] = memo
         self.templates.append(t)
         return t
@@ -238,7 +272,7 @@ class Renderer:
 
     def _gathered(self, b: Binding, dag: Dag) -> bool:
         n = self.spec.node(b.node) if b.kind is BindingKind.OUTPUT and b.node else None
-        return n is not None and n.map is not None
+        return n is not None and n.map is not None and n.name not in self._tolerant
 
     def _hash_ref(self, b: Binding, dag: Dag) -> Ref:
         return dag.resolve(self._owner(b.node or ""), b.node or "", f"{b.port}{HASH_SUFFIX}", False)
@@ -311,9 +345,6 @@ class Renderer:
             t = types[port]
             io.arg("raw" if raw_text(t) else "json", port, f"{{{{inputs.parameters.{pname}}}}}")
             key_parts.append(f"inputs.parameters['{pname}']")
-        if m.tolerate:  # refused by the capabilities; kept explicit for a spec built by hand
-            raise PipelineDefinitionError("il.map(tolerate=...) is not rendered on argo", pipeline=self.spec.name,
-                                          step=node.name)
 
     # -- finally steps ----------------------------------------------------------------------
     def exit_hook(self, inner: Dag, node: Node, dag: Dag) -> None:
