@@ -53,3 +53,15 @@ def refuse(x: int) -> int:
 @il.pipeline(name="argo-fatal")
 def fatal(x: int = 1):
     return refuse(x=x)
+
+
+@il.step(resources=il.Resources(cpu="4", memory="8Gi", shared_memory="2Gi", queue="team-a", priority_class="high"),
+         retry=il.Retry(contention=il.Backoff(attempts=4, first="5m", factor=2, max_delay="1h", max_total="6h")),
+         timeout="2h", secrets=[il.Secret(group="warehouse", key="token")], env={"MODE": "batch"})
+def heavy(x: int) -> int:
+    return x
+
+
+@il.pipeline(name="argo-nightly", schedule="0 3 * * *")
+def nightly(x: int = 1):
+    return heavy(x=x)
