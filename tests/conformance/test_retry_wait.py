@@ -76,3 +76,13 @@ def test_flyte2_renders_the_wait_as_its_retry_strategy_backoff() -> None:
     assert retries(step, frozenset()) == (
         "flyte.RetryStrategy(2, backoff=flyte.Backoff(base=timedelta(seconds=1.0), factor=2.0, "
         "cap=timedelta(seconds=5.0)))")
+
+
+def test_argo_renders_the_wait_as_its_retry_strategy_backoff() -> None:
+    pytest.importorskip("hera")
+    from interlock.adapters.argo.policies import retry_strategy
+
+    assert retry_strategy(rp.retry_wait.spec.step_of("flaky")) == {
+        "limit": 2, "retryPolicy": "Always",
+        "backoff": {"duration": "1s", "factor": 2, "cap": "5s", "maxDuration": "21600s"},
+    }

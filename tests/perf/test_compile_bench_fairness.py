@@ -21,7 +21,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 DEFINITION_MODULES = {"interlock.core.dsl.step", "interlock.core.dsl.pipeline", "interlock.core.dsl.build"}
 
 
-@pytest.mark.parametrize(("script", "native"), [("flyte_compile", "flytekit"), ("kfp_compile", "kfp")])
+@pytest.mark.parametrize(("script", "native"), [("flyte_compile", "flytekit"), ("kfp_compile", "kfp"),
+                                                ("argo_compile", "hera")])
 def test_no_library_import_inside_the_clock(script: str, native: str, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCHMARKS))
@@ -35,4 +36,4 @@ def test_no_library_import_inside_the_clock(script: str, native: str, tmp_path: 
     assert not seen["interlock"] & DEFINITION_MODULES, seen["interlock"]
     assert not {m for m in seen["interlock"] if m.startswith("interlock.")}, seen["interlock"]
     # The native side's own library is all loaded before the clock as well.
-    assert not {m for m in seen[native] if m.split(".")[0] in ("flytekit", "kfp")}, seen[native]
+    assert not {m for m in seen[native] if m.split(".")[0] in ("flytekit", "kfp", "hera")}, seen[native]

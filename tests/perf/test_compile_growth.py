@@ -187,3 +187,20 @@ def test_flyte_task_function_source_is_short() -> None:
     task = build_task(spec_of(2), "add")
     lines, _ = inspect.getsourcelines(task.task_function)
     assert len(lines) <= 3, "".join(lines)
+
+
+def test_argo_compile_grows_linearly(tmp_path: Path) -> None:
+    """Plain steps, and il.when blocks each followed by a step outside it; each manifest
+    validated by its round trip through hera's models."""
+    pytest.importorskip("hera")
+    from interlock.adapters.argo.manifest import write
+    from interlock.adapters.argo.options import ArgoOptions
+
+    opts = ArgoOptions(image="img:1")
+
+    def work(n: int) -> None:
+        write(spec_of(n), tmp_path / f"chain-{n}.yaml", opts)
+        write(blocks(n // 3), tmp_path / f"blocks-{n}.yaml", opts)
+
+    e, points = growth(work, (60, 240))
+    assert e < EXPONENT_BOUND, _explain("Argo compile", e, points)

@@ -1,0 +1,2 @@
+"""The ``argo`` backend: Argo Workflows manifests (Workflow, WorkflowTemplate, CronWorkflow)
+rendered from the lowered plan and validated with hera's models. Compile only."""

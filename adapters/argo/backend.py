@@ -1,0 +1,99 @@
+"""The ``argo`` backend: compile a pipeline to an Argo Workflows manifest (no local runner:
+submit the YAML with ``argo submit`` or hera's ``WorkflowsService``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+
+from interlock.core.backend.protocol import BackendOptions, Capabilities
+from interlock.core.model.pipeline_spec import PipelineSpec
+
+from .manifest import write
+from .options import DEFAULT_IMAGE, ArgoOptions
+
+# Capabilities are data and hera loads only when a pipeline compiles: without hera, fail here
+# so that discovery names the extra to install.
+if importlib.util.find_spec("hera") is None:
+    raise ImportError("No module named 'hera'", name="hera")
+
+log = logging.getLogger("interlock.argo")
+
+FEATURES = {
+    "run": "unsupported: compile only (no local Argo runner); `argo submit build/<pipeline>.yaml -p key=value`",
+    "gpu": "native (nvidia.com/gpu requests and limits)",
+    "accelerator": "native with accelerator_label=NODE_LABEL (a node selector on the model); else a GPU count only",
+    "shared_memory": "native (a Memory emptyDir on /dev/shm)",
+    "node_selector": "native (template nodeSelector)",
+    "tolerations": "native (template tolerations)",
+    "interruptible": "native: spot_selector/spot_toleration on the template, retried as PREEMPTED by retryStrategy "
+    "(a pod lost with its node is an Argo Error, retried too)",
+    "timeout": "native (activeDeadlineSeconds, 30 s after the shim's own timer, which classifies TIMEOUT)",
+    "retry.transient": "emulated: retried at once by the shim inside the pod (no new pod)",
+    "retry.any_backoff": "native (Retry(N, wait=...) is retryStrategy limit N with its backoff: duration, factor, "
+    "cap, maxDuration)",
+    "retry.contention_backoff": "native (retryStrategy backoff: duration, factor, cap, maxDuration; the expression "
+    "retries the CONTENTION exit code)",
+    "retry.preempted": "native (retryStrategy limit counts it; the expression retries the PREEMPTED exit code and "
+    "Argo Errors; it waits the step's contention backoff when it has one: Argo has one backoff per template)",
+    "retry.fatal_stop": "native (retryStrategy.expression retries only the exit codes of retryable kinds: a FATAL "
+    "step, or one whose budget the shim spent, exits 80 and gets no retry pod)",
+    "cache": "native (memoize in a ConfigMap, keyed by the code fingerprint and a hash of the input texts and "
+    "artifact content hashes; a ConfigMap holds at most 1 MiB)",
+    "checkpoint": "native (the shim; share it with state_pvc or an s3:// checkpoint store)",
+    "gates": "native (when)",
+    "condition.expression": "native (when: comparisons, &&, ||, !)",
+    "condition.or": "native (when with ||)",
+    "branch.chain": "native (each block's when is its condition and the negation of the ones before)",
+    "branch.value": "native (an expression argument: the output of the branch whose task succeeded)",
+    "map": "native (withParam over the list, enumerated by an expression so each item is node[i]; "
+    "concurrency: the map in a DAG of its own with parallelism)",
+    "map.tolerate": "emulated: each item's task succeeds with an envelope (ok/failed) after in-pod retries of every "
+    "kind, and a <node>-tolerance task after the map fails when more items failed than allowed, else hands readers "
+    "the list with None at failed items (Argo's continueOn would leave failed items out of the aggregated list; "
+    "not for artifact outputs; tolerant items are not memoized)",
+    "map.zip": "native (the withParam expression zips the lists by index)",
+    "fan_in": "native (tasks.M.outputs.parameters.P: Argo's aggregated list; a map's artifact outputs cannot be "
+    "aggregated)",
+    "finally": "native (onExit; the step reads {{workflow.status}} and settles the body's status from the run state)",
+    "finally.block": "native (the block as a nested DAG, the finally step its task's exit lifecycle hook)",
+    "subpipeline": "native (a nested DAG template per call, its inputs and outputs the values crossing it)",
+    "subpipeline.cache": "unsupported as a unit (Argo memoizes templates one by one): the inner steps cache",
+    "subpipeline.finally": "native (the call's exit lifecycle hook)",
+    "on_failure": "emulated: an exit hook or onExit like il.finally_'s; its shim runs the step only if the scope failed",
+    "failure_policy.stop": "native (DAG failFast, Argo's default: nothing new starts after a failure)",
+    "failure_policy.continue": "native (failFast: false)",
+    "secrets": "native (env from secretKeyRef; values never in the manifest)",
+    "labels": "native (template metadata labels and annotations)",
+    "queue": "native: queue=kueue: the kueue.x-k8s.io/queue-name label; queue=volcano: schedulerName volcano and "
+    "the scheduling.volcano.sh/queue-name annotation",
+    "distributed": "unsupported: no TrainJob resource template yet; refused at build time (compile with "
+    "--backend kfp for a Kubeflow Trainer TrainJob)",
+    "schedule": "native (a CronWorkflow)",
+    "resume": "unsupported (resubmit: `argo resubmit --memoized` reuses memoized steps)",
+}
+LOSSY = (
+    "retry.preempted: a PREEMPTED retry waits the contention backoff of a step that has both (one backoff per template)",
+    "cache: memoize entries live in a ConfigMap (1 MiB in all); outputs too large for it are not memoized",
+)
+
+
+class ArgoBackend:
+    """Compile-only: a Workflow, WorkflowTemplate or CronWorkflow manifest (YAML)."""
+
+    name = "argo"
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            backend=self.name, features=dict(FEATURES), lossy=LOSSY,
+            description="Argo Workflows: compiles to a Workflow / WorkflowTemplate / CronWorkflow built and "
+            "validated with hera's models",
+            compile_options=ArgoOptions,
+        )
+
+    def compile(self, spec: PipelineSpec, out: Path, options: BackendOptions) -> list[Path]:
+        opts = ArgoOptions.of(options)
+        if not opts.image and any(not s.image for s in spec.steps):
+            log.warning("no image given: steps use %s; compile with image=REGISTRY/IMAGE:TAG", DEFAULT_IMAGE)
+        return [write(spec, Path(out), opts)]

@@ -1,0 +1,451 @@
+"""The lowered plan as Argo templates: one loop over a scope's units (``emit``), as the KFP
+and Flyte renderers have.
+
+| unit | Argo |
+|---|---|
+| Step | a task running the step's container template (``il.map``: ``withParam`` over the items, enumerated by an expression; with ``concurrency`` inside a DAG of its own with ``parallelism``) |
+| Block | ``when`` on each of its tasks (nested blocks: the conditions joined with ``&&``) |
+| Chain | each block's ``when``; a branch value is an expression picking the output of the branch whose task succeeded |
+| Call | a nested DAG template ``sub-<call>`` (its whole-body finally step: the call task's exit hook) |
+| FinallyScope | a nested DAG template for the block, its finally step the task's ``exit`` lifecycle hook |
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Plan, Step, Unit
+from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.conditions import COMPARISONS, Cond, Op, condition_of
+from interlock.core.model.failure_policy import STOP
+from interlock.core.model.pipeline_spec import Node
+from interlock.core.model.spec import Binding, BindingKind
+from interlock.core.model.types import TypeSpec
+
+from .gates import kept_ports
+from .names import Names, param
+from .options import DEFAULT_IMAGE, ArgoOptions
+from .policies import apply_step, memoize
+from .refs import Dag, Ref
+from .tolerance import ENVELOPE
+from .values import HASH_SUFFIX, raw_text
+
+IN_DIR = "/tmp/interlock/in"
+OUT_DIR = "/tmp/interlock/out"
+ENTRY = ["python", "-m", "interlock.adapters.argo.entry"]
+ENDED = ("Succeeded", "Failed", "Errored", "Skipped", "Omitted")
+
+
+class Renderer:
+    def __init__(self, plan: Plan, opts: ArgoOptions):
+        self.plan, self.spec, self.opts = plan, plan.spec, opts
+        self.templates: list[dict[str, Any]] = []
+        self.template_names = Names()
+        self.dag_of: dict[str, Dag] = {}  # node -> the DAG whose task runs it
+        self.labels = dict(self.spec.labels)
+        self.fail_fast = self.spec.failure_policy == STOP
+        self._ptypes = {p.name: p.type for p in self.spec.params}
+        self._kept = kept_ports(self.spec)
+        self._maps = [n.name for n in self.spec.nodes if n.map is not None]
+        self._tolerant: set[str] = set()
+
+    # -- the loop -------------------------------------------------------------------------
+    def main(self) -> Dag:
+        root = self._dag("main")
+        self.emit(self.plan.units, root, [])
+        self._finish(root)
+        return root
+
+    def _dag(self, name: str, parent: Dag | None = None, call: dict[str, Any] | None = None) -> Dag:
+        t: dict[str, Any] = {"name": self.template_names.take(name, 128), "dag": {"tasks": []}}
+        if not self.fail_fast:
+            t["dag"]["failFast"] = False
+        self.templates.append(t)
+        return Dag(t["name"], t, parent, call)
+
+    def emit(self, units: tuple[Unit, ...], dag: Dag, conds: list[When]) -> None:
+        for u in units:
+            if isinstance(u, Step):
+                self.step(u.node, dag, conds, wrapped=dag.name.endswith("-map") and len(units) == 1)
+            elif isinstance(u, Block):
+                self.emit(u.units, dag, [*conds, self.when(u.gate, dag)])
+            elif isinstance(u, Chain):
+                for b in u.blocks:
+                    self.emit(b.units, dag, [*conds, self.when(b.gate, dag)])
+            elif isinstance(u, Call):
+                inner = self.nested(f"sub-{u.call.name}", dag, conds, u.call.name, u.units)
+                if u.finally_ is not None:
+                    self.exit_hook(inner, u.finally_, dag)
+            elif isinstance(u, FinallyScope):
+                inner = self.nested(u.key, dag, conds, u.key, u.units)
+                self.exit_hook(inner, u.block.node, dag)
+            else:  # pragma: no cover - a new unit kind needs a rendering here
+                raise TypeError(f"unknown plan unit {u!r}")
+
+    def nested(self, name: str, dag: Dag, conds: list[When], task_name: str, units: tuple[Unit, ...],
+               parallelism: int | None = None) -> Dag:
+        task: dict[str, Any] = {"name": dag.names.take(task_name)}
+        inner = self._dag(name, dag, task)
+        task["template"] = inner.name
+        if parallelism:
+            inner.template["parallelism"] = parallelism
+        _when(task, conds, dag.deps.setdefault(task["name"], set()))
+        dag.tasks.append(task)
+        dag.child[task["name"]] = inner
+        self.emit(units, inner, [])
+        self._finish(inner)
+        return inner
+
+    def _finish(self, dag: Dag) -> None:
+        """Write each task's ``depends`` once every reference inside it is known."""
+        for task in dag.tasks:
+            deps = sorted(dag.deps.get(task["name"], set()) - {task["name"]})
+            if deps:
+                task["depends"] = " && ".join(deps)
+        dag.template["dag"]["tasks"] = dag.tasks
+
+    # -- one step -------------------------------------------------------------------------
+    def step(self, node: Node, dag: Dag, conds: list[When], wrapped: bool = False) -> None:
+        m = node.map
+        if m is not None and m.concurrency and not wrapped:
+            inner = self.nested(f"{node.name}-map", dag, conds, f"{node.name}-map", (Step(node),),
+                                parallelism=m.concurrency)
+            del inner  # the map's task lives in its own DAG: readers reach it through exports
+            return
+        name = dag.names.take(node.name)
+        dag.rep[node.name] = name
+        self.dag_of[node.name] = dag
+        task: dict[str, Any] = {"name": name}
+        dag.tasks.append(task)
+        deps = dag.deps.setdefault(name, set())
+        template = self.container(node, task, dag, deps)
+        task["template"] = template["name"]
+        _when(task, conds, deps)
+        for up in node.after:
+            self._after(dag, up, deps)
+        if m is not None and m.tolerate:
+            self.tolerance(node, name, dag)
+
+    def tolerance(self, node: Node, items: str, dag: Dag) -> None:
+        """The ``<node>-tolerance`` task after a tolerant map (tolerance.py); the readers read it."""
+        name = dag.names.take(f"{node.name}-tolerance")
+        envelopes = f"tasks['{items}'].outputs?.parameters?.{ENVELOPE} ?? '[]'"
+        task = {"name": name, "template": self.template_names.take(f"{node.name}-tolerance", 128),
+                "depends": items, "arguments": {"parameters": [{"name": "envelopes", "value": f"{{{{={envelopes}}}}}"}]}}
+        outputs = [{"name": p.name, "valueFrom": {"path": f"{OUT_DIR}/{p.name}"}} for p in self.spec.step_of(node).outputs]
+        t: dict[str, Any] = {
+            "name": task["template"], "inputs": {"parameters": [{"name": "envelopes"}]},
+            "container": {"image": self.spec.step_of(node).image or self.opts.image or DEFAULT_IMAGE,
+                          "command": list(ENTRY),
+                          "args": ["tolerance", "--pipeline", self.spec.ref or "", "--node", node.name, "--out", OUT_DIR,
+                                   "--envelopes", "{{inputs.parameters.envelopes}}"]}}
+        if outputs:
+            t["outputs"] = {"parameters": outputs}
+        self.templates.append(t)
+        dag.tasks.append(task)
+        dag.rep[node.name] = name  # its readers read the lists with None at failed items
+        self._tolerant.add(node.name)
+
+    def _after(self, dag: Dag, up: str, deps: set[str]) -> None:
+        owner = self.dag_of.get(up)
+        if owner is None:
+            return
+        if owner is dag:
+            deps.add(dag.rep[up])
+            return
+        down = dag._toward(owner)
+        if down is not None and down.call is not None:
+            deps.add(down.call["name"])
+            return
+        # Outside this DAG: the task that runs this DAG waits for it.
+        d = dag
+        while d.parent is not None and d.call is not None and d is not owner:
+            p = d.parent
+            if owner is p or p._toward(owner) is not None:
+                self._after(p, up, p.deps.setdefault(d.call["name"], set()))
+                return
+            d = p
+
+    def container(self, node: Node, task: dict[str, Any], dag: Dag, deps: set[str], mode: str = "run",
+                  extra_args: list[str] | None = None) -> dict[str, Any]:
+        """The node's container template; fills ``task``'s arguments for what the node reads."""
+        spec, step = self.spec, self.spec.step_of(node)
+        tname = self.template_names.take(node.name, 128)
+        args = [mode, "--pipeline", spec.ref or "", "--node", node.name, "--fingerprint", step.fingerprint,
+                "--out", OUT_DIR, *(extra_args or [])]
+        for port in sorted(self._kept.get(node.name, ())):
+            args += ["--keep", port]
+        if mode == "finally" and (self.spec.gates or self._maps):  # its block's status reads them (gates.py)
+            for p in self.spec.params:
+                args += ["--param", p.name, f"{{{{workflow.parameters.{p.name}}}}}"]
+        t: dict[str, Any] = {"name": tname, "container": {"image": step.image or self.opts.image or DEFAULT_IMAGE,
+                                                           "command": list(ENTRY), "args": args}}
+        io = _TemplateIO(t, task, cached=mode == "run" and step.cache is not None and step.cache.enabled)
+        key_parts: list[str] = []
+        ignored = set(step.cache.ignore_inputs) if step.cache is not None else set()
+        types = {p.name: p.type for p in step.inputs}
+        m = node.map
+        mapped = {m.item, *m.zipped} if m is not None else set()
+        for port, b in node.inputs:
+            if port in mapped:
+                continue
+            parts = list(enumerate(b.items)) if b.kind is BindingKind.LIST else [(None, b)]
+            for index, one in parts:
+                label = port if index is None else f"{port}[{index}]"
+                t_port = types[port].args[0] if index is not None and types[port].args else types[port]
+                part = self.input(label, one, t_port, dag, io, deps)
+                if part is not None and port not in ignored:
+                    key_parts.append(part)
+        if m is not None:
+            self.fan_out(node, m, task, dag, io, deps, types, key_parts)
+        held = [p.name for p in step.outputs if p.type.is_artifact] if m is not None else []
+        if held and not self.opts.state_pvc:
+            raise PipelineDefinitionError(
+                f"il.map of a step with artifact output {held[0]!r}: Argo aggregates the items' parameters, "
+                "not their artifacts", pipeline=spec.name, step=node.name,
+                hint="compile with state_pvc=CLAIM: the items then keep those outputs on the run's volume and "
+                "their readers get the list of their paths")
+        tolerant = m is not None and bool(m.tolerate)
+        if tolerant and held:
+            raise PipelineDefinitionError(
+                f"il.map(tolerate=...) of a step with artifact output {held[0]!r}: the items' envelopes carry "
+                "values, not artifacts", pipeline=spec.name, step=node.name,
+                hint="return values (a path or a URI as str) from the mapped step, or drop the tolerance")
+        if tolerant:
+            args.append("--tolerant")
+            io.output("parameters", {"name": ENVELOPE, "valueFrom": {"path": f"{OUT_DIR}/{ENVELOPE}"}})
+        if held:
+            args.append("--volume-outputs")
+        for p in () if tolerant else step.outputs:
+            if p.type.is_artifact and not held:
+                io.output("artifacts", {"name": p.name, "path": f"{OUT_DIR}/{p.name}"})
+                io.output("parameters", {"name": f"{p.name}{HASH_SUFFIX}",
+                                         "valueFrom": {"path": f"{OUT_DIR}/{p.name}{HASH_SUFFIX}"}})
+            else:
+                io.output("parameters", {"name": p.name, "valueFrom": {"path": f"{OUT_DIR}/{p.name}"}})
+        apply_step(t, spec.name, step, self.opts, self.labels)
+        # A tolerant item's envelope may say it failed: memoized, a failure would be served again.
+        if mode == "run" and not tolerant and (memo := memoize(spec.name, step, key_parts, self.opts)) is not None:
+            t["memoize"] = memo
+        self.templates.append(t)
+        return t
+
+    def input(self, label: str, b: Binding, t: TypeSpec, dag: Dag, io: _TemplateIO, deps: set[str]) -> str | None:
+        """One input of the node: its ``--in`` argument, the template input and the task
+        argument feeding it. Returns its part of the memoize key (an expression), if any."""
+        pname = param(label.replace("[", "-").replace("]", ""))
+        if b.kind is BindingKind.CONST:
+            text = b.value if raw_text(t) and isinstance(b.value, str) else json.dumps(b.value)
+            io.arg("json" if not raw_text(t) else "raw", label, text)
+            return json.dumps(text)
+        if b.kind is BindingKind.PARAM:
+            ref = Ref(f"workflow.parameters.{b.param}", f"workflow.parameters['{b.param}']", False)
+            src = self._ptypes[b.param or ""]
+            kind = "raw" if raw_text(src) else "json"
+        else:
+            ref, src = self.value(b, dag)
+            if b.kind is BindingKind.OUTPUT and b.field:
+                label = f"{label}@{'.'.join(b.field)}"
+                kind = "json"
+            elif ref.artifact:
+                kind = "artifact"
+            elif self._gathered(b, dag):
+                kind = "gather"
+                ref = _or_empty(ref)
+            else:
+                kind = "raw" if raw_text(src) else "json"
+        deps.update(ref.deps)
+        if ref.artifact:
+            io.artifact_in(pname, ref)
+            io.arg("artifact", label, f"{IN_DIR}/{pname}")
+            if b.kind is BindingKind.OUTPUT and io.cached:  # its content hash, for the cache key
+                href = self._hash_ref(b, dag)
+                deps.update(href.deps)
+                io.param_in(f"{pname}{HASH_SUFFIX}", href)
+                return f"inputs.parameters['{pname}{HASH_SUFFIX}']"
+            return None
+        io.param_in(pname, ref)
+        io.arg(kind, label, f"{{{{inputs.parameters.{pname}}}}}")
+        return f"inputs.parameters['{pname}']"
+
+    def _gathered(self, b: Binding, dag: Dag) -> bool:
+        if b.kind is BindingKind.ONE_OF:  # il.branch_value over map outputs: the branch's list of item texts
+            return all(self._gathered(o, dag) for o in b.options)
+        n = self.spec.node(b.node) if b.kind is BindingKind.OUTPUT and b.node else None
+        return n is not None and n.map is not None and n.name not in self._tolerant
+
+    def _hash_ref(self, b: Binding, dag: Dag) -> Ref:
+        return dag.resolve(self._owner(b.node or ""), b.node or "", f"{b.port}{HASH_SUFFIX}", False)
+
+    def _owner(self, node: str) -> Dag:
+        owner = self.dag_of.get(node)
+        if owner is None:
+            raise PipelineDefinitionError(f"reads {node!r} before it runs (the plan's order)", pipeline=self.spec.name)
+        return owner
+
+    def value(self, b: Binding, dag: Dag) -> tuple[Ref, TypeSpec]:
+        """An OUTPUT or ONE_OF binding as this DAG reads it, and the type of what travels."""
+        if b.kind is BindingKind.OUTPUT:
+            node = b.node or ""
+            step = self.spec.step_of(node)
+            t = next(p.type for p in step.outputs if p.name == b.port)
+            # A map's artifact outputs stay on the run's volume: its items output their paths.
+            artifact = t.is_artifact and self.spec.node(node).map is None
+            return dag.resolve(self._owner(node), node, b.port or "", artifact), t
+        if b.kind is BindingKind.ONE_OF:
+            options = [self.value(o, dag) for o in b.options]
+            art = options[0][0].artifact
+            expr = options[-1][0].expr
+            for (ref, _), o in zip(reversed(options[:-1]), reversed(b.options[:-1]), strict=True):
+                status = self._status_expr(o, dag)
+                expr = f"({status} == 'Succeeded' ? {ref.expr} : {expr})"
+            deps = frozenset().union(*(r.deps for r, _ in options))
+            return Ref(f"={expr}", expr, art, deps), options[0][1]
+        raise PipelineDefinitionError(f"argo cannot read {b.describe()} here", pipeline=self.spec.name)
+
+    def _status_expr(self, b: Binding, dag: Dag) -> str:
+        """Did the branch that gives option ``b`` run? Its task's status, seen from ``dag``."""
+        node = b.node if b.kind is BindingKind.OUTPUT else next(iter(sorted(b.nodes())), None)
+        owner = self.dag_of.get(node or "")
+        if owner is dag:
+            return f"tasks['{dag.rep[node or '']}'].status"
+        down = dag._toward(owner) if owner is not None else None
+        task = down.call["name"] if down is not None and down.call else dag.rep.get(node or "", "")
+        return f"tasks['{task}'].status"
+
+    def fan_out(self, node: Node, m: Any, task: dict[str, Any], dag: Dag, io: _TemplateIO, deps: set[str],
+                types: dict[str, TypeSpec], key_parts: list[str]) -> None:
+        """``withParam``: the list enumerated by an expression (``{i, v}`` per item, and each
+        zipped list's element), so each item's shim runs as ``node[i]``."""
+        lists: list[tuple[str, str]] = []  # (item field, list expression)
+        for field_name, port in (("v", m.item), *((f"z{i}", p) for i, p in enumerate(m.zipped))):
+            b = node.bindings[port]
+            if b.kind is BindingKind.CONST:
+                lists.append((field_name, f"fromJSON({json.dumps(json.dumps(b.value))})"))
+                continue
+            if b.kind is BindingKind.PARAM:
+                expr = f"workflow.parameters['{b.param}']"
+            else:
+                ref, _ = self.value(b, dag)
+                deps.update(ref.deps)
+                expr = ref.expr
+                if self._gathered(b, dag):  # a map's output: a list of each item's text
+                    expr = f"map(fromJSON({expr}), fromJSON(#))"
+                    lists.append((field_name, expr))
+                    continue
+            lists.append((field_name, f"fromJSON({expr})"))
+        first = lists[0][1]
+        fields = ", ".join(["'i': #index", "'v': #"] + [f"'{f}': ({e})[#index]" for f, e in lists[1:]])
+        task["withParam"] = f"{{{{=toJson(map({first}, {{{fields}}}))}}}}"
+        io.param_in("interlock-item", Ref("item.i", "item.i", False))
+        io.add_args(["--item", "{{inputs.parameters.interlock-item}}"])
+        for field_name, port in (("v", m.item), *((f"z{i}", p) for i, p in enumerate(m.zipped))):
+            pname = param(port)
+            io.param_in(pname, Ref(f"item.{field_name}", f"item.{field_name}", False))
+            t = types[port]
+            io.arg("raw" if raw_text(t) else "json", port, f"{{{{inputs.parameters.{pname}}}}}")
+            key_parts.append(f"inputs.parameters['{pname}']")
+
+    # -- finally steps ----------------------------------------------------------------------
+    def exit_hook(self, inner: Dag, node: Node, dag: Dag) -> None:
+        """``node`` as the exit lifecycle hook of the task running ``inner``: Argo runs it once
+        that task ends, whatever its status; its shim settles the block's status from the run
+        state and, for ``il.on_failure``, runs the step only if the block failed."""
+        assert inner.call is not None
+        hook: dict[str, Any] = {}
+        self.dag_of[node.name] = dag
+        dag.rep[node.name] = inner.call["name"]  # nothing runs after a hook; readers are refused below
+        template = self.container(node, hook, dag, set(), mode="finally")
+        hook["template"] = template["name"]
+        inner.call.setdefault("hooks", {})["exit"] = hook
+
+    def when(self, gate: Any, dag: Dag) -> When:
+        deps: set[str] = set()
+        return self.condition(condition_of(gate), dag, deps), frozenset(deps)
+
+    def condition(self, c: Cond, dag: Dag, deps: set[str]) -> str:
+        """A condition as Argo's ``when`` (govaluate after substitution)."""
+        if c.op is Op.REF:
+            return f"{self.operand(c.operands[0], dag, deps)} == true"
+        if c.op in COMPARISONS:
+            left, right = (self.operand(b, dag, deps) for b in c.operands)
+            return f"{left} {c.op.value} {right}"
+        if c.op is Op.NOT:
+            return f"!({self.condition(c.terms[0], dag, deps)})"
+        joiner = " && " if c.op is Op.AND else " || "
+        return joiner.join(f"({self.condition(t, dag, deps)})" for t in c.terms)
+
+    def operand(self, b: Binding, dag: Dag, deps: set[str]) -> str:
+        if b.kind is BindingKind.CONST:
+            v = b.value
+            return json.dumps(v) if isinstance(v, bool | int | float) or v is None else f"'{v}'"
+        if b.kind is BindingKind.PARAM:
+            t = self._ptypes[b.param or ""]
+            text = f"{{{{workflow.parameters.{b.param}}}}}"
+            return f"'{text}'" if raw_text(t) else text
+        ref, t = self.value(Binding.of_output(b.node or "", b.port or "") if b.field else b, dag)
+        text = f"{{{{{ref.text}}}}}"
+        if b.field:
+            t_field = _field_type(t, b.field)
+            text = f"{{{{=jsonpath({ref.expr}, '$.{'.'.join(b.field)}')}}}}"
+            t = t_field or t
+        deps.update(ref.deps)
+        return f"'{text}'" if raw_text(t) else text
+
+
+When = tuple[str, frozenset[str]]  # a block's condition as Argo's `when`, and the tasks it reads
+
+
+def _when(task: dict[str, Any], conds: list[When], deps: set[str]) -> None:
+    if conds:
+        task["when"] = " && ".join(f"({c})" for c, _ in conds)
+        for _, d in conds:
+            deps.update(d)
+
+
+def _or_empty(ref: Ref) -> Ref:
+    """A map's aggregated output, or ``[]``: a map over an empty list ran no item, so Argo
+    aggregates no output parameter for its readers."""
+    m = re.fullmatch(r"tasks\.([^.]+)\.outputs\.parameters\.([A-Za-z0-9_]+)", ref.text)
+    if m is None:
+        return ref
+    expr = f"tasks['{m[1]}'].outputs?.parameters?.{m[2]} ?? '[]'"
+    return Ref(f"={expr}", f"({expr})", ref.artifact, ref.deps)
+
+
+def _field_type(t: TypeSpec, path: tuple[str, ...]) -> TypeSpec | None:
+    for name in path:
+        nxt = t.field_type(name)
+        if nxt is None:
+            return None
+        t = nxt
+    return t
+
+
+class _TemplateIO:
+    """A template's inputs, outputs and container args, and the calling task's arguments."""
+
+    def __init__(self, template: dict[str, Any], task: dict[str, Any], cached: bool = False):
+        self.t, self.task, self.cached = template, task, cached
+
+    def arg(self, kind: str, port: str, value: str) -> None:
+        self.t["container"]["args"] += ["--in", kind, port, value]
+
+    def add_args(self, args: list[str]) -> None:
+        self.t["container"]["args"] += args
+
+    def param_in(self, name: str, ref: Ref) -> None:
+        self.t.setdefault("inputs", {}).setdefault("parameters", []).append({"name": name})
+        self.task.setdefault("arguments", {}).setdefault("parameters", []).append(
+            {"name": name, "value": f"{{{{{ref.text}}}}}"})
+
+    def artifact_in(self, name: str, ref: Ref) -> None:
+        self.t.setdefault("inputs", {}).setdefault("artifacts", []).append({"name": name, "path": f"{IN_DIR}/{name}"})
+        arg = ({"name": name, "fromExpression": ref.expr} if ref.text.startswith("=")
+               else {"name": name, "from": f"{{{{{ref.text}}}}}"})
+        self.task.setdefault("arguments", {}).setdefault("artifacts", []).append(arg)
+
+    def output(self, kind: str, entry: dict[str, Any]) -> None:
+        self.t.setdefault("outputs", {}).setdefault(kind, []).append(entry)
