@@ -49,7 +49,9 @@ def _forget_modules(added: list[str]) -> None:
 
 
 def _prepare(request: dict[str, Any]) -> None:
-    for key in [k for k in os.environ if k.startswith("INTERLOCK_")]:
+    # The parent's environment as it is now (a test sets a variable the steps read), Airflow's
+    # own settings kept but for the run's database and DAGs folder.
+    for key in [k for k in os.environ if not k.startswith("AIRFLOW") and k not in request["env"]]:
         del os.environ[key]
     os.environ.update(request["env"])
     added = [p for p in request.get("sys_path", []) if p not in _BASE_PATH]

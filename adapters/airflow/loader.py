@@ -122,7 +122,7 @@ class _Render:
             elif isinstance(u, Call):
                 from airflow.sdk import TaskGroup
 
-                with TaskGroup(group_id=task_id(f"{u.call.name}.call"), prefix_group_id=False,
+                with TaskGroup(group_id=task_id(f"{u.call.name}-call").replace(".", "_"), prefix_group_id=False,
                                tooltip=f"sub-pipeline {u.call.pipeline}"):
                     self.units(u.units)
             elif isinstance(u, FinallyScope):

@@ -45,7 +45,7 @@ from interlock.core.run.records import ALL_KINDS
 from .dag_file import write_dag
 from .names import LOCAL_BACKEND, RunPlace
 from .options import AirflowLocalOptions, AirflowOptions
-from .worker import Worker, stop_file
+from .worker import EVENT, Worker, stop_file
 
 _TEMPLATES: dict[str, Path] = {}  # Airflow version -> a migrated database made by this process
 _TEMPLATE_LOCK = threading.Lock()
@@ -169,6 +169,7 @@ def _passed_on(proc: subprocess.Popen[str]) -> Iterator[None]:
 class AirflowLocalRun:
     def __init__(self, spec: PipelineSpec, options: RunOptions):
         self.spec, self.options = spec, options
+        self.told: set[str] = set()  # the nodes whose end the tasks told live
 
     def execute(self, params: dict[str, Any]) -> RunResult:
         spec, options = self.spec, self.options
@@ -177,9 +178,19 @@ class AirflowLocalRun:
         run_dir = options.run_dir
         place = RunPlace(options.run_id, LOCAL_BACKEND, run_dir, options.cache_dir, cache=options.cache,
                          checkpoint_root=options.checkpoint_store, retry_in_process=ALL_KINDS)
-        area = run_dir / "airflow"
-        shutil.rmtree(area / "records", ignore_errors=True)  # a resumed run decides afresh
+        shutil.rmtree(run_dir / "airflow" / "records", ignore_errors=True)  # a resumed run decides afresh
         stop_file(run_dir).unlink(missing_ok=True)
+        # The DAG folder and the metadata database are the run's own and thrown away after it:
+        # the database holds the DAG run's conf (every parameter value, a password too).
+        area = Path(tempfile.mkdtemp(prefix=f"interlock-airflow-{options.run_id}-"))
+        try:
+            return self._execute(params, place, area, started)
+        finally:
+            shutil.rmtree(area, ignore_errors=True)
+
+    def _execute(self, params: dict[str, Any], place: RunPlace, area: Path, started: float) -> RunResult:
+        spec, options = self.spec, self.options
+        run_dir = place.run_dir
         dags = area / "dags"
         dag_file, _ = write_dag(spec, dags, AirflowOptions(operator="taskflow", serial=True,
                                                            dag_id=spec.name, state_root=str(options.workdir)))
@@ -188,12 +199,13 @@ class AirflowLocalRun:
         # A dataclass parameter may arrive as the instance or as its JSON object already.
         conf = {p.name: v if isinstance(v := params[p.name], dict) else to_jsonable(v, p.type)
                 for p in spec.params if p.name in params}
-        result_file = area / "result.json"
+        result_file = run_dir / "airflow" / "result.json"  # Airflow's view: each task instance's state
         result_file.unlink(missing_ok=True)
-        env = {k: v for k, v in _airflow_env(area, db, dags).items() if k.startswith("AIRFLOW__DATABASE")
-               or k == "AIRFLOW__CORE__DAGS_FOLDER"}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "INTERLOCK_"))}
+        env.update({k: v for k, v in _airflow_env(area, db, dags).items() if k.startswith("AIRFLOW__DATABASE")
+                    or k == "AIRFLOW__CORE__DAGS_FOLDER"})
         env.update(place.env())
-        env.update({EnvName.PIPELINE: spec.name, EnvName.LIVE: live.RELAY})
+        env.update({EnvName.PIPELINE: spec.name, EnvName.LIVE: live.RELAY_VERBOSE if live.verbose() else live.RELAY})
         request = {"run_dir": str(run_dir), "dag_file": str(dag_file), "dag_id": spec.name, "conf": conf,
                    "result": str(result_file), "env": env, "sys_path": _child_path()}
         code, tail = self._drive(request, AirflowLocalOptions.of(options).airflow_log)
@@ -211,8 +223,9 @@ class AirflowLocalRun:
         outcome = settle(spec, worker.run.state, seen, gates=gates,
                          failed=failed if not any(s.status is Status.STOPPED for s in seen.values()) else None)
         outcome = with_finally(spec, worker.run.state, outcome, seen, gates)
-        for name, o in outcome.steps.items():
-            options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")
+        for name, o in outcome.steps.items():  # what was not told live (not run)
+            if name not in self.told:
+                options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")
         outputs = {} if outcome.error else self._outputs(worker)
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=LOCAL_BACKEND, state_dir=worker.run.state_dir, params=params,
@@ -241,6 +254,12 @@ class AirflowLocalRun:
                         if answer.get("error"):
                             tail.append(answer["error"])
                         return int(answer["code"]), tail
+                    if line.startswith(EVENT):
+                        event = json.loads(line[len(EVENT):])
+                        if event["event"] != "started":
+                            self.told.add(event["node"])
+                        self.options.emit(event["node"], event["event"], event["detail"])
+                        continue
                     step_line = live.decode(line)
                     if step_line is not None:
                         live.publish(step_line, relay=False)

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -35,7 +36,6 @@ from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import read_value, value_hash, write_value
 from interlock.core.record.outcomes import Seen
 from interlock.core.run.cache import LocalCache, cache_key
-from interlock.core.run.records import Fragment
 from interlock.core.run.runtime import execute_step, record_cache_hit
 from interlock.core.run.state import RunContext
 
@@ -56,7 +56,12 @@ class Skip(Exception):
 
 
 class Failed(Exception):
-    """The node ran and failed (or was stopped): Airflow marks the task failed, not retried."""
+    """The node ran and failed (or was stopped): Airflow marks the task failed, not retried.
+    ``str()``: the status; ``detail``: what the live line says of it."""
+
+    def __init__(self, status: Status, detail: str = ""):
+        super().__init__(str(status))
+        self.status, self.detail = status, detail
 
 
 @dataclass
@@ -96,6 +101,19 @@ class Records:
             seen[node] = Seen(Status(rec["status"]), error=error, shim_ran=rec.get("shim_ran", True),
                               duration_s=rec.get("duration_s"))
         return seen
+
+
+EVENT = "\x1finterlock-airflow-event\x1f"  # starts a line that tells the watching process of a node
+
+
+def tell(node: str, event: str | Status, detail: str = "") -> None:
+    """A live event (started, a status) for the watching process (airflow-local's), if any."""
+    from interlock.core.run import live
+
+    if live.relay_mode():
+        out = live.real(sys.stdout)
+        out.write(EVENT + json.dumps({"node": node, "event": str(event), "detail": detail}) + "\n")
+        out.flush()
 
 
 def stop_file(run_dir: Path) -> Path:
@@ -189,6 +207,15 @@ class Worker:
         if not open_:
             raise Skip(Status.SKIPPED, "gate closed")
 
+    def _decide(self, node: Node) -> None:
+        try:
+            self.check_start(node)
+        except Skip as skip:
+            self.book.write(node.name, skip.status, why=skip.why)
+            if skip.status is Status.SKIPPED:
+                tell(node.name, skip.status, skip.why)
+            raise
+
     def gate_holds(self, gate_id: str) -> bool:
         """A gate task's decision: every condition around the block holds (False when a value
         it reads was never produced)."""
@@ -257,14 +284,14 @@ class Worker:
         except StepStopped as exc:
             stop_file(self.place.run_dir).parent.mkdir(parents=True, exist_ok=True)
             stop_file(self.place.run_dir).touch()
-            raise Failed(str(Status.STOPPED)) from exc
+            raise Failed(Status.STOPPED, exc.reason) from exc
         except StepFailed as exc:
-            raise Failed(str(Status.FAILED)) from exc
+            raise Failed(Status.FAILED, f"{exc.kind}: {exc.reason}") from exc
         try:
             self.write_outputs(step, result.outputs, dest, inputs_key)
         except Exception as exc:  # noqa: BLE001 - a full disk, an unserializable value: the step failed
-            self._output_failed(step, name, exc)
-            raise Failed(str(Status.FAILED)) from exc
+            reason = self._output_failed(step, name, exc)
+            raise Failed(Status.FAILED, f"{FailureKind.FATAL}: {reason}") from exc
         if key:
             cache.put(step, key, result.outputs, {"run_id": self.run.run_id, "run_attempt": attempt,
                                                   "snapshots": result.snapshots, "facts": result.facts})
@@ -281,54 +308,60 @@ class Worker:
         except (OSError, ValueError, SerializationError):
             return False
 
-    def _output_failed(self, step: StepSpec, name: str, exc: BaseException) -> None:
+    def _output_failed(self, step: StepSpec, name: str, exc: BaseException) -> str:
         """The step returned but its outputs could not be written: its fragment says it failed."""
         from interlock.core.failure.rules import default_classifier
+        from interlock.core.run.redact import Redactor
 
-        failure = (self.run.classifier or default_classifier).classify(exc)
-        failure = replace(failure, kind=FailureKind.FATAL,
-                          reason=f"its outputs could not be written after it returned: {failure.reason}")
+        classified = Redactor().fields((self.run.classifier or default_classifier).classify(exc))
+        # The rule's reason is generic ("a value cannot cross the step boundary"): add which value and why.
+        detail = f": {classified.message}" if classified.message and classified.message not in classified.reason else ""
+        failure = replace(classified, kind=FailureKind.FATAL,
+                          reason=f"its outputs could not be written after it returned: {classified.reason}{detail}")
         frag = self.run.state.read_fragment(name)
         if frag is not None:
             if frag.attempts:
                 last = frag.attempts[-1]
                 last.status, last.failure, last.decision = Status.FAILED, failure.to_dict(), "output write failed"
             self.run.state.write_fragment(replace(frag, status=Status.FAILED, ended=self.run.clock()))
+        return failure.reason
 
     # -- the three kinds of task --------------------------------------------------------------
     def step_task(self, name: str) -> str:
         """A plain step: decide, run, record. Returns the value folder (XCom's reference)."""
         node = self.spec.node(name)
+        self._decide(node)
+        self._ran(name, lambda: self.run_one(node, name, self.inputs_of(node), self.values_dir(name)))
+        return str(self.values_dir(name))
+
+    def _ran(self, name: str, run: Any, note: str = "") -> None:
+        """Run a node, record it and tell it live, as the local backend tells its steps."""
+        tell(name, "started", note)
         try:
-            self.check_start(node)
-        except Skip as skip:
-            self.book.write(name, skip.status, why=skip.why)
-            raise
-        inputs = self.inputs_of(node)
-        try:
-            status, took = self.run_one(node, name, inputs, self.values_dir(name))
+            status, took = run()
         except Failed as exc:
-            self.book.write(name, str(exc))
+            self.book.write(name, exc.status)
+            tell(name, exc.status, exc.detail)
             raise
         self.book.write(name, status, duration_s=took)
-        return str(self.values_dir(name))
+        attempts = len(frag.attempts) if (frag := self.run.state.read_fragment(name)) else 0
+        tell(name, status, "done in an earlier attempt of this run" if status is Status.SUCCEEDED and not took
+             else f"{took:.2f}s, {attempts} attempt(s)" if status is Status.SUCCEEDED else "")
 
     def map_items(self, name: str) -> list[int]:
         """An il.map's first task: decide, then the item indices for dynamic task mapping."""
         node = self.spec.node(name)
         assert node.map is not None
-        try:
-            self.check_start(node)
-        except Skip as skip:
-            self.book.write(name, skip.status, why=skip.why)
-            raise
+        self._decide(node)
+        tell(name, "started")
         inputs = self.inputs_of(node)
         lengths = {p: len(inputs[p]) for p in node.map.ports}
         if len(set(lengths.values())) > 1:  # no item runs, as on the other backends
             self.book.write(name, Status.FAILED, shim_ran=False, error={
                 "kind": str(FailureKind.FATAL), "reason": f"il.zip over lists of different lengths {lengths}",
                 "hint": "zip lists of one length"})
-            raise Failed(str(Status.FAILED))
+            tell(name, Status.FAILED, f"il.zip over lists of different lengths {lengths}")
+            raise Failed(Status.FAILED)
         n = lengths[node.map.item]
         _write_json(self.values_dir(name) / "items.json", {"items": n})
         return list(range(n))
@@ -342,7 +375,11 @@ class Worker:
         inputs = self.inputs_of(node)
         inputs.update({p: inputs[p][index] for p in node.map.ports})
         dest = self.values_dir(name) / str(index)
-        self.run_one(node, item_node(name, index), inputs, dest)  # Failed: the item's task fails
+        try:
+            self.run_one(node, item_node(name, index), inputs, dest)
+        except Failed as exc:  # the item's task fails; the map's collect task counts it
+            tell(item_node(name, index), exc.status, exc.detail)
+            raise
         return str(dest)
 
     def map_collect(self, name: str) -> str:
@@ -360,8 +397,9 @@ class Worker:
         status = (Status.STOPPED if report.stopped else Status.FAILED if not report.succeeded
                   else Status.CACHED if n and len(report.cached) == n else Status.SUCCEEDED)
         self.book.write(name, status, items=n, ok=ok)
+        tell(name, status, f"{n} item(s)")
         if status in (Status.FAILED, Status.STOPPED):
-            raise Failed(str(status))
+            raise Failed(status)
         return str(self.values_dir(name))
 
     def finally_task(self, name: str) -> str | None:
@@ -405,14 +443,10 @@ class Worker:
             scope = run_status(outcome)
         if is_handler(spec, name) and not handler_runs(scope):
             self.book.write(name, Status.SKIPPED, why=f"on failure only ({scope.status})")
+            tell(name, Status.SKIPPED, f"on failure only ({scope.status})")
             raise Skip(Status.SKIPPED, f"on failure only ({scope.status})")
         inputs = finally_inputs(spec, node, node_inputs(spec, name, self.params, {}), scope)
-        try:
-            status, took = self.run_one(node, name, inputs, self.values_dir(name))
-        except Failed as exc:
-            self.book.write(name, str(exc))
-            raise
-        self.book.write(name, status, duration_s=took)
+        self._ran(name, lambda: self.run_one(node, name, inputs, self.values_dir(name)), f"finally ({scope.status})")
         return None
 
 
@@ -425,9 +459,3 @@ def _inputs_key(step: StepSpec, inputs: dict[str, Any]) -> str:
 def _write_json(path: Path, value: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value))
-
-
-def fragments_since(worker: Worker, since: float) -> dict[str, Fragment]:
-    """The fragments this attempt of the run wrote (a resumed run has its earlier ones too)."""
-    frags = worker.run.state.fragments(n.name for n in worker.spec.nodes)
-    return {k: f for k, f in frags.items() if f.ended >= since}
