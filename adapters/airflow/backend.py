@@ -80,8 +80,8 @@ _CLUSTER = {
 
 _LOCAL = {
     "run": "native (Airflow's dag.test() on a throwaway SQLite metadata database in the run's folder)",
-    "resume": "emulated: stop markers cleared and checkpoints restored (same run id); steps that succeeded "
-    "earlier in the run with the same code and inputs are not run again",
+    "resume": "native: stop markers cleared, checkpoints and cache kept, steps that succeeded earlier in the "
+    "run with the same code and inputs are not re-run (each task checks its values' inputs key)",
     "gpu": "emulated: requested in the spec; the step runs on whatever devices this host has",
     "accelerator": "emulated: recorded in the receipt, not scheduled",
     "shared_memory": "emulated: ignored (no container)",

@@ -57,6 +57,9 @@ def _prepare(request: dict[str, Any]) -> None:
     added = [p for p in request.get("sys_path", []) if p not in _BASE_PATH]
     _forget_modules(added)
     sys.path[:] = [*added, *_BASE_PATH]
+    import tempfile
+
+    tempfile.tempdir = None  # from this run's TMPDIR
     from airflow import settings
 
     settings.configure_vars()  # the run's database and DAGs folder, from the variables just set
@@ -72,7 +75,10 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     if bag.import_errors:
         return {"code": 3, "error": f"the DAG file did not load: {json.dumps(bag.import_errors)}"}
     dag = bag.dags[request["dag_id"]]
-    dr = dag.test(run_conf=request["conf"])
+    from interlock.core.base import scratch
+
+    with scratch.scope():  # the steps' scratch directories (Model.new(), restored checkpoints) end with the run
+        dr = dag.test(run_conf=request["conf"])
     states = {f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id: str(ti.state)
               for ti in dr.get_task_instances()}
     Path(request["result"]).write_text(json.dumps({"state": str(dr.state), "tasks": states}))

@@ -121,7 +121,8 @@ class _Server:
         if cls.proc is not None and cls.proc.poll() is None:
             return cls.proc
         if cls.home is None:
-            cls.home = Path(tempfile.mkdtemp(prefix="interlock-airflow-"))
+            # Airflow's home for the driver's life (its airflow.cfg): this process's, not a run's.
+            cls.home = Path(tempfile.mkdtemp(prefix="airflow-home-"))
             atexit.register(cls.close)
         env = _airflow_env(cls.home, cls.home / "unused.db", cls.home)
         env["PYTHONPATH"] = os.pathsep.join(_child_path())
@@ -182,7 +183,7 @@ class AirflowLocalRun:
         stop_file(run_dir).unlink(missing_ok=True)
         # The DAG folder and the metadata database are the run's own and thrown away after it:
         # the database holds the DAG run's conf (every parameter value, a password too).
-        area = Path(tempfile.mkdtemp(prefix=f"interlock-airflow-{options.run_id}-"))
+        area = Path(tempfile.mkdtemp(prefix=f"airflow-run-{options.run_id}-"))
         try:
             return self._execute(params, place, area, started)
         finally:
