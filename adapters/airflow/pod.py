@@ -45,7 +45,7 @@ def pod_kwargs(spec: PipelineSpec, node: Node, options: dict[str, Any], args: li
         volumes.append(k8s.V1Volume(name="interlock-state", persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(
             claim_name=options["state_pvc"])))
         mounts.append(k8s.V1VolumeMount(name="interlock-state", mount_path=options.get("state_root") or "/opt/interlock"))
-    labels = {**step.labels, **kueue_labels(r), "interlock.dev/pipeline": spec.name[:63]}
+    labels = {**dict(step.labels), **kueue_labels(r), "interlock.dev/pipeline": spec.name[:63]}
     env = {
         SPEC_ENV: spec.dumps(),
         OPTIONS_ENV: json.dumps({k: options.get(k) for k in ("state_root", "checkpoint_store")}),
