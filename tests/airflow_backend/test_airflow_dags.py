@@ -162,3 +162,18 @@ def test_a_pod_step_carries_its_policies_natively(tmp_path: Path) -> None:
         "env", "WANDB_API_KEY", "wandb", "api-key")
     assert pod["image_pull_secrets"] == ["regcred"] and pod["skip_on_exit_code"] == [99]
     assert task["execution_timeout"] == 2 * 3600 + 60 and task["retries"] == 0
+
+
+def test_interlock_compile_writes_the_dag_folder_and_backends_lists_both(tmp_path: Path, capsys) -> None:
+    from interlock.core.cli.main import main
+
+    src = Path(importlib.import_module("conformance.pipelines").__file__)
+    assert main(["compile", f"{src}:linear", "--backend", "airflow", "--out", str(tmp_path / "dags"),
+                 "--option", "operator=taskflow", "--option", "state_root=/mnt/interlock"]) == 0
+    sidecar = json.loads((tmp_path / "dags" / "conf_linear.interlock.json").read_text())
+    assert sidecar["options"]["operator"] == "taskflow" and sidecar["options"]["state_root"] == "/mnt/interlock"
+    assert (tmp_path / "dags" / "conf_linear.py").is_file()
+    capsys.readouterr()
+    assert main(["backends"]) == 0
+    text = capsys.readouterr().out
+    assert "airflow-local" in text and "dynamic task mapping" in text
