@@ -48,12 +48,13 @@ _FEATURES = {
     "cache": "emulated: interlock's cache (Airflow has none); a hit is a task that succeeds without calling "
     "the step, recorded as cached",
     "checkpoint": "native (the shim; a shared state_root or s3:// store on a deployment)",
-    "retry.transient": "emulated: retried in the task by the shim (Airflow retries=0: the shim decided)",
-    "retry.contention_backoff": "emulated: the shim waits its backoff in the task (Airflow's retry_policy "
-    "is not used yet)",
-    "retry.preempted": "emulated: the shim, outside the retry budget",
-    "retry.fatal_stop": "native (the shim: a FATAL failure is never retried; the task fails with "
-    "AirflowFailException, which Airflow does not retry)",
+    "retry.transient": "emulated: retried at once in the task by the shim",
+    "retry.contention_backoff": "native (retries, retry_delay, retry_exponential_backoff, max_retry_delay; a "
+    "TaskFlow task's retry_policy waits the step's own backoff delay; retries=shim: the shim waits in the task)",
+    "retry.preempted": "native (an Airflow retry of the task, resumed from its checkpoint; outside the budget "
+    "in the shim's count)",
+    "retry.fatal_stop": "native (a FATAL failure ends the task with AirflowFailException, which Airflow never "
+    "retries; the shim's stop marker ends a pod's retry in seconds, as a pod's exit code cannot say the kind)",
     "failure_policy.stop": "emulated: every task checks the run state first; after a failure no node starts "
     "(airflow-local: serial=True orders the tasks as the local backend runs them)",
     "failure_policy.continue": "emulated: each task starts unless it depends on a failure (core's "
@@ -90,6 +91,11 @@ _LOCAL = {
     "interruptible": "emulated: recorded only; SIGTERM or Ctrl-C stops the run (checkpoint first if the step "
     "has a policy), with a receipt",
     "timeout": "native (the shim's timer in the task)",
+    "retry.contention_backoff": "emulated: the shim waits its backoff in the task (retries=shim: dag.test() "
+    "would hold the run for Airflow's retry delay as well)",
+    "retry.preempted": "emulated: the shim, outside the retry budget",
+    "retry.fatal_stop": "native (the shim: a FATAL failure is never retried; the task fails with "
+    "AirflowFailException)",
     "schedule": "emulated: compiled as the DAG's schedule; dag.test() runs once",
 }
 

@@ -193,7 +193,7 @@ class AirflowLocalRun:
         spec, options = self.spec, self.options
         run_dir = place.run_dir
         dags = area / "dags"
-        dag_file, _ = write_dag(spec, dags, AirflowOptions(operator="taskflow", serial=True,
+        dag_file, _ = write_dag(spec, dags, AirflowOptions(operator="taskflow", serial=True, retries="shim",
                                                            dag_id=spec.name, state_root=str(options.workdir)))
         db = area / "airflow.db"
         shutil.copyfile(template_db(options.cache_dir), db)

@@ -23,6 +23,9 @@ CACHE_ENV = "INTERLOCK_AIRFLOW_CACHE"  # "0": the run was asked not to use the c
 # A map's tasks: <node>.items (decide, count), <node> (one mapped instance per item), <node>.collect.
 ITEMS, COLLECT = ".items", ".collect"
 _TASK_ID = re.compile(r"[^A-Za-z0-9_.-]")
+# retries="airflow": what Airflow retries (a new try of the task, after the step's backoff);
+# the shim retries the other kinds in the task itself.
+BY_AIRFLOW = frozenset({FailureKind.CONTENTION, FailureKind.PREEMPTED, FailureKind.TIMEOUT})
 
 
 def task_id(name: str) -> str:
@@ -49,6 +52,7 @@ class RunPlace:
     checkpoint_root: str | None = None
     retry_in_process: frozenset[FailureKind] = ALL_KINDS
     on_cluster: bool = False
+    airflow_retries: bool = False  # a failure of a kind in BY_AIRFLOW ends the task for Airflow to retry
 
     @property
     def state_dir(self) -> Path:
@@ -66,8 +70,10 @@ class RunPlace:
                        retry_in_process=env.retry_in_process if env.retry_in_process is not None else ALL_KINDS)
         root = Path(options.get("state_root") or "/opt/interlock")
         run_id = run_id_for(airflow_run_id)
+        by_airflow = options.get("retries", "airflow") == "airflow"
         return cls(run_id, BACKEND, run_dir_under(root, run_id), root / "cache",
-                   checkpoint_root=options.get("checkpoint_store") or None, on_cluster=True)
+                   checkpoint_root=options.get("checkpoint_store") or None, on_cluster=True,
+                   retry_in_process=ALL_KINDS - BY_AIRFLOW if by_airflow else ALL_KINDS, airflow_retries=by_airflow)
 
     def env(self) -> dict[str, str]:
         """The variables a child (a pod's entry) needs to find this run again."""

@@ -45,6 +45,10 @@ def _airflow_outcome(fn: Any) -> Any:
     except Skip as skip:
         raise AirflowSkipException(f"{skip.status}: {skip.why}") from None
     except Failed as failed:
+        if failed.retry_delay is not None:  # retries="airflow": ShimRetryPolicy waits the step's backoff
+            from .retries import StepRetry
+
+            raise StepRetry(failed.kind, failed.detail, failed.retry_delay) from failed.__cause__
         raise AirflowFailException(f"the step {failed}; see its interlock fragment") from failed.__cause__
 
 
@@ -92,7 +96,13 @@ class Operators:
 
     def _common(self, node: Node) -> dict[str, Any]:
         step = self.spec.step_of(node)
-        kw: dict[str, Any] = {"retries": 0}  # the shim retries (cause-aware); Airflow never retries a decided step
+        kw: dict[str, Any] = {"retries": 0}  # retries="shim": the shim retries every kind in the task
+        if self.options.get("retries", "airflow") == "airflow":
+            from .retries import retry_settings
+
+            # A pod's exit code does not say the failure's kind: the shim's stop marker ends a
+            # retry it would not grant in seconds; a TaskFlow task tells ShimRetryPolicy the kind.
+            kw.update(retry_settings(step, policy=not self.pods))
         if step.timeout_s is not None and self.pods:
             # The pod runs the shim for one attempt at a time (pod.py): Airflow's own timeout is
             # the backstop of the shim's timer. In a TaskFlow task the shim retries in the worker,

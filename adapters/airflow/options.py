@@ -8,6 +8,7 @@ from interlock.core.backend.protocol import BackendOptions
 from interlock.core.base.errors import PolicyError
 
 OPERATORS = ("kubernetes", "taskflow")
+RETRIES = ("airflow", "shim")
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,14 @@ class AirflowOptions(BackendOptions):
     # Each task also waits for the one before it in plan order (trigger rule all_done): the
     # order the local backend runs steps in. airflow-local sets it; a deployment need not.
     serial: bool = False
+    # airflow: CONTENTION, PREEMPTED and TIMEOUT are retried by Airflow (retries, retry_delay,
+    # retry_exponential_backoff, max_retry_delay, a retry_policy), TRANSIENT by the shim in the
+    # task; shim: every retry in the task (airflow-local, as the other local backends).
+    retries: str = "airflow"
 
     def __post_init__(self) -> None:
+        if self.retries not in RETRIES:
+            raise PolicyError(f"airflow: retries={self.retries!r} is not one of {', '.join(RETRIES)}")
         if self.operator not in OPERATORS:
             raise PolicyError(f"airflow: operator={self.operator!r} is not one of {', '.join(OPERATORS)}",
                               hint="--option operator=kubernetes (pods) or operator=taskflow (the worker)")

@@ -44,6 +44,7 @@ from .names import RunPlace
 INPUTS_KEY = ".inputs-key"  # beside a node's values: the code and inputs they were made from
 # What a record may say of a node; the first four are what the orchestrator saw (settle's Seen).
 RAN = (str(Status.SUCCEEDED), str(Status.CACHED), str(Status.FAILED), str(Status.STOPPED))
+RETRYING = "retrying"  # failed, and Airflow retries the task: settled as failed if no try succeeds
 NOT_STARTED = (str(Status.SKIPPED), str(Status.NOT_RUN))
 
 
@@ -59,9 +60,10 @@ class Failed(Exception):
     """The node ran and failed (or was stopped): Airflow marks the task failed, not retried.
     ``str()``: the status; ``detail``: what the live line says of it."""
 
-    def __init__(self, status: Status, detail: str = ""):
+    def __init__(self, status: Status, detail: str = "", *, kind: str = "", retry_delay: float | None = None):
         super().__init__(str(status))
-        self.status, self.detail = status, detail
+        self.status, self.detail, self.kind = status, detail, kind
+        self.retry_delay = retry_delay  # not None: Airflow retries the task after this many seconds
 
 
 @dataclass
@@ -92,6 +94,8 @@ class Records:
         """The nodes that ran (or were served from the cache), as ``settle`` takes them."""
         seen: dict[str, Seen] = {}
         for node, rec in self.all().items():
+            if rec["status"] == RETRYING:
+                rec = {**rec, "status": str(Status.FAILED)}
             if rec["status"] not in RAN:
                 continue
             error = None
@@ -186,7 +190,9 @@ class Worker:
 
         if stop_file(self.place.run_dir).exists():
             raise Skip(Status.NOT_RUN, "the run was told to stop")
-        failed = [n for n, r in self.records.items() if r["status"] in (str(Status.FAILED), str(Status.STOPPED))]
+        finals = {n.name for n in self.spec.finally_nodes()}  # a finally step's failure stops no body step
+        failed = [n for n, r in self.records.items() if r["status"] in (str(Status.FAILED), str(Status.STOPPED))
+                  and n != node.name and n not in finals]
         if any(self.records[n]["status"] == str(Status.STOPPED) for n in failed):
             raise Skip(Status.NOT_RUN, "the run was stopped")
         if failed and self.spec.failure_policy != CONTINUE:
@@ -286,7 +292,8 @@ class Worker:
             stop_file(self.place.run_dir).touch()
             raise Failed(Status.STOPPED, exc.reason) from exc
         except StepFailed as exc:
-            raise Failed(Status.FAILED, f"{exc.kind}: {exc.reason}") from exc
+            delay = self._airflow_retry(step, name, exc)
+            raise Failed(Status.FAILED, f"{exc.kind}: {exc.reason}", kind=str(exc.kind), retry_delay=delay) from exc
         try:
             self.write_outputs(step, result.outputs, dest, inputs_key)
         except Exception as exc:  # noqa: BLE001 - a full disk, an unserializable value: the step failed
@@ -296,6 +303,19 @@ class Worker:
             cache.put(step, key, result.outputs, {"run_id": self.run.run_id, "run_attempt": attempt,
                                                   "snapshots": result.snapshots, "facts": result.facts})
         return Status.SUCCEEDED, result.ended - result.started
+
+    def _airflow_retry(self, step: StepSpec, name: str, exc: StepFailed) -> float | None:
+        """With retries by Airflow: the delay before its next try, when the shim left the retry
+        to the orchestrator (its budget allows one); None: the failure is final."""
+        from .names import BY_AIRFLOW
+
+        if not (self.place.airflow_retries and exc.backend_should_retry and exc.kind in BY_AIRFLOW):
+            return None
+        b = step.retry.backoff
+        if exc.kind is not FailureKind.CONTENTION or b is None:
+            return 0.0
+        n = sum(1 for f in self.run.state.failures_since_resume(name) if f.kind is FailureKind.CONTENTION)
+        return b.delay(max(1, n))
 
     def _earlier(self, name: str, dest: Path, inputs_key: str) -> bool:
         """Did ``name`` succeed earlier in this run (before a resume) with these code and inputs?"""
@@ -340,7 +360,8 @@ class Worker:
         try:
             status, took = run()
         except Failed as exc:
-            self.book.write(name, exc.status)
+            # A failure Airflow will retry is not a failure for good yet: no other step is held back by it.
+            self.book.write(name, RETRYING if exc.retry_delay is not None else exc.status)
             tell(name, exc.status, exc.detail)
             raise
         self.book.write(name, status, duration_s=took)

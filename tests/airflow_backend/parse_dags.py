@@ -23,6 +23,12 @@ def describe(task) -> dict:
     out = {"trigger_rule": getattr(task.trigger_rule, "value", task.trigger_rule), "upstream": sorted(task.upstream_task_ids),
            "retries": task.retries, "group": task.task_group.group_id if task.task_group else None,
            "mapped": isinstance(task, MappedOperator), "operator": task.operator_name}
+    if task.retries:
+        policy = getattr(task, "retry_policy", None)
+        out["retry"] = {"retry_delay": task.retry_delay.total_seconds(),
+                        "max_retry_delay": task.max_retry_delay.total_seconds() if task.max_retry_delay else None,
+                        "retry_exponential_backoff": task.retry_exponential_backoff,
+                        "retry_policy": type(policy).__name__ if policy is not None else None}
     if getattr(task, "execution_timeout", None) is not None:
         out["execution_timeout"] = task.execution_timeout.total_seconds()
     if task.operator_name == "KubernetesPodOperator":
