@@ -73,15 +73,20 @@ def _airflow_env(home: Path, db: Path, dags: Path) -> dict[str, str]:
     return env
 
 
+DB_CACHE_ENV = "INTERLOCK_AIRFLOW_DB_CACHE"  # a folder for the migrated template (tests: one per session)
+
+
 def template_db(cache_dir: Path) -> Path:
     """A migrated metadata database for this Airflow version: made once (``airflow db migrate``)
-    under ``cache_dir`` and reused by every run of the work directory, and by this process."""
+    under ``cache_dir`` (or $INTERLOCK_AIRFLOW_DB_CACHE) and reused by every run of the work
+    directory, and by this process."""
     version = airflow_version()
     with _TEMPLATE_LOCK:
         held = _TEMPLATES.get(version)
         if held is not None and held.is_file():
             return held
-        folder = cache_dir / "airflow-db" / version
+        shared = os.environ.get(DB_CACHE_ENV)
+        folder = (Path(shared) if shared else cache_dir / "airflow-db") / version
         folder.mkdir(parents=True, exist_ok=True)
         db = folder / "airflow.db"
         with open(folder / ".lock", "w") as lock:
