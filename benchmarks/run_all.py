@@ -72,6 +72,8 @@ BENCHMARKS: list[Bench] = [
     Bench("checkpoint_speed", sizes="64,256", quick="16,64", args=("--repeat", "5", "--stat", "min")),
     Bench("backend_overhead", sizes="10,50,100", quick="10,20", args=("--kfp-sizes", "2,12", "--clock", "cpu", "--stat", "min", "--reruns", "3")),
     Bench("startup", sizes=None, args=("--repeat", "5")),
+    # airflow-local per step vs a hand-written TaskFlow DAG under dag.test(); DAG parse at 50/500 steps.
+    Bench("airflow_overhead", sizes="10,30", quick="5,10", args=("--parse-sizes", "50,500", "--repeat", "3")),
 ]
 
 

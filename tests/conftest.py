@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,18 @@ def pytest_configure(config: pytest.Config) -> None:
     ours = [str(p) for p in config.getini("pythonpath") if p != config.rootpath]
     theirs = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in ours]
     os.environ["PYTHONPATH"] = os.pathsep.join([*ours, *theirs])
+    # airflow-local migrates its template metadata database once per session (and the CLI
+    # runs' processes reuse it), not once per test's work directory.
+    if "INTERLOCK_AIRFLOW_DB_CACHE" not in os.environ:
+        os.environ["INTERLOCK_AIRFLOW_DB_CACHE"] = _AIRFLOW_DB_CACHE[0] = tempfile.mkdtemp(prefix="airflow-db-")
+
+
+_AIRFLOW_DB_CACHE = [""]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _AIRFLOW_DB_CACHE[0]:
+        shutil.rmtree(_AIRFLOW_DB_CACHE[0], ignore_errors=True)
 
 
 # The core-only environment (tox -e core) has none of the extras. A test that needs one

@@ -86,3 +86,14 @@ def test_argo_renders_the_wait_as_its_retry_strategy_backoff() -> None:
         "limit": 2, "retryPolicy": "Always",
         "backoff": {"duration": "1s", "factor": 2, "cap": "5s", "maxDuration": "21600s"},
     }
+
+
+def test_airflow_renders_the_wait_as_its_retry_delay_and_exponential_backoff() -> None:
+    pytest.importorskip("airflow")
+    from datetime import timedelta
+
+    from interlock.adapters.airflow.retries import retry_settings
+
+    kw = retry_settings(rp.retry_wait.spec.step_of("flaky"), policy=False)
+    assert kw == {"retries": 2, "retry_delay": timedelta(seconds=1), "max_retry_delay": timedelta(seconds=5),
+                  "retry_exponential_backoff": 2.0}

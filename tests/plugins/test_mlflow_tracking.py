@@ -199,7 +199,7 @@ def test_interlock_lineage_after_a_run_shows_snapshot_to_model(backend, tmp_path
     ingest = next(i for i, x in enumerate(lines) if "<- ingest [COMPLETE]" in x)
     assert model < train < ingest
     assert "snapshots 2026-11-01" in lines[ingest]
-    if backend == "local":  # real files, kept under the run's values folder
+    if backend in ("local", "airflow-local"):  # real files, kept under the run's values folder
         assert f"file://{(work / 'runs' / 'lin-1' / 'values' / 'train' / 'o0').resolve()}" in lines[model]
     else:  # flytekit's outputs are temporary: a run-scoped id
         assert "interlock-run://lin-1/train/o0" in lines[model]

@@ -1,0 +1,47 @@
+"""The task entry of a KubernetesPodOperator pod: run one node of the compiled spec.
+
+    python -m interlock.adapters.airflow.entry step|finally NODE
+    python -m interlock.adapters.airflow.entry item NODE INDEX
+
+The spec, the compile options, the DAG run's params and Airflow's run id arrive as env vars
+(``pod.py``). Exit 0: the node ran; SKIP_EXIT: it does not start (Airflow marks the task
+skipped); 1: it failed or was stopped (the shim decided: Airflow does not retry it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from interlock.core.model.pipeline_spec import PipelineSpec
+
+from .names import RunPlace
+from .pod import DAG_RUN_ENV, OPTIONS_ENV, PARAMS_ENV, SKIP_EXIT, SPEC_ENV
+from .worker import Failed, Skip, Worker
+
+
+def main(argv: list[str]) -> int:
+    kind, node = argv[0], argv[1]
+    spec = PipelineSpec.loads(os.environ[SPEC_ENV])
+    options = json.loads(os.environ.get(OPTIONS_ENV) or "{}")
+    params = json.loads(os.environ.get(PARAMS_ENV) or "{}")
+    worker = Worker(spec, RunPlace.here(options, os.environ[DAG_RUN_ENV]), params)
+    try:
+        if kind == "item":
+            worker.map_item(node, int(argv[2]))
+        elif kind == "finally":
+            worker.finally_task(node)
+        else:
+            worker.step_task(node)
+    except Skip as skip:
+        print(f"interlock: {node} {skip.status}: {skip.why}", file=sys.stderr)
+        return SKIP_EXIT
+    except Failed as failed:
+        print(f"interlock: {node} {failed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
