@@ -219,13 +219,28 @@ _CHATTY_LOGGERS = (
 )
 
 
+class _QuietUnlessVerbose(logging.Filter):
+    """Drops those loggers' records below ``level`` unless the output is verbose at the time
+    of the record (``--verbose``, ``INTERLOCK_VERBOSE=1``). A filter, not a level: a level set
+    once would hide them from a later verbose run in the same process."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from interlock.core.run import live
+
+        return record.levelno >= self.level or live.verbose() or os.environ.get("INTERLOCK_VERBOSE") in ("1", "true")
+
+
 def quiet_mlflow(level: int = logging.WARNING) -> None:
     """Keep MLflow's INFO lines about creating and migrating a store out of the output
-    (``INTERLOCK_VERBOSE=1`` keeps them)."""
-    if os.environ.get("INTERLOCK_VERBOSE") in ("1", "true"):
-        return
+    (``INTERLOCK_VERBOSE=1`` or a verbose run keeps them)."""
     for name in _CHATTY_LOGGERS:
-        logging.getLogger(name).setLevel(level)
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, _QuietUnlessVerbose) for f in lg.filters):
+            lg.addFilter(_QuietUnlessVerbose(level))
 
 
 class MlflowRegistry:
