@@ -133,8 +133,6 @@ def test_no_temporary_directory_outlives_a_run(
 ) -> None:
     import tempfile
 
-    if backend != "local":
-        pytest.importorskip(backend.split("-")[0] + ("kit" if backend.startswith("flyte") else ""))
     from core_pipelines import integrity
 
     scratch = tmp_path / "scratch"
