@@ -66,9 +66,19 @@ def _prepare(request: dict[str, Any]) -> None:
     settings.reconfigure_orm()
 
 
+def _items_in_index_order() -> None:
+    """dag.test() runs the task instances ready at once by iterating a set, so a map's items
+    ran in the order of their hashes (random per process): a stop stopped whichever item came
+    first. Hashed by map index, they run in index order, as on every other backend."""
+    from airflow.models.taskinstance import TaskInstance
+
+    TaskInstance.__hash__ = lambda self: hash(self.map_index)  # type: ignore[method-assign,assignment]
+
+
 def run(request: dict[str, Any]) -> dict[str, Any]:
     _current["run_dir"] = Path(request["run_dir"])
     _prepare(request)
+    _items_in_index_order()
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=request["dag_file"])

@@ -28,6 +28,7 @@ MLflow run; points already forwarded are not sent again.
 from __future__ import annotations
 
 import getpass
+import importlib.util
 import json
 import logging
 import math
@@ -214,6 +215,12 @@ class MlflowTracker:
     def run_started(self, run: TrackedRun) -> None:
         """Open the store and the MLflow run in a thread: importing MLflow (seconds) overlaps
         the first steps instead of delaying them. ``run_finished`` waits for it."""
+        # pandas first, here: MLflow imports it in the thread while a step (flytekit's type
+        # engine) may import it in this one, and the second import of a module that two threads
+        # import at once can see it half-initialised ("module 'pandas' has no attribute
+        # 'DataFrame'", a flyte-local run in CI).
+        if importlib.util.find_spec("pandas") is not None:
+            import pandas  # noqa: F401
         thread = threading.Thread(target=self._start, args=(run,), name=f"interlock-mlflow-{run.run_id}", daemon=True)
         self._threads[run.run_id] = thread
         thread.start()
