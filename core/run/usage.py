@@ -109,8 +109,6 @@ class GpuSampler:
         self._util_sum = 0.0
         self._samples = 0
         self._devices = 0
-        self._started = 0.0
-        self._ended = 0.0
 
     @classmethod
     def if_available(cls) -> GpuSampler | None:
@@ -131,7 +129,6 @@ class GpuSampler:
 
     def _start(self, handles: list[Any], nvml: Any) -> None:
         self._devices = len(handles)
-        self._started = self._ended = time.monotonic()
 
         def sample() -> None:
             last = time.monotonic()
@@ -144,7 +141,7 @@ class GpuSampler:
                 self._busy_s += sum(utils) * (now - last)
                 self._util_sum += sum(utils) / max(1, len(utils))
                 self._samples += 1
-                self._ended, last = now, now
+                last = now
                 if self._stop.wait(self.every_s):
                     return
 

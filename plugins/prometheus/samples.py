@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from interlock.core.base.status import Status
 from interlock.core.record.efficiency import step_gpu_time
-from interlock.core.record.receipt import PriceTable
+from interlock.core.record.receipt import PriceTable, attempts_usage
 from interlock.core.run.devices import billed_gpus
 from interlock.core.run.exporters import StepExport
 from interlock.plugins.prometheus.families import RUN, STEP, Family
@@ -66,22 +66,21 @@ def step_samples(event: StepExport, *, node_label: bool = False) -> list[Sample]
     gpu = step_gpu_time(attempts, gpus)
     cost = PriceTable.load().estimate(step.resources.to_json(), wall, gpus=gpus, interruptible=step.interruptible,
                                       nodes=step.nodes)
-    usage = [a.get("usage") or {} for a in attempts]
+    used = attempts_usage(attempts)  # the receipt's own sums
     values: dict[str, float] = {
         "interlock_step_duration_seconds": wall,
         "interlock_step_gpu_seconds": gpu.billed,
-        "interlock_step_data_wait_seconds": sum(float(u.get("data_wait_s", 0.0)) for u in usage),
-        "interlock_step_checkpoint_seconds": sum(float(u.get("checkpoint_s", 0.0)) for u in usage),
-        "interlock_step_checkpoints_total": float(sum(int(u.get("checkpoints", 0)) for u in usage)),
+        "interlock_step_data_wait_seconds": used["data_wait_s"],
+        "interlock_step_checkpoint_seconds": used["checkpoint_s"],
+        "interlock_step_checkpoints_total": float(used["checkpoints"]),
         "interlock_step_estimated_cost_usd": cost,
         "interlock_step_end_timestamp_seconds": frag.ended,
     }
     if gpu.billed > 0:
         values["interlock_step_gpu_busy_seconds"] = gpu.busy
         values["interlock_step_gpu_efficiency_ratio"] = gpu.ratio or 0.0
-    utils = [float(u["gpu"]["utilization"]) for u in usage if (u.get("gpu") or {}).get("source") == "nvml"]
-    if utils:
-        values["interlock_step_gpu_utilization_ratio"] = sum(utils) / len(utils)
+    if "gpu_utilization" in used:
+        values["interlock_step_gpu_utilization_ratio"] = used["gpu_utilization"]
     out = [Sample(_family(name, STEP), labels, value) for name, value in values.items()]
     kinds: dict[str, int] = {}
     for a in attempts:
