@@ -65,7 +65,7 @@ _FEATURES = {
     "labels": "emulated: recorded in the receipt",
     "queue": "emulated: recorded in the receipt",
     "distributed": "unsupported (no rank processes under an Airflow task yet): use local, kfp or flyte",
-    "schedule": "native (the DAG's schedule)",
+    "trigger.cron": "native (the DAG's schedule)",
 }
 
 _CLUSTER = {
@@ -99,7 +99,10 @@ _LOCAL = {
     "retry.preempted": "emulated: the shim, outside the retry budget",
     "retry.fatal_stop": "native (the shim: a FATAL failure is never retried; the task fails with "
     "AirflowFailException)",
-    "schedule": "emulated: compiled as the DAG's schedule; dag.test() runs once",
+    "trigger.cron": "emulated: `interlock watch --backend airflow-local` evaluates it and starts runs here",
+    "trigger.every": "emulated: `interlock watch --backend airflow-local` evaluates it and starts runs here",
+    "trigger.data": "emulated: `interlock watch --backend airflow-local` evaluates it and starts runs here",
+    "trigger.drift": "emulated: `interlock watch --backend airflow-local` evaluates it and starts runs here",
 }
 
 

@@ -68,7 +68,7 @@ def build_dag(spec: PipelineSpec, options: dict[str, Any], spec_file: str) -> An
     serial = bool(options.get("serial", False))
     dag = DAG(
         dag_id=options.get("dag_id") or spec.name,
-        schedule=spec.schedule or None,
+        schedule=next((t.expr for t in spec.triggers if t.kind == "cron"), None),
         catchup=False,
         params=_schema(spec),
         tags=["interlock"],

@@ -70,7 +70,7 @@ FEATURES = {
     "the scheduling.volcano.sh/queue-name annotation",
     "distributed": "unsupported: no TrainJob resource template yet; refused at build time (compile with "
     "--backend kfp for a Kubeflow Trainer TrainJob)",
-    "schedule": "native (a CronWorkflow)",
+    "trigger.cron": "native (a CronWorkflow)",
     "resume": "unsupported (resubmit: `argo resubmit --memoized` reuses memoized steps)",
 }
 LOSSY = (

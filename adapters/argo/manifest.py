@@ -55,9 +55,10 @@ def build(spec: PipelineSpec, opts: ArgoOptions) -> dict[str, Any]:
     meta: dict[str, Any] = {"labels": {"interlock.dev/pipeline": dns(spec.name)}}
     if opts.namespace:
         meta["namespace"] = opts.namespace
-    if spec.schedule:
+    crons = [t.expr for t in spec.triggers if t.kind == "cron"]
+    if crons:
         return {"apiVersion": API_VERSION, "kind": "CronWorkflow", "metadata": {**meta, "name": dns(spec.name)},
-                "spec": {"schedules": [spec.schedule], "workflowSpec": body}}
+                "spec": {"schedules": crons, "workflowSpec": body}}
     if opts.kind == "template":
         return {"apiVersion": API_VERSION, "kind": "WorkflowTemplate", "metadata": {**meta, "name": dns(spec.name)},
                 "spec": body}

@@ -75,7 +75,7 @@ CLUSTER_FEATURES = {
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's pod template "
     "(a distributed task: on every rank's pod)",
     "distributed": "native (flytekitplugins-kfpytorch: Elastic, or PyTorch for a fixed world)",
-    "schedule": "native (a '<pipeline>-schedule' launch plan with a CronSchedule)",
+    "trigger.cron": "native (a '<pipeline>-schedule' launch plan with a CronSchedule)",
 }
 
 LOSSY = (
@@ -176,7 +176,10 @@ class FlyteLocalBackend(FlyteBackend):
             "labels": "emulated: compiled and recorded in the receipt",
             "queue": "emulated: compiled and recorded in the receipt (no Kueue locally)",
             "distributed": "native (torch elastic launches nproc_per_node local processes)",
-            "schedule": "emulated: compiled into a launch plan; nothing is scheduled locally",
+            "trigger.cron": "emulated: `interlock watch --backend flyte-local` evaluates it and starts runs here",
+            "trigger.every": "emulated: `interlock watch --backend flyte-local` evaluates it and starts runs here",
+            "trigger.data": "emulated: `interlock watch --backend flyte-local` evaluates it and starts runs here",
+            "trigger.drift": "emulated: `interlock watch --backend flyte-local` evaluates it and starts runs here",
             "run": "native (flytekit local workflow execution)",
             "resume": "emulated: stop markers cleared and checkpoints restored (same run id); steps not "
             "served from flytekit's local cache run again",

@@ -49,13 +49,14 @@ def launch_plans(entities: Entities) -> list[LaunchPlan]:
     spec, wf = entities.spec, entities.workflow
     labels = Labels(dict(spec.labels)) if spec.labels else None
     plans = [_fresh_launch_plan(spec.name, workflow=wf, labels=labels)]
-    if spec.schedule:
+    schedule = next((t.expr for t in spec.triggers if t.kind == "cron"), None)
+    if schedule:
         from flytekit import CronSchedule
 
         try:
-            cron = CronSchedule(schedule=spec.schedule)
+            cron = CronSchedule(schedule=schedule)
         except Exception as exc:  # flytekit raises AssertionError/ValueError on a bad cron
-            raise PipelineDefinitionError(f"schedule {spec.schedule!r} is not a valid cron: {exc}", pipeline=spec.name) from exc
+            raise PipelineDefinitionError(f"schedule {schedule!r} is not a valid cron: {exc}", pipeline=spec.name) from exc
         plans.append(_fresh_launch_plan(f"{spec.name}{SCHEDULED_SUFFIX}", workflow=wf, schedule=cron, labels=labels))
     return plans
 

@@ -66,7 +66,7 @@ CLUSTER_FEATURES = {
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's flyte.PodTemplate",
     "distributed": "unsupported (not rendered yet: the SDK's PyTorch plugin is the separate flyteplugins-pytorch, "
     "which this adapter does not use; run distributed steps on flyte or kfp)",
-    "schedule": "native (a flyte.Trigger with flyte.Cron on the driver task)",
+    "trigger.cron": "native (a flyte.Trigger with flyte.Cron on the driver task)",
 }
 
 LOSSY = (
@@ -136,7 +136,10 @@ class Flyte2LocalBackend(Flyte2Backend):
             "secrets": "emulated: read from the environment variable each Secret names",
             "labels": "emulated: compiled and recorded in the receipt",
             "queue": "emulated: compiled and recorded in the receipt (no Kueue locally)",
-            "schedule": "emulated: compiled into the driver's flyte.Trigger; nothing is scheduled locally",
+            "trigger.cron": "emulated: `interlock watch --backend flyte2-local` evaluates it and starts runs here",
+            "trigger.every": "emulated: `interlock watch --backend flyte2-local` evaluates it and starts runs here",
+            "trigger.data": "emulated: `interlock watch --backend flyte2-local` evaluates it and starts runs here",
+            "trigger.drift": "emulated: `interlock watch --backend flyte2-local` evaluates it and starts runs here",
             "map": "native (one task call per item, awaited together; the items' shims run on up to 8 threads, "
             "or one at a time on the run's thread for a step with a timeout, as on local)",
             "run": "native (flyte.with_runcontext(mode='local').run of the compiled driver task; each step's shim "

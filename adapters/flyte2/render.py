@@ -109,8 +109,9 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
             params.append(f"{p.name}: {kind or 'str'}")
     loads = {p.name for p in spec.params if p.type.kind not in PRIMITIVES}
     given = ", ".join(f"{p.name!r}: " + (f"json.loads({p.name})" if p.name in loads else p.name) for p in spec.params)
-    deco = f"@driver_env.task(triggers=flyte.Trigger({env_name(spec.name + '-schedule')!r}, flyte.Cron({spec.schedule!r})))" \
-        if spec.schedule else "@driver_env.task"
+    schedule = next((t.expr for t in spec.triggers if t.kind == "cron"), None)
+    deco = f"@driver_env.task(triggers=flyte.Trigger({env_name(spec.name + '-schedule')!r}, flyte.Cron({schedule!r})))" \
+        if schedule else "@driver_env.task"
     body: list[str] = []
     emit(plan.units, tasks, body, "        ")
     finals = ", ".join(f"{n.name!r}: {tasks[n.name]}" for n in spec.finally_nodes())

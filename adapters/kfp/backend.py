@@ -88,7 +88,7 @@ _FEATURES = {
     "distributed": "native: the task launches a Kubeflow Trainer v2 TrainJob (default; "
     "distributed_job=pytorchjob: a Training Operator v1 PyTorchJob), ranks run the shim under torchrun; "
     "needs state_pvc; fixed worlds only (no elastic min_nodes)",
-    "schedule": "emulated: not in the IR; create a recurring run from the YAML",
+    "trigger.cron": "emulated: not in the IR; create a recurring run from the YAML",
 }
 
 
@@ -165,7 +165,10 @@ class KfpLocalBackend:
             "queue": "emulated: compiled and recorded, no Kueue locally",
             "checkpoint": "native (the shim, run directory or s3://)",
             "distributed": "emulated: the ranks run as local processes on one node (gloo on CPU)",
-            "schedule": "unsupported",
+            "trigger.cron": "emulated: `interlock watch --backend kfp-local` evaluates it and starts runs here",
+            "trigger.every": "emulated: `interlock watch --backend kfp-local` evaluates it and starts runs here",
+            "trigger.data": "emulated: `interlock watch --backend kfp-local` evaluates it and starts runs here",
+            "trigger.drift": "emulated: `interlock watch --backend kfp-local` evaluates it and starts runs here",
             "failure_policy.stop": "emulated: tasks start in plan order (kfp.local's own order changes from run to "
             "run); after a failure no new step starts, and an il.finally_ block's exit task runs only if the run "
             "reached the block",

@@ -89,7 +89,10 @@ class LocalBackend:
                     "the step's backend; gloo on CPU), each through the shim; the group is relaunched by the "
                     "step's Retry policy, never one rank alone"
                 ),
-                "schedule": "unsupported",
+                "trigger.cron": "emulated: `interlock watch --backend local` evaluates it and starts runs here",
+                "trigger.every": "emulated: `interlock watch --backend local` evaluates it and starts runs here",
+                "trigger.data": "emulated: `interlock watch --backend local` evaluates it and starts runs here",
+                "trigger.drift": "emulated: `interlock watch --backend local` evaluates it and starts runs here",
                 "failure_policy.stop": "native (steps run one at a time in plan order; nothing starts after a failure)",
                 "failure_policy.continue": "native (in plan order, every step that does not depend on a failure)",
                 "on_failure": "native (after its scope, only if the scope failed; skipped otherwise)",

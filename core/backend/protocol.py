@@ -46,7 +46,8 @@ FEATURES = (
     "subpipeline", "subpipeline.cache",  # an @il.pipeline called in another (core/dsl/subpipeline.py)
     "finally.block",  # with il.finally_(step): ... around one block
     "subpipeline.finally",  # il.finally_ in a sub-pipeline's body: scoped to each call
-    "secrets", "labels", "queue", "distributed", "schedule", "run",
+    "secrets", "labels", "queue", "distributed", "run",
+    "trigger.cron", "trigger.every", "trigger.data", "trigger.drift",  # il.pipeline(triggers=[...]); schedule= is one il.Cron
     "map", "map.tolerate", "map.zip", "fan_in",  # map.zip: il.map(step, over=il.zip(a=xs, b=ys))
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
     "failure_policy.stop", "failure_policy.continue",  # il.pipeline(failure_policy=...)
@@ -280,8 +281,10 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
 
     for block in spec.finally_blocks:
         mark("subpipeline.finally" if is_call_finally(spec, block) else "finally.block", block.node.name)
-    if spec.schedule:
-        mark("schedule", spec.name)
+    from interlock.core.model.triggers import FEATURE
+
+    for i, trig in enumerate(spec.triggers):
+        mark(FEATURE[trig.kind], trig.label(i))
     for name in spec.failure_handlers:
         mark("on_failure", name)
     if spec.failure_policy != "stop":  # "stop" is every pipeline's default: each backend must have it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from interlock.core.base.errors import PipelineDefinitionError
@@ -26,6 +26,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.policies import check_labels
 from interlock.core.model.refs import importable_module, importing_by_reference
 from interlock.core.model.spec import Binding, Port
+from interlock.core.model.triggers import Cron, Trigger, check_triggers
 from interlock.core.model.types import TypeSpec, is_named_tuple, type_of
 
 # The keywords ``il.run`` keeps for itself, in its signature's order. Spelled here: il.run is in
@@ -54,6 +55,13 @@ def _refuse_run_option_names(fn: Callable[..., Any], pipeline: str) -> None:
         )
 
 
+def _triggers(schedule: str | None, triggers: Sequence[Trigger], pipeline: str) -> tuple[Trigger, ...]:
+    if isinstance(triggers, str) or not isinstance(triggers, Sequence):
+        raise PipelineDefinitionError(f"triggers={triggers!r} must be a list of triggers", pipeline=pipeline,
+                                      hint='triggers=[il.Cron("0 3 * * *")]')
+    return ((Cron(schedule),) if schedule else ()) + tuple(triggers)
+
+
 class Pipeline:
     """A decorated pipeline. Its spec is built once, on first use, and cached."""
 
@@ -64,6 +72,7 @@ class Pipeline:
         schedule: str | None = None,
         labels: Mapping[str, str] | None = None,
         failure_policy: str = STOP,
+        triggers: Sequence[Trigger] = (),
     ):
         self.fn = fn
         self._call_name: str | None = None  # set on the copy .named() makes
@@ -72,7 +81,7 @@ class Pipeline:
         self.name = name or fn.__name__.replace("_", "-").lower()
         check_step_name(self.name, what="pipeline")
         _refuse_run_option_names(fn, self.name)
-        self.schedule = schedule
+        self.triggers = _triggers(schedule, triggers, self.name)
         self.failure_policy = check_failure_policy(failure_policy, self.name)
         self.labels = check_labels(dict(labels or {}))
         self._spec: PipelineSpec | None = None
@@ -153,7 +162,7 @@ class Pipeline:
             outputs=tuple(outputs),
             output_types=tuple(output_types),
             labels=tuple(sorted(self.labels.items())),
-            schedule=self.schedule,
+            triggers=self.triggers,
             doc=inspect.getdoc(self.fn) or "",
             finally_=builder.finally_node,
             subs=tuple(builder.subs),
@@ -161,6 +170,7 @@ class Pipeline:
             failure_policy=self.failure_policy,
             failure_handlers=tuple(builder.failure_handlers),
         )
+        check_triggers(self.triggers, {p.name: p for p in params}, self.name)
         return validate(spec)
 
     def _outputs(self, builder: Builder, returned: Any) -> tuple[list[tuple[str, Binding]], list[tuple[str, TypeSpec]]]:
@@ -225,8 +235,12 @@ def pipeline(
     schedule: str | None = None,
     labels: Mapping[str, str] | None = None,
     failure_policy: str = STOP,
+    triggers: Sequence[Trigger] = (),
 ) -> Any:
-    """Declare a pipeline: ``@il.pipeline`` or ``@il.pipeline(name="fraud-retrain", schedule="0 3 * * *")``.
+    """Declare a pipeline: ``@il.pipeline`` or ``@il.pipeline(name="fraud-retrain", triggers=[il.Cron("0 3 * * *")])``.
+
+    ``triggers``: what starts it by itself (``il.Cron``, ``il.Every``, ``il.OnData``,
+    ``il.OnDrift``; docs/triggers.md); ``schedule="0 3 * * *"`` is short for one ``il.Cron`` in UTC.
 
     ``failure_policy``: after a step fails, ``"stop"`` (the default) starts nothing new, the
     steps already running finish; ``"continue"`` runs every step that does not depend on a
@@ -235,7 +249,7 @@ def pipeline(
     """
 
     def decorate(f: Callable[..., Any]) -> Pipeline:
-        p = Pipeline(f, name=name, schedule=schedule, labels=labels, failure_policy=failure_policy)
+        p = Pipeline(f, name=name, schedule=schedule, labels=labels, failure_policy=failure_policy, triggers=triggers)
         if "<locals>" not in f.__qualname__ and not importing_by_reference():
             # A module's pipeline is built as the module is imported, as flytekit's @workflow and
             # kfp's @dsl.pipeline are: a wiring mistake fails the import, not a run hours later.

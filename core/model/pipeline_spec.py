@@ -57,6 +57,14 @@ class Gate:
         return cls(d["id"], Binding.from_json(d["condition"]), d.get("parent"), expr, d.get("follows"), own)
 
 
+def _triggers_from_json(d: dict[str, Any]) -> tuple[Any, ...]:
+    from interlock.core.model.triggers import Cron, trigger_from_json
+
+    if d.get("schedule"):  # specs compiled before triggers existed held one cron string
+        return (Cron(d["schedule"]),)
+    return tuple(trigger_from_json(t) for t in d.get("triggers", ()))
+
+
 def _subs_from_json(items: Any) -> tuple[Any, ...]:
     if not items:
         return ()
@@ -148,7 +156,7 @@ class PipelineSpec:
     outputs: tuple[tuple[str, Binding], ...] = ()
     output_types: tuple[tuple[str, TypeSpec], ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
-    schedule: str | None = None  # cron, for launch plans / recurring runs
+    triggers: tuple[Any, ...] = ()  # core.model.triggers: Cron, Every, OnData, OnDrift
     doc: str = ""
     version: int = SPEC_VERSION
     # il.finally_: runs after the body whatever its outcome (core/dsl/finally_.py); not in nodes.
@@ -250,7 +258,7 @@ class PipelineSpec:
             "outputs": {k: b.to_json() for k, b in self.outputs},
             "output_types": {k: t.to_json() for k, t in self.output_types},
             "labels": dict(self.labels),
-            "schedule": self.schedule,
+            **({"triggers": [t.to_json() for t in self.triggers]} if self.triggers else {}),
             **({"finally": self.finally_.to_json()} if self.finally_ else {}),
             **({"subs": [s.to_json() for s in self.subs]} if self.subs else {}),
             **({"finally_blocks": [b.to_json() for b in self.finally_blocks]} if self.finally_blocks else {}),
@@ -275,7 +283,7 @@ class PipelineSpec:
             outputs=tuple((k, Binding.from_json(b)) for k, b in d.get("outputs", {}).items()),
             output_types=tuple((k, TypeSpec.from_json(t)) for k, t in d.get("output_types", {}).items()),
             labels=tuple(sorted(d.get("labels", {}).items())),
-            schedule=d.get("schedule"),
+            triggers=_triggers_from_json(d),
             doc=d.get("doc", ""),
             finally_=Node.from_json(d["finally"]) if d.get("finally") else None,
             subs=_subs_from_json(d.get("subs", ())),

@@ -44,6 +44,7 @@ _EXPORTS = {
     "Rule": "failure.rules",
     "Dataset": "model.artifacts", "Metrics": "model.artifacts", "Model": "model.artifacts",
     "Backoff": "model.backoff",
+    "Cron": "model.triggers", "Every": "model.triggers", "OnData": "model.triggers", "OnDrift": "model.triggers",
     "RunStatus": "model.finally_blocks",
     "PipelineSpec": "model.pipeline_spec",
     "Cache": "model.policies", "Resources": "model.policies",
@@ -61,13 +62,17 @@ __all__ = [
     "CapabilityError",
     "CheckpointPolicy",
     "CheckpointStore",
+    "Cron",
     "Dataset",
+    "Every",
     "Failure",
     "FailureKind",
     "GateDecision",
     "InterlockError",
     "Metrics",
     "Model",
+    "OnData",
+    "OnDrift",
     "Pipeline",
     "PipelineDefinitionError",
     "PipelineSpec",
@@ -144,6 +149,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see every name as if imported here
     from interlock.core.model.policies import Cache, Resources
     from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Toleration, Torchrun
     from interlock.core.model.retry import Retry
+    from interlock.core.model.triggers import Cron, Every, OnData, OnDrift
     from interlock.core.record.outcomes import RunResult, StepOutcome
     from interlock.core.run.context import StepContext
 

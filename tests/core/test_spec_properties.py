@@ -270,7 +270,7 @@ def random_specs(draw: st.DrawFn, policies: bool = True) -> Drawn:
         outputs=tuple((f"r{k}", Binding.of_output(nm, p.name)) for k, (nm, p) in enumerate(chosen)),
         output_types=tuple((f"r{k}", p.type) for k, (_, p) in enumerate(chosen)),
         labels=tuple(sorted(draw(st.dictionaries(st.sampled_from(["team"]), st.sampled_from(["ml"]))).items())),
-        schedule=draw(st.sampled_from([None, "0 3 * * *"])),
+        triggers=draw(st.sampled_from([(), (il.Cron("0 3 * * *"),)])),
         doc=draw(st.text(max_size=40)),
     )
     return Drawn(spec, edges)
