@@ -2,7 +2,7 @@
 
 Each subpackage imports only the ones below it (docs/architecture.md; the contracts are in
 pyproject.toml): cli > backend > report > record | dsl > run > checkpoint | failure > model
-> base. It needs the standard library and xxhash, and never imports an adapter or a plugin.
+> base. It needs the standard library, xxhash and croniter, and never imports an adapter or a plugin.
 """
 
 # From a checkout's root this folder is also reachable as a top-level `core`. Loading it

@@ -13,7 +13,7 @@
     il.run(demo, backend="local", x=21).outputs["o0"]  # 42
 
 Importing this package is light: it loads no module of the core until a name is used
-(PEP 562), and the core needs only the standard library and xxhash. flytekit, kfp, mlflow
+(PEP 562), and the core needs only the standard library, xxhash and croniter. flytekit, kfp, mlflow
 and friends load only when their adapter or plugin is used. This module is the one face of
 the public names; each lives in one module of ``interlock.core`` (``_EXPORTS``).
 """
