@@ -18,15 +18,11 @@ wall times are in the note).
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
-from typing import Any
 
-from compile_env import IMPORT_INTERLOCK, child_env
+from compile_env import IMPORT_INTERLOCK, Sides, note
 from rows import Row, add_arguments, report, sizes
 
 IMAGE = "interlock-python:latest"
@@ -129,41 +125,13 @@ RUNNER = textwrap.dedent('''
 ''').replace("#IMPORT_INTERLOCK\n", IMPORT_INTERLOCK.format(adapter="argo"))
 
 
-def run_side(flavour: str, n: int, work: Path, tmp: Path) -> dict[str, Any]:
-    mod = f"bench_{flavour}_{n}"
-    (work / f"{mod}.py").write_text(generate(n, flavour))
-    runner = work / "bench_runner.py"
-    runner.write_text(RUNNER)
-    out = work / f"{flavour}.yaml"
-    proc = subprocess.run([sys.executable, str(runner), flavour, mod, str(out), IMAGE],
-                          cwd=work, env=child_env(tmp, work), capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"{flavour} side failed at {n} steps:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def warm_up(tmp: Path) -> None:
-    """One untimed run per side: the bytecode of everything either side imports gets cached."""
-    for flavour in ("hera", "interlock"):
-        work = tmp / f"{flavour}-warm-up"
-        work.mkdir()
-        run_side(flavour, 2, work, tmp)
+SIDES = Sides(("hera", "interlock"), generate, RUNNER, (IMAGE,))
 
 
 def measure(n: int, repeat: int, tmp: Path) -> Row:
-    best: dict[str, dict[str, Any]] = {}
-    for r in range(repeat):
-        for flavour in ("hera", "interlock"):
-            work = tmp / f"{flavour}-{n}-{r}"
-            work.mkdir()
-            res = run_side(flavour, n, work, tmp)
-            if flavour not in best or res["cpu"] < best[flavour]["cpu"]:
-                best[flavour] = res
-    il_, hera = best["interlock"], best["hera"]
-    return Row("argo compile", n, il_["cpu"], hera["cpu"],
-               note=f"CPU s, best of {repeat}; wall {il_['seconds']:.2f} vs {hera['seconds']:.2f} s; "
-                    f"YAML {il_['bytes'] / 1024:.0f} vs {hera['bytes'] / 1024:.0f} KiB; "
-                    f"modules imported in the clock {len(il_['in_clock'])} vs {len(hera['in_clock'])}")
+    ours, hera = SIDES.best(n, repeat, tmp)
+    size = f"YAML {ours['bytes'] / 1024:.0f} vs {hera['bytes'] / 1024:.0f} KiB"
+    return Row("argo compile", n, ours["cpu"], hera["cpu"], note=note(repeat, ours, hera, size))
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -172,7 +140,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes per side and size; the best counts")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="argo-bench-") as tmp:
-        warm_up(Path(tmp))
+        SIDES.warm_up(Path(tmp))
         rows = [measure(n, args.repeat, Path(tmp)) for n in sizes(args.sizes)]
     report(rows, args.json, argv)
     return rows

@@ -23,25 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from overhead_chain import make_pipeline
 from rows import Row, add_arguments, report, sizes
 
 import interlock as il
-
-
-@il.step(cache=il.Cache())
-def inc(x: int) -> int:
-    return x + 1
-
-
-def make_pipeline(n: int) -> Any:
-    def body(x: int = 0):  # noqa: ANN202 - a pipeline body returns step outputs
-        for i in range(n):
-            x = inc.named(f"s{i}")(x=x)
-        return x
-
-    body.__module__ = __name__
-    body.__name__ = body.__qualname__ = "bench"
-    return il.pipeline(name=f"f2-overhead-{n}")(body)
 
 
 def native_driver(n: int) -> Any:
@@ -75,7 +60,7 @@ def measure(n: int, repeat: int, tmp: Path) -> list[Row]:
 
     from interlock.adapters.flyte2.local import isolated_flyte
 
-    pipe, driver = make_pipeline(n), native_driver(n)
+    pipe, driver = make_pipeline(n, "f2-overhead"), native_driver(n)
     best: dict[str, tuple[float, float]] = {}
     for r in range(repeat + 1):  # the first round warms both up and is not counted
         work = tmp / f"il-{n}-{r}"

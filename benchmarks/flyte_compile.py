@@ -16,15 +16,11 @@ wall time on a shared machine; the wall times are in the note) and their ratio.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
-from typing import Any
 
-from compile_env import IMPORT_INTERLOCK, child_env
+from compile_env import IMPORT_INTERLOCK, Sides, note
 from rows import Row, add_arguments, report, sizes
 
 HEADER_IL = "import interlock as il\n\n"
@@ -81,52 +77,15 @@ RUNNER = textwrap.dedent('''
 ''').replace("#IMPORT_INTERLOCK\n", IMPORT_INTERLOCK.format(adapter="flyte"))
 
 
-def _runner(work: Path) -> Path:
-    # A file, not `python -c`: kfp's task setters call inspect.stack(), which scans every loaded
-    # module for a frame whose file is no module's ("<string>"); a user's script is a file.
-    path = work / "bench_runner.py"
-    path.write_text(RUNNER)
-    return path
-
-
-def run_side(flavour: str, n: int, work: Path, tmp: Path) -> dict[str, Any]:
-    mod = f"bench_{flavour}_{n}"
-    (work / f"{mod}.py").write_text(generate(n, flavour))
-    out = work / f"out_{flavour}"
-    proc = subprocess.run(
-        [sys.executable, str(_runner(work)), flavour, mod, str(out)],
-        cwd=work, env=child_env(tmp, work), capture_output=True, text=True, check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"{flavour} side failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def warm_up(tmp: Path) -> None:
-    """One untimed run per side: the bytecode of everything either side imports gets cached."""
-    for flavour in ("flytekit", "interlock"):
-        work = tmp / f"{flavour}-warm-up"
-        work.mkdir()
-        run_side(flavour, 2, work, tmp)
+SIDES = Sides(("flytekit", "interlock"), generate, RUNNER, out="out_{flavour}")
 
 
 def measure(n: int, repeat: int, tmp: Path) -> Row:
-    """CPU seconds of each side's process (steadier than wall time on a shared machine)."""
-    best: dict[str, dict[str, Any]] = {}
-    for r in range(repeat):
-        for flavour in ("flytekit", "interlock"):
-            work = tmp / f"{flavour}-{n}-{r}"
-            work.mkdir()
-            res = run_side(flavour, n, work, tmp)
-            if flavour not in best or res["cpu"] < best[flavour]["cpu"]:
-                best[flavour] = res
-    il_, fk = best["interlock"], best["flytekit"]
-    if il_["files"] != fk["files"]:
-        raise SystemExit(f"{n} steps: interlock wrote {il_['files']} files, flytekit {fk['files']}")
-    return Row("flyte compile", n, il_["cpu"], fk["cpu"],
-               note=f"CPU s, best of {repeat}; wall {il_['seconds']:.2f} vs {fk['seconds']:.2f} s; "
-                    f"{int(il_['files'])} protobuf files each; modules imported in the clock "
-                    f"{len(il_['in_clock'])} vs {len(fk['in_clock'])}")
+    ours, fk = SIDES.best(n, repeat, tmp)
+    if ours["files"] != fk["files"]:
+        raise SystemExit(f"{n} steps: interlock wrote {ours['files']} files, flytekit {fk['files']}")
+    return Row("flyte compile", n, ours["cpu"], fk["cpu"],
+               note=note(repeat, ours, fk, f"{int(ours['files'])} protobuf files each"))
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -135,7 +94,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes per side and size; the best counts")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="flyte-bench-") as tmp:
-        warm_up(Path(tmp))
+        SIDES.warm_up(Path(tmp))
         rows = [measure(n, args.repeat, Path(tmp)) for n in sizes(args.sizes)]
     report(rows, args.json, argv)
     return rows

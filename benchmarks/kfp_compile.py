@@ -19,15 +19,11 @@ kfp reads the annotations as types.)
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
-from typing import Any
 
-from compile_env import IMPORT_INTERLOCK, child_env
+from compile_env import IMPORT_INTERLOCK, Sides, note
 from rows import Row, add_arguments, report, sizes
 
 # Retried steps need run state that outlives a pod: the pipeline root keeps it (both sides set it).
@@ -116,48 +112,13 @@ RUNNER = textwrap.dedent('''
 ''').replace("#IMPORT_INTERLOCK\n", IMPORT_INTERLOCK.format(adapter="kfp"))
 
 
-def _runner(work: Path) -> Path:
-    # A file, not `python -c`: kfp's task setters call inspect.stack(), which scans every loaded
-    # module for a frame whose file is no module's ("<string>"); a user's script is a file.
-    path = work / "bench_runner.py"
-    path.write_text(RUNNER)
-    return path
-
-
-def run_side(flavour: str, n: int, work: Path, tmp: Path) -> dict[str, Any]:
-    mod = f"bench_{flavour}_{n}"
-    (work / f"{mod}.py").write_text(generate(n, flavour))
-    out = work / f"{flavour}.yaml"
-    proc = subprocess.run([sys.executable, str(_runner(work)), flavour, mod, str(out), IMAGE, PIPELINE_ROOT],
-                          cwd=work, env=child_env(tmp, work), capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"{flavour} side failed at {n} steps:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def warm_up(tmp: Path) -> None:
-    """One untimed run per side: the bytecode of everything either side imports gets cached."""
-    for flavour in ("kfp", "interlock"):
-        work = tmp / f"{flavour}-warm-up"
-        work.mkdir()
-        run_side(flavour, 2, work, tmp)
+SIDES = Sides(("kfp", "interlock"), generate, RUNNER, (IMAGE, PIPELINE_ROOT))
 
 
 def measure(n: int, repeat: int, tmp: Path) -> Row:
-    """CPU seconds of each side's process (steadier than wall time on a shared machine)."""
-    best: dict[str, dict[str, Any]] = {}
-    for r in range(repeat):
-        for flavour in ("kfp", "interlock"):
-            work = tmp / f"{flavour}-{n}-{r}"
-            work.mkdir()
-            res = run_side(flavour, n, work, tmp)
-            if flavour not in best or res["cpu"] < best[flavour]["cpu"]:
-                best[flavour] = res
-    il_, kfp = best["interlock"], best["kfp"]
-    return Row("kfp compile", n, il_["cpu"], kfp["cpu"],
-               note=f"CPU s, best of {repeat}; wall {il_['seconds']:.2f} vs {kfp['seconds']:.2f} s; "
-                    f"YAML {il_['bytes'] / 1024:.0f} vs {kfp['bytes'] / 1024:.0f} KiB; "
-                    f"modules imported in the clock {len(il_['in_clock'])} vs {len(kfp['in_clock'])}")
+    ours, kfp = SIDES.best(n, repeat, tmp)
+    size = f"YAML {ours['bytes'] / 1024:.0f} vs {kfp['bytes'] / 1024:.0f} KiB"
+    return Row("kfp compile", n, ours["cpu"], kfp["cpu"], note=note(repeat, ours, kfp, size))
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -166,7 +127,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes per side and size; the best counts")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kfp-bench-") as tmp:
-        warm_up(Path(tmp))
+        SIDES.warm_up(Path(tmp))
         rows = [measure(n, args.repeat, Path(tmp)) for n in sizes(args.sizes)]
     report(rows, args.json, argv)
     return rows

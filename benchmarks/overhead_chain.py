@@ -20,7 +20,7 @@ def inc(x: int) -> int:
     return x + 1
 
 
-def make_pipeline(n: int) -> Any:
+def make_pipeline(n: int, name: str = "overhead") -> Any:
     def body(x: int = 0):  # noqa: ANN202 - a pipeline body returns step outputs
         for i in range(n):
             x = inc.named(f"s{i}")(x=x)
@@ -28,7 +28,7 @@ def make_pipeline(n: int) -> Any:
 
     body.__module__ = __name__
     body.__name__ = body.__qualname__ = "bench"
-    return il.pipeline(name=f"overhead-{n}")(body)
+    return il.pipeline(name=f"{name}-{n}")(body)
 
 
 if os.environ.get(SIZE_ENV):

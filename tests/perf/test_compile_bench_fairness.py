@@ -27,12 +27,12 @@ def test_no_library_import_inside_the_clock(script: str, native: str, tmp_path: 
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     bench = importlib.import_module(script)
-    bench.warm_up(tmp_path)
+    bench.SIDES.warm_up(tmp_path)
     seen = {}
     for flavour in (native, "interlock"):
         work = tmp_path / flavour
         work.mkdir()
-        seen[flavour] = set(bench.run_side(flavour, 3, work, tmp_path)["in_clock"])
+        seen[flavour] = set(bench.SIDES.run(flavour, 3, work, tmp_path)["in_clock"])
     assert not seen["interlock"] & DEFINITION_MODULES, seen["interlock"]
     assert not {m for m in seen["interlock"] if m.startswith("interlock.")}, seen["interlock"]
     # The native side's own library is all loaded before the clock as well.
