@@ -35,13 +35,12 @@ from interlock.core.model.spec import StepSpec
 from interlock.core.run.devices import visible_gpus
 from interlock.core.run.env import RunEnv
 from interlock.core.run.state import RunContext
-from interlock.plugins.pytorch.launch import (  # noqa: F401 - re-exported: the launcher's own names
+from interlock.plugins.pytorch.launch import (
     JobEnd,
     LocalRanks,
     Ranks,
     _clear_rank_markers,
     judge,
-    rank_state,
     record_launch,
     refuse_if_marked,
     stop_launch,

@@ -16,12 +16,10 @@ from pathlib import Path
 from interlock.core.base.errors import StepFailed
 from interlock.core.base.status import FailureKind
 from interlock.core.model.refs import load_spec
-from interlock.core.run.runtime import execute_step
-from interlock.plugins.pytorch import process_group, rank
+from interlock.plugins.pytorch.launch import execute_rank
 
 from .entry import node_inputs, run_context
 from .handoff import rank_args, read_call, write_result
-from .launcher import rank_state
 from .names import io_names
 from .types import to_parameter, write_artifact
 
@@ -40,17 +38,11 @@ def run_rank(directory: Path) -> int:
     args = rank_args(directory, call)
     inputs = node_inputs(spec, step, node, args)
     run = run_context(spec)
-    run.retry_in_process = frozenset()
-    me = rank()
-    # Every rank checkpoints into the node's store (rank 0 saves, all restore) ...
+    # Every rank checkpoints into the node's store (rank 0 saves, all restore) and records
+    # under ranks/<rank>: the node's fragment is the launcher's verdict.
     run.checkpoint_root = run.checkpoint_root or str(run.state.checkpoints_dir)
-    # ... and records under ranks/<rank>: the node's fragment is the launcher's verdict.
-    run.state_dir = rank_state(run, me).state_dir
-    try:
-        with process_group(step.distributed):
-            result = execute_step(run, step, node, inputs)
-    except StepFailed as exc:
-        print(f"interlock rank {me}: {exc}", file=sys.stderr, flush=True)
+    me, result = execute_rank(run, step, node, inputs)
+    if result is None:
         return 1
     if me == 0:
         _, names_out = io_names(step)

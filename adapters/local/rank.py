@@ -16,10 +16,8 @@ from interlock.core.base.errors import StepFailed
 from interlock.core.base.status import FailureKind
 from interlock.core.model.refs import load_spec
 from interlock.core.model.values import read_value, write_value
-from interlock.core.run.runtime import execute_step
 from interlock.core.run.state import RunContext
-from interlock.plugins.pytorch import process_group, rank
-from interlock.plugins.pytorch.launch import rank_state
+from interlock.plugins.pytorch.launch import execute_rank
 
 
 def run_rank(directory: Path) -> int:
@@ -34,15 +32,8 @@ def run_rank(directory: Path) -> int:
         )
     types = {p.name: p.type for p in step.inputs}
     inputs = {name: read_value(types[name], directory / "in" / name) for name in call["inputs"]}
-    run = RunContext.from_env(pipeline=spec.name)
-    run.retry_in_process = frozenset()
-    me = rank()
-    run.state_dir = rank_state(run, me).state_dir
-    try:
-        with process_group(step.distributed):
-            result = execute_step(run, step, node, inputs)
-    except StepFailed as exc:
-        print(f"interlock rank {me}: {exc}", file=sys.stderr, flush=True)
+    me, result = execute_rank(RunContext.from_env(pipeline=spec.name), step, node, inputs)
+    if result is None:
         return 1
     if me == 0:
         out = directory / "out"

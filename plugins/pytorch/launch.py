@@ -286,6 +286,25 @@ def rank_state(run: RunContext, rank: int) -> RunState:
     return RunState(Path(run.state_dir) / "ranks" / str(rank), run.run_id)
 
 
+def execute_rank(run: RunContext, step: StepSpec, node: str, inputs: dict[str, Any]) -> tuple[int, Any]:
+    """Run this rank's share of a distributed node through the shim, in the step's process
+    group, recording under ``ranks/<rank>``: (rank, the step's result), or (rank, None) when
+    the rank failed (said on stderr; the launcher judges the group from the ranks' records)."""
+    from interlock.core.run.runtime import execute_step
+
+    from .process_group import process_group, rank
+
+    me = rank()
+    run.retry_in_process = frozenset()  # the launcher relaunches the whole group, never one rank
+    run.state_dir = rank_state(run, me).state_dir
+    try:
+        with process_group(step.distributed):
+            return me, execute_step(run, step, node, inputs)
+    except StepFailed as exc:
+        print(f"interlock rank {me}: {exc}", file=sys.stderr, flush=True)
+        return me, None
+
+
 def record_launch(
     run: RunContext, step: StepSpec, node: str, started: float, failure: Failure | None, world: int,
     decision: str | None = None, *, stopped: str | None = None,
