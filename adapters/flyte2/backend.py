@@ -59,7 +59,8 @@ CLUSTER_FEATURES = {
     "block's status (only the order of side effects differs)",
     "subpipeline.finally": "emulated: as finally.block, for each call the run reached",
     "on_failure": "native (the driver's finally runs it only when its scope failed)",
-    "failure_policy.stop": "native (the driver starts nothing after a failure)",
+    "failure_policy.stop": "native (the driver starts nothing after a failure; steps awaited together with the "
+    "failed one finish)",
     "failure_policy.continue": "native (the driver starts every step that does not depend on a failure)",
     "secrets": "native (flyte.Secret requests on the step's TaskEnvironment, as environment variables)",
     "labels": "native (the task's flyte.PodTemplate labels/annotations)",
@@ -74,7 +75,9 @@ LOSSY = (
     "not as a Flyte type; on a cluster the store is a path every task mounts (compile option store)",
     "retry budgets: one RetryStrategy per task; count = transient + preempted + timeout + contention attempts, "
     "and the contention Backoff paces every retry of the step",
-    "independent steps run one after another in plan order (as on local), so every backend gives the same statuses",
+    "independent steps of one scope are awaited together (asyncio.gather): when one fails under the stop "
+    "policy, its siblings already started finish (local would not have started the later ones); compile "
+    "option concurrent=false gives plan order. flyte2-local runs in plan order, as local does",
     "distributed steps are refused at build time: flyteplugins-pytorch (Flyte 2's PyTorch plugin) is not rendered yet",
 )
 
@@ -85,6 +88,8 @@ class Flyte2CompileOptions(BackendOptions):
 
     image: str | None = None  # the tasks' image (interlock and the pipeline's code installed)
     store: str = "/mnt/interlock"  # the value store: a path every task mounts (a shared volume)
+    # Independent steps awaited together (asyncio.gather); False: one after another in plan order.
+    concurrent: bool = True
 
 
 class Flyte2Backend:
@@ -109,7 +114,7 @@ class Flyte2Backend:
         from .compile import compile_to
 
         o = Flyte2CompileOptions.of(options)
-        return compile_to(spec, Path(out), image=o.image, store=o.store)
+        return compile_to(spec, Path(out), image=o.image, store=o.store, concurrent=o.concurrent)
 
 
 class Flyte2LocalBackend(Flyte2Backend):
@@ -144,6 +149,7 @@ class Flyte2LocalBackend(Flyte2Backend):
             "or one at a time on the run's thread for a step with a timeout, as on local)",
             "run": "native (flyte.with_runcontext(mode='local').run of the compiled driver task; each step's shim "
             "on the run's own thread, so signals and timeouts behave as on local)",
+            "failure_policy.stop": "native (the driver starts nothing after a failure; steps run in plan order)",
             "resume": "emulated: stop markers cleared and checkpoints restored (same run id); steps not "
             "served from the SDK's local cache run again",
         }

@@ -17,9 +17,10 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from .render import render
 
 
-def compile_to(spec: PipelineSpec, out: Path, *, image: str | None, store: str, check: bool = True) -> list[Path]:
+def compile_to(spec: PipelineSpec, out: Path, *, image: str | None, store: str, concurrent: bool = True,
+               check: bool = True) -> list[Path]:
     path = out if out.suffix == ".py" else out / f"{spec.name.replace('-', '_')}_flyte2.py"
-    source = render(spec, store=store, image=image)
+    source = render(spec, store=store, image=image, concurrent=concurrent)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
     if check:

@@ -103,3 +103,38 @@ def inner(n: int):
 @il.pipeline(name="f2-outer")
 def outer(n: int = 3):
     return square.named("after")(x=inner(n=n))
+
+
+def _meet(folder: str, me: str, other: str) -> str:
+    # Says it started, then waits for the other to start: only steps run at once both end.
+    import time
+    from pathlib import Path
+
+    Path(folder, me).write_text("started")
+    deadline = time.monotonic() + 60
+    while not Path(folder, other).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{other} never started while {me} ran")
+        time.sleep(0.02)
+    return me
+
+
+@il.step
+def left(folder: str) -> str:
+    return _meet(folder, "left", "right")
+
+
+@il.step
+def right(folder: str) -> str:
+    return _meet(folder, "right", "left")
+
+
+@il.step
+def both(a: str, b: str) -> str:
+    return a + "+" + b
+
+
+@il.pipeline(name="f2-siblings")
+def siblings(folder: str):
+    """Two independent steps, then one that reads both."""
+    return both(a=left(folder=folder), b=right(folder=folder))

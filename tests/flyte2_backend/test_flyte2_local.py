@@ -84,3 +84,28 @@ def test_a_sub_pipeline_call_is_a_nested_driver_task(tmp_path: Path) -> None:
     assert flyte2.outputs == local.outputs == {"o0": 25}
     assert {k: s.status for k, s in flyte2.steps.items()} == {k: s.status for k, s in local.steps.items()}
     assert set(flyte2.steps) == {"f2-inner.items", "f2-inner.square", "f2-inner.total", "after"}
+
+
+def test_independent_steps_run_at_once_in_the_compiled_driver(tmp_path: Path) -> None:
+    """The cluster's module awaits independent steps together; each of the two waits for the
+    other to start, so a driver that ran them one after another would fail."""
+    source = render(il.spec(fp.siblings), store=str(tmp_path / "store"))
+    assert "await asyncio.gather(  # independent steps, at once\n" in source
+    assert "    d.step('left', step_left),\n" in source and "    d.step('right', step_right),\n" in source
+    assert "        await d.step('both', step_both)\n" in source  # it reads both: after them
+    mod = _module(tmp_path, fp.siblings)
+    folder = tmp_path / "meet"
+    folder.mkdir()
+    with isolated_flyte(tmp_path / "flyte-cache"):
+        run = flyte.with_runcontext(mode="local", raw_data_path=str(tmp_path / "raw"),
+                                    run_base_dir=str(tmp_path / "base")).run(mod.DRIVER, folder=str(folder))
+    import json
+
+    from interlock.adapters.flyte2 import values
+
+    out = run.outputs()[0] if isinstance(run.outputs(), tuple) else run.outputs().o0
+    ref = json.loads(out)["o0"]
+    assert values.get(tmp_path / "store", ref, il.spec(fp.siblings).output_types[0][1]) == "left+right"
+    serial = render(il.spec(fp.siblings), store=str(tmp_path / "store"), concurrent=False)
+    assert "asyncio.gather(  # independent" not in serial
+    assert serial.index("d.step('left'") < serial.index("d.step('right'") < serial.index("d.step('both'")
