@@ -209,6 +209,18 @@ class Runner(Backend, Protocol):
     def run(self, spec: PipelineSpec, params: dict[str, Any], options: RunOptions) -> RunResult: ...
 
 
+@runtime_checkable
+class TriggerApplier(Backend, Protocol):
+    """A compile backend whose triggers live on the platform, not in the compiled files (KFP's
+    recurring runs): ``interlock triggers apply --backend NAME`` hands it the spec and the
+    compile output folder, and it creates or updates them there."""
+
+    def apply_triggers(self, spec: PipelineSpec, compiled: Path, options: BackendOptions) -> list[str]:
+        """Create or update the triggers; one line per trigger saying what was done.
+        ``options``: an instance of its ``compile_options``."""
+        ...
+
+
 # -- discovery -------------------------------------------------------------------------------
 _registered: dict[str, Any] = plugins.registry(plugins.BACKENDS)
 
