@@ -172,6 +172,8 @@ class OnDrift(_Trigger):
     a run starts when any feature's PSI reaches ``psi`` or its KS statistic reaches ``ks``.
     The figures go to ``figures_input`` (a dict parameter) and the newest data's URI to
     ``uri_input``; one run per drift episode (the same newest data never starts two).
+    ``registry``: where the registry plugin finds ``model`` (an MLflow tracking URI or store
+    folder; empty: its default).
     """
 
     kind: ClassVar[str] = "drift"
@@ -180,6 +182,7 @@ class OnDrift(_Trigger):
     uri: str
     _: KW_ONLY
     model: str
+    registry: str = ""
     features: tuple[str, ...] | None = None
     psi: float = 0.2
     ks: float = 0.1
@@ -315,6 +318,17 @@ class Cause:
         if self.figures:
             out["figures"] = self.figures
         return out
+
+    def summary(self) -> str:
+        """One line: ``cron trigger nightly at 2026-03-29T03:00:00+02:00``, ``data trigger
+        snapshots: /data/s.parquet``, ``drift trigger drift-2: /data/s.parquet (amount psi=0.31)``."""
+        line = f"{self.kind} trigger {self.trigger}"
+        if self.uri is None:
+            return f"{line} at {self.time}"
+        line = f"{line}: {self.uri}"
+        figures = [f"{name} {k}={v:.3g}" for name, stats in self.figures.items() if isinstance(stats, dict)
+                   for k, v in stats.items() if isinstance(v, int | float)]
+        return f"{line} ({', '.join(figures)})" if figures else line
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Cause:
