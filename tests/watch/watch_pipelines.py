@@ -67,3 +67,8 @@ def _tracked() -> None:
 
 
 _tracked()
+
+
+@il.pipeline(name="measure-only")
+def measure_only(snapshot: str = "x"):
+    return note(at="", snapshot=snapshot)
