@@ -3,13 +3,20 @@
     interlock run reference_pipelines/fraud_retrain.py
     interlock run reference_pipelines/fraud_retrain.py -p snapshot=2026-12-01 -p margin=0.005
     interlock run reference_pipelines/fraud_retrain.py --backend kfp-local
+    interlock run reference_pipelines/fraud_retrain.py -p mode=tune
 
-ingest -> validate -> transform -> train -> evaluate -> champion_gate -> [register]
+ingest -> validate -> transform -> [refresh: champion_params | tune: search_space ->
+trial x N -> pick_best] -> train -> evaluate -> champion_gate -> [register]
 
 - ingest: a frozen, seeded snapshot (the id determines the data; see fraud_data).
 - validate: the pandera contract plus a stored distribution baseline. A failure is
   ``il.ValidationFailed``: FATAL, the run stops, nothing downstream runs.
 - transform: stratified split first, then encoders and scalers fitted on train only.
+- the two modes (``mode``): ``refresh`` (the default, what the weekly schedule runs) trains
+  with the champion's recorded hyperparameters (``params`` when there is no champion yet);
+  ``tune`` (what a drift trigger asks for) runs a small search: each candidate of
+  ``search_space`` trains briefly in its own ``trial`` (an ``il.map``), the best on the
+  validation split wins, and ``train`` trains it fully. Either way the same gate decides.
 - train: a small PyTorch MLP; GPU requested in the spec, CPU wherever there is none.
   Seeds fixed, a checkpoint per epoch, a retry resumes from the latest one.
 - evaluate: the challenger and the registry's ``champion`` on the same held-out split.
@@ -35,7 +42,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import pandas as pd
 
@@ -53,6 +60,8 @@ EXPERIMENT = "fraud-retrain"
 SPLIT_SEED = 2026  # fixed, not a training knob: champion and challenger see the same test rows
 DEFAULT_REGISTRY_DIR = Path(".interlock") / "mlflow"
 DEFAULT_TRAIN = TrainParams()
+TRIAL_EPOCHS = 2  # a candidate's short training in a tune run; the winner then trains fully
+TRAIN_PARAMS_TAG = "interlock.train_params"  # on each registered version: what trained it
 
 
 class Evaluation(NamedTuple):
@@ -117,6 +126,65 @@ def transform(clean: pd.DataFrame, snapshot: str) -> il.Dataset:
     return out
 
 
+@il.step(resources=il.Resources(cpu="1", memory="1Gi"))
+def champion_params(registry: str, params: TrainParams | None) -> TrainParams:
+    """A refresh run's hyperparameters: ``params`` when given, else those the champion was
+    trained with (its version's ``interlock.train_params`` tag), else the defaults (no
+    champion yet, or one that recorded none).
+
+    Never cached: the champion lives outside the pipeline and moves.
+    """
+    if params is not None:
+        return params
+    reg = open_registry(registry)
+    version = reg.champion(MODEL_NAME)
+    recorded = reg.describe(MODEL_NAME, version).tags.get(TRAIN_PARAMS_TAG) if version else None
+    if not recorded:
+        return DEFAULT_TRAIN
+    known = {f.name for f in dataclasses.fields(TrainParams)}
+    return TrainParams(**{k: v for k, v in json.loads(recorded).items() if k in known})
+
+
+@il.step(cache=il.Cache())
+def search_space(params: TrainParams | None) -> list[TrainParams]:
+    """A tune run's candidates around ``params`` (the defaults when None): learning rate
+    x0.5/x1/x2, and a wider layer."""
+    params = params or DEFAULT_TRAIN
+    lrs = [params.lr * f for f in (0.5, 1.0, 2.0)]
+    return [
+        *(dataclasses.replace(params, lr=round(lr, 8)) for lr in lrs),
+        dataclasses.replace(params, hidden=params.hidden * 2),
+    ]
+
+
+@il.step(
+    cache=il.Cache(version=fraud_model.MODEL_CODE_VERSION),
+    resources=il.Resources(cpu="2", memory="4Gi"),
+    retry=il.Retry(transient=2, preempted=3),
+    interruptible=True,
+    labels={"team": "fraud"},
+)
+def trial(candidate: TrainParams, splits: il.Dataset) -> float:
+    """One candidate trained for TRIAL_EPOCHS on the train split: its validation AUC."""
+    pre = json.loads((splits / fraud_model.PREPROCESSING_FILE).read_text())
+    train_df = pd.read_parquet(splits / "train.parquet")
+    valid_df = pd.read_parquet(splits / "valid.parquet")
+    _, history = fraud_model.fit(
+        fraud_model.apply_preprocessing(train_df, pre), train_df[fraud_data.LABEL].to_numpy(),
+        fraud_model.apply_preprocessing(valid_df, pre), valid_df[fraud_data.LABEL].to_numpy(),
+        dataclasses.replace(candidate, epochs=min(candidate.epochs, TRIAL_EPOCHS)),
+    )
+    return float(history[-1]["valid_auc"])
+
+
+@il.step
+def pick_best(candidates: list[TrainParams], scores: list[float]) -> TrainParams:
+    """The candidate with the best validation AUC (the first of equals: the search space's order)."""
+    best = max(range(len(candidates)), key=lambda i: (scores[i], -i))
+    print(f"tune: {len(candidates)} candidates, best valid auc {scores[best]:.4f}: {candidates[best]}", flush=True)
+    return candidates[best]
+
+
 @il.step(
     cache=il.Cache(version=fraud_model.MODEL_CODE_VERSION),
     resources=il.Resources(cpu="2", memory="4Gi", gpu=1, accelerator="nvidia-h200"),
@@ -149,7 +217,8 @@ def train(splits: il.Dataset, params: TrainParams, ctx: il.StepContext) -> il.Mo
         on_epoch_end=epoch_done,
     )
     device = fraud_model.pick_device()
-    ctx.record(device=device, precision="fp32", epochs=len(history))
+    # What trained it, for the receipt (a tune run's winner is chosen at run time).
+    ctx.record(device=device, precision="fp32", epochs=len(history), hidden=params.hidden, lr=params.lr)
     ctx.report_device(device)  # the receipt bills GPU-seconds from this, not from the request
     out = il.Model.new({
         "snapshot": splits.metadata.get("snapshot"),
@@ -242,7 +311,7 @@ def register(
         reg, MODEL_NAME, model.path, run_id=run_id, receipt=receipt, gpu=model.metadata.get("gpu") or {},
         tags={"auc": f"{metrics['auc']:.6f}", "device": model.metadata.get("device", ""),
               "interlock.compared_with": champion_version, "interlock.margin": margin,
-              "interlock.train_params": json.dumps(dataclasses.asdict(params), sort_keys=True)},
+              TRAIN_PARAMS_TAG: json.dumps(dataclasses.asdict(params), sort_keys=True)},
         expected_champion=champion_version,
     )
     previous = reg.promote(MODEL_NAME, version, expected_champion=champion_version)
@@ -256,20 +325,32 @@ def fraud_retrain(
     snapshot: str = "2026-11-01",
     margin: float = 0.01,
     registry: str = "",
-    params: TrainParams = DEFAULT_TRAIN,
+    params: TrainParams | None = None,
+    mode: Literal["refresh", "tune"] = "refresh",
 ):
-    """Retrain the fraud model on a snapshot; promote it only if it beats the champion by `margin` AUC."""
+    """Retrain the fraud model on a snapshot; promote it only if it beats the champion by `margin` AUC.
+
+    ``mode``: ``refresh`` trains with ``params``, or when none are given with the champion's
+    hyperparameters; ``tune`` searches around ``params`` (or the defaults) first.
+    """
     raw = ingest(snapshot=snapshot)
     clean = validate(raw=raw)
     splits = transform(clean=clean, snapshot=snapshot)
-    model = train(splits=splits, params=params)
+    with il.when(mode == "tune"):
+        candidates = search_space(params=params)
+        scores = il.map(trial, over=candidates, splits=splits)
+        tuned = pick_best(candidates=candidates, scores=scores)
+    with il.otherwise():
+        recorded = champion_params(registry=registry, params=params, after=splits)
+    chosen = il.branch_value(tuned, recorded)
+    model = train(splits=splits, params=chosen)
     # Asked once the model exists: training can take hours, and the champion may move meanwhile.
     champion = find_champion(registry=registry, after=model)
     scores = evaluate(splits=splits, model=model, registry=registry, champion=champion)
     decision = il.champion_gate(challenger=scores.challenger, champion=scores.champion, metric="auc", margin=margin)
     with il.when(decision.promote):
         register(
-            model=model, metrics=scores.challenger, snapshot=snapshot, registry=registry, params=params,
+            model=model, metrics=scores.challenger, snapshot=snapshot, registry=registry, params=chosen,
             margin=margin, reason=decision.reason, champion_version=scores.champion_version,
         )
     return Summary(decision.promote, decision.reason, scores.challenger, scores.champion, scores.champion_version)

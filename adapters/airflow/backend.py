@@ -74,7 +74,8 @@ _CLUSTER = {
     "shared_memory": "native (a Memory emptyDir volume on /dev/shm)",
     "node_selector": "native (KubernetesPodOperator node_selector)",
     "tolerations": "native (KubernetesPodOperator tolerations)",
-    "interruptible": "emulated: the shim checkpoints on SIGTERM in the pod (INTERLOCK_ON_CLUSTER=1)",
+    "interruptible": "native: spot_selector/spot_toleration (KEY=VALUE) put the pod on spot nodes; the shim "
+    "checkpoints on SIGTERM in the pod (INTERLOCK_ON_CLUSTER=1) and Airflow retries it as PREEMPTED",
     "timeout": "native (execution_timeout on the pod task; the shim's own timer inside)",
     "secrets": "native (Kubernetes secret env vars from the provider's Secret; values never in the DAG)",
     "labels": "native (pod labels and annotations)",

@@ -28,6 +28,11 @@ class AirflowOptions(BackendOptions):
     namespace: str = "default"
     image_pull_policy: str = "IfNotPresent"
     image_pull_secret: str | None = None
+    # KEY=VALUE: the node label and taint of the cluster's spot nodes, for interruptible steps
+    # (GKE: cloud.google.com/gke-spot=true for both; EKS: eks.amazonaws.com/capacityType=SPOT,
+    # no taint). Unset: an interruptible step schedules on any node.
+    spot_selector: str | None = None
+    spot_toleration: str | None = None
     # Each task also waits for the one before it in plan order (trigger rule all_done): the
     # order the local backend runs steps in. airflow-local sets it; a deployment need not.
     serial: bool = False
@@ -42,6 +47,12 @@ class AirflowOptions(BackendOptions):
         if self.operator not in OPERATORS:
             raise PolicyError(f"airflow: operator={self.operator!r} is not one of {', '.join(OPERATORS)}",
                               hint="--option operator=kubernetes (pods) or operator=taskflow (the worker)")
+        for name in ("spot_selector", "spot_toleration"):
+            value = getattr(self, name)
+            key, _, label = (value or "").partition("=")
+            if value is not None and not (key and label):
+                raise PolicyError(f"airflow: {name}={value!r} must be KEY=VALUE",
+                                  hint=f"e.g. --option {name}=cloud.google.com/gke-spot=true")
 
 
 @dataclass(frozen=True)

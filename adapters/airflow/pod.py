@@ -36,6 +36,15 @@ def pod_kwargs(spec: PipelineSpec, node: Node, options: dict[str, Any], args: li
     node_selector = dict(r.node_selector)
     if r.accelerator:
         node_selector.setdefault(GKE_ACCELERATOR_LABEL, r.accelerator)
+    tolerations = [k8s.V1Toleration(key=t.key, operator=t.operator, value=t.value, effect=t.effect)
+                   for t in r.tolerations]
+    if step.interruptible:  # onto the cluster's spot nodes, when the compile names them
+        if options.get("spot_selector"):
+            key, _, value = options["spot_selector"].partition("=")
+            node_selector.setdefault(key, value)
+        if options.get("spot_toleration"):
+            key, _, value = options["spot_toleration"].partition("=")
+            tolerations.append(k8s.V1Toleration(key=key, operator="Equal", value=value, effect="NoSchedule"))
     volumes, mounts = [], []
     if r.shared_memory:
         volumes.append(k8s.V1Volume(name="dshm", empty_dir=k8s.V1EmptyDirVolumeSource(
@@ -64,8 +73,7 @@ def pod_kwargs(spec: PipelineSpec, node: Node, options: dict[str, Any], args: li
                     for s in step.secrets],
         "container_resources": k8s.V1ResourceRequirements(requests=requests or None, limits=limits or None),
         "node_selector": node_selector or None,
-        "tolerations": [k8s.V1Toleration(key=t.key, operator=t.operator, value=t.value, effect=t.effect)
-                        for t in r.tolerations] or None,
+        "tolerations": tolerations or None,
         "volumes": volumes or None,
         "volume_mounts": mounts or None,
         "labels": labels,

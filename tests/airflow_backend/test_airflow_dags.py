@@ -164,6 +164,35 @@ def test_a_pod_step_carries_its_policies_natively(tmp_path: Path) -> None:
     assert task["execution_timeout"] == 2 * 3600 + 60 and task["retries"] == 0
 
 
+@il.step(interruptible=True, resources=il.Resources(node_selector={"pool": "gpu"}))
+def on_spot(x: int) -> int:
+    return x
+
+
+@il.step
+def on_demand(x: int) -> int:
+    return x
+
+
+@il.pipeline(name="af-spot")
+def spot_pipeline(x: int = 1):
+    return on_demand(x=on_spot(x=x))
+
+
+def test_interruptible_pods_go_to_the_spot_nodes_the_compile_names(tmp_path: Path) -> None:
+    il.compile(spot_pipeline, backend="airflow", out=tmp_path / "dags",
+               spot_selector="cloud.google.com/gke-spot=true", spot_toleration="cloud.google.com/gke-spot=true")
+    tasks = parse(tmp_path / "dags", tmp_path)["dags"]["af-spot"]["tasks"]
+    spot, demand = tasks["on_spot"]["pod"], tasks["on_demand"]["pod"]
+    assert spot["node_selector"] == {"pool": "gpu", "cloud.google.com/gke-spot": "true"}
+    (toleration,) = spot["tolerations"]
+    assert (toleration["key"], toleration["operator"], toleration["value"], toleration["effect"]) == (
+        "cloud.google.com/gke-spot", "Equal", "true", "NoSchedule")
+    assert not demand["node_selector"] and not demand["tolerations"]  # only interruptible steps move
+    with pytest.raises(il.PolicyError, match="spot_selector='gke-spot' must be KEY=VALUE"):
+        il.compile(spot_pipeline, backend="airflow", out=tmp_path / "bad", spot_selector="gke-spot")
+
+
 def test_interlock_compile_writes_the_dag_folder_and_backends_lists_both(tmp_path: Path, capsys) -> None:
     from interlock.core.cli.main import main
 

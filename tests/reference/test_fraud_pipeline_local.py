@@ -68,7 +68,10 @@ def history(tmp_path_factory) -> History:
         run("weak_first", params=dataclasses.asdict(WEAK))
         env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
         cli = subprocess.run(
-            [sys.executable, "-m", "interlock.core.cli.main", "run", str(ROOT / "reference_pipelines" / "fraud_retrain.py")],
+            # The defaults given explicitly: with none, a refresh run trains the champion's
+            # (the weak) hyperparameters again.
+            [sys.executable, "-m", "interlock.core.cli.main", "run", str(ROOT / "reference_pipelines" / "fraud_retrain.py"),
+             "-p", f"params={json.dumps(dataclasses.asdict(TrainParams()))}"],
             cwd=home, env=env, capture_output=True, text=True, timeout=600,
         )
         run("rerun")
@@ -212,7 +215,7 @@ def test_an_unchanged_rerun_is_served_from_cache_end_to_end(history):
     assert r.succeeded, r.error
     # Only the registry lookup and the gate run: the champion is the version "rerun" scored.
     ran = {n for n, o in r.steps.items() if o.status == "succeeded"}
-    assert ran == {"find_champion", "champion_gate"}, {n: o.status for n, o in r.steps.items()}
+    assert ran == {"champion_params", "find_champion", "champion_gate"}, {n: o.status for n, o in r.steps.items()}
     assert r.steps["evaluate"].status == "cached" and r.steps["register"].status == "skipped"
     assert (dict(r["challenger"]), dict(r["champion"]), r["champion_before"]) == (
         dict(before["challenger"]), dict(before["champion"]), before["champion_before"])
@@ -247,7 +250,8 @@ def test_corrupted_snapshot_stops_at_validation_with_the_report(history, mode, e
     assert r.status == "failed"
     assert r.steps["ingest"].status == "succeeded"
     assert r.steps["validate"].status == "failed"
-    assert {r.steps[n].status for n in ("transform", "train", "find_champion", "evaluate", "champion_gate", "register")} == {"not-run"}
+    downstream = ("transform", "champion_params", "train", "find_champion", "evaluate", "champion_gate", "register")
+    assert {r.steps[n].status for n in downstream} == {"not-run"}
     assert isinstance(r.error, il.StepFailed) and r.error.kind == "FATAL"
     failure = r.steps["validate"].failure
     assert failure["exc_type"].endswith("ValidationFailed")
@@ -307,7 +311,10 @@ def test_mlflow_run_has_standard_tags_params_curves_steps_and_receipt(history):
         [run.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{run.info.run_id}'"
     )
     by_node = {c.data.tags["interlock.node"]: c for c in children}
-    assert set(by_node) == {"ingest", "validate", "transform", "train", "find_champion", "evaluate", "champion_gate", "register"}
+    assert set(by_node) == {
+        "ingest", "validate", "transform", "champion_params", "train", "find_champion", "evaluate", "champion_gate",
+        "register",
+    }  # the tune search was skipped: no runs for it
     assert by_node["ingest"].data.tags["interlock.cached"] == "true"  # run 1 computed this snapshot's data
     assert [m.step for m in reg.client.get_metric_history(by_node["train"].info.run_id, "loss")] == list(range(1, epochs + 1))
     assert "receipt.json" in [a.path for a in reg.client.list_artifacts(run.info.run_id)]
