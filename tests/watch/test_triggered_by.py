@@ -1,6 +1,6 @@
 """The cause of a triggered run, wherever a run is recorded: the receipt's ``triggered_by``, a
 console line at the start, the run report's "Triggered by" with the drift figures, and the
-MLflow run's tags; on local and on the other backends that run here."""
+MLflow run's tags; on every backend that runs here (tests/backends.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import watch_pipelines as wp
+from backends import backend_params
 
 import interlock as il
 from interlock.plugins.mlflow import find_run, registry_at
@@ -17,7 +18,7 @@ CAUSE = il.Cause("drift", "drift", "2026-12-02T10:00:00+00:00", uri="s3://bucket
                  figures={"amount": {"psi": 0.127, "ks": 0.1447}, "merchant_category": {"psi": 0.229}})
 
 
-@pytest.mark.parametrize("backend", ["local", "flyte-local"])
+@pytest.mark.parametrize("backend", backend_params())
 def test_the_cause_is_in_the_receipt_console_report_and_mlflow(backend: str, tmp_path: Path) -> None:
     events: list[tuple[str, str, str]] = []
     store = str(tmp_path / "mlflow")
