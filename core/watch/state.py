@@ -106,11 +106,13 @@ def read_state(path: Path, pipeline: str) -> WatchState:
         return WatchState.from_json(json.loads(text), pipeline)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         what = f"not JSON ({exc})" if isinstance(exc, json.JSONDecodeError) else f"damaged: {exc}"
-        raise WatchError(
+        err = WatchError(
             f"the watch state {path} is {what}",
             hint="interlock writes it atomically, so it was edited or copied in part; move it away to start "
             "afresh (the data already there then counts as seen, unless a trigger has catch_up=True)",
-        ) from exc
+        )
+        err.retryable = False  # waiting does not mend it: the watcher stops
+        raise err from exc
 
 
 def write_state(path: Path, state: WatchState) -> None:

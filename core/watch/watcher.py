@@ -166,14 +166,22 @@ class Watcher:
 
     def watch(self, *, until: datetime | None = None, evaluations: int | None = None) -> list[Started]:
         """Evaluate, sleep until the next thing is due, repeat: until ``until`` (clock time) or
-        after ``evaluations`` evaluations; by default for ever (Ctrl-C stops it)."""
+        after ``evaluations`` evaluations; by default for ever (Ctrl-C stops it). Watching for
+        ever, a listing or registry that fails is reported and tried again at the next poll;
+        a damaged state file stops the watcher."""
         started: list[Started] = []
         done = 0
         while True:
             now = self.clock()
             if until is not None and now > until:
                 return started
-            started.extend(self.evaluate(now).started)
+            try:
+                started.extend(self.evaluate(now).started)
+            except WatchError as exc:
+                if not exc.retryable or evaluations is not None:
+                    raise
+                # A location or a registry that does not answer now may next time: keep watching.
+                self.out(f"interlock watch: {exc}; trying again at the next poll")
             done += 1
             if evaluations is not None and done >= evaluations:
                 return started

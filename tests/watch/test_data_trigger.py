@@ -142,3 +142,11 @@ def test_an_s3_prefix_that_cannot_be_listed_names_the_location(tmp_path, clock, 
     watcher = _watcher(wp.on_data("s3://no-such-bucket-here/snapshots/"), tmp_path / "work", clock)
     with pytest.raises(WatchError, match=r"s3://no-such-bucket-here/snapshots/.*NoSuchBucket"):
         watcher.evaluate()
+
+
+def test_a_location_that_fails_is_reported_and_tried_again_at_each_poll(tmp_path, clock) -> None:
+    lines: list[str] = []
+    watcher = _watcher(wp.on_data("nosuch://bucket/snapshots/"), tmp_path / "work", clock, lines)
+    assert watcher.watch(until=clock.now.replace(minute=3)) == []
+    assert len(lines) == 4  # 12:00, 12:01, 12:02, 12:03: once a poll ("1m"), never in a busy loop
+    assert all("no object lister for nosuch:// URIs" in line and "trying again at the next poll" in line for line in lines)
