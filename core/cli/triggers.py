@@ -59,10 +59,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     decision = watcher.check(at)
     for v in decision.verdicts:
         head = f"would start {v.starts} run(s)" if v.starts else "would not start"
-        print(f"{v.trigger} ({v.kind}): {head}: {v.why}")
+        print(watcher.redact.text(f"{v.trigger} ({v.kind}): {head}: {v.why}"))
     for s in decision.starts:
         shown = ", ".join(f"{k}={v!r}" for k, v in sorted(s.params.items()))
-        print(f"  {s.trigger}: {s.cause.summary()}" + (f"; parameters {shown}" if shown else ""))
+        print(watcher.redact.text(f"  {s.trigger}: {s.cause.summary()}" + (f"; parameters {shown}" if shown else "")))
     return 0
 
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from interlock.core.model.triggers import Cause, Cron, Every, OnData, OnDrift
+from interlock.core.run.redact import DEFAULT as DEFAULT_REDACTOR
 from interlock.core.watch.drift import DriftResult
 from interlock.core.watch.listing import Listed
 from interlock.core.watch.schedule import due_times, local_iso, next_time
@@ -59,8 +60,13 @@ class Decision:
     state: WatchState
 
 
+def state_key(uri: str) -> str:
+    """How the state file names an object: its URI with any password masked (the file is kept)."""
+    return DEFAULT_REDACTOR.text(uri)
+
+
 def episode(obj: Listed) -> str:
-    return f"{obj.uri}@{obj.version}"
+    return f"{state_key(obj.uri)}@{obj.version}"
 
 
 def newest(listing: list[Listed]) -> Listed | None:
@@ -121,19 +127,19 @@ def decide(triggers: tuple[Any, ...], state: WatchState, now: datetime, observed
                 say(f"not polled now (every {trig.poll})")
                 continue
             if ts.seen is None and not trig.catch_up:
-                ts.seen = {o.uri: o.version for o in listing}
+                ts.seen = {state_key(o.uri): o.version for o in listing}
                 ts.last = now
                 say(f"first listing of {trig.uri}: {len(listing)} object(s) already there count as seen (catch_up=False)")
                 continue
             seen = ts.seen if ts.seen is not None else {}
-            fresh = [o for o in listing if seen.get(o.uri) != o.version]
+            fresh = [o for o in listing if seen.get(state_key(o.uri)) != o.version]
             for o in fresh[:room]:
                 starts.append(Start(label, Cause(label, trig.kind, now.isoformat(), uri=o.uri), _params(trig, uri_input=o.uri)))
-                seen[o.uri] = o.version
+                seen[state_key(o.uri)] = o.version
             ts.seen, ts.last = seen, now
             if fresh:
                 held = f"; {len(fresh) - room} more wait (max_concurrent={trig.max_concurrent})" if len(fresh) > room else ""
-                kinds = ["changed" if o.uri in (state.of(label).seen or {}) else "new" for o in fresh[:room]]
+                kinds = ["changed" if state_key(o.uri) in (state.of(label).seen or {}) else "new" for o in fresh[:room]]
                 say("; ".join(f"{k} object {o.uri}" for k, o in zip(kinds, fresh[:room], strict=True)) + held, min(room, len(fresh)))
             else:
                 say(f"nothing new under {trig.uri} ({len(listing)} object(s) seen)")

@@ -16,14 +16,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backend.protocol import default_backend, default_workdir, new_run_id
+from interlock.core.backend.protocol import (
+    as_runner,
+    default_backend,
+    default_workdir,
+    get_backend,
+    new_run_id,
+)
 from interlock.core.base.durations import parse_duration
-from interlock.core.base.errors import RunFailed, WatchError
+from interlock.core.base.errors import InterlockError, WatchError
 from interlock.core.dsl.pipeline import Pipeline
 from interlock.core.dsl.pipeline import spec as spec_of
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.triggers import Cron, Every, OnData, OnDrift
 from interlock.core.run.env import run_dir_under
+from interlock.core.run.redact import Redactor
 from interlock.core.run.state import run_in_progress
 from interlock.core.watch.decide import Decision, Observed, Start, decide, episode, newest
 from interlock.core.watch.drift import DriftResult, evaluate_drift
@@ -91,7 +98,10 @@ class Watcher:
         self.params = dict(params or {})
         self.clock, self.sleep = clock, sleep or time.sleep
         self.out, self.progress, self.options = out, progress, options
+        as_runner(self.spec, get_backend(self.backend))  # a compile-only or unknown backend fails now, not at the first start
         self.path = state_path(self.workdir, self.spec.name)
+        # What the state file and the console get is masked as a run's receipt is: a data URI may hold a password.
+        self.redact = Redactor.for_values({**self.spec.defaults(), **self.params})
         self._polled: dict[str, datetime] = {}  # per data/drift trigger, when this watcher last listed it
 
     # -- one evaluation ---------------------------------------------------------------------
@@ -127,11 +137,12 @@ class Watcher:
             state = read_state(self.path, self.spec.name)
             decision = decide(self.spec.triggers, state, now, self.observe(state, now))
             started = [Started(new_run_id(self.spec.name), s) for s in decision.starts]
-            decision.state.runs.extend(StartedRun(s.run_id, s.start.trigger, s.start.cause.to_json(), now.isoformat())
-                                       for s in started)
+            decision.state.runs.extend(StartedRun(s.run_id, s.start.trigger, self.redact(s.start.cause.to_json()),
+                                                  now.isoformat()) for s in started)
             write_state(self.path, decision.state)
         for s in started:
-            self.out(f"interlock watch: starting run {s.run_id} of {self.spec.name} on {self.backend}: {s.start.cause.summary()}")
+            self.out(f"interlock watch: starting run {s.run_id} of {self.spec.name} on {self.backend}: "
+                     f"{self.redact.text(s.start.cause.summary())}")
             s.status = self._start(s)
             self.out(f"interlock watch: run {s.run_id} {s.status}")
         return Evaluation(decision, started)
@@ -143,8 +154,8 @@ class Watcher:
             result = run(self.pipeline, self.backend, workdir=self.workdir, run_id=s.run_id, progress=self.progress,
                          raise_on_failure=False, options=self.options, triggered_by=s.start.cause,
                          **{**self.params, **s.start.params})
-        except RunFailed as exc:  # a run that failed outside its steps: the watcher keeps watching
-            self.out(f"interlock watch: run {s.run_id} failed to start: {exc}")
+        except InterlockError as exc:  # refused before or failed outside its steps: the watcher keeps watching
+            self.out(f"interlock watch: run {s.run_id} failed: {self.redact.text(str(exc))}")
             return "failed"
         return str(result.status)
 

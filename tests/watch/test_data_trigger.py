@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import watch_pipelines as wp
 
+import interlock as il
 from interlock.core.run.env import run_dir_under
 from interlock.core.run.state import lock_run
+from interlock.core.watch.listing import Listed
 from interlock.core.watch.watcher import Watcher
 
 
@@ -150,3 +152,38 @@ def test_a_location_that_fails_is_reported_and_tried_again_at_each_poll(tmp_path
     assert watcher.watch(until=clock.now.replace(minute=3)) == []
     assert len(lines) == 4  # 12:00, 12:01, 12:02, 12:03: once a poll ("1m"), never in a busy loop
     assert all("no object lister for nosuch:// URIs" in line and "trying again at the next poll" in line for line in lines)
+
+
+class _HttpsLister:
+    """An object lister for https:// registered in-process, as a plugin would be by entry point."""
+
+    def list(self, uri: str, pattern: str) -> list[Listed]:
+        return [Listed("https://reader:hunter2-pass@data.example/snapshots/s1.parquet", "v1")]
+
+
+def test_a_password_in_a_data_uri_stays_out_of_the_console_and_the_state(tmp_path, clock) -> None:
+    from interlock.core.base import plugins
+
+    plugins.register(plugins.OBJECT_LISTERS, "https", _HttpsLister)
+    try:
+        lines: list[str] = []
+        trig = il.OnData("https://data.example/snapshots/", uri_input="snapshot", catch_up=True, name="landed")
+        pipeline = il.pipeline(name="https-landed", triggers=[trig])(wp.landed_body)
+        [run] = _watcher(pipeline, tmp_path / "work", clock, lines).evaluate().started
+    finally:
+        plugins.registry(plugins.OBJECT_LISTERS).pop("https", None)
+    assert run.start.params["snapshot"].startswith("https://reader:hunter2-pass@")  # the run itself gets the real URI
+    for text in (*lines, (tmp_path / "work" / "watch" / "https-landed.json").read_text(),
+                 (tmp_path / "work" / "runs" / run.run_id / "state" / "receipt.json").read_text()):
+        assert "hunter2-pass" not in text
+
+
+def test_watching_on_a_backend_that_cannot_run_is_refused_at_once(tmp_path, clock) -> None:
+    from interlock.core.base.errors import CapabilityError
+
+    with pytest.raises(CapabilityError, match="argo"):
+        _watcher_on(wp.nightly, "argo", tmp_path)
+
+
+def _watcher_on(pipeline, backend: str, workdir: Path) -> Watcher:  # type: ignore[no-untyped-def]
+    return Watcher(pipeline, backend, workdir=workdir)

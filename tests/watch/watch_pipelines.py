@@ -26,6 +26,11 @@ def sixhourly(at: str = "", snapshot: str = "none"):
     return note(at=at, snapshot=snapshot)
 
 
+def landed_body(at: str = "", snapshot: str = "none"):  # type: ignore[no-untyped-def]
+    """The body of a data-triggered pipeline, for tests that declare their own trigger."""
+    return note(at=at, snapshot=snapshot)
+
+
 def on_data(uri: str, name: str = "landed") -> il.Pipeline:
     """A pipeline that runs once per object landing under ``uri``, its URI as ``snapshot``."""
 
