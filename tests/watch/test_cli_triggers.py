@@ -98,3 +98,47 @@ def test_triggers_apply_refuses_a_backend_whose_files_carry_the_triggers(setup, 
 def test_watching_a_pipeline_without_triggers_is_refused(capsys) -> None:  # type: ignore[no-untyped-def]
     rc, _, err = _cli(capsys, "watch", "watch_pipelines:measure_only", "--once")
     assert rc == EXIT_FAILED and "has no triggers to watch" in err
+
+
+class _RecordingKfp:
+    """KFP's compiler with the TriggerApplier seam, registered in-process: what ``triggers
+    apply`` hands a backend whose triggers live on the platform (the render work gives KFP its
+    own, against a server speaking KFP's REST API)."""
+
+    name = "kfp-apply"
+
+    def __init__(self) -> None:
+        from interlock.adapters.kfp.backend import KfpBackend
+
+        self._kfp = KfpBackend()
+
+    def capabilities(self):  # type: ignore[no-untyped-def]
+        return self._kfp.capabilities()
+
+    def compile(self, spec, out, options):  # type: ignore[no-untyped-def]
+        return self._kfp.compile(spec, out, options)
+
+    def apply_triggers(self, spec, compiled, options):  # type: ignore[no-untyped-def]
+        files = sorted(p.name for p in Path(compiled).iterdir())
+        return [f"{t.label(i)}: would create a recurring run from {files} (image {options.image})"
+                for i, t in enumerate(spec.triggers)]
+
+
+def test_triggers_apply_compiles_then_hands_the_backend_the_compiled_folder(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from interlock.core.backend.protocol import register_backend
+    from interlock.core.base import plugins
+
+    register_backend("kfp-apply", _RecordingKfp)
+    try:
+        out = tmp_path / "compiled"
+        rc, printed, err = _cli(capsys, "triggers", "apply", "watch_pipelines:nightly", "--backend", "kfp-apply",
+                                "--out", str(out), "--option", "image=ghcr.io/acme/train:v7")
+        assert rc == 0, err
+        compiled = sorted(p.name for p in out.iterdir())
+        assert compiled and printed.splitlines() == [
+            f"nightly: would create a recurring run from {compiled} (image ghcr.io/acme/train:v7)"]
+        rc, again, err = _cli(capsys, "triggers", "apply", "watch_pipelines:nightly", "--backend", "kfp-apply",
+                              "--compiled", str(out), "--option", "image=ghcr.io/acme/train:v7")
+        assert rc == 0 and again == printed  # an existing compile output, read as it is
+    finally:
+        plugins.registry(plugins.BACKENDS).pop("kfp-apply", None)
