@@ -30,7 +30,9 @@ def test_the_cause_is_in_the_receipt_console_report_and_mlflow(backend: str, tmp
     assert receipt["triggered_by"] == CAUSE.to_json()
     assert ("", "triggered", CAUSE.summary()) in events
     assert CAUSE.summary() == ("drift trigger drift: s3://bucket/snapshots/2026-12-01.parquet "
-                               "(amount psi=0.127, amount ks=0.145, merchant_category psi=0.229)")
+                               "(merchant_category psi=0.229, amount ks=0.145, amount psi=0.127)")
+    assert il.Cause("d", "drift", "t", uri="u", figures={f"f{i}": {"psi": i / 10} for i in range(5)}).summary() == (
+        "drift trigger d: u (f4 psi=0.4, f3 psi=0.3, f2 psi=0.2, 2 more)")
     report = (Path(result.receipt_path).parent / "report.html").read_text()
     assert "<h2>Triggered by</h2>" in report and "drift merchant_category" in report and "psi 0.229" in report
 
