@@ -1,7 +1,7 @@
 """fraud-retrain with every kind of trigger, for ``interlock watch`` (docs/triggers.md).
 
-    interlock watch reference_pipelines/fraud_watch.py            # runs them here, on local
-    interlock triggers check reference_pipelines/fraud_watch.py   # what would start now, and why
+    interlock watch reference_pipelines/fraud_watch.py:fraud_watch            # runs them here, on local
+    interlock triggers check reference_pipelines/fraud_watch.py:fraud_watch   # what would start now, and why
 
 The same pipeline as fraud_retrain.py (the same steps, name, MLflow experiment and registry),
 started by itself:
@@ -15,7 +15,9 @@ started by itself:
   tag names that data), a ``tune`` run on it: a hyperparameter search, then the same gate.
 
 ``<root>`` is ``$FRAUD_WATCH_DIR``, else ``.interlock/fraud-data`` under the directory the watcher
-starts in. The compile backends cannot all render data and drift triggers, so fraud_retrain.py
+starts in. The drift trigger reads the champion from the store the runs register in by default
+(``$MLFLOW_TRACKING_URI``, else ``.interlock/mlflow``); ``watch_pipeline(root, registry=...)``
+names another. The compile backends cannot all render data and drift triggers, so fraud_retrain.py
 itself keeps only the ones every backend can.
 """
 
