@@ -1,12 +1,14 @@
 """The rules of ``decide`` as properties over random histories (hypothesis): a data version
 starts at most one run, ever, whatever the order of landings, rewrites, runs in progress and
-restarts (the state read back from its JSON); and every version still listed once nothing is
-in progress has started its run."""
+restarts (the state read back from its JSON), and every version still listed once nothing is
+in progress has started its run; with catch_up, every fire time of a cron starts exactly once
+across irregular evaluations, restarts and the autumn clock change."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -66,3 +68,36 @@ def _run(i: int, start):  # type: ignore[no-untyped-def]
     from interlock.core.watch.state import StartedRun
 
     return StartedRun(f"r{i}", start.trigger, start.cause.to_json(), "t")
+
+
+HOURLY_TZ = ZoneInfo("Europe/Berlin")
+HOURLY = il.Cron("0 * * * *", tz="Europe/Berlin", catch_up=True, max_concurrent=3, time_input="at", name="hourly")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 600), st.booleans()), min_size=1, max_size=30))
+def test_with_catch_up_every_fire_time_starts_exactly_once(steps) -> None:  # type: ignore[no-untyped-def]
+    now = datetime(2026, 10, 24, 20, 0, tzinfo=UTC)  # the evening before the autumn change
+    first = now
+    state = WatchState("p")
+    fired: list[str] = []
+
+    def evaluate() -> int:
+        nonlocal state
+        decision = decide((HOURLY,), state, now, Observed())
+        fired.extend(s.params["at"] for s in decision.starts)
+        state = decision.state
+        return len(decision.starts)
+
+    evaluate()  # the first evaluation: nothing for the past
+    for minutes, restart in steps:
+        now += timedelta(minutes=minutes)
+        if restart:
+            state = WatchState.from_json(json.loads(json.dumps(state.to_json())), "p")
+        evaluate()
+    while evaluate():  # three a time (max_concurrent): what waited starts next
+        pass
+    hours = int((now - first).total_seconds() // 3600)
+    expected = [(first + timedelta(hours=h)).astimezone(HOURLY_TZ).isoformat() for h in range(1, hours + 1)]
+    assert fired == expected
+
