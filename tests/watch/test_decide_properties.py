@@ -23,7 +23,7 @@ EVENTS = st.lists(st.tuples(st.sampled_from(["land", "rewrite", "evaluate", "res
                   max_size=40)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, database=None)  # nothing written in the checkout
 @given(EVENTS)
 def test_a_data_version_starts_at_most_one_run_and_every_listed_one_starts(events) -> None:  # type: ignore[no-untyped-def]
     objects: dict[str, int] = {}  # uri -> version number
@@ -74,7 +74,7 @@ HOURLY_TZ = ZoneInfo("Europe/Berlin")
 HOURLY = il.Cron("0 * * * *", tz="Europe/Berlin", catch_up=True, max_concurrent=3, time_input="at", name="hourly")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(st.lists(st.tuples(st.integers(1, 600), st.booleans()), min_size=1, max_size=30))
 def test_with_catch_up_every_fire_time_starts_exactly_once(steps) -> None:  # type: ignore[no-untyped-def]
     now = datetime(2026, 10, 24, 20, 0, tzinfo=UTC)  # the evening before the autumn change
