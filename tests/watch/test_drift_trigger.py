@@ -1,8 +1,8 @@
 """Drift as a trigger: the newest fraud snapshot against the training data of the registry's
 champion (real MLflow on SQLite, the champion's ``interlock.snapshot`` tag). A drifted snapshot
 starts one ``tune`` run with the PSI/KS figures; an undrifted one starts none; each is checked
-once. The pipeline is a small one of this suite's (fraud_retrain's ``mode`` is not on this
-branch yet: see the closing note)."""
+once. The pipeline is a small one of this suite's, so that the rules are checked in seconds;
+test_fraud_watch.py runs the real fraud-retrain the same way."""
 
 from __future__ import annotations
 
