@@ -12,6 +12,15 @@ clean snapshot of ``<date>`` and then damages it deterministically:
 - ``corrupt-range``   some amounts are negative or absurdly large (a units bug)
 - ``corrupt-missing`` the ``card_age_days`` column is gone (an upstream schema change)
 - ``corrupt-shift``   every amount is 3x (a currency bug): only the baseline check sees it
+
+A drift drill, ``"drifted:<date>"``, is the snapshot of ``<date>`` after the world moved (not a
+broken feed: it passes validation): amounts 1.4x (KS about 0.14) and 40% of the grocery,
+restaurant and fuel spending moved online (PSI about 0.25 on ``merchant_category``), what
+``il.OnDrift`` is there to notice.
+
+As files: ``write_snapshot(folder, id)`` writes ``<folder>/<id>.parquet``, and ``load(ref)``
+reads a snapshot by id or from such a file (a path or ``file://`` URI), which is how a data
+trigger hands a run the new object it found.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 BASE_DATE = _dt.date(2026, 11, 1)
@@ -29,6 +39,9 @@ MERCHANT_CATEGORIES = (
 )
 COUNTRIES = ("US", "GB", "DE", "FR", "NL", "ES", "BR", "IN", "NG")
 CORRUPTIONS = ("nulls", "range", "missing", "shift")
+DRIFTED = "drifted"  # the drift drill's prefix: "drifted:2026-12-01"
+DRIFT_AMOUNT = 1.4
+DRIFT_ONLINE_SHARE = 0.4  # of offline spending (grocery, restaurants, fuel) moved online
 COLUMNS = (
     "tx_id", "amount", "merchant_category", "hour", "country", "card_age_days", "tx_last_24h",
     "is_foreign", LABEL,
@@ -51,6 +64,7 @@ class Snapshot:
     id: str
     date: _dt.date
     corruption: str | None = None
+    drifted: bool = False
 
     @property
     def months_since_base(self) -> float:
@@ -58,10 +72,14 @@ class Snapshot:
 
 
 def parse_snapshot(snapshot_id: str) -> Snapshot:
-    """``"2026-11-01"`` or ``"corrupt-<mode>:2026-11-01"``; anything else is a ValueError."""
+    """``"2026-11-01"``, ``"corrupt-<mode>:2026-11-01"`` or ``"drifted:2026-11-01"``; anything
+    else is a ValueError."""
     corruption = None
     date_part = snapshot_id
-    if snapshot_id.startswith("corrupt-"):
+    drifted = snapshot_id.startswith(f"{DRIFTED}:")
+    if drifted:
+        date_part = snapshot_id[len(DRIFTED) + 1:]
+    elif snapshot_id.startswith("corrupt-"):
         mode, sep, date_part = snapshot_id[len("corrupt-"):].partition(":")
         if not sep or mode not in CORRUPTIONS:
             raise ValueError(
@@ -73,7 +91,7 @@ def parse_snapshot(snapshot_id: str) -> Snapshot:
         date = _dt.date.fromisoformat(date_part)
     except ValueError:
         raise ValueError(f"bad snapshot id {snapshot_id!r}: expected a date such as '2026-11-01'") from None
-    return Snapshot(snapshot_id, date, corruption)
+    return Snapshot(snapshot_id, date, corruption, drifted)
 
 
 def snapshot_seed(date: _dt.date) -> int:
@@ -131,7 +149,56 @@ def generate(snapshot_id: str, rows: int = ROWS) -> Any:
         "is_foreign": is_foreign.astype(bool),
         LABEL: is_fraud,
     })
+    if snap.drifted:
+        df = apply_drift(df, rng)
     return corrupt(df, snap.corruption, rng) if snap.corruption else df
+
+
+def apply_drift(df: Any, rng: Any) -> Any:
+    """The world moved (see the module docstring): larger amounts, spending moved online."""
+    import numpy as np
+
+    df = df.copy()
+    df["amount"] = (df["amount"] * DRIFT_AMOUNT).round(2)
+    category = np.array(df["merchant_category"].astype(object).to_numpy(), copy=True)
+    moved = np.isin(category, ("grocery", "restaurants", "fuel")) & (rng.random(len(df)) < DRIFT_ONLINE_SHARE)
+    category[moved] = rng.choice(("online_retail", "gaming", "electronics"), size=int(moved.sum()))
+    df["merchant_category"] = category
+    return df
+
+
+def snapshot_path(folder: str | Path, snapshot_id: str) -> Path:
+    """Where ``write_snapshot`` puts snapshot ``snapshot_id`` (``:`` is not portable in file names)."""
+    return Path(folder) / f"{snapshot_id.replace(':', '_')}.parquet"
+
+
+def write_snapshot(folder: str | Path, snapshot_id: str, rows: int = ROWS) -> Path:
+    """Write snapshot ``snapshot_id`` as a parquet file in ``folder`` (atomically: a watcher
+    listing the folder never sees half of it) and return its path."""
+    import os
+
+    path = snapshot_path(folder, snapshot_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")  # a dotfile: listings skip it
+    generate(snapshot_id, rows).to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def is_file_ref(ref: str) -> bool:
+    """Whether ``ref`` names a snapshot file (a path or file:// URI) rather than an id."""
+    return ref.startswith("file://") or ref.endswith((".parquet", ".csv")) or "/" in ref
+
+
+def load(ref: str) -> Any:
+    """A snapshot by id (generated) or from a file that ``write_snapshot`` wrote (or any parquet
+    or csv file with the same columns)."""
+    import pandas as pd
+
+    if not is_file_ref(ref):
+        return generate(ref)
+    path = ref.removeprefix("file://")
+    return pd.read_csv(path) if path.endswith(".csv") else pd.read_parquet(path)
 
 
 def corrupt(df: Any, mode: str, rng: Any) -> Any:

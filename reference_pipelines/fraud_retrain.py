@@ -89,8 +89,9 @@ def open_registry(registry: str) -> MlflowRegistry:
 
 @il.step(cache=il.Cache(), resources=il.Resources(cpu="1", memory="1Gi"))
 def ingest(snapshot: str, ctx: il.StepContext) -> pd.DataFrame:
-    """Read the frozen snapshot and declare it (id, rows, content hash) for the receipt."""
-    df = fraud_data.generate(snapshot)
+    """Read the snapshot (an id, generated; or a file's path, as a data trigger passes it) and
+    declare it (id or path, rows, content hash) for the receipt."""
+    df = fraud_data.load(snapshot)
     ctx.record_snapshot(snapshot, rows=len(df), sha256=fraud_data.content_sha256(df))
     return df
 

@@ -30,11 +30,12 @@ from interlock.core.base.errors import PipelineDefinitionError, PolicyError, Run
 from interlock.core.dsl.pipeline import Pipeline
 from interlock.core.dsl.pipeline import spec as spec_of
 from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.triggers import Cause
 from interlock.core.record.lineage_record import record_lineage_after
 from interlock.core.record.outcomes import RunResult
 from interlock.core.record.receipt import PriceTable
 from interlock.core.record.resume import check_same_pipeline, record_params, with_recorded_params
-from interlock.core.record.run_data import record_spec
+from interlock.core.record.run_data import record_cause, record_spec
 from interlock.core.record.trackers import TrackedRun, tracked
 from interlock.core.report.console import RunConsole
 from interlock.core.run.env import EnvName, run_dir_under, state_dir_of
@@ -55,6 +56,7 @@ def run(
     resume: str | None = None,
     checkpoint_store: str | None = None,
     pushgateway: str | None = None,
+    triggered_by: Cause | None = None,
     **params: Any,
 ) -> RunResult:
     """Run a pipeline on a backend and return its RunResult.
@@ -77,6 +79,10 @@ def run(
 
     ``pushgateway``: ``host:port`` of a Prometheus Pushgateway that gets each step's and the
     run's metrics (default: ``$INTERLOCK_PUSHGATEWAY``; off when neither is set; docs/metrics.md).
+
+    ``triggered_by``: why the run started (an ``il.Cause``; ``interlock watch`` passes its
+    trigger's): the receipt's ``triggered_by``, a console line, the run report and the
+    tracker's tags carry it, on every backend (docs/triggers.md).
 
     ``checkpoint_store``: where every step without its own ``CheckpointPolicy(store=...)``
     keeps checkpoints: a directory or a store URI such as ``s3://bucket/prefix`` (default:
@@ -131,6 +137,7 @@ def run(
         functions=pipeline.functions if isinstance(pipeline, Pipeline) else {},
         backend_options=backend_options,
         checkpoint_store=checkpoint_store_for(state, checkpoint_store),
+        triggered_by=triggered_by,
     )
     resuming = state.state_dir.is_dir()
     tracked_run = TrackedRun(spec, run_id, backend, workdir, state.state_dir, resolved, time.time(), resuming)
@@ -142,6 +149,9 @@ def run(
             resumed = state.resume()
             cleared = ", ".join(f"{c['node']} ({c['kind']})" for c in resumed["cleared"])
             run_options.emit("", "resuming", f"run {run_options.run_id}" + (f"; cleared stop markers: {cleared}" if cleared else ""))
+        if triggered_by is not None:
+            record_cause(state, triggered_by, resolved)
+            run_options.emit("", "triggered", triggered_by.summary())
         record_params(spec, state, resolved)
         record_checkpoint_store(state, run_options.checkpoint_store)
         record_spec(state.state_dir, spec, resolved)  # the run report draws the graph the run ran

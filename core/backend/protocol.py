@@ -30,6 +30,7 @@ from interlock.core.base.errors import (
 from interlock.core.base.suggest import did_you_mean
 from interlock.core.model.codecs import TypeKind, json_problem, to_jsonable, value_matches
 from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.triggers import Cause
 from interlock.core.record.outcomes import RunResult
 from interlock.core.run.env import RunEnv, run_dir_under
 
@@ -164,6 +165,8 @@ class RunOptions:
     # Where steps without their own CheckpointPolicy(store=) keep checkpoints (a path or a
     # store URI); None: the run's own folder.
     checkpoint_store: str | None = None
+    # Why the run started (a trigger's Cause, ``interlock watch``); None: started by hand.
+    triggered_by: Cause | None = None
 
     def __post_init__(self) -> None:
         check_run_id(self.run_id)  # every backend, also when called without il.run

@@ -96,6 +96,15 @@ class RunInProgress(InterlockError):
     code = "RUN_IN_PROGRESS"
 
 
+class WatchError(InterlockError):
+    """``interlock watch`` cannot evaluate a trigger: its state file is damaged, a data
+    location cannot be listed, a drift statistic or the champion's training data cannot be
+    read. Names the trigger, the file or the URI."""
+
+    code = "WATCH"
+    retryable = True  # a listing or a registry may answer next time; a damaged state file says so itself
+
+
 class LineageUnavailable(InterlockError):
     """No lineage provider is installed, or the installed one is not set up."""
 

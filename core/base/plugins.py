@@ -8,6 +8,9 @@ installed, or the extra that would make it importable. Core never imports a plug
     checkpoint.store_for_uri("s3://b/p")  group interlock.checkpoint_stores (by URI scheme)
     lineage.lineage_provider()            group interlock.lineage
     run.exporters.configured()            group interlock.metrics (INTERLOCK_PUSHGATEWAY...)
+    watch.listing.lister_for("s3://b/p")  group interlock.object_listers (by URI scheme)
+    watch.drift.drift_statistic()         group interlock.drift
+    watch.drift.registry_for("mlflow")    group interlock.registries
 
 Tests and notebooks can add a plugin in-process with ``register`` (or by editing the dict
 that ``registry(group)`` returns); a registered object wins over an entry point of the
@@ -25,6 +28,7 @@ from interlock.core.base.errors import (
     InterlockError,
     LineageUnavailable,
     MetricsUnavailable,
+    WatchError,
 )
 
 __all__ = [
@@ -32,6 +36,9 @@ __all__ = [
     "CHECKPOINT_STORES",
     "LINEAGE",
     "METRICS",
+    "OBJECT_LISTERS",
+    "DRIFT",
+    "REGISTRIES",
     "PluginGroup",
     "installed",
     "create",
@@ -74,6 +81,19 @@ LINEAGE = PluginGroup(
 METRICS = PluginGroup(
     "interlock.metrics", "metrics exporter", MetricsUnavailable, "no metrics exporter {name!r}",
     "the Prometheus exporters come with pip install 'interlock[prometheus]' (docs/metrics.md)",
+)
+
+OBJECT_LISTERS = PluginGroup(
+    "interlock.object_listers", "object lister", WatchError, "no object lister for {name}:// URIs",
+    "install the plugin that lists them, e.g. pip install 'interlock[s3]' (docs/triggers.md)",
+)
+DRIFT = PluginGroup(
+    "interlock.drift", "drift statistic", WatchError, "no drift statistic {name!r}",
+    "il.OnDrift needs one: pip install 'interlock[drift]' (docs/triggers.md)",
+)
+REGISTRIES = PluginGroup(
+    "interlock.registries", "model registry", WatchError, "no model registry {name!r}",
+    "il.OnDrift reads the champion's training data from one: pip install 'interlock[mlflow]'",
 )
 
 _registered: dict[str, dict[str, Any]] = {}

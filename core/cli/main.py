@@ -1,4 +1,4 @@
-"""The ``interlock`` command: backends, run, compile, graph, show, spec, lineage."""
+"""The ``interlock`` command: backends, run, compile, graph, show, spec, lineage, watch, triggers."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from interlock.core.base.errors import (
 )
 from interlock.core.base.status import Status
 from interlock.core.base.suggest import did_you_mean
+from interlock.core.cli.triggers import add_parsers as add_trigger_parsers
 from interlock.core.dsl.loader import load_pipeline
 from interlock.core.model.codecs import TypeKind, codec
 from interlock.core.model.pipeline_spec import PipelineSpec
@@ -482,6 +483,7 @@ def build_parser(
     if lineage is not None:
         lineage.add_cli_options(lin)
     lin.set_defaults(func=cmd_lineage, lineage_provider=lineage)
+    add_trigger_parsers(sub)
     return p
 
 

@@ -172,6 +172,8 @@ class OnDrift(_Trigger):
     a run starts when any feature's PSI reaches ``psi`` or its KS statistic reaches ``ks``.
     The figures go to ``figures_input`` (a dict parameter) and the newest data's URI to
     ``uri_input``; one run per drift episode (the same newest data never starts two).
+    ``registry``: where the registry plugin finds ``model`` (an MLflow tracking URI or store
+    folder; empty: its default).
     """
 
     kind: ClassVar[str] = "drift"
@@ -180,6 +182,7 @@ class OnDrift(_Trigger):
     uri: str
     _: KW_ONLY
     model: str
+    registry: str = ""
     features: tuple[str, ...] | None = None
     psi: float = 0.2
     ks: float = 0.1
@@ -297,6 +300,9 @@ def check_triggers(triggers: tuple[Any, ...], params: dict[str, Any], pipeline: 
             )
 
 
+SUMMARY_FIGURES = 3  # drift figures in a cause's one-line summary
+
+
 @dataclass(frozen=True)
 class Cause:
     """Why a run started, for its receipt (``triggered_by``), console line and MLflow tags:
@@ -315,6 +321,21 @@ class Cause:
         if self.figures:
             out["figures"] = self.figures
         return out
+
+    def summary(self) -> str:
+        """One line: ``cron trigger nightly at 2026-03-29T03:00:00+02:00``, ``data trigger
+        snapshots: /data/s.parquet``, ``drift trigger drift-2: /data/s.parquet (amount psi=0.31)``
+        (the largest drift figures first; the receipt and the report have them all)."""
+        line = f"{self.kind} trigger {self.trigger}"
+        if self.uri is None:
+            return f"{line} at {self.time}"
+        line = f"{line}: {self.uri}"
+        figures = sorted(((v, f"{name} {k}={v:.3g}") for name, stats in self.figures.items() if isinstance(stats, dict)
+                          for k, v in stats.items() if isinstance(v, int | float)), key=lambda f: -f[0])
+        shown = [text for _, text in figures[:SUMMARY_FIGURES]]  # the largest: what crossed a threshold
+        if len(figures) > SUMMARY_FIGURES:
+            shown.append(f"{len(figures) - SUMMARY_FIGURES} more")
+        return f"{line} ({', '.join(shown)})" if shown else line
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Cause:

@@ -352,6 +352,9 @@ def assemble_receipt(
         "outputs": redactor({k: summarize(v) for k, v in (outputs or {}).items()}),
         **redactor(extra or {}),
     }
+    cause = state.read_cause()  # il.run(triggered_by=...) wrote it before the backend ran
+    if cause is not None:
+        receipt["triggered_by"] = redactor(cause)
     path = state.write_receipt(receipt)
     export_run(receipt)
     return path

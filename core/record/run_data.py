@@ -41,6 +41,12 @@ def record_spec(state_dir: Path, spec: PipelineSpec, params: Mapping[str, Any] |
     return path
 
 
+def record_cause(state: RunState, cause: Any, params: Mapping[str, Any]) -> None:
+    """Write why the run started (an ``il.Cause``) for its receipt, masked as its parameters
+    are: a data URI may hold a password, and a parameter's secret never reaches the disk."""
+    state.write_cause(Redactor.for_values(dict(params))(cause.to_json()))
+
+
 def _spec_text(spec: PipelineSpec, redactor: Redactor) -> str:
     def scrub(value: Any) -> Any:
         if isinstance(value, dict):

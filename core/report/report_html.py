@@ -222,6 +222,22 @@ def _outcome(receipt: dict[str, Any]) -> str:
     return "<h2>Outcome</h2>" + f'<div class="card">{_facts_table(rows)}</div>'
 
 
+def _triggered(receipt: dict[str, Any]) -> str:
+    """Why the run started (``interlock watch``'s trigger), with the drift figures per feature."""
+    cause = receipt.get("triggered_by")
+    if not isinstance(cause, dict):
+        return ""
+    rows = [("trigger", f"{esc(cause.get('trigger'))} ({esc(cause.get('kind'))})"), ("time", esc(cause.get("time")))]
+    if cause.get("uri"):
+        rows.append(("data", _code(cause["uri"])))
+    figures = cause.get("figures") or {}
+    for feature, stats in figures.items():
+        if isinstance(stats, dict):
+            rows.append((f"drift {feature}", esc(", ".join(f"{k} {v:.4g}" if isinstance(v, int | float) else f"{k} {v}"
+                                                            for k, v in stats.items()))))
+    return "<h2>Triggered by</h2>" + f'<div class="card">{_facts_table(rows)}</div>'
+
+
 def report_html(state_dir: Path, spec: PipelineSpec | None = None) -> str:
     state_dir = Path(state_dir)
     spec = spec or load_spec(state_dir)
@@ -237,6 +253,7 @@ def report_html(state_dir: Path, spec: PipelineSpec | None = None) -> str:
         f"<h1>{esc(receipt.get('pipeline'))} {_pill(status)}</h1><p class=\"sub\">{sub}</p>"
         + ("" if final else '<p class="sub">No receipt yet: drawn from the step fragments written so far.</p>')
         + _failure_box(receipt)
+        + _triggered(receipt)
         + _outcome(receipt)
         + "<h2>Graph</h2>" + _graph(spec, receipt, progress)
         + "<h2>Timeline</h2>" + _timeline(receipt, state_dir)

@@ -298,6 +298,17 @@ class RunState:
         return dict(data["params"]), [str(n) for n in withheld]
 
     @property
+    def cause_path(self) -> Path:
+        """Why the run started (``il.run(triggered_by=...)``: a trigger's Cause as JSON)."""
+        return Path(self.state_dir) / "triggered_by.json"
+
+    def write_cause(self, cause: dict[str, Any]) -> None:
+        write_json_atomic(self.cause_path, cause, indent=1)
+
+    def read_cause(self) -> dict[str, Any] | None:
+        return self._read(self.cause_path)
+
+    @property
     def resumes_path(self) -> Path:
         return Path(self.state_dir) / "resumes.json"
 
@@ -377,3 +388,23 @@ def lock_run(run_dir: Path, run_id: str) -> Iterator[Path]:
         os.close(fd)
 
 
+
+
+def run_in_progress(run_dir: Path) -> bool:
+    """Whether a process holds the run folder's lock now (``lock_run``): the run is running."""
+    import fcntl
+
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

@@ -124,7 +124,8 @@ def receipt_tags(receipt: Mapping[str, Any] | None, *, prefix: str = TAG_PREFIX)
     Top-level scalars become ``interlock.<key>``; small nested mappings become
     ``interlock.<key>.<sub>``; ``interlock.git_sha``, ``interlock.snapshot`` and
     ``interlock.image`` are filled from wherever the receipt keeps them (top level, a
-    ``git`` mapping, or the per-step records).
+    ``git`` mapping, or the per-step records). A triggered run gets ``interlock.triggered_by.kind``,
+    ``.trigger``, ``.time``, ``.uri`` and its drift figures as JSON in ``.figures``.
     """
     if not receipt:
         return {}
@@ -148,6 +149,9 @@ def receipt_tags(receipt: Mapping[str, Any] | None, *, prefix: str = TAG_PREFIX)
     flat.setdefault("git_sha", receipt.get("git_sha") or git.get("sha") or git.get("commit"))
     if "git_dirty" not in flat and "dirty" in git:
         flat["git_dirty"] = git["dirty"]
+    cause = receipt.get("triggered_by")
+    if isinstance(cause, Mapping) and cause.get("figures"):  # the drift figures, one JSON tag
+        flat["triggered_by.figures"] = cause["figures"]
     flat["snapshot"] = _snapshot(receipt) or flat.get("snapshot")
     flat["image"] = _image(receipt) or flat.get("image")
     tags = {f"{prefix}{k}": _short(v) for k, v in flat.items() if v not in (None, "")}

@@ -44,7 +44,7 @@ _EXPORTS = {
     "Rule": "failure.rules",
     "Dataset": "model.artifacts", "Metrics": "model.artifacts", "Model": "model.artifacts",
     "Backoff": "model.backoff",
-    "Cron": "model.triggers", "Every": "model.triggers", "OnData": "model.triggers", "OnDrift": "model.triggers",
+    "Cause": "model.triggers", "Cron": "model.triggers", "Every": "model.triggers", "OnData": "model.triggers", "OnDrift": "model.triggers",
     "RunStatus": "model.finally_blocks",
     "PipelineSpec": "model.pipeline_spec",
     "Cache": "model.policies", "Resources": "model.policies",
@@ -62,6 +62,7 @@ __all__ = [
     "CapabilityError",
     "CheckpointPolicy",
     "CheckpointStore",
+    "Cause",
     "Cron",
     "Dataset",
     "Every",
@@ -149,7 +150,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see every name as if imported here
     from interlock.core.model.policies import Cache, Resources
     from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Toleration, Torchrun
     from interlock.core.model.retry import Retry
-    from interlock.core.model.triggers import Cron, Every, OnData, OnDrift
+    from interlock.core.model.triggers import Cause, Cron, Every, OnData, OnDrift
     from interlock.core.record.outcomes import RunResult, StepOutcome
     from interlock.core.run.context import StepContext
 
