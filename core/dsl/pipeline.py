@@ -33,7 +33,7 @@ from interlock.core.model.types import TypeSpec, is_named_tuple, type_of
 # the backend layer, above dsl. tests/core/test_names_and_outputs.py checks it against il.run's
 # signature.
 RUN_OPTIONS = ("pipeline", "backend", "workdir", "run_id", "cache", "progress", "raise_on_failure", "options",
-               "resume", "checkpoint_store", "pushgateway")
+               "resume", "checkpoint_store", "pushgateway", "triggered_by")
 
 
 def run_option_names() -> tuple[str, ...]:
