@@ -85,17 +85,25 @@ def test_a_scheduled_run_gets_the_trigger_inputs_and_its_time_in_the_crons_zone(
 def test_a_pods_trigger_template_renders_to_what_the_entry_reads() -> None:
     from types import SimpleNamespace
 
-    import jinja2
+    from airflow.sdk.definitions._internal.templater import (
+        SandboxedEnvironment,  # what renders a task's fields
+    )
+    from airflow.utils.types import DagRunType
 
     spec = _pipeline(il.OnData("s3://b/snap/", uri_input="snapshot"), name="af-pod")
     event = SimpleNamespace(asset=SimpleNamespace(uri="s3://b/snap"), extra={"uri": "s3://b/snap/new.parquet"},
                             timestamp=datetime(2026, 12, 1, tzinfo=UTC))
-    text = jinja2.Environment().from_string(TRIGGER_TEMPLATE).render(
-        dag_run=SimpleNamespace(run_type="asset_triggered"), logical_date=None,
+    text = SandboxedEnvironment().from_string(TRIGGER_TEMPLATE).render(
+        dag_run=SimpleNamespace(run_type=DagRunType.ASSET_TRIGGERED), logical_date=None,
         triggering_asset_events={"s3://b/snap": [event]})
     assert json.loads(text)["events"][-1] is None
     assert env_params(spec, {"snapshot": "s0"}, text) == {"snapshot": "s3://b/snap/new.parquet"}
     assert env_params(spec, {"snapshot": "s0"}, None) == {"snapshot": "s0"}
+    timed = _pipeline(il.Cron("0 6 * * *", tz="Europe/Berlin", time_input="as_of"), name="af-pod-cron")
+    text = SandboxedEnvironment().from_string(TRIGGER_TEMPLATE).render(
+        dag_run=SimpleNamespace(run_type=DagRunType.SCHEDULED), logical_date=datetime(2026, 7, 1, 4, tzinfo=UTC),
+        triggering_asset_events={})
+    assert env_params(timed, {"as_of": ""}, text) == {"as_of": "2026-07-01T06:00:00+02:00"}  # summer time
 
 
 @pytest.mark.parametrize(("triggers", "message", "step"), [
