@@ -68,7 +68,8 @@ CLUSTER_FEATURES = {
     "distributed": "unsupported (not rendered yet: the SDK's PyTorch plugin is the separate flyteplugins-pytorch, "
     "which this adapter does not use; run distributed steps on flyte or kfp)",
     "trigger.cron": "native (a flyte.Trigger '<pipeline>-<trigger>' with flyte.Cron(expr, timezone=tz) on the driver "
-    "task; its inputs, time_input as flyte.TriggerTime, active as auto_activate; no catch-up, and no cap on runs at "
+    "task; its inputs, time_input as flyte.TriggerTime (that parameter a datetime input of the driver, handed to the "
+    "pipeline as ISO 8601 text), active as auto_activate; no catch-up, and no cap on runs at "
     "once: max_concurrent is not rendered)",
     "trigger.every": "native (a flyte.Trigger with flyte.FixedRate(minutes, start_time=start) on the driver task)",
     "trigger.data": "unsupported (a flyte.OnArtifact trigger fires on a Flyte artifact, not on an object under a "

@@ -21,7 +21,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.run.env import RunEnv
 
 from . import policies
-from .triggers import trigger_sources
+from .triggers import time_params, trigger_sources
 
 PRIMITIVES = {TypeKind.INT: "int", TypeKind.FLOAT: "float", TypeKind.STR: "str", TypeKind.BOOL: "bool"}
 
@@ -105,17 +105,28 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
             "",
         ]
     driver = py_name("", env_name(spec.name).replace("-", "_"), taken)
+    rendered = trigger_sources(spec, env_name(spec.name)) if triggers else []
+    # A parameter a trigger binds its time to is a datetime input, as the SDK binds flyte.TriggerTime;
+    # the driver hands the pipeline its ISO 8601 text (the pipeline's default when none is given).
+    timed = time_params(spec) if rendered else set()
     params = []
     for p in spec.params:
         kind = PRIMITIVES.get(p.type.kind)
-        if p.has_default:
+        if p.name in timed:
+            params.append(f"{p.name}: datetime | None = None" if p.has_default else f"{p.name}: datetime")
+        elif p.has_default:
             default = repr(p.default) if kind else repr(json.dumps(p.default))
             params.append(f"{p.name}: {kind or 'str'} = {default}")
         else:
             params.append(f"{p.name}: {kind or 'str'}")
     loads = {p.name for p in spec.params if p.type.kind not in PRIMITIVES}
-    given = ", ".join(f"{p.name!r}: " + (f"json.loads({p.name})" if p.name in loads else p.name) for p in spec.params)
-    rendered = trigger_sources(spec, env_name(spec.name)) if triggers else []
+
+    def value(p: Any) -> str:
+        if p.name in timed:
+            return f"{p.name}.isoformat()" + (f" if {p.name} is not None else {p.default!r}" if p.has_default else "")
+        return f"json.loads({p.name})" if p.name in loads else p.name
+
+    given = ", ".join(f"{p.name!r}: {value(p)}" for p in spec.params)
     deco = f"@driver_env.task(triggers=({', '.join(rendered)},))" if rendered else "@driver_env.task"
     body: list[str] = []
     emit(plan.units, tasks, body, "        ", concurrent)
@@ -130,7 +141,8 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
         "",
         "import asyncio",
         "import json",
-        "from datetime import datetime, timedelta" if "datetime.fromisoformat" in deco else "from datetime import timedelta",
+        "from datetime import datetime, timedelta" if timed or "datetime.fromisoformat" in deco
+        else "from datetime import timedelta",
         "",
         "import flyte",
         *(["from kubernetes.client import V1Container, V1PodSpec, V1Toleration"] if pods else []),

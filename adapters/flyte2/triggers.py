@@ -52,3 +52,8 @@ def trigger_sources(spec: PipelineSpec, name: str) -> list[str]:
             args.append("auto_activate=False")
         out.append(f"flyte.Trigger({', '.join(args)})")
     return out
+
+
+def time_params(spec: PipelineSpec) -> set[str]:
+    """The parameters a time trigger binds its fire time to (``time_input``)."""
+    return {t.time_input for t in spec.triggers if t.kind in ("cron", "every") and t.time_input}

@@ -4,14 +4,17 @@ is refused at compile naming the trigger."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
 import flyte
+import flyte2_pipelines as fp
 import pytest
 from flyte2_compiled import import_module
 
 import interlock as il
+from interlock.adapters.flyte2.local import isolated_flyte
 from interlock.core.base.errors import CapabilityError
 
 
@@ -48,6 +51,27 @@ def test_a_cron_with_a_time_zone_and_an_every_are_triggers_on_the_driver(tmp_pat
     assert rate.automation == flyte.FixedRate(90, start_time=datetime(2026, 1, 1, tzinfo=UTC))
     assert rate.inputs is None
     assert rate.auto_activate is False
+
+
+def test_the_time_parameter_is_a_datetime_input_and_the_pipeline_gets_its_iso_text(tmp_path: Path) -> None:
+    # As the SDK binds flyte.TriggerTime: to a datetime input of the task.
+    [path] = il.compile(fp.timed, backend="flyte2", out=str(tmp_path / "build"), store=str(tmp_path / "store"))
+    mod = import_module(Path(path))
+    assert mod.DRIVER.native_interface.inputs["as_of"][0] == datetime | None
+    [trigger] = mod.DRIVER.triggers
+    assert trigger.inputs == {"as_of": flyte.TriggerTime, "mode": "refresh"}
+    from interlock.adapters.flyte2 import values
+
+    def run(**given: object) -> str:
+        with isolated_flyte(tmp_path / "flyte-cache"):
+            done = flyte.with_runcontext(mode="local", raw_data_path=str(tmp_path / "raw"),
+                                         run_base_dir=str(tmp_path / "base")).run(mod.DRIVER, **given)
+        out = done.outputs()[0] if isinstance(done.outputs(), tuple) else done.outputs().o0
+        return values.get(tmp_path / "store", json.loads(out)["o0"], il.spec(fp.timed).output_types[0][1])
+
+    fired = datetime(2026, 12, 7, 2, 0, tzinfo=UTC)  # what the platform hands the trigger's run
+    assert run(as_of=fired, mode="refresh") == "refresh@2026-12-07T02:00:00+00:00"
+    assert run() == "tune@"  # a manual run without it: the pipeline's default
 
 
 def test_flyte2_local_renders_no_trigger_interlock_watch_starts_its_runs() -> None:
