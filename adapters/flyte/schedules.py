@@ -16,6 +16,8 @@ from typing import Any
 from interlock.core.base.errors import CapabilityError, PipelineDefinitionError
 from interlock.core.model.pipeline_spec import PipelineSpec
 
+from .types import to_flyte
+
 
 def plan_name(spec: PipelineSpec, label: str) -> str:
     return f"{spec.name}-{label}"
@@ -66,8 +68,10 @@ def scheduled_plans(spec: PipelineSpec, make: Callable[..., Any], **common: Any)
             raise _refuse(spec, label, "Flyte's scheduler has no per-launch-plan catch-up (it starts the times it "
                           "missed while down, and none from before activation)",
                           "drop catch_up=True for --backend flyte, or compile for airflow (catchup) or argo")
+        types = {p.name: p.type for p in spec.params}
+        fixed = {k: to_flyte(v, types[k]) for k, v in trig.inputs}  # as the workflow's defaults are given
         plans.append(make(
-            plan_name(spec, label), schedule=schedule_of(spec, trig, label), fixed_inputs=trig.input_values or None,
+            plan_name(spec, label), schedule=schedule_of(spec, trig, label), fixed_inputs=fixed or None,
             # auto_activate is client-side: `pyflyte register` activates the plan, a .pb file cannot say so.
             auto_activate=trig.active,
             concurrency=ConcurrencyPolicy(max_concurrency=trig.max_concurrent,

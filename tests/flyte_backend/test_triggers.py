@@ -22,7 +22,7 @@ def echo(snapshot: str, mode: str) -> str:
 
 def _pipeline(*triggers: object) -> il.PipelineSpec:
     @il.pipeline(name="trig", triggers=list(triggers))
-    def trig(snapshot: str = "s0", mode: str = "refresh", as_of: str = "") -> str:
+    def trig(snapshot: str = "s0", mode: str = "refresh", as_of: str = "", extra: dict | None = None) -> str:
         return echo(snapshot=snapshot, mode=mode)
 
     return il.spec(trig)
@@ -39,7 +39,7 @@ def _compile(spec: il.PipelineSpec, out: Path) -> dict[str, launch_plan_pb2.Laun
 
 
 def test_a_cron_and_an_every_are_two_launch_plans_with_their_inputs_and_concurrency(tmp_path: Path) -> None:
-    spec = _pipeline(il.Cron("0 3 * * 1", inputs={"mode": "tune"}, max_concurrent=2),
+    spec = _pipeline(il.Cron("0 3 * * 1", inputs={"mode": "tune", "extra": {"k": 1}}, max_concurrent=2),
                      il.Every("6h", name="six"))
     plans = _compile(spec, tmp_path)
     assert sorted(plans) == ["trig", "trig-cron-0", "trig-six"]
@@ -48,6 +48,8 @@ def test_a_cron_and_an_every_are_two_launch_plans_with_their_inputs_and_concurre
     assert weekly.workflow_id.name == "trig"
     assert weekly.entity_metadata.schedule.cron_schedule.schedule == "0 3 * * 1"
     assert weekly.fixed_inputs.literals["mode"].scalar.primitive.string_value == "tune"
+    # A dict in the workflow input's own form: JSON text in an Optional's union.
+    assert weekly.fixed_inputs.literals["extra"].scalar.union.value.scalar.primitive.string_value == '{"k": 1}'
     assert weekly.concurrency_policy.max == 2
     assert weekly.concurrency_policy.behavior == launch_plan_pb2.CONCURRENCY_LIMIT_BEHAVIOR_SKIP
     rate = plans["trig-six"].spec.entity_metadata.schedule.rate
