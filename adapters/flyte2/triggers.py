@@ -44,7 +44,7 @@ def trigger_sources(spec: PipelineSpec, name: str) -> list[str]:
             raise _refuse(spec, label, "a flyte.Trigger has no catch-up: the platform starts the times from "
                           "activation on", "drop catch_up=True for --backend flyte2, or compile for airflow or argo")
         inputs = [f"{trig.time_input!r}: flyte.TriggerTime"] if trig.time_input else []
-        inputs += [f"{k!r}: {v!r}" for k, v in trig.inputs]
+        inputs += [f"{k!r}: {input_text(spec, k, v)}" for k, v in trig.inputs]
         args = [repr(f"{name}-{label}"), automation(spec, trig, label)]
         if inputs:
             args.append(f"inputs={{{', '.join(inputs)}}}")
@@ -57,3 +57,16 @@ def trigger_sources(spec: PipelineSpec, name: str) -> list[str]:
 def time_params(spec: PipelineSpec) -> set[str]:
     """The parameters a time trigger binds its fire time to (``time_input``)."""
     return {t.time_input for t in spec.triggers if t.kind in ("cron", "every") and t.time_input}
+
+
+def input_text(spec: PipelineSpec, name: str, value: Any) -> str:
+    """A trigger input as source, in the driver's form: a primitive as it is, any other value as
+    the JSON text the driver's ``str`` parameter takes (as the parameter defaults are written)."""
+    import json
+
+    from interlock.core.model.codecs import to_jsonable
+
+    from .render import PRIMITIVES
+
+    t = next(p.type for p in spec.params if p.name == name)
+    return repr(value) if t.kind in PRIMITIVES else repr(json.dumps(to_jsonable(value, t)))

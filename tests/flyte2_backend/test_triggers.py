@@ -25,7 +25,7 @@ def echo(snapshot: str, mode: str) -> str:
 
 def _pipeline(*triggers: object) -> il.PipelineSpec:
     @il.pipeline(name="f2-trig", triggers=list(triggers))
-    def f2_trig(snapshot: str = "s0", mode: str = "refresh", as_of: str = "") -> str:
+    def f2_trig(snapshot: str = "s0", mode: str = "refresh", as_of: str = "", extra: dict | None = None) -> str:
         return echo(snapshot=snapshot, mode=mode)
 
     return il.spec(f2_trig)
@@ -38,14 +38,14 @@ def _driver_triggers(spec: il.PipelineSpec, out: Path) -> dict[str, flyte.Trigge
 
 def test_a_cron_with_a_time_zone_and_an_every_are_triggers_on_the_driver(tmp_path: Path) -> None:
     spec = _pipeline(
-        il.Cron("0 3 * * 1", tz="Europe/Berlin", inputs={"mode": "tune"}, time_input="as_of"),
+        il.Cron("0 3 * * 1", tz="Europe/Berlin", inputs={"mode": "tune", "extra": {"k": 1}}, time_input="as_of"),
         il.Every("90m", start="2026-01-01T00:00:00+00:00", name="rate", active=False),
     )
     triggers = _driver_triggers(spec, tmp_path)
     assert sorted(triggers) == ["f2-trig-cron-0", "f2-trig-rate"]
     weekly = triggers["f2-trig-cron-0"]
     assert weekly.automation == flyte.Cron("0 3 * * 1", timezone="Europe/Berlin")
-    assert weekly.inputs == {"as_of": flyte.TriggerTime, "mode": "tune"}
+    assert weekly.inputs == {"as_of": flyte.TriggerTime, "mode": "tune", "extra": '{"k": 1}'}  # the driver's JSON text
     assert weekly.auto_activate is True
     rate = triggers["f2-trig-rate"]
     assert rate.automation == flyte.FixedRate(90, start_time=datetime(2026, 1, 1, tzinfo=UTC))
