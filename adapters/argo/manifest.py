@@ -176,6 +176,24 @@ def write(spec: PipelineSpec, out: Path, opts: ArgoOptions) -> list[Path]:
     path = out / f"{dns(spec.name)}.yaml" if out.suffix not in (".yaml", ".yml") else out
     path.parent.mkdir(parents=True, exist_ok=True)
     paths = [path, *(path.with_name(f"{d['metadata']['name']}.yaml") for d in docs[1:])]
+    _remove_stale_crons(path.parent, dns(spec.name), set(paths))
     for p, doc in zip(paths, docs, strict=True):
         p.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
     return paths
+
+
+def _remove_stale_crons(folder: Path, pipeline: str, keep: set[Path]) -> None:
+    """A CronWorkflow of this pipeline from an earlier compile whose trigger is gone: `kubectl
+    apply -f` of the folder must not schedule it again."""
+    import yaml
+
+    for old in folder.glob(f"{pipeline}-*.yaml"):
+        if old in keep:
+            continue
+        try:
+            doc = yaml.safe_load(old.read_text())
+        except yaml.YAMLError:
+            continue
+        if isinstance(doc, dict) and doc.get("kind") == "CronWorkflow" and \
+                doc.get("metadata", {}).get("labels", {}).get("interlock.dev/pipeline") == pipeline:
+            old.unlink()

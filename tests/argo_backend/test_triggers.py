@@ -73,6 +73,14 @@ def test_two_triggers_are_a_workflow_template_and_a_cron_workflow_each(tmp_path:
                                     "arguments": {"parameters": [{"name": "mode", "value": "tune"}]}}
 
 
+def test_a_compile_with_fewer_triggers_leaves_no_cron_workflow_of_the_earlier_one(tmp_path: Path) -> None:
+    _compile(_pipeline(il.Cron("@daily"), il.Every("1h", name="hourly")), tmp_path)
+    other = tmp_path / "argo-trig-notes.yaml"
+    other.write_text("kind: ConfigMap\n")  # not a CronWorkflow of the pipeline: kept
+    assert sorted(_compile(_pipeline(il.Cron("@daily")), tmp_path)) == ["argo-trig.yaml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["argo-trig-notes.yaml", "argo-trig.yaml"]
+
+
 def test_go_durations() -> None:
     assert [go_duration(s) for s in (60, 5400, 21600, 86461)] == ["1m", "1h30m", "6h", "24h1m1s"]
 
