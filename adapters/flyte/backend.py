@@ -76,8 +76,9 @@ CLUSTER_FEATURES = {
     "(a distributed task: on every rank's pod)",
     "distributed": "native (flytekitplugins-kfpytorch: Elastic, or PyTorch for a fixed world)",
     "trigger.cron": "native (a '<pipeline>-<trigger>' launch plan with a CronSchedule, its inputs fixed, "
-    "max_concurrent as its concurrency policy; in UTC only, no time_input: flyteadmin binds the kickoff time to a "
-    "datetime input; activated by `pyflyte register` when active, or `flytectl update launchplan --activate`)",
+    "max_concurrent as its concurrency policy, time_input as kickoff_time_input_arg of a '<pipeline>-<trigger>' "
+    "workflow whose <pipeline>.kickoff task hands the pipeline the time as ISO 8601 text; in UTC only; activated "
+    "by `pyflyte register` when active, or `flytectl update launchplan --activate`)",
     "trigger.every": "native (a '<pipeline>-<trigger>' launch plan with a FixedRate, counted from its activation)",
     "trigger.data": "unsupported (Flyte 1 has no data trigger: run `interlock watch FILE --backend flyte-local`, "
     "or use an Airflow Asset with --backend airflow)",

@@ -39,8 +39,9 @@ def _fresh_launch_plan(name: str, **kw: Any) -> LaunchPlan:
     return LaunchPlan.create(name, **kw)
 
 
-def launch_plans(entities: Entities) -> list[LaunchPlan]:
-    """The default launch plan (pipeline defaults, no schedule) and one per time trigger.
+def launch_plans(entities: Entities, image: str | None = None) -> list[LaunchPlan]:
+    """The default launch plan (pipeline defaults, no schedule) and one per time trigger
+    (``image``: the tasks' image, for a trigger's kickoff task).
 
     Each schedule lives on its own launch plan so that activating it is a deliberate act
     (``flytectl update launchplan --activate``) and the default one stays a plain trigger.
@@ -48,7 +49,7 @@ def launch_plans(entities: Entities) -> list[LaunchPlan]:
     spec, wf = entities.spec, entities.workflow
     labels = Labels(dict(spec.labels)) if spec.labels else None
     return [_fresh_launch_plan(spec.name, workflow=wf, labels=labels),
-            *scheduled_plans(spec, _fresh_launch_plan, workflow=wf, labels=labels)]
+            *scheduled_plans(entities, _fresh_launch_plan, labels, image)]
 
 
 def settings(project: str, domain: str, version: str, image: str) -> SerializationSettings:
@@ -79,7 +80,7 @@ def serialize(
     ss = settings(project, domain, version, image)
     mapping: OrderedDict[Any, Any] = OrderedDict()
     get_serializable(mapping, ss, entities.workflow)
-    for lp in launch_plans(entities):
+    for lp in launch_plans(entities, image):
         get_serializable(mapping, ss, lp)
     return [m for m in mapping.values() if _should_register_with_admin(m)]
 

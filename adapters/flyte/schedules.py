@@ -3,7 +3,8 @@
 A Flyte user schedules a workflow with a launch plan (``CronSchedule``, ``FixedRate``) and
 activates it (``flytectl update launchplan --activate``); each trigger gets its own plan,
 ``<pipeline>-<label>`` (``fraud-retrain-cron-0``), its inputs fixed, at most ``max_concurrent``
-executions at once (the launch plan's concurrency policy: the next one is skipped). Data and
+executions at once (the launch plan's concurrency policy: the next one is skipped), the
+kickoff time bound to ``time_input`` (through the kickoff workflow, ``kickoff.py``). Data and
 drift triggers have no Flyte 1 launch plan; the backend's capabilities refuse them.
 """
 
@@ -28,37 +29,33 @@ def _refuse(spec: PipelineSpec, label: str, what: str, hint: str) -> CapabilityE
 
 
 def schedule_of(spec: PipelineSpec, trig: Any, label: str) -> Any:
-    """The flytekit schedule for one Cron or Every trigger."""
+    """The flytekit schedule for one Cron or Every trigger, its kickoff time bound to ``time_input``."""
     from flytekit import CronSchedule, FixedRate
 
-    if trig.time_input is not None:
-        # flyteadmin's launch plan validation binds the kickoff time only to a datetime input;
-        # interlock's time_input is a str parameter (an ISO 8601 time), so the plan would not register.
-        raise _refuse(spec, label, f"Flyte 1 passes the kickoff time only as a datetime workflow input, and "
-                      f"time_input={trig.time_input!r} is a str parameter",
-                      "drop time_input for --backend flyte (the execution's start time is in its metadata), or "
-                      "compile for flyte2, airflow, argo or kfp, which bind the time to a str")
     if trig.kind == "every":
         if trig.start is not None:
             raise _refuse(spec, label, f"a Flyte FixedRate counts from the launch plan's activation, not from "
                           f"start={trig.start!r}", "drop start=, or write the schedule as an il.Cron")
-        return FixedRate(duration=timedelta(seconds=trig.seconds))
+        return FixedRate(duration=timedelta(seconds=trig.seconds), kickoff_time_input_arg=trig.time_input)
     if trig.tz != "UTC":
         # Neither CronSchedule nor the admin Schedule proto has a time zone: Flyte's scheduler reads UTC.
         raise _refuse(spec, label, f"Flyte 1 reads crons in UTC and has no time zone for tz={trig.tz!r}",
                       "write the cron in UTC (tz='UTC'), or compile for flyte2, airflow or argo, which take a time zone")
     try:
-        return CronSchedule(schedule=trig.expr)
+        return CronSchedule(schedule=trig.expr, kickoff_time_input_arg=trig.time_input)
     except (AssertionError, ValueError) as exc:  # croniter accepts what flytekit's own check does not
         raise PipelineDefinitionError(f"trigger {label!r}: cron {trig.expr!r} is not one Flyte accepts: {exc}",
                                       pipeline=spec.name, step=label) from exc
 
 
-def scheduled_plans(spec: PipelineSpec, make: Callable[..., Any], **common: Any) -> list[Any]:
+def scheduled_plans(entities: Any, make: Callable[..., Any], labels: Any, image: str | None = None) -> list[Any]:
     """One launch plan per time trigger; ``make(name, **kw)`` creates it (the compile's fresh
-    LaunchPlan.create), ``common`` the workflow and labels every plan shares."""
+    LaunchPlan.create). A trigger with ``time_input`` runs its kickoff workflow (``kickoff.py``)."""
     from flytekit.models.concurrency import ConcurrencyLimitBehavior, ConcurrencyPolicy
 
+    spec = entities.spec
+    types = {p.name: p.type for p in spec.params}
+    kickoff = None
     plans = []
     for i, trig in enumerate(spec.triggers):
         if trig.kind not in ("cron", "every"):
@@ -68,14 +65,20 @@ def scheduled_plans(spec: PipelineSpec, make: Callable[..., Any], **common: Any)
             raise _refuse(spec, label, "Flyte's scheduler has no per-launch-plan catch-up (it starts the times it "
                           "missed while down, and none from before activation)",
                           "drop catch_up=True for --backend flyte, or compile for airflow (catchup) or argo")
-        types = {p.name: p.type for p in spec.params}
+        name = plan_name(spec, label)
+        workflow = entities.workflow
+        if trig.time_input is not None:
+            from .kickoff import build_kickoff, kickoff_workflow
+
+            kickoff = kickoff or build_kickoff(spec.name, image)
+            workflow = kickoff_workflow(entities, name, trig.time_input, kickoff)
         fixed = {k: to_flyte(v, types[k]) for k, v in trig.inputs}  # as the workflow's defaults are given
         plans.append(make(
-            plan_name(spec, label), schedule=schedule_of(spec, trig, label), fixed_inputs=fixed or None,
+            name, workflow=workflow, schedule=schedule_of(spec, trig, label), fixed_inputs=fixed or None,
+            labels=labels,
             # auto_activate is client-side: `pyflyte register` activates the plan, a .pb file cannot say so.
             auto_activate=trig.active,
             concurrency=ConcurrencyPolicy(max_concurrency=trig.max_concurrent,
                                           behavior=ConcurrencyLimitBehavior.SKIP),
-            **common,
         ))
     return plans
