@@ -65,7 +65,14 @@ _FEATURES = {
     "labels": "emulated: recorded in the receipt",
     "queue": "emulated: recorded in the receipt",
     "distributed": "unsupported (no rank processes under an Airflow task yet): use local, kfp or flyte",
-    "trigger.cron": "native (the DAG's schedule)",
+    "trigger.cron": "native (the DAG's schedule: a CronTriggerTimetable in the cron's time zone, several crons of "
+    "one zone a MultipleCronTriggerTimetable; active, catch_up, max_concurrent as is_paused_upon_creation, catchup, "
+    "max_active_runs, one set for the DAG; a scheduled run's params get the trigger's inputs and time_input the "
+    "logical date)",
+    "trigger.every": "native (a DeltaTriggerTimetable, from start as the DAG's start_date; not beside a cron)",
+    "trigger.data": "native (an Asset on the URI, several any of them, with a timetable an AssetOrTimeSchedule; "
+    "uri_input gets the asset event's extra['uri'], else the asset's URI)",
+    "trigger.drift": "unsupported (no orchestrator measures drift: run `interlock watch FILE --backend airflow-local`)",
 }
 
 _CLUSTER = {

@@ -15,6 +15,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 
 from .names import SPEC_SUFFIX
 from .options import AirflowOptions
+from .schedule import plan
 
 TEMPLATE = '''"""Airflow DAG {dag_id!r}: interlock pipeline {pipeline!r}, compiled by `interlock compile --backend airflow`.
 
@@ -33,6 +34,8 @@ def dag_path(spec: PipelineSpec, out: Path) -> Path:
 
 
 def write_dag(spec: PipelineSpec, out: Path, options: AirflowOptions) -> list[Path]:
+    if options.schedule:
+        plan(spec)  # triggers one DAG cannot hold are refused here, not when the scheduler parses the file
     path = dag_path(spec, Path(out))
     path.parent.mkdir(parents=True, exist_ok=True)
     sidecar = path.with_suffix(SPEC_SUFFIX)

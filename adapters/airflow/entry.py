@@ -18,6 +18,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 
 from .names import RunPlace
 from .pod import DAG_RUN_ENV, OPTIONS_ENV, PARAMS_ENV, SKIP_EXIT, SPEC_ENV
+from .schedule import TRIGGER_ENV, env_params
 from .worker import Failed, Skip, Worker
 
 
@@ -25,7 +26,7 @@ def main(argv: list[str]) -> int:
     kind, node = argv[0], argv[1]
     spec = PipelineSpec.loads(os.environ[SPEC_ENV])
     options = json.loads(os.environ.get(OPTIONS_ENV) or "{}")
-    params = json.loads(os.environ.get(PARAMS_ENV) or "{}")
+    params = env_params(spec, json.loads(os.environ.get(PARAMS_ENV) or "{}"), os.environ.get(TRIGGER_ENV))
     worker = Worker(spec, RunPlace.here(options, os.environ[DAG_RUN_ENV]), params)
     try:
         if kind == "item":

@@ -26,6 +26,7 @@ from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Plan, 
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 
 from .names import SPEC_SUFFIX, task_id
+from .schedule import dag_kwargs
 
 _SPECS: dict[str, tuple[float, PipelineSpec, dict[str, Any]]] = {}
 
@@ -68,8 +69,7 @@ def build_dag(spec: PipelineSpec, options: dict[str, Any], spec_file: str) -> An
     serial = bool(options.get("serial", False))
     dag = DAG(
         dag_id=options.get("dag_id") or spec.name,
-        schedule=next((t.expr for t in spec.triggers if t.kind == "cron"), None),
-        catchup=False,
+        **dag_kwargs(spec, scheduled=bool(options.get("schedule", True))),
         params=_schema(spec),
         tags=["interlock"],
         doc_md=f"interlock pipeline `{spec.name}` (compiled by `interlock compile --backend airflow`)",

@@ -199,7 +199,8 @@ class AirflowLocalRun:
         run_dir = place.run_dir
         dags = area / "dags"
         dag_file, _ = write_dag(spec, dags, AirflowOptions(operator="taskflow", serial=True, retries="shim",
-                                                           dag_id=spec.name, state_root=str(options.workdir)))
+                                                           dag_id=spec.name, state_root=str(options.workdir),
+                                                           schedule=False))
         db = area / "airflow.db"
         shutil.copyfile(template_db(options.cache_dir), db)
         # A dataclass parameter may arrive as the instance or as its JSON object already.

@@ -26,11 +26,12 @@ def _worker(spec_file: str) -> Any:
 
     from .loader import compiled
     from .names import RunPlace
+    from .schedule import context_params
     from .worker import Worker
 
     spec, options = compiled(spec_file)
     ctx = get_current_context()
-    return Worker(spec, RunPlace.here(options, ctx["run_id"]), dict(ctx["params"]))
+    return Worker(spec, RunPlace.here(options, ctx["run_id"]), context_params(spec, ctx))
 
 
 def _airflow_outcome(fn: Any) -> Any:

@@ -40,6 +40,9 @@ class AirflowOptions(BackendOptions):
     # retry_exponential_backoff, max_retry_delay, a retry_policy), TRANSIENT by the shim in the
     # task; shim: every retry in the task (airflow-local, as the other local backends).
     retries: str = "airflow"
+    # The pipeline's triggers as the DAG's schedule (schedule.py); False: unscheduled, as
+    # airflow-local's DAG, which dag.test() runs once (interlock watch starts its runs).
+    schedule: bool = True
 
     def __post_init__(self) -> None:
         if self.retries not in RETRIES:

@@ -62,6 +62,10 @@ def pod_kwargs(spec: PipelineSpec, node: Node, options: dict[str, Any], args: li
         DAG_RUN_ENV: "{{ run_id }}",
         "INTERLOCK_ON_CLUSTER": "1",
     }
+    if spec.triggers:  # what started the run: its trigger's inputs, time or data URI (schedule.py)
+        from .schedule import TRIGGER_ENV, TRIGGER_TEMPLATE
+
+        env[TRIGGER_ENV] = TRIGGER_TEMPLATE
     return {
         "name": f"il-{node.name}".replace(".", "-").replace("_", "-").lower()[:60],
         "namespace": options.get("namespace") or "default",

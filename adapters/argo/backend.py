@@ -70,7 +70,14 @@ FEATURES = {
     "the scheduling.volcano.sh/queue-name annotation",
     "distributed": "unsupported: no TrainJob resource template yet; refused at build time (compile with "
     "--backend kfp for a Kubeflow Trainer TrainJob)",
-    "trigger.cron": "native (a CronWorkflow)",
+    "trigger.cron": "native (a CronWorkflow: schedules, timezone, concurrencyPolicy Forbid for max_concurrent=1 "
+    "else Allow, as Argo cannot cap at N > 1; startingDeadlineSeconds of one period for catch_up, which starts "
+    "the latest missed time only; suspend for active=False; inputs as arguments, time_input as "
+    "{{workflow.scheduledTime}}; several triggers: a WorkflowTemplate and one CronWorkflow each)",
+    "trigger.every": "native (a CronWorkflow scheduled '@every <duration>', counted from the controller's start)",
+    "trigger.data": "unsupported (an Argo Events EventSource and Sensor are cluster set-up interlock does not "
+    "write: run `interlock watch FILE --backend local`, or use an Airflow Asset with --backend airflow)",
+    "trigger.drift": "unsupported (no orchestrator measures drift: run `interlock watch FILE --backend local`)",
     "resume": "unsupported (resubmit: `argo resubmit --memoized` reuses memoized steps)",
 }
 LOSSY = (
@@ -96,4 +103,4 @@ class ArgoBackend:
         opts = ArgoOptions.of(options)
         if not opts.image and any(not s.image for s in spec.steps):
             log.warning("no image given: steps use %s; compile with image=REGISTRY/IMAGE:TAG", DEFAULT_IMAGE)
-        return [write(spec, Path(out), opts)]
+        return write(spec, Path(out), opts)

@@ -19,14 +19,17 @@ from .names import dns
 from .options import DEFAULT_IMAGE, ArgoOptions
 from .policies import STATE_VOLUME, contract_env
 from .render import ENTRY, OUT_DIR, Renderer
+from .schedules import cron_workflows
 from .values import default_text
 
 API_VERSION = "argoproj.io/v1alpha1"
 EXIT_TEMPLATE = "interlock-exit"
 
 
-def build(spec: PipelineSpec, opts: ArgoOptions) -> dict[str, Any]:
-    """The manifest as plain data (what ``kubectl apply`` or ``argo submit`` reads)."""
+def build(spec: PipelineSpec, opts: ArgoOptions) -> list[dict[str, Any]]:
+    """The manifests as plain data (what ``kubectl apply`` or ``argo submit`` reads): the
+    Workflow, WorkflowTemplate or, with one time trigger, its CronWorkflow; with several, the
+    WorkflowTemplate and one CronWorkflow per trigger (``schedules.py``)."""
     if not spec.ref or spec.ref.startswith("__main__:"):
         raise PipelineDefinitionError(
             f"pipeline reference {spec.ref!r} cannot be imported inside a container", pipeline=spec.name,
@@ -55,15 +58,17 @@ def build(spec: PipelineSpec, opts: ArgoOptions) -> dict[str, Any]:
     meta: dict[str, Any] = {"labels": {"interlock.dev/pipeline": dns(spec.name)}}
     if opts.namespace:
         meta["namespace"] = opts.namespace
-    crons = [t.expr for t in spec.triggers if t.kind == "cron"]
-    if crons:
-        return {"apiVersion": API_VERSION, "kind": "CronWorkflow", "metadata": {**meta, "name": dns(spec.name)},
-                "spec": {"schedules": crons, "workflowSpec": body}}
-    if opts.kind == "template":
-        return {"apiVersion": API_VERSION, "kind": "WorkflowTemplate", "metadata": {**meta, "name": dns(spec.name)},
+    crons = cron_workflows(spec, body, meta)
+    template = {"apiVersion": API_VERSION, "kind": "WorkflowTemplate", "metadata": {**meta, "name": dns(spec.name)},
                 "spec": body}
-    return {"apiVersion": API_VERSION, "kind": "Workflow",
-            "metadata": {**meta, "generateName": f"{dns(spec.name, 56)}-"}, "spec": body}
+    if len(crons) > 1:
+        return [template, *crons]
+    if crons:
+        return crons
+    if opts.kind == "template":
+        return [template]
+    return [{"apiVersion": API_VERSION, "kind": "Workflow",
+             "metadata": {**meta, "generateName": f"{dns(spec.name, 56)}-"}, "spec": body}]
 
 
 def exit_template(spec: PipelineSpec, r: Renderer, opts: ArgoOptions) -> dict[str, Any] | None:
@@ -160,12 +165,35 @@ def first_difference(a: Any, b: Any, path: str) -> str | None:
     return None
 
 
-def write(spec: PipelineSpec, out: Path, opts: ArgoOptions) -> Path:
+def write(spec: PipelineSpec, out: Path, opts: ArgoOptions) -> list[Path]:
+    """One YAML file per manifest: ``<pipeline>.yaml`` (or ``out`` when it names a .yaml file)
+    first, then each further CronWorkflow as ``<its name>.yaml`` beside it."""
     import yaml
 
-    doc = build(spec, opts)
-    validate(doc)
+    docs = build(spec, opts)
+    for doc in docs:
+        validate(doc)
     path = out / f"{dns(spec.name)}.yaml" if out.suffix not in (".yaml", ".yml") else out
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
-    return path
+    paths = [path, *(path.with_name(f"{d['metadata']['name']}.yaml") for d in docs[1:])]
+    _remove_stale_crons(path.parent, dns(spec.name), set(paths))
+    for p, doc in zip(paths, docs, strict=True):
+        p.write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
+    return paths
+
+
+def _remove_stale_crons(folder: Path, pipeline: str, keep: set[Path]) -> None:
+    """A CronWorkflow of this pipeline from an earlier compile whose trigger is gone: `kubectl
+    apply -f` of the folder must not schedule it again."""
+    import yaml
+
+    for old in folder.glob(f"{pipeline}-*.yaml"):
+        if old in keep:
+            continue
+        try:
+            doc = yaml.safe_load(old.read_text())
+        except yaml.YAMLError:
+            continue
+        if isinstance(doc, dict) and doc.get("kind") == "CronWorkflow" and \
+                doc.get("metadata", {}).get("labels", {}).get("interlock.dev/pipeline") == pipeline:
+            old.unlink()

@@ -75,7 +75,14 @@ CLUSTER_FEATURES = {
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's pod template "
     "(a distributed task: on every rank's pod)",
     "distributed": "native (flytekitplugins-kfpytorch: Elastic, or PyTorch for a fixed world)",
-    "trigger.cron": "native (a '<pipeline>-schedule' launch plan with a CronSchedule)",
+    "trigger.cron": "native (a '<pipeline>-<trigger>' launch plan with a CronSchedule, its inputs fixed, "
+    "max_concurrent as its concurrency policy, time_input as kickoff_time_input_arg of a '<pipeline>-<trigger>' "
+    "workflow whose <pipeline>.kickoff task hands the pipeline the time as ISO 8601 text; in UTC only; activated "
+    "by `pyflyte register` when active, or `flytectl update launchplan --activate`)",
+    "trigger.every": "native (a '<pipeline>-<trigger>' launch plan with a FixedRate, counted from its activation)",
+    "trigger.data": "unsupported (Flyte 1 has no data trigger: run `interlock watch FILE --backend flyte-local`, "
+    "or use an Airflow Asset with --backend airflow)",
+    "trigger.drift": "unsupported (no orchestrator measures drift: run `interlock watch FILE --backend flyte-local`)",
 }
 
 LOSSY = (

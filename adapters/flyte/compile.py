@@ -28,10 +28,9 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.run.env import RunEnv
 
 from .resolver import check_ref
+from .schedules import scheduled_plans
 from .tasks import CLUSTER_IN_PROCESS, TaskOptions
 from .workflow import Entities, build_entities
-
-SCHEDULED_SUFFIX = "-schedule"
 
 
 def _fresh_launch_plan(name: str, **kw: Any) -> LaunchPlan:
@@ -40,25 +39,17 @@ def _fresh_launch_plan(name: str, **kw: Any) -> LaunchPlan:
     return LaunchPlan.create(name, **kw)
 
 
-def launch_plans(entities: Entities) -> list[LaunchPlan]:
-    """The default launch plan (pipeline defaults, no schedule) and, with a cron, a scheduled one.
+def launch_plans(entities: Entities, image: str | None = None) -> list[LaunchPlan]:
+    """The default launch plan (pipeline defaults, no schedule) and one per time trigger
+    (``image``: the tasks' image, for a trigger's kickoff task).
 
-    The schedule lives on its own launch plan so that activating it is a deliberate act
+    Each schedule lives on its own launch plan so that activating it is a deliberate act
     (``flytectl update launchplan --activate``) and the default one stays a plain trigger.
     """
     spec, wf = entities.spec, entities.workflow
     labels = Labels(dict(spec.labels)) if spec.labels else None
-    plans = [_fresh_launch_plan(spec.name, workflow=wf, labels=labels)]
-    schedule = next((t.expr for t in spec.triggers if t.kind == "cron"), None)
-    if schedule:
-        from flytekit import CronSchedule
-
-        try:
-            cron = CronSchedule(schedule=schedule)
-        except Exception as exc:  # flytekit raises AssertionError/ValueError on a bad cron
-            raise PipelineDefinitionError(f"schedule {schedule!r} is not a valid cron: {exc}", pipeline=spec.name) from exc
-        plans.append(_fresh_launch_plan(f"{spec.name}{SCHEDULED_SUFFIX}", workflow=wf, schedule=cron, labels=labels))
-    return plans
+    return [_fresh_launch_plan(spec.name, workflow=wf, labels=labels),
+            *scheduled_plans(entities, _fresh_launch_plan, labels, image)]
 
 
 def settings(project: str, domain: str, version: str, image: str) -> SerializationSettings:
@@ -89,7 +80,7 @@ def serialize(
     ss = settings(project, domain, version, image)
     mapping: OrderedDict[Any, Any] = OrderedDict()
     get_serializable(mapping, ss, entities.workflow)
-    for lp in launch_plans(entities):
+    for lp in launch_plans(entities, image):
         get_serializable(mapping, ss, lp)
     return [m for m in mapping.values() if _should_register_with_admin(m)]
 

@@ -42,10 +42,13 @@ class InterlockTaskResolver(TaskResolverMixin):
         return "interlock"
 
     def loader_args(self, settings: Any, t: Any) -> list[str]:
+        from .kickoff import KICKOFF_SUFFIX
         from .tasks import NOOP_SUFFIX
 
         if getattr(t, "interlock_node", None) == NOOP_SUFFIX:
             return ["noop", t.interlock_pipeline]
+        if getattr(t, "interlock_node", None) == KICKOFF_SUFFIX:
+            return ["kickoff", t.interlock_pipeline]
         ref = getattr(t, "interlock_pipeline_ref", None)
         if not ref:
             raise PipelineDefinitionError(f"task {t.name!r} was not built by the interlock Flyte adapter")
@@ -56,6 +59,10 @@ class InterlockTaskResolver(TaskResolverMixin):
 
         if list(loader_args[:1]) == ["noop"]:  # pyflyte-execute passes a tuple
             return build_noop(loader_args[1])
+        if list(loader_args[:1]) == ["kickoff"]:
+            from .kickoff import build_kickoff
+
+            return build_kickoff(loader_args[1])
         args = dict(zip(loader_args[::2], loader_args[1::2], strict=True))
         spec = load_spec(args["pipeline"])
         node = args["node"]

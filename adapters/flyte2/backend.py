@@ -67,7 +67,14 @@ CLUSTER_FEATURES = {
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's flyte.PodTemplate",
     "distributed": "unsupported (not rendered yet: the SDK's PyTorch plugin is the separate flyteplugins-pytorch, "
     "which this adapter does not use; run distributed steps on flyte or kfp)",
-    "trigger.cron": "native (a flyte.Trigger with flyte.Cron on the driver task)",
+    "trigger.cron": "native (a flyte.Trigger '<pipeline>-<trigger>' with flyte.Cron(expr, timezone=tz) on the driver "
+    "task; its inputs, time_input as flyte.TriggerTime (that parameter a datetime input of the driver, handed to the "
+    "pipeline as ISO 8601 text), active as auto_activate; no catch-up, and no cap on runs at "
+    "once: max_concurrent is not rendered)",
+    "trigger.every": "native (a flyte.Trigger with flyte.FixedRate(minutes, start_time=start) on the driver task)",
+    "trigger.data": "unsupported (a flyte.OnArtifact trigger fires on a Flyte artifact, not on an object under a "
+    "URI: run `interlock watch FILE --backend flyte2-local`, or use an Airflow Asset with --backend airflow)",
+    "trigger.drift": "unsupported (no orchestrator measures drift: run `interlock watch FILE --backend flyte2-local`)",
 }
 
 LOSSY = (

@@ -61,7 +61,8 @@ def module_for(spec: PipelineSpec, store: Path) -> ModuleType:
         if held is not None and held[0] is spec:
             return held[1]
     # One step after another in plan order, so that a failure stops the same steps as on local.
-    source = render(spec, store=str(store), in_process=ALL_KINDS, backend=BACKEND, concurrent=False)
+    source = render(spec, store=str(store), in_process=ALL_KINDS, backend=BACKEND, concurrent=False,
+                    triggers=False)  # interlock watch starts the runs here
     name = f"interlock_flyte2_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
     module = sys.modules.get(name)
     if module is None:  # executed from memory: nothing is left in the work directory

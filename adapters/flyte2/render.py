@@ -21,6 +21,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.run.env import RunEnv
 
 from . import policies
+from .triggers import time_params, trigger_sources
 
 PRIMITIVES = {TypeKind.INT: "int", TypeKind.FLOAT: "float", TypeKind.STR: "str", TypeKind.BOOL: "bool"}
 
@@ -41,12 +42,14 @@ def py_name(prefix: str, text: str, taken: set[str]) -> str:
 
 
 def render(spec: PipelineSpec, *, store: str, image: str | None = None,
-           in_process: frozenset[FailureKind] = frozenset(), backend: str = "flyte2", concurrent: bool = True) -> str:
+           in_process: frozenset[FailureKind] = frozenset(), backend: str = "flyte2", concurrent: bool = True,
+           triggers: bool = True) -> str:
     """The module's source. ``store``: the value store every task reads and writes
     (``values.py``); ``in_process``: the failure kinds the shim retries itself; ``concurrent``:
     steps of one scope that do not depend on each other are awaited together (``asyncio.gather``,
     as a Flyte 2 user writes a driver), else one after another in plan order (flyte2-local:
-    the same statuses as local when one of them fails)."""
+    the same statuses as local when one of them fails); ``triggers``: the pipeline's time
+    triggers on the driver (flyte2-local leaves them to ``interlock watch``)."""
     plan = lower(spec)
     nodes = [*plan.nodes(), *spec.finally_nodes()]
     env_vars = RunEnv(pipeline=spec.name, backend=backend, retry_in_process=in_process,
@@ -102,19 +105,29 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
             "",
         ]
     driver = py_name("", env_name(spec.name).replace("-", "_"), taken)
+    rendered = trigger_sources(spec, env_name(spec.name)) if triggers else []
+    # A parameter a trigger binds its time to is a datetime input, as the SDK binds flyte.TriggerTime;
+    # the driver hands the pipeline its ISO 8601 text (the pipeline's default when none is given).
+    timed = time_params(spec) if rendered else set()
     params = []
     for p in spec.params:
         kind = PRIMITIVES.get(p.type.kind)
-        if p.has_default:
+        if p.name in timed:
+            params.append(f"{p.name}: datetime | None = None" if p.has_default else f"{p.name}: datetime")
+        elif p.has_default:
             default = repr(p.default) if kind else repr(json.dumps(p.default))
             params.append(f"{p.name}: {kind or 'str'} = {default}")
         else:
             params.append(f"{p.name}: {kind or 'str'}")
     loads = {p.name for p in spec.params if p.type.kind not in PRIMITIVES}
-    given = ", ".join(f"{p.name!r}: " + (f"json.loads({p.name})" if p.name in loads else p.name) for p in spec.params)
-    schedule = next((t.expr for t in spec.triggers if t.kind == "cron"), None)
-    deco = f"@driver_env.task(triggers=flyte.Trigger({env_name(spec.name + '-schedule')!r}, flyte.Cron({schedule!r})))" \
-        if schedule else "@driver_env.task"
+
+    def value(p: Any) -> str:
+        if p.name in timed:
+            return f"{p.name}.isoformat()" + (f" if {p.name} is not None else {p.default!r}" if p.has_default else "")
+        return f"json.loads({p.name})" if p.name in loads else p.name
+
+    given = ", ".join(f"{p.name!r}: {value(p)}" for p in spec.params)
+    deco = f"@driver_env.task(triggers=({', '.join(rendered)},))" if rendered else "@driver_env.task"
     body: list[str] = []
     emit(plan.units, tasks, body, "        ", concurrent)
     finals = ", ".join(f"{n.name!r}: {tasks[n.name]}" for n in spec.finally_nodes())
@@ -128,7 +141,8 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
         "",
         "import asyncio",
         "import json",
-        "from datetime import timedelta",
+        "from datetime import datetime, timedelta" if timed or "datetime.fromisoformat" in deco
+        else "from datetime import timedelta",
         "",
         "import flyte",
         *(["from kubernetes.client import V1Container, V1PodSpec, V1Toleration"] if pods else []),

@@ -88,7 +88,14 @@ _FEATURES = {
     "distributed": "native: the task launches a Kubeflow Trainer v2 TrainJob (default; "
     "distributed_job=pytorchjob: a Training Operator v1 PyTorchJob), ranks run the shim under torchrun; "
     "needs state_pvc; fixed worlds only (no elastic min_nodes)",
-    "trigger.cron": "emulated: not in the IR; create a recurring run from the YAML",
+    "trigger.cron": "native (a KFP recurring run per trigger, written beside the IR as <pipeline>.recurring.json "
+    "and created by `interlock triggers apply FILE --backend kfp --option host=...`: KFP's six-field cron, "
+    "max_concurrency, no_catchup, enabled, the inputs as parameters, time_input as [[ScheduledTime...]] in UTC; "
+    "crons in UTC only, KFP has no time zone)",
+    "trigger.every": "native (a recurring run with interval_second, start_time from start)",
+    "trigger.data": "unsupported (KFP has no data trigger: run `interlock watch FILE --backend kfp-local`, or use "
+    "an Airflow Asset with --backend airflow)",
+    "trigger.drift": "unsupported (no orchestrator measures drift: run `interlock watch FILE --backend kfp-local`)",
 }
 
 
@@ -135,8 +142,22 @@ class KfpBackend:
         )
 
     def compile(self, spec: PipelineSpec, out: Path, options: BackendOptions) -> list[Path]:
-        """``options``: KfpOptions (image, caching, cloud presets, state_pvc, ..., emit_image for the Dockerfile)."""
-        return _compile(spec, Path(out), KfpOptions.of(options))
+        """``options``: KfpOptions (image, caching, cloud presets, state_pvc, ..., emit_image for the Dockerfile).
+        The time triggers' recurring-run definitions go beside the IR (``recurring.py``)."""
+        from .recurring import definitions, write
+
+        definitions(spec)  # refused before anything is written
+        written = _compile(spec, Path(out), KfpOptions.of(options))
+        recurring = write(spec, written[0])
+        return [*written, *([recurring] if recurring else [])]
+
+    def apply_triggers(self, spec: PipelineSpec, compiled: Path, options: BackendOptions) -> list[str]:
+        """Create the recurring runs compiled into ``compiled`` on the KFP API at option ``host``,
+        in option ``experiment``; one of the same name is replaced."""
+        from .recurring import apply
+
+        opts = KfpOptions.of(options)
+        return apply(spec, Path(compiled), host=opts.host, experiment=opts.experiment, namespace=opts.namespace)
 
 
 class KfpLocalBackend:

@@ -29,7 +29,6 @@ from typing import Any
 from interlock.core.backend.protocol import RunOptions
 from interlock.core.base.errors import InterlockError, StepFailed
 from interlock.core.base.status import Status
-from interlock.core.model.codecs import to_jsonable
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.outcomes import RunResult, Seen, settle
 from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
@@ -48,7 +47,7 @@ from .lineage import record_lineage
 from .local_policy import LocalPolicy, driven, loop_tasks
 from .output import TaskOutput, kfp_output
 from .policies import KfpLocalOptions, KfpOptions
-from .types import encode, json_text
+from .types import run_parameters
 
 log = logging.getLogger("interlock.kfp")
 
@@ -378,20 +377,6 @@ def _child_pythonpath() -> str:
     return os.pathsep.join([*extra, *paths])
 
 
-def _kfp_params(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for p in spec.params:
-        if p.name not in params:
-            continue
-        value = params[p.name]
-        # A dataclass parameter may arrive as the instance or as its JSON object already.
-        value = value if isinstance(value, dict) else to_jsonable(value, p.type)
-        if value is None and not json_text(p.type):
-            continue
-        out[p.name] = encode(value, p.type)
-    return out
-
-
 # The compiled kfp pipelines of the last few specs run in this process: a rerun of the same
 # pipeline object reuses its components and pipeline (as a kfp user's module-level
 # @dsl.pipeline is compiled once), instead of generating and compiling them again. Keyed by
@@ -477,7 +462,7 @@ class KfpLocalRun:
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:
-                self._returned = built.pipeline(**_kfp_params(spec, params))
+                self._returned = built.pipeline(**run_parameters(spec, params))
             except Exception as exc:  # kfp raises for orchestration problems, not task failures
                 log.error("kfp-local run %s: %s", options.run_id, exc)
                 crashed = exc

@@ -160,6 +160,11 @@ class KfpOptions(BackendOptions):
     requirements: tuple[str, ...] = ()
     base_image: str | None = None
     context: str | None = None
+    # `interlock triggers apply --backend kfp`: the KFP API (kfp.Client(host=...)), the
+    # experiment the recurring runs belong to, and the user namespace of a multi-user install.
+    host: str | None = None
+    experiment: str = "Default"
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         if self.cloud is None:
@@ -417,7 +422,8 @@ LOSSY = (
     "kfp-local still returns them",
     "il.map(tolerate=...): an item's task reports success with a failed envelope, so KFP neither retries it "
     "(the shim retries every kind in-process) nor may cache it: the items of a tolerant map are never cached",
-    "schedule: not part of the IR; create a recurring run with kfp.Client().create_recurring_run(cron_expression=...)",
+    "triggers: not part of the IR; <pipeline>.recurring.json beside it holds the recurring runs, created with "
+    "`interlock triggers apply FILE --backend kfp --option host=...` (kfp.Client().create_recurring_run)",
     "run state (stop markers, receipt fragments) must outlive a pod: compile with pipeline_root=s3://... or "
     "state_store=URI (mirrored there), or state_pvc=NAME; a step with KFP retries and none of these is refused. "
     "With state_pvc a dsl.ExitHandler task also assembles the receipt, and the IR declares no pipeline outputs "

@@ -26,6 +26,7 @@ from interlock.core.model.codecs import (
     to_jsonable,
     write_parquet,
 )
+from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import Binding, BindingKind
 from interlock.core.model.types import TypeSpec
 from interlock.core.model.values import read_value, write_value
@@ -110,6 +111,21 @@ def encode(value: object, t: TypeSpec) -> object:
 def decode(raw: object, t: TypeSpec) -> object:
     """The JSON value behind a KFP value declared as ``t``."""
     return json.loads(raw) if json_text(t) and isinstance(raw, str) else raw
+
+
+def run_parameters(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline's parameter values as a KFP run's arguments (kfp-local's, a recurring run's)."""
+    out = {}
+    for p in spec.params:
+        if p.name not in params:
+            continue
+        value = params[p.name]
+        # A dataclass parameter may arrive as the instance or as its JSON object already.
+        value = value if isinstance(value, dict) else to_jsonable(value, p.type)
+        if value is None and not json_text(p.type):
+            continue
+        out[p.name] = encode(value, p.type)
+    return out
 
 
 def to_parameter(value: Any, t: TypeSpec, where: str) -> Any:

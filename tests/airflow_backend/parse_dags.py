@@ -51,6 +51,26 @@ def describe(task) -> dict:
     return out
 
 
+def timetable(dag) -> dict:
+    """The DAG's schedule as Airflow holds it: the timetable's class and fields, its assets' URIs."""
+    t = dag.timetable
+    time = getattr(t, "timetable", t)  # AssetOrTimeSchedule: its time part
+    parts = getattr(time, "timetables", None) or [time]
+
+    def uris(cond) -> list:
+        objects = getattr(cond, "objects", None)
+        return [u for o in objects for u in uris(o)] if objects is not None else [getattr(cond, "uri", None)]
+
+    cond = getattr(t, "asset_condition", None)
+    return {"class": type(t).__name__, "time": type(time).__name__,
+            "crons": [p.expression for p in parts if hasattr(p, "expression")],
+            "timezones": sorted({str(p.timezone) for p in parts if hasattr(p, "timezone")}),
+            "delta": time.delta.total_seconds() if hasattr(time, "delta") else None,
+            "assets": sorted(u for u in uris(cond) if u) if cond is not None else [],
+            "catchup": dag.catchup, "max_active_runs": dag.max_active_runs, "paused": dag.is_paused_upon_creation,
+            "start_date": dag.start_date.isoformat() if dag.start_date else None}
+
+
 def main(folder: str, out: str) -> None:
     t0 = time.perf_counter()
     from airflow.dag_processing.dagbag import DagBag
@@ -62,6 +82,7 @@ def main(folder: str, out: str) -> None:
     Path(out).write_text(json.dumps({
         "errors": {k: str(v) for k, v in bag.import_errors.items()},
         "dags": {d.dag_id: {"schedule": str(d.schedule) if d.schedule else None, "params": sorted(d.params),
+                            "timetable": timetable(d),
                             "tasks": {t.task_id: describe(t) for t in d.tasks}} for d in bag.dags.values()},
         "modules": modules, "import_s": t1 - t0, "parse_s": t2 - t1,
     }, default=str))

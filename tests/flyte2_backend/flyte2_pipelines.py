@@ -138,3 +138,14 @@ def both(a: str, b: str) -> str:
 def siblings(folder: str):
     """Two independent steps, then one that reads both."""
     return both(a=left(folder=folder), b=right(folder=folder))
+
+
+@il.step
+def stamp(as_of: str, mode: str) -> str:
+    return f"{mode}@{as_of}"
+
+
+@il.pipeline(name="f2-timed", triggers=[il.Cron("0 3 * * 1", tz="Europe/Berlin", inputs={"mode": "refresh"},
+                                               time_input="as_of")])
+def timed(as_of: str = "", mode: str = "tune"):
+    return stamp(as_of=as_of, mode=mode)

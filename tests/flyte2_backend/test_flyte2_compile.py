@@ -79,7 +79,7 @@ def test_ignored_inputs_and_a_step_without_retries(compiled) -> None:  # type: i
 def test_the_schedule_is_a_trigger_on_the_driver(compiled) -> None:  # type: ignore[no-untyped-def]
     _, mod = compiled
     [trigger] = mod.DRIVER.triggers
-    assert trigger.name == "f2-policies-schedule"
+    assert trigger.name == "f2-policies-cron-0"
     assert trigger.automation == flyte.Cron("0 3 * * *")
 
 

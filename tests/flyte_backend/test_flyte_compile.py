@@ -167,7 +167,7 @@ def test_launch_plans_default_inputs_and_schedule(compiled: dict[str, Path]) -> 
     assert defaults["threshold"].default.scalar.primitive.float_value == 0.5
     assert dict(lp.spec.labels.values) == {"cost-center": "ml-42"}
     assert not lp.spec.entity_metadata.HasField("schedule")
-    scheduled = _launch_plan(compiled, "flyte-demo-schedule")
+    scheduled = _launch_plan(compiled, "flyte-demo-cron-0")
     assert scheduled.spec.entity_metadata.schedule.cron_schedule.schedule == "0 3 * * *"
     assert scheduled.spec.workflow_id.name == "flyte-demo"
 
