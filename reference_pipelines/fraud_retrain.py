@@ -62,6 +62,10 @@ DEFAULT_REGISTRY_DIR = Path(".interlock") / "mlflow"
 DEFAULT_TRAIN = TrainParams()
 TRIAL_EPOCHS = 2  # a candidate's short training in a tune run; the winner then trains fully
 TRAIN_PARAMS_TAG = "interlock.train_params"  # on each registered version: what trained it
+# Mondays 03:00 UTC: a refresh run, so the model never goes stale. Every backend renders it
+# (a launch plan, a flyte.Trigger, a KFP recurring run, the DAG's schedule, a CronWorkflow);
+# fraud_watch.py adds the data and drift triggers that `interlock watch` runs.
+WEEKLY_REFRESH = il.Cron("0 3 * * 1", name="weekly-refresh")
 
 
 class Evaluation(NamedTuple):
@@ -320,7 +324,7 @@ def register(
     return version
 
 
-@il.pipeline(name="fraud-retrain")
+@il.pipeline(name="fraud-retrain", triggers=[WEEKLY_REFRESH])
 def fraud_retrain(
     snapshot: str = "2026-11-01",
     margin: float = 0.01,

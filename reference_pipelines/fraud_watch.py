@@ -6,8 +6,8 @@
 The same pipeline as fraud_retrain.py (the same steps, name, MLflow experiment and registry),
 started by itself:
 
-- ``weekly-refresh``: Mondays 04:00 in Berlin, a ``refresh`` run (the champion's recorded
-  hyperparameters) on the default snapshot, so that the model never goes stale;
+- ``weekly-refresh``: fraud_retrain's own (Mondays 03:00 UTC), a ``refresh`` run (the
+  champion's recorded hyperparameters) on the default snapshot, so that the model never goes stale;
 - ``new-snapshot``: a labelled snapshot landing in ``<root>/labelled/`` (a parquet file, see
   ``fraud_data.write_snapshot``) starts a ``refresh`` run on it (its path is ``snapshot``);
 - ``drift``: when the newest data in ``<root>/live/`` has drifted from the data the champion
@@ -17,8 +17,9 @@ started by itself:
 ``<root>`` is ``$FRAUD_WATCH_DIR``, else ``.interlock/fraud-data`` under the directory the watcher
 starts in. The drift trigger reads the champion from the store the runs register in by default
 (``$MLFLOW_TRACKING_URI``, else ``.interlock/mlflow``); ``watch_pipeline(root, registry=...)``
-names another. The compile backends cannot all render data and drift triggers, so fraud_retrain.py
-itself keeps only the ones every backend can.
+names another. The compile backends cannot all render data and drift triggers (each refuses
+what it cannot hold at compile), so fraud_retrain.py itself keeps only the weekly refresh,
+which every backend renders.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def watch_pipeline(root: Path = ROOT, registry: str = "") -> il.Pipeline:
     """fraud-retrain with the three triggers on the folders under ``root``; ``registry``: the
     MLflow store the drift trigger reads the champion from (pass the runs' ``-p registry=``)."""
     triggers = [
-        il.Cron("0 4 * * 1", tz="Europe/Berlin", name="weekly-refresh"),
+        base.WEEKLY_REFRESH,
         il.OnData(str(root / "labelled"), pattern="*.parquet", uri_input="snapshot", name="new-snapshot"),
         il.OnDrift(str(root / "live"), model=base.MODEL_NAME, registry=registry, pattern="*.parquet", features=FEATURES,
                    uri_input="snapshot", inputs={"mode": "tune"}, name="drift"),

@@ -22,5 +22,6 @@ def test_argo_md_shows_what_the_compiler_writes_for_train(tmp_path: Path) -> Non
     [path] = il.compile(fraud_retrain, backend="argo", out=tmp_path, image="registry.example/fraud:1",
                         state_pvc="interlock-runs", accelerator_label="cloud.google.com/gke-accelerator",
                         spot_selector="cloud.google.com/gke-spot=true", spot_toleration="cloud.google.com/gke-spot=true")
-    train = next(t for t in yaml.safe_load(path.read_text())["spec"]["templates"] if t["name"] == "train")
+    workflow = yaml.safe_load(path.read_text())["spec"]["workflowSpec"]  # the weekly refresh's CronWorkflow
+    train = next(t for t in workflow["templates"] if t["name"] == "train")
     assert _fingerprints_out(shown) == _fingerprints_out(yaml.safe_dump(train, sort_keys=False, width=120))

@@ -15,6 +15,7 @@ from reference_pipelines.fraud_retrain import fraud_retrain
 
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The one manifest: a CronWorkflow (fraud_retrain's weekly refresh) around the workflow."""
     out = tmp_path_factory.mktemp("argo")
     [path] = il.compile(fraud_retrain, backend="argo", out=out, image="registry.example/fraud:1", state_pvc="runs",
                         accelerator_label="cloud.google.com/gke-accelerator",
@@ -22,13 +23,24 @@ def doc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
 
+def _workflow(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["spec"]["workflowSpec"]
+
+
 def _templates(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {t["name"]: t for t in doc["spec"]["templates"]}
+    return {t["name"]: t for t in _workflow(doc)["templates"]}
 
 
 def _task(doc: dict[str, Any], name: str) -> dict[str, Any]:
-    main = _templates(doc)[doc["spec"]["entrypoint"]]
+    main = _templates(doc)[_workflow(doc)["entrypoint"]]
     return next(t for t in main["dag"]["tasks"] if t["name"] == name)
+
+
+def test_the_weekly_refresh_is_the_cron_workflow_around_it(doc: dict[str, Any]) -> None:
+    assert doc["kind"] == "CronWorkflow" and doc["metadata"]["name"] == "fraud-retrain"
+    cron = doc["spec"]
+    assert (cron["schedules"], cron["timezone"], cron["concurrencyPolicy"]) == (["0 3 * * 1"], "UTC", "Forbid")
+    assert "suspend" not in cron or cron["suspend"] is False
 
 
 def test_train_retries_preemption_natively_and_never_a_fatal_failure(doc: dict[str, Any]) -> None:
@@ -73,7 +85,7 @@ def test_the_gate_is_a_when_on_the_promote_output(doc: dict[str, Any]) -> None:
 
 
 def test_the_exit_handler_writes_the_receipt_from_the_state_volume(doc: dict[str, Any]) -> None:
-    spec = doc["spec"]
+    spec = _workflow(doc)
     exit_t = _templates(doc)[spec["onExit"]]
     args = exit_t["container"]["args"]
     assert args[:3] == ["exit", "--pipeline", "reference_pipelines.fraud_retrain:fraud_retrain"]

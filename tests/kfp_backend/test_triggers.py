@@ -134,3 +134,40 @@ def test_data_and_drift_triggers_are_refused_by_the_capability_check(tmp_path: P
                                                                       feature: str) -> None:
     with pytest.raises(CapabilityError, match=rf"cannot express '{feature}'.*interlock watch FILE --backend kfp-local"):
         _compile(_pipeline(trigger), tmp_path)
+
+
+PIPELINE_FILE = '''
+import interlock as il
+
+
+@il.step
+def echo(snapshot: str) -> str:
+    return snapshot
+
+
+@il.pipeline(name="kfp-cli-trig", triggers=[il.Cron("30 2 * * *", inputs={"snapshot": "nightly"})])
+def kfp_cli_trig(snapshot: str = "s0") -> str:
+    return echo(snapshot=snapshot)
+'''
+
+
+def test_interlock_triggers_apply_compiles_and_creates_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from interlock.core.cli.main import main
+
+    source = tmp_path / "kfp_cli_trig.py"
+    source.write_text(PIPELINE_FILE)
+    with serve() as api:
+        rc = main(["triggers", "apply", str(source), "--backend", "kfp", "--out", str(tmp_path / "build"),
+                   "--option", f"host={api.host}", "--option", "image=registry.example/team:1"])
+        out = capsys.readouterr().out
+        assert rc == 0, out
+        assert "created recurring run 'kfp-cli-trig-cron-0' (0 30 2 * * *)" in out
+        (sent,) = api.recurring.values()
+        assert sent["trigger"] == {"cron_schedule": {"cron": "0 30 2 * * *"}}
+        assert sent["runtime_config"]["parameters"] == {"snapshot": "nightly"}
+        # Applied again from the compiled folder: replaced, not doubled.
+        assert main(["triggers", "apply", str(source), "--backend", "kfp", "--compiled", str(tmp_path / "build"),
+                     "--option", f"host={api.host}"]) == 0
+        assert "replaced recurring run 'kfp-cli-trig-cron-0'" in capsys.readouterr().out
+        assert len(api.recurring) == 1
+    assert (tmp_path / "build" / "kfp-cli-trig.recurring.json").is_file()

@@ -131,13 +131,17 @@ def test_triggers_apply_compiles_then_hands_the_backend_the_compiled_folder(tmp_
     register_backend("kfp-apply", _RecordingKfp)
     try:
         out = tmp_path / "compiled"
+        # KFP's recurring runs read their cron in UTC: the Berlin nightly is refused by the compile.
         rc, printed, err = _cli(capsys, "triggers", "apply", "watch_pipelines:nightly", "--backend", "kfp-apply",
+                                "--out", str(out), "--option", "image=ghcr.io/acme/train:v7")
+        assert rc != 0 and "has no time zone for tz='Europe/Berlin'" in err and not printed
+        rc, printed, err = _cli(capsys, "triggers", "apply", "watch_pipelines:sixhourly", "--backend", "kfp-apply",
                                 "--out", str(out), "--option", "image=ghcr.io/acme/train:v7")
         assert rc == 0, err
         compiled = sorted(p.name for p in out.iterdir())
         assert compiled and printed.splitlines() == [
-            f"nightly: would create a recurring run from {compiled} (image ghcr.io/acme/train:v7)"]
-        rc, again, err = _cli(capsys, "triggers", "apply", "watch_pipelines:nightly", "--backend", "kfp-apply",
+            f"every-0: would create a recurring run from {compiled} (image ghcr.io/acme/train:v7)"]
+        rc, again, err = _cli(capsys, "triggers", "apply", "watch_pipelines:sixhourly", "--backend", "kfp-apply",
                               "--compiled", str(out), "--option", "image=ghcr.io/acme/train:v7")
         assert rc == 0 and again == printed  # an existing compile output, read as it is
     finally:
