@@ -32,6 +32,7 @@ from interlock.core.model.finally_blocks import (
     is_handler,
     reached,
 )
+from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.model.types import TypeSpec
 from interlock.core.record.outcomes import Seen, run_status, settle
@@ -91,6 +92,11 @@ class Driver:
         except Exception as exc:  # noqa: BLE001 - the task failed: the shim said why, in its fragment
             self._failed(name, exc)
             return
+        why = values.skip_reason(out)
+        if why is not None:  # il.Skip: skipped; what reads it follows its join rule
+            self.seen[name] = Seen(Status.SKIPPED)
+            self._emit(name, Status.SKIPPED, why)
+            return
         self.outputs[name] = self._read(step, out)
         ran = self.local is None or name in self.local.started
         if not ran:  # served from the SDK's cache: no fragment (as flyte-local), the status says so
@@ -104,17 +110,33 @@ class Driver:
         settle calls it not-run, or skipped behind a closed gate)."""
         if self.halted or (self.failed and self.downstream is None):
             return None
-        if self.downstream is not None and not self.downstream.can_start(node.name):
+        rule = rule_of(node)
+        if self.downstream is not None and not self.downstream.can_start(node.name) and rule not in AFTER_FAILURE:
             self.downstream.fail(node.name)
             return None
         try:
             if not gate_open(self.spec, node.gate, self.outputs, self.params):
                 return None
-            return node_inputs(self.spec, node.name, self.params, self.outputs)
+            blocked = join_decision(node, self._status_of)  # run_if (core/model/joins.py)
+            if blocked is not None:
+                status, why = blocked
+                if status is Status.SKIPPED:
+                    self.seen[node.name] = Seen(Status.SKIPPED)
+                elif self.downstream is not None:
+                    self.downstream.fail(node.name)
+                self._emit(node.name, status, why)
+                return None
+            return node_inputs(self.spec, node.name, self.params, self.outputs, missing_as_none=rule in READS_MISSING)
         except _MISSING:  # it reads what never ran: it cannot start either
             if self.downstream is not None:
                 self.downstream.fail(node.name)
             return None
+
+    def _status_of(self, node: str) -> Status:
+        """How an upstream ended: as seen, else not-run behind a failure, else skipped (a closed gate)."""
+        if node in self.seen:
+            return self.seen[node].status
+        return Status.NOT_RUN if self.downstream is not None and node in self.downstream.down else Status.SKIPPED
 
     async def _map(self, node: Node, task: Any, inputs: dict[str, Any]) -> None:
         m = node.map
@@ -151,6 +173,9 @@ class Driver:
                 err = self.local.raised.get(item) if self.local is not None else None
                 if isinstance(err, StepStopped) and stopped is None:
                     stopped = err
+                outs.append(None)
+                continue
+            if values.skip_reason(result) is not None:  # il.Skip: None at its index (the report counts it)
                 outs.append(None)
                 continue
             if self.local is not None and item not in self.local.started:
@@ -277,7 +302,8 @@ class Driver:
         if is_handler(self.spec, node.name) and not handler_runs(status):
             return  # il.on_failure: its scope did not fail (listed as skipped)
         step = self.spec.step_of(node)
-        inputs = finally_inputs(self.spec, node, node_inputs(self.spec, node.name, self.params, {}), status)
+        inputs = finally_inputs(self.spec, node, node_inputs(self.spec, node.name, self.params, self.outputs,
+                                                             missing_as_none=True), status)
         refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
         self._emit(node.name, "started", f"finally ({status.status})")
         try:

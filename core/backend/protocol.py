@@ -391,7 +391,9 @@ def check_capabilities(spec: PipelineSpec, caps: Capabilities) -> None:
             raise CapabilityError(
                 f"backend {caps.backend!r} cannot express {feature!r} (used by {users}){f': {why}' if why else ''}",
                 pipeline=spec.name, step=None if where[0] in blocks else where[0],
-                hint=_INSTEAD.get(feature, "`interlock backends` lists what each backend supports"),
+                # The backend's own words after "unsupported: " say what to write instead, where it has them.
+                hint=_INSTEAD.get(feature) or how.partition("unsupported:")[2].strip()
+                or "`interlock backends` lists what each backend supports",
             )
 
 

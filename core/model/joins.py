@@ -168,7 +168,8 @@ def check_joins(spec: PipelineSpec) -> None:
                     "rule: the step is then skipped with its upstream",
                 )
     for out, b in spec.outputs:
-        if b.kind is BindingKind.OUTPUT and b.node and spec.step_of(b.node).may_skip:
+        # A map of such a step still makes its list (None at a skipped item).
+        if b.kind is BindingKind.OUTPUT and b.node and spec.step_of(b.node).may_skip and spec.node(b.node).map is None:
             raise PipelineDefinitionError(
                 f"pipeline output {out!r} comes from {b.describe()}, a step that may skip itself",
                 pipeline=spec.name, step=b.node, hint="return only outputs of steps that always produce them",
