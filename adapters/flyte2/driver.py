@@ -60,6 +60,7 @@ class Driver:
         self.sizes: dict[str, int] = {}
         self.failed = self.halted = False
         self._given: set[str] = set()  # a nested driver: the nodes its caller had reached
+        self._given_seen: dict[str, Status] = {}  # and how they ended (for the join rules)
         self.downstream = Downstream(self.plan) if spec.failure_policy == CONTINUE else None
         self.local = current_local()
         self.run = run_context(spec, store)
@@ -136,6 +137,8 @@ class Driver:
         """How an upstream ended: as seen, else not-run behind a failure, else skipped (a closed gate)."""
         if node in self.seen:
             return self.seen[node].status
+        if node in self._given_seen:  # a nested driver: reached by its caller
+            return self._given_seen[node]
         return Status.NOT_RUN if self.downstream is not None and node in self.downstream.down else Status.SKIPPED
 
     async def _map(self, node: Node, task: Any, inputs: dict[str, Any]) -> None:
@@ -234,6 +237,7 @@ class Driver:
             d.downstream.down.update(data["down"])
             d.downstream.failed_scopes.update(data["failed_scopes"])
         d._given = set(data["outputs"]) | set(data["seen"])
+        d._given_seen = {n: Status(st) for n, st in data["seen"].items()}
         return d
 
     def returned(self) -> str:

@@ -165,8 +165,9 @@ def call_finally(builder: Any) -> Node | None:
 def _check_optional(builder: Any, node: str, port: str, t: Any) -> None:
     if not t.optional:
         raise PipelineDefinitionError(
-            f"a finally step's input from a body step may not exist (the step failed before producing it), "
-            f"but it is {t.describe()}", pipeline=builder.name, step=node, port=port,
+            f"a finally step reads parameters and constants only, or Optional outputs of the body's steps: this "
+            f"output may not exist (its step failed before producing it), but the input is {t.describe()}",
+            pipeline=builder.name, step=node, port=port,
             hint=f"declare it Optional ({port}: {t.describe()} | None = None): it reads None then",
         )
 

@@ -114,8 +114,12 @@ def join_blocked(rule: RunIf, upstream: Mapping[str, Status], reads: set[str]) -
 
 def join_decision(node: Node, status_of: Callable[[str], Status]) -> tuple[Status, str] | None:
     """``join_blocked`` for a node, each upstream's status read with ``status_of``."""
-    reads = {u for _, b in node.inputs for u in b.nodes()}
-    return join_blocked(rule_of(node), {u: status_of(u) for u in sorted(node.upstream())}, reads)
+    # A branch value (il.branch_value) is the chain's to resolve: the branches not taken are
+    # skipped by design, so its options are not upstreams here.
+    reads = {u for _, b in node.inputs if b.kind is not BindingKind.ONE_OF for u in b.nodes()}
+    branches = {u for _, b in node.inputs if b.kind is BindingKind.ONE_OF for u in b.nodes()}
+    ups = (reads | set(node.after)) - (branches - reads - set(node.after))
+    return join_blocked(rule_of(node), {u: status_of(u) for u in sorted(ups)}, reads)
 
 
 # -- build time -----------------------------------------------------------------------------------
