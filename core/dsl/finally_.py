@@ -254,7 +254,7 @@ def _record(step: Step, kwargs: dict[str, Any], what: str) -> _FinallyCall:
             raise PipelineDefinitionError(
                 "a finally step reads parameters, constants and outputs of the body's steps", pipeline=builder.name,
                 step=node.name, port=port)
-        _check_optional(builder, node.name, port, step.spec.input(port).type)  # type: ignore[union-attr]
+        _check_optional(builder, node.name, port, step.spec.input(port).type)
     if node.run_if is not None:  # all_done by nature: the rule only let it read a block's Optional outputs
         from dataclasses import replace
 

@@ -48,7 +48,7 @@ def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outp
     finally step reading the body's outputs (core/model/joins.py; the inputs are Optional)."""
     node = spec.node(node_name)
     step = spec.step(node.step)
-    values = {}
+    values: dict[str, Any] = {}
     for name, b in node.inputs:
         port = step.input(name)
         if port is None:
