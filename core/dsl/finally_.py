@@ -15,7 +15,8 @@ body's final status (a step without one is a plain cleanup, as a KFP exit task t
 component). Its other inputs are parameters, constants, or Optional outputs of the body's
 steps (a teardown reading the id its setup created: ``il.finally_(teardown, cluster_id=c)``
 after the setup for the whole pipeline, ``block.bind(cluster_id=c)`` inside a ``with
-il.finally_(teardown) as block:``), which read None when the step never produced them. ``il.on_failure(step, ...)`` is written and scoped the same way, and its step runs
+il.finally_(teardown) as block:``), which read None when the step never produced them.
+``il.on_failure(step, ...)`` is written and scoped the same way, and its step runs
 only when its scope failed (Flyte's ``on_failure=``); otherwise it is skipped. At most one per pipeline, written at the top level of the body (not inside
 an ``il.when`` block): its scope is the whole pipeline. The run's status is the body's, and
 failed as well when the finally step itself fails. Written in a sub-pipeline's body, its scope
