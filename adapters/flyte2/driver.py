@@ -36,7 +36,7 @@ from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decisi
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.model.types import TypeSpec
 from interlock.core.record.outcomes import Seen, run_status, settle
-from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, resolve
+from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, pipeline_output
 from interlock.core.run.map_items import MapReport, aggregate
 from interlock.core.run.runtime import record_cache_hit
 
@@ -326,7 +326,7 @@ class Driver:
             failed = [n for n, s in self.seen.items() if s.status in (Status.FAILED, Status.STOPPED)]
             raise RuntimeError(f"pipeline {self.spec.name!r} failed: {', '.join(failed) or 'a step failed'}")
         types = dict(self.spec.output_types)
-        return json.dumps({k: values.put(self.store, resolve(b, self.params, self.outputs), types[k])
+        return json.dumps({k: values.put(self.store, pipeline_output(b, self.params, self.outputs), types[k])
                            for k, b in self.spec.outputs})
 
     # -- books ------------------------------------------------------------------------------

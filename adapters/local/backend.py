@@ -23,7 +23,12 @@ from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import read_value, value_hash, write_value
 from interlock.core.record.outcomes import RunResult, Seen, settle
 from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
-from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, resolve
+from interlock.core.run.bindings import (
+    gate_decisions,
+    gate_open,
+    node_inputs,
+    pipeline_output,
+)
 from interlock.core.run.cache import LocalCache, cache_key
 from interlock.core.run.env import state_dir_of
 from interlock.core.run.output_failure import output_failed
@@ -233,7 +238,7 @@ class LocalBackend:
         gates = gate_decisions(spec, typed_params, outputs)
         outcome = settle(spec, run.state, seen, gates=gates)
         outcome = run_finally(spec, run, typed_params, options, outcome, outputs)  # il.finally_, if any
-        final = {} if outcome.error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
+        final = {} if outcome.error else {k: pipeline_output(b, typed_params, outputs) for k, b in spec.outputs}
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,
             status=outcome.status, statuses=outcome.statuses, started=started, outputs=final, gates=gates,

@@ -41,6 +41,15 @@ def resolve(b: Binding, params: dict[str, Any], outputs: Mapping[str, dict[str, 
     return revive(value, t) if t is not None else value
 
 
+def pipeline_output(b: Binding, params: dict[str, Any], outputs: Mapping[str, dict[str, Any]],
+                    t: TypeSpec | None = None) -> Any:
+    """A pipeline output's value; None when the step that makes it produced nothing (a join
+    whose rule was not met, a step that skipped itself or read a skipped one)."""
+    if b.kind is BindingKind.OUTPUT and (b.node or "") not in outputs:
+        return None
+    return resolve(b, params, outputs, t)
+
+
 def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outputs: Mapping[str, dict[str, Any]],
                 missing_as_none: bool = False) -> dict[str, Any]:
     """The node's input values. ``missing_as_none``: an output its upstream never produced (a

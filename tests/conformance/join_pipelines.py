@@ -75,6 +75,14 @@ def join_rules(x: int = 1):
         mark.named(f"after-{rule.replace('_', '-')}")(after=[a], run_if=rule)
 
 
+@il.pipeline(name="conf-join-output")
+def join_output(x: int = 1):
+    """A pipeline output made by a join whose rule may not be met (no upstream succeeded): None then."""
+    with il.when(positive(x=x)):
+        a = left(x=x)
+    return joined(a=a, run_if="any_succeeded")
+
+
 @il.pipeline(name="conf-join-failed", failure_policy="continue")
 def join_failed(x: int = 1):
     """One join per rule after a step that succeeded and one that failed."""

@@ -56,6 +56,13 @@ def test_each_join_rule_after_a_block(tmp_path: Path, x: int) -> None:
                          "one_succeeded": "skipped", "all_done": "succeeded"}
 
 
+@pytest.mark.parametrize("x", [1, -1], ids=["met", "not-met"])
+def test_a_pipeline_output_from_a_join_whose_rule_was_not_met_is_none(tmp_path: Path, x: int) -> None:
+    status, steps, outputs, _ = _same_everywhere(JOINS, jp.join_output, tmp_path, x=x)
+    assert status == "succeeded" and steps["joined"] == ("succeeded" if x > 0 else "skipped")
+    assert outputs == {"o0": "2/None" if x > 0 else None}
+
+
 def test_each_join_rule_after_a_failed_upstream(tmp_path: Path) -> None:
     status, steps, _, _ = _same_everywhere(JOINS, jp.join_failed, tmp_path)
     assert status == "failed" and steps["boom"] == "failed"
