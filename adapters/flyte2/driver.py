@@ -91,12 +91,12 @@ class Driver:
         try:
             out = await task(node=name, **refs)
         except Exception as exc:  # noqa: BLE001 - the task failed: the shim said why, in its fragment
+            why = self._skipped(name)
+            if why is not None:  # il.Skip: skipped; what reads it follows its join rule
+                self.seen[name] = Seen(Status.SKIPPED)
+                self._emit(name, Status.SKIPPED, why)
+                return
             self._failed(name, exc)
-            return
-        why = values.skip_reason(out)
-        if why is not None:  # il.Skip: skipped; what reads it follows its join rule
-            self.seen[name] = Seen(Status.SKIPPED)
-            self._emit(name, Status.SKIPPED, why)
             return
         self.outputs[name] = self._read(step, out)
         ran = self.local is None or name in self.local.started
@@ -132,6 +132,11 @@ class Driver:
             if self.downstream is not None:
                 self.downstream.fail(node.name)
             return None
+
+    def _skipped(self, name: str) -> str | None:
+        """Why the node's task skipped itself (il.Skip), from its fragment; None if it did not."""
+        frag = self.run.state.read_fragment(name)
+        return str(frag.facts.get("skipped", "")) if frag is not None and frag.status is Status.SKIPPED else None
 
     def _status_of(self, node: str) -> Status:
         """How an upstream ended: as seen, else not-run behind a failure, else skipped (a closed gate)."""
@@ -172,13 +177,10 @@ class Driver:
         outs: list[dict[str, Any] | None] = []
         stopped: StepStopped | None = None
         for item, result in zip(names, results, strict=True):
-            if isinstance(result, BaseException):
+            if isinstance(result, BaseException):  # failed, stopped, or skipped itself (None at its index)
                 err = self.local.raised.get(item) if self.local is not None else None
                 if isinstance(err, StepStopped) and stopped is None:
                     stopped = err
-                outs.append(None)
-                continue
-            if values.skip_reason(result) is not None:  # il.Skip: None at its index (the report counts it)
                 outs.append(None)
                 continue
             if self.local is not None and item not in self.local.started:

@@ -130,10 +130,13 @@ async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: d
             raise output_failed(run, step, name, exc) from exc
     except NotStarted as err:
         raise flyte.errors.NonRecoverableError(str(err)) from err
-    except StepSkipped as skip:  # il.Skip: the task succeeds, and says so to the driver
+    except StepSkipped as skip:
+        # il.Skip: the task ends without outputs, as a failure Flyte does not retry, so that the
+        # SDK's cache never serves the skip (as no backend caches one); the driver reads from the
+        # node's fragment that it skipped itself.
         if local is not None:
             local.done[name] = skip.why
-        return values.skipped(skip.why)
+        raise flyte.errors.NonRecoverableError(str(skip)) from None
     except StepFailed as err:
         if local is not None:
             local.raised[name] = err

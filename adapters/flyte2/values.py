@@ -55,16 +55,3 @@ def get(store: Path, ref: str, t: TypeSpec) -> Any:
 def _path(store: Path, digest: str) -> Path:
     return Path(store) / "values" / digest[:2] / digest
 
-
-SKIPPED = "!skipped"  # not a port name (ports are identifiers): a task's word that its step skipped itself
-
-
-def skipped(why: str) -> str:
-    """What a step's task returns when the step raised il.Skip, in place of its outputs' references."""
-    return json.dumps({SKIPPED: why})
-
-
-def skip_reason(out: str) -> str | None:
-    """The reason of a task's il.Skip, or None when the task returned outputs."""
-    data = json.loads(out)
-    return data.get(SKIPPED) if isinstance(data, dict) and SKIPPED in data else None
