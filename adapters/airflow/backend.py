@@ -44,6 +44,10 @@ _FEATURES = {
     "subpipeline": "native (a TaskGroup per call, its steps named <call>.<step>)",
     "subpipeline.cache": "unsupported as a unit: the inner steps cache one by one",
     "subpipeline.finally": "native (a task with trigger rule all_done after the call's tasks)",
+    "join.run_if": "native (the task's trigger rule: none_failed, all_success, none_failed_min_one_success, "
+    "one_success, all_done; the worker decides the same from the run state under serial)",
+    "skip": "native (the worker raises AirflowSkipException for il.Skip; a map's item is a skipped task instance)",
+    "finally.block.reads_output": "native (the all_done finally task reads the body's values; None where none was made)",
     "on_failure": "emulated: an all_done task whose body runs the step only if its scope failed, else skips",
     "cache": "emulated: interlock's cache (Airflow has none); a hit is a task that succeeds without calling "
     "the step, recorded as cached",

@@ -155,7 +155,8 @@ class _Render:
         self.last = last if last is not None else first
 
     def _reads(self, node: Node) -> set[str]:
-        return {n for _, b in node.inputs for n in b.nodes()}
+        """What the node waits for: the nodes it reads and those it runs ``after=``."""
+        return node.upstream()
 
     def _condition_nodes(self, b: Block) -> set[str]:
         from interlock.core.model.conditions import condition_of

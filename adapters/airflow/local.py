@@ -281,7 +281,7 @@ class AirflowLocalRun:
             return -1, tail
 
     def _outputs(self, worker: Worker) -> dict[str, Any]:
-        from interlock.core.run.bindings import resolve
+        from interlock.core.run.bindings import pipeline_output
 
         types = dict(self.spec.output_types)
-        return {k: resolve(b, worker.params, worker.outputs, types.get(k)) for k, b in self.spec.outputs}
+        return {k: pipeline_output(b, worker.params, worker.outputs, types.get(k)) for k, b in self.spec.outputs}

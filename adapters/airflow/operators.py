@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from interlock.core.model.joins import AIRFLOW, DEFAULT, RunIf
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 
 from .names import COLLECT, ITEMS, gate_task_id, task_id
@@ -88,12 +89,16 @@ class Operators:
         self.pods = options.get("operator", "taskflow") == "kubernetes"
         self.serial = bool(options.get("serial", False))
 
-    def _rule(self, node: Node | None, default: str = "all_success") -> str:
+    def _rule(self, node: Node) -> str:
         if self.serial:
             return ALL_DONE  # each task decides itself from the run state (loader.py)
-        if node is not None and any(b.kind == "one_of" for _, b in node.inputs):
+        if node.run_if is not None:  # a join rule: Airflow's own trigger rule
+            return AIRFLOW[RunIf(node.run_if)]
+        if any(b.kind == "one_of" for _, b in node.inputs):
             return ONE_BRANCH
-        return default
+        # interlock's default rule, none_failed: a skipped upstream (a closed block, il.Skip) does
+        # not skip the task; the worker skips it when it reads a value that was never made.
+        return AIRFLOW[DEFAULT]
 
     def _common(self, node: Node) -> dict[str, Any]:
         step = self.spec.step_of(node)

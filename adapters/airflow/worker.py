@@ -26,11 +26,12 @@ from typing import Any
 
 from interlock.core.backend.failure_scope import Downstream
 from interlock.core.backend.plan import Plan, lower
-from interlock.core.base.errors import SerializationError, StepFailed, StepStopped
+from interlock.core.base.errors import SerializationError, StepFailed, StepSkipped, StepStopped
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.model.codecs import revive
 from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.fanout import item_node
+from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import read_value, value_hash, write_value
@@ -91,11 +92,14 @@ class Records:
         return out
 
     def seen(self) -> dict[str, Seen]:
-        """The nodes that ran (or were served from the cache), as ``settle`` takes them."""
+        """The nodes that ran (or were served from the cache) or were skipped, as ``settle`` takes them."""
         seen: dict[str, Seen] = {}
         for node, rec in self.all().items():
             if rec["status"] == RETRYING:
                 rec = {**rec, "status": str(Status.FAILED)}
+            if rec["status"] == str(Status.SKIPPED):  # by il.Skip, its join rule or a closed gate
+                seen[node] = Seen(Status.SKIPPED)
+                continue
             if rec["status"] not in RAN:
                 continue
             error = None
@@ -197,7 +201,8 @@ class Worker:
             raise Skip(Status.NOT_RUN, "the run was stopped")
         if failed and self.spec.failure_policy != CONTINUE:
             raise Skip(Status.NOT_RUN, f"failure_policy='stop': {failed[0]} failed")
-        if failed:
+        rule = rule_of(node)
+        if failed and rule not in AFTER_FAILURE:  # one_succeeded, all_done: the join rule decides (below)
             downstream = Downstream(self.plan)
             for n in self.plan.nodes():
                 if n.name == node.name:
@@ -212,6 +217,16 @@ class Worker:
             open_ = False
         if not open_:
             raise Skip(Status.SKIPPED, "gate closed")
+        blocked = join_decision(node, self._status_of)  # run_if (core/model/joins.py)
+        if blocked is not None:
+            raise Skip(*blocked)
+
+    def _status_of(self, node: str) -> Status:
+        """How an upstream ended, from its record: no record is a task Airflow skipped (a closed gate)."""
+        status = self.records.get(node, {}).get("status")
+        if status == RETRYING:
+            return Status.FAILED
+        return Status(status) if status else Status.SKIPPED
 
     def _decide(self, node: Node) -> None:
         try:
@@ -236,7 +251,7 @@ class Worker:
     def inputs_of(self, node: Node) -> dict[str, Any]:
         from interlock.core.run.bindings import node_inputs
 
-        return node_inputs(self.spec, node.name, self.params, self.outputs)
+        return node_inputs(self.spec, node.name, self.params, self.outputs, missing_as_none=rule_of(node) in READS_MISSING)
 
     def read_outputs(self, node: str) -> dict[str, Any]:
         n = self.spec.node(node)
@@ -363,6 +378,10 @@ class Worker:
         tell(name, "started", note)
         try:
             status, took = run()
+        except StepSkipped as exc:  # il.Skip: a skipped task, whose readers follow their trigger rules
+            self.book.write(name, Status.SKIPPED, why=exc.why)
+            tell(name, Status.SKIPPED, exc.why)
+            raise Skip(Status.SKIPPED, exc.why) from None
         except Failed as exc:
             # A failure Airflow will retry is not a failure for good yet: no other step is held back by it.
             self.book.write(name, RETRYING if exc.retry_delay is not None else exc.status)
@@ -402,6 +421,9 @@ class Worker:
         dest = self.values_dir(name) / str(index)
         try:
             self.run_one(node, item_node(name, index), inputs, dest)
+        except StepSkipped as exc:  # a skipped task instance; the collect task counts it (None at its index)
+            tell(item_node(name, index), Status.SKIPPED, exc.why)
+            raise Skip(Status.SKIPPED, exc.why) from None
         except Failed as exc:  # the item's task fails; the map's collect task counts it
             tell(item_node(name, index), exc.status, exc.detail)
             raise
@@ -470,7 +492,7 @@ class Worker:
             self.book.write(name, Status.SKIPPED, why=f"on failure only ({scope.status})")
             tell(name, Status.SKIPPED, f"on failure only ({scope.status})")
             raise Skip(Status.SKIPPED, f"on failure only ({scope.status})")
-        inputs = finally_inputs(spec, node, node_inputs(spec, name, self.params, {}), scope)
+        inputs = finally_inputs(spec, node, node_inputs(spec, name, self.params, self.outputs, missing_as_none=True), scope)
         self._ran(name, lambda: self.run_one(node, name, inputs, self.values_dir(name)), f"finally ({scope.status})")
         return None
 

@@ -61,6 +61,12 @@ FEATURES = {
     "subpipeline": "native (a nested DAG template per call, its inputs and outputs the values crossing it)",
     "subpipeline.cache": "unsupported as a unit (Argo memoizes templates one by one): the inner steps cache",
     "subpipeline.finally": "native (the call's exit lifecycle hook)",
+    "join.run_if": "unsupported: not rendered yet (Argo's depends: expressions could); join the branches with "
+    "il.branch_value, or run on airflow, flyte2 or local",
+    "skip": "unsupported: not rendered yet; return an Optional value and test it with il.when, or run on airflow, "
+    "flyte2 or local",
+    "finally.block.reads_output": "unsupported: not rendered yet; pass the finally step parameters, or run on "
+    "airflow, flyte2 or local",
     "on_failure": "emulated: an exit hook or onExit like il.finally_'s; its shim runs the step only if the scope failed",
     "failure_policy.stop": "native (DAG failFast, Argo's default: nothing new starts after a failure)",
     "failure_policy.continue": "native (failFast: false)",

@@ -25,6 +25,12 @@ if importlib.util.find_spec("flytekit") is None:
 
 # What a cluster does with each feature; "emulated" says how, in words.
 CLUSTER_FEATURES = {
+    "join.run_if": "unsupported: a Flyte node runs when all its upstream nodes succeeded (no trigger rules); "
+    "join the branches with il.branch_value, or run on airflow, flyte2 or local",
+    "skip": "unsupported: a Flyte task cannot end skipped; return an Optional value and test it with il.when, or "
+    "run on airflow, flyte2 or local",
+    "finally.block.reads_output": "unsupported: a failure node reads workflow inputs only; pass the finally step "
+    "parameters, or run on airflow, flyte2 or local",
     "on_failure": "native (the workflow's or the block's sub-workflow's failure node, on_failure, alone: no "
     "success-path node; flyte-local: flytekit's local execution calls it when the body raises)",
     "failure_policy.stop": "native (WorkflowMetadata on_failure=FAIL_IMMEDIATELY, on every workflow and sub-workflow; "

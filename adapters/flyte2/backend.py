@@ -58,6 +58,10 @@ CLUSTER_FEATURES = {
     "finally.block": "emulated: the block's finally step runs in the driver's finally, after the body, with the "
     "block's status (only the order of side effects differs)",
     "subpipeline.finally": "emulated: as finally.block, for each call the run reached",
+    "join.run_if": "native (the driver decides from how each upstream ended, as plain Python)",
+    "skip": "native (the task ends without outputs, never cached or retried; the driver reads the skip from its "
+    "fragment; a map's item is None)",
+    "finally.block.reads_output": "native (the driver hands the finally task the body's values; None where none was made)",
     "on_failure": "native (the driver's finally runs it only when its scope failed)",
     "failure_policy.stop": "native (the driver starts nothing after a failure; steps awaited together with the "
     "failed one finish)",

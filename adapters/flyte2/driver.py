@@ -32,10 +32,11 @@ from interlock.core.model.finally_blocks import (
     is_handler,
     reached,
 )
+from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.model.types import TypeSpec
 from interlock.core.record.outcomes import Seen, run_status, settle
-from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, resolve
+from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, pipeline_output
 from interlock.core.run.map_items import MapReport, aggregate
 from interlock.core.run.runtime import record_cache_hit
 
@@ -59,6 +60,7 @@ class Driver:
         self.sizes: dict[str, int] = {}
         self.failed = self.halted = False
         self._given: set[str] = set()  # a nested driver: the nodes its caller had reached
+        self._given_seen: dict[str, Status] = {}  # and how they ended (for the join rules)
         self.downstream = Downstream(self.plan) if spec.failure_policy == CONTINUE else None
         self.local = current_local()
         self.run = run_context(spec, store)
@@ -89,6 +91,11 @@ class Driver:
         try:
             out = await task(node=name, **refs)
         except Exception as exc:  # noqa: BLE001 - the task failed: the shim said why, in its fragment
+            why = self._skipped(name)
+            if why is not None:  # il.Skip: skipped; what reads it follows its join rule
+                self.seen[name] = Seen(Status.SKIPPED)
+                self._emit(name, Status.SKIPPED, why)
+                return
             self._failed(name, exc)
             return
         self.outputs[name] = self._read(step, out)
@@ -104,17 +111,40 @@ class Driver:
         settle calls it not-run, or skipped behind a closed gate)."""
         if self.halted or (self.failed and self.downstream is None):
             return None
-        if self.downstream is not None and not self.downstream.can_start(node.name):
+        rule = rule_of(node)
+        if self.downstream is not None and not self.downstream.can_start(node.name) and rule not in AFTER_FAILURE:
             self.downstream.fail(node.name)
             return None
         try:
             if not gate_open(self.spec, node.gate, self.outputs, self.params):
                 return None
-            return node_inputs(self.spec, node.name, self.params, self.outputs)
+            blocked = join_decision(node, self._status_of)  # run_if (core/model/joins.py)
+            if blocked is not None:
+                status, why = blocked
+                if status is Status.SKIPPED:
+                    self.seen[node.name] = Seen(Status.SKIPPED)
+                elif self.downstream is not None:
+                    self.downstream.fail(node.name)
+                self._emit(node.name, status, why)
+                return None
+            return node_inputs(self.spec, node.name, self.params, self.outputs, missing_as_none=rule in READS_MISSING)
         except _MISSING:  # it reads what never ran: it cannot start either
             if self.downstream is not None:
                 self.downstream.fail(node.name)
             return None
+
+    def _skipped(self, name: str) -> str | None:
+        """Why the node's task skipped itself (il.Skip), from its fragment; None if it did not."""
+        frag = self.run.state.read_fragment(name)
+        return str(frag.facts.get("skipped", "")) if frag is not None and frag.status is Status.SKIPPED else None
+
+    def _status_of(self, node: str) -> Status:
+        """How an upstream ended: as seen, else not-run behind a failure, else skipped (a closed gate)."""
+        if node in self.seen:
+            return self.seen[node].status
+        if node in self._given_seen:  # a nested driver: reached by its caller
+            return self._given_seen[node]
+        return Status.NOT_RUN if self.downstream is not None and node in self.downstream.down else Status.SKIPPED
 
     async def _map(self, node: Node, task: Any, inputs: dict[str, Any]) -> None:
         m = node.map
@@ -147,7 +177,7 @@ class Driver:
         outs: list[dict[str, Any] | None] = []
         stopped: StepStopped | None = None
         for item, result in zip(names, results, strict=True):
-            if isinstance(result, BaseException):
+            if isinstance(result, BaseException):  # failed, stopped, or skipped itself (None at its index)
                 err = self.local.raised.get(item) if self.local is not None else None
                 if isinstance(err, StepStopped) and stopped is None:
                     stopped = err
@@ -209,6 +239,7 @@ class Driver:
             d.downstream.down.update(data["down"])
             d.downstream.failed_scopes.update(data["failed_scopes"])
         d._given = set(data["outputs"]) | set(data["seen"])
+        d._given_seen = {n: Status(st) for n, st in data["seen"].items()}
         return d
 
     def returned(self) -> str:
@@ -277,7 +308,8 @@ class Driver:
         if is_handler(self.spec, node.name) and not handler_runs(status):
             return  # il.on_failure: its scope did not fail (listed as skipped)
         step = self.spec.step_of(node)
-        inputs = finally_inputs(self.spec, node, node_inputs(self.spec, node.name, self.params, {}), status)
+        inputs = finally_inputs(self.spec, node, node_inputs(self.spec, node.name, self.params, self.outputs,
+                                                             missing_as_none=True), status)
         refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
         self._emit(node.name, "started", f"finally ({status.status})")
         try:
@@ -296,7 +328,7 @@ class Driver:
             failed = [n for n, s in self.seen.items() if s.status in (Status.FAILED, Status.STOPPED)]
             raise RuntimeError(f"pipeline {self.spec.name!r} failed: {', '.join(failed) or 'a step failed'}")
         types = dict(self.spec.output_types)
-        return json.dumps({k: values.put(self.store, resolve(b, self.params, self.outputs), types[k])
+        return json.dumps({k: values.put(self.store, pipeline_output(b, self.params, self.outputs), types[k])
                            for k, b in self.spec.outputs})
 
     # -- books ------------------------------------------------------------------------------

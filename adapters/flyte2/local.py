@@ -35,7 +35,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.record.outcomes import RunResult, settle, with_finally
 from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
 from interlock.core.run import live
-from interlock.core.run.bindings import gate_decisions, resolve
+from interlock.core.run.bindings import gate_decisions, pipeline_output
 from interlock.core.run.env import exported, state_dir_of
 from interlock.core.run.records import ALL_KINDS
 from interlock.core.run.runtime import StopRequested
@@ -238,7 +238,7 @@ class Flyte2LocalRunner:
         for name, o in outcome.steps.items():  # what was not told live (skipped, not run)
             if name not in emitted:
                 options.emit(name, o.status, f"{o.attempts} attempt(s)" if o.attempts else "")
-        outputs = {} if outcome.error else {k: resolve(b, d.params, d.outputs) for k, b in spec.outputs}
+        outputs = {} if outcome.error else {k: pipeline_output(b, d.params, d.outputs) for k, b in spec.outputs}
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=BACKEND, state_dir=state_dir, params=params, status=outcome.status,
             statuses=outcome.statuses, started=started, fragments=outcome.fragments, outputs=outputs, gates=gates,

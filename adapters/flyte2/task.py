@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interlock.core.base.errors import StepFailed, StepStopped
+from interlock.core.base.errors import StepFailed, StepSkipped, StepStopped
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.run.env import RunEnv, state_dir_under
 from interlock.core.run.output_failure import output_failed
@@ -130,6 +130,13 @@ async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: d
             raise output_failed(run, step, name, exc) from exc
     except NotStarted as err:
         raise flyte.errors.NonRecoverableError(str(err)) from err
+    except StepSkipped as skip:
+        # il.Skip: the task ends without outputs, as a failure Flyte does not retry, so that the
+        # SDK's cache never serves the skip (as no backend caches one); the driver reads from the
+        # node's fragment that it skipped itself.
+        if local is not None:
+            local.done[name] = skip.why
+        raise flyte.errors.NonRecoverableError(str(skip)) from None
     except StepFailed as err:
         if local is not None:
             local.raised[name] = err

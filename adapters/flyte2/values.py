@@ -54,3 +54,4 @@ def get(store: Path, ref: str, t: TypeSpec) -> Any:
 
 def _path(store: Path, digest: str) -> Path:
     return Path(store) / "values" / digest[:2] / digest
+

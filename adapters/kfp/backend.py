@@ -28,6 +28,12 @@ if importlib.util.find_spec("kfp") is None:
 log = logging.getLogger("interlock.kfp")
 
 _FEATURES = {
+    "join.run_if": "unsupported: a KFP task runs when its upstream tasks succeeded (an exit task alone runs after "
+    "any); join the branches with il.branch_value (dsl.OneOf), or run on airflow, flyte2 or local",
+    "skip": "unsupported: a KFP task cannot end skipped; return an Optional value and test it with il.when, or run "
+    "on airflow, flyte2 or local",
+    "finally.block.reads_output": "unsupported: an exit task reads pipeline parameters only; pass the finally step "
+    "parameters, or run on airflow, flyte2 or local",
     "on_failure": "emulated: an exit task (dsl.ExitHandler) like il.finally_'s, which KFP starts whatever the "
     "outcome; its shim runs the step only if the scope failed (KFP cannot put a condition on an exit task)",
     "failure_policy.stop": "emulated: KFP starts every task that does not depend on a failure; each task's shim "

@@ -14,15 +14,21 @@ from typing import Any
 from interlock.core.backend.failure_scope import Downstream
 from interlock.core.backend.plan import lower
 from interlock.core.backend.protocol import BackendOptions, Capabilities, RunOptions
-from interlock.core.base.errors import SerializationError, StepFailed, StepStopped
+from interlock.core.base.errors import SerializationError, StepFailed, StepSkipped, StepStopped
 from interlock.core.base.status import Status
 from interlock.core.model.failure_policy import CONTINUE
+from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import read_value, value_hash, write_value
 from interlock.core.record.outcomes import RunResult, Seen, settle
 from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
-from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, resolve
+from interlock.core.run.bindings import (
+    gate_decisions,
+    gate_open,
+    node_inputs,
+    pipeline_output,
+)
 from interlock.core.run.cache import LocalCache, cache_key
 from interlock.core.run.env import state_dir_of
 from interlock.core.run.output_failure import output_failed
@@ -96,6 +102,9 @@ class LocalBackend:
                 "failure_policy.stop": "native (steps run one at a time in plan order; nothing starts after a failure)",
                 "failure_policy.continue": "native (in plan order, every step that does not depend on a failure)",
                 "on_failure": "native (after its scope, only if the scope failed; skipped otherwise)",
+                "join.run_if": "native (the run loop decides from how each upstream ended)",
+                "skip": "native (il.Skip ends the step skipped; a map's item is None in the gathered list)",
+                "finally.block.reads_output": "native (None for an output the body never produced)",
             },
         )
 
@@ -129,13 +138,23 @@ class LocalBackend:
             step = spec.step_of(node)
             if halted or (failed and downstream is None):
                 break  # what follows is NOT_RUN (or SKIPPED behind a closed gate): settle() says which
-            if downstream is not None and not downstream.can_start(node.name):
+            rule = rule_of(node)
+            if downstream is not None and not downstream.can_start(node.name) and rule not in AFTER_FAILURE:
                 downstream.fail(node.name)  # behind a failure: NOT_RUN
                 continue
-            if not gate_open(spec, node.gate, outputs, typed_params):
+            if not _gate_open(spec, node.gate, outputs, typed_params):
                 options.emit(node.name, Status.SKIPPED, "gate closed")
                 continue
-            inputs = node_inputs(spec, node.name, typed_params, outputs)
+            blocked = join_decision(node, lambda up: _status_of(up, seen, downstream))  # run_if (core/model/joins.py)
+            if blocked is not None:
+                status, why = blocked
+                if status is Status.SKIPPED:
+                    seen[node.name] = Seen(Status.SKIPPED)
+                elif downstream is not None:
+                    downstream.fail(node.name)
+                options.emit(node.name, status, why)
+                continue
+            inputs = node_inputs(spec, node.name, typed_params, outputs, missing_as_none=rule in READS_MISSING)
             if node.map is not None:  # il.map: one shim run per item (fanout.py)
                 options.emit(node.name, "started", "")
                 mapped = run_map(spec, node, inputs, run, cache, options)
@@ -182,6 +201,10 @@ class LocalBackend:
                 # A distributed step runs as local ranks (distributed.py); the rest in-process.
                 result = (run_distributed(run, spec, step, node.name, inputs) if step.distributed is not None
                           else execute_step(run, step, node.name, inputs, fn))
+            except StepSkipped as exc:  # il.Skip: skipped, and what reads it follows its join rule
+                seen[node.name] = Seen(Status.SKIPPED)
+                options.emit(node.name, Status.SKIPPED, exc.why)
+                continue
             except StepFailed as exc:
                 failed = True
                 seen[node.name] = Seen(Status.FAILED, error=exc)
@@ -215,7 +238,7 @@ class LocalBackend:
         gates = gate_decisions(spec, typed_params, outputs)
         outcome = settle(spec, run.state, seen, gates=gates)
         outcome = run_finally(spec, run, typed_params, options, outcome, outputs)  # il.finally_, if any
-        final = {} if outcome.error else {k: resolve(b, typed_params, outputs) for k, b in spec.outputs}
+        final = {} if outcome.error else {k: pipeline_output(b, typed_params, outputs) for k, b in spec.outputs}
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,
             status=outcome.status, statuses=outcome.statuses, started=started, outputs=final, gates=gates,
@@ -267,6 +290,20 @@ def _earlier_outputs(
         return {p.name: read_value(p.type, values_dir / p.name) for p in step.outputs}
     except (OSError, ValueError, SerializationError):
         return None  # unreadable: run the step again
+
+
+def _status_of(node: str, seen: dict[str, Seen], downstream: Downstream | None) -> Status:
+    """How an upstream ended: as seen, else not-run behind a failure, else skipped (a closed gate)."""
+    if node in seen:
+        return seen[node].status
+    return Status.NOT_RUN if downstream is not None and node in downstream.down else Status.SKIPPED
+
+
+def _gate_open(spec: PipelineSpec, gate: str | None, outputs: dict[str, dict[str, Any]], params: dict[str, Any]) -> bool:
+    try:
+        return gate_open(spec, gate, outputs, params)
+    except KeyError:  # a join that runs after a failure, in a block whose condition was never produced
+        return False
 
 
 def resolve_param(value: Any, t: Any) -> Any:

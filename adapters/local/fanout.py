@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from interlock.core.backend.protocol import RunOptions
-from interlock.core.base.errors import StepFailed, StepStopped
+from interlock.core.base.errors import StepFailed, StepSkipped, StepStopped
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.model.codecs import from_jsonable, json_text
 from interlock.core.model.fanout import item_node
@@ -111,6 +111,9 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
         except StepFailed as exc:
             errors[i] = exc
             options.emit(name, Status.FAILED, f"{exc.kind}: {exc.reason}")
+            return
+        except StepSkipped as exc:  # il.Skip: None at its index, counted in the map's report
+            options.emit(name, Status.SKIPPED, exc.why)
             return
         # As between containers, but a JSON value makes its round trip in memory (passed_value).
         values_dir = options.run_dir / "values" / node.name / str(i)

@@ -41,11 +41,11 @@ def run_finally(
         taken = _taken(spec, block_gate(spec, block), outputs or {}, params)
         if reached(spec, block, outcome.steps) and taken:
             status = run_status(settle(block_spec(spec, block), run.state, None))
-            outcome = _run_one(spec, block.node, run, params, options, outcome, status)
+            outcome = _run_one(spec, block.node, run, params, options, outcome, status, outputs or {})
         else:  # listed all the same: behind a closed gate, or not reached (a failure came first)
             outcome.steps[block.node.name] = StepOutcome(Status.NOT_RUN if taken else Status.SKIPPED)
     if spec.finally_ is not None:
-        outcome = _run_one(spec, spec.finally_, run, params, options, outcome, run_status(outcome))
+        outcome = _run_one(spec, spec.finally_, run, params, options, outcome, run_status(outcome), outputs or {})
     return outcome
 
 
@@ -57,14 +57,14 @@ def _taken(spec: PipelineSpec, gate: str | None, outputs: dict[str, dict[str, An
 
 
 def _run_one(spec: PipelineSpec, node: Node, run: RunContext, params: dict[str, Any], options: RunOptions,
-             outcome: RunOutcome, status: RunStatus) -> RunOutcome:
+             outcome: RunOutcome, status: RunStatus, outputs: dict[str, dict[str, Any]]) -> RunOutcome:
     step = spec.step_of(node)
     steps = dict(outcome.steps)
     if is_handler(spec, node.name) and not handler_runs(status):  # il.on_failure: its scope did not fail
         options.emit(node.name, Status.SKIPPED, f"on failure only ({status.status})")
         steps[node.name] = StepOutcome(Status.SKIPPED)
         return replace(outcome, steps=steps)
-    inputs = finally_inputs(spec, node, node_inputs(spec, node.name, params, {}), status)
+    inputs = finally_inputs(spec, node, node_inputs(spec, node.name, params, outputs, missing_as_none=True), status)
     options.emit(node.name, "started", f"finally ({status.status})")
     try:
         result = execute_step(run, step, node.name, inputs, options.functions.get(step.name))

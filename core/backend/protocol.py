@@ -53,6 +53,9 @@ FEATURES = (
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
     "failure_policy.stop", "failure_policy.continue",  # il.pipeline(failure_policy=...)
     "on_failure",  # il.on_failure: a finally step that runs only when its scope failed
+    "join.run_if",  # il.step(run_if=...): a join rule other than the default (core/model/joins.py)
+    "skip",  # @il.step(may_skip=True): a step that may raise il.Skip
+    "finally.block.reads_output",  # an il.finally_ step reading an output of its scope's steps
 )
 
 _O = TypeVar("_O", bound="BackendOptions")
@@ -302,6 +305,14 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         mark(FEATURE[trig.kind], trig.label(i))
     for name in spec.failure_handlers:
         mark("on_failure", name)
+    for node in spec.nodes:
+        if node.run_if is not None:
+            mark("join.run_if", node.name)
+        if spec.step_of(node).may_skip:
+            mark("skip", node.name)
+    for node in spec.finally_nodes():
+        if any(b.kind == "output" for _, b in node.inputs):
+            mark("finally.block.reads_output", node.name)
     if spec.failure_policy != "stop":  # "stop" is every pipeline's default: each backend must have it
         mark(f"failure_policy.{spec.failure_policy}", spec.name)
     return used
@@ -383,7 +394,9 @@ def check_capabilities(spec: PipelineSpec, caps: Capabilities) -> None:
             raise CapabilityError(
                 f"backend {caps.backend!r} cannot express {feature!r} (used by {users}){f': {why}' if why else ''}",
                 pipeline=spec.name, step=None if where[0] in blocks else where[0],
-                hint=_INSTEAD.get(feature, "`interlock backends` lists what each backend supports"),
+                # The backend's own words after "unsupported: " say what to write instead, where it has them.
+                hint=_INSTEAD.get(feature) or how.partition("unsupported:")[2].strip()
+                or "`interlock backends` lists what each backend supports",
             )
 
 

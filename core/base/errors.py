@@ -270,3 +270,28 @@ def _restore(cls: type[RunFailed], state: dict[str, Any]) -> RunFailed:
     Exception.__init__(err, state.get("reason", ""))
     err.__dict__.update(state)
     return err
+
+
+class Skip(InterlockError):
+    """Raised inside a step to skip it (Airflow's ``AirflowSkipException``, a short-circuit):
+    the step ends ``skipped``, not failed and never retried, with ``why`` in its receipt.
+    What reads its outputs is skipped too under the default join rule, and runs (reading
+    None) under ``run_if="any_succeeded"``/``"one_succeeded"``/``"all_done"``. The step
+    declares it: ``@il.step(may_skip=True)``, so a backend can render a skip-tolerant join."""
+
+    code = "SKIPPED"
+
+    def __init__(self, why: str = "") -> None:
+        self.why = why
+        super().__init__(why or "the step skipped itself")
+
+
+class StepSkipped(InterlockError):
+    """What the runtime shim raises to its backend when a step raised ``il.Skip``: the node's
+    fragment says ``skipped`` and ``why``. Not a failure: no run fails for it."""
+
+    code = "STEP_SKIPPED"
+
+    def __init__(self, step: str, why: str) -> None:
+        self.step, self.why = step, why
+        super().__init__(f"step {step!r} skipped itself: {why}" if why else f"step {step!r} skipped itself")

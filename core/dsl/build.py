@@ -20,6 +20,7 @@ from interlock.core.dsl.conditions import Condition, as_cond, combine, compare
 from interlock.core.model.codecs import TypeKind, is_structured, to_jsonable, value_matches
 from interlock.core.model.conditions import Cond, Op
 from interlock.core.model.fanout import element_of, list_of, mapped_output
+from interlock.core.model.joins import DEFAULT, READS_MISSING, check_run_if
 from interlock.core.model.pipeline_spec import Gate, Node
 from interlock.core.model.spec import Binding, BindingKind
 from interlock.core.model.types import TypeSpec, assignable
@@ -263,9 +264,12 @@ class Builder:
                 hint=f"use {spec.name}.named('another-name')(...) for the second call",
             )
 
-        # `after=` orders steps without data; a real input named "after" wins.
+        # `after=` orders steps without data; a real input named "after" wins. So for `run_if=`.
         after = kwargs.pop("after", None) if spec.input("after") is None else None
         after_nodes = self._after_nodes(after, name)
+        run_if = kwargs.pop("run_if", None) if spec.input("run_if") is None else None
+        rule = check_run_if(run_if, pipeline=self.name, step=name) if run_if is not None else (
+            check_run_if(step.run_if) if getattr(step, "run_if", None) else None)
         # Wiring mistakes are collected, not raised: the node is still recorded, so the body goes
         # on and the build reports every mistake at once (pipeline.py raises them together).
         unknown = [k for k in kwargs if spec.input(k) is None]
@@ -287,12 +291,14 @@ class Builder:
             # il.map: the item input is bound to the whole list (core/model/fanout.py).
             want = list_of(port.type) if map_spec is not None and port.name in map_spec.ports else port.type
             try:
-                bindings.append((port.name, self._bind(kwargs[port.name], name, port.name, want)))
+                bindings.append((port.name, self._bind(kwargs[port.name], name, port.name, want,
+                                                       reads_missing=rule in READS_MISSING and port.type.optional)))
             except PipelineDefinitionError as exc:
                 self.wiring_errors.append(exc)
 
         gate = self._gate_stack[-1] if self._gate_stack else None
-        node = Node(name=name, step=spec.name, inputs=tuple(bindings), gate=gate, after=after_nodes, map=map_spec)
+        node = Node(name=name, step=spec.name, inputs=tuple(bindings), gate=gate, after=after_nodes, map=map_spec,
+                    run_if=rule.value if rule is not None and rule is not DEFAULT else None)
         self.nodes.append(node)
         self._node_gate[name] = gate
         return self._promises_for(node, spec)
@@ -330,7 +336,9 @@ class Builder:
                 raise PipelineDefinitionError(f"after={item!r} is not a step call", pipeline=self.name, step=node)
         return tuple(out)
 
-    def _bind(self, value: Any, node: str, port: str, dst: TypeSpec) -> Binding:
+    def _bind(self, value: Any, node: str, port: str, dst: TypeSpec, *, reads_missing: bool = False) -> Binding:
+        """``reads_missing``: the step's join rule runs it when an upstream produced nothing, and
+        the input is Optional (it reads None then): it may read from inside an il.when block."""
         if isinstance(value, Outputs):
             raise PipelineDefinitionError(
                 f"got all outputs {list(value._names)} of a step; pick one (e.g. result.{value._names[0]})",
@@ -364,11 +372,12 @@ class Builder:
                 check_value_in_scope(self, b, node, port)
             if b.kind is BindingKind.OUTPUT:
                 src_gate = self._node_gate.get(b.node or "")
-                if src_gate is not None and src_gate not in self._gate_stack:
+                if src_gate is not None and src_gate not in self._gate_stack and not reads_missing:
                     raise PipelineDefinitionError(
                         f"{value.describe()} is produced inside an il.when block and may not exist here",
                         pipeline=self.name, step=node, port=port,
-                        hint="move this step into the same il.when block",
+                        hint='move this step into the same il.when block, or join the branches: run_if="any_succeeded" '
+                        "with this input Optional (it reads None when the block did not run)",
                     )
             return b
         if isinstance(value, list | tuple) and _holds_promise(value) and element_of(dst) is not None:
@@ -393,7 +402,7 @@ class Builder:
     def _promises_for(self, node: Node, spec: Any) -> Any:
         promises = [
             Promise(self, Binding.of_output(node.name, p.name),
-                    mapped_output(p.type, node.map) if node.map is not None else p.type)
+                    mapped_output(p.type, node.map, spec.may_skip) if node.map is not None else p.type)
             for p in spec.outputs
         ]
         if not promises:

@@ -12,8 +12,11 @@
 
 The step declares at most one input of type ``il.RunStatus``; the backend fills it with the
 body's final status (a step without one is a plain cleanup, as a KFP exit task that is a plain
-component). Its other inputs are parameters or constants (a step output may not exist when the
-body failed). ``il.on_failure(step, ...)`` is written and scoped the same way, and its step runs
+component). Its other inputs are parameters, constants, or Optional outputs of the body's
+steps (a teardown reading the id its setup created: ``il.finally_(teardown, cluster_id=c)``
+after the setup for the whole pipeline, ``block.bind(cluster_id=c)`` inside a ``with
+il.finally_(teardown) as block:``), which read None when the step never produced them.
+``il.on_failure(step, ...)`` is written and scoped the same way, and its step runs
 only when its scope failed (Flyte's ``on_failure=``); otherwise it is skipped. At most one per pipeline, written at the top level of the body (not inside
 an ``il.when`` block): its scope is the whole pipeline. The run's status is the body's, and
 failed as well when the finally step itself fails. Written in a sub-pipeline's body, its scope
@@ -32,6 +35,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.base.suggest import did_you_mean
 from interlock.core.model.codecs import qualname
 from interlock.core.model.finally_blocks import RunStatus
 from interlock.core.model.pipeline_spec import FinallyBlock
@@ -66,7 +70,42 @@ class _FinallyCall:
         self._node = node
         self._start: int | None = None
 
-    def __enter__(self) -> None:
+    def bind(self, **kwargs: Any) -> None:
+        """Hand the block's finally step outputs of the block's own steps, once they are called
+        (a teardown reading the id of the cluster its setup created): inside the ``with`` block,
+        ``block.bind(cluster_id=cluster.id)``. Each input is Optional (``cluster_id: str | None =
+        None``): it reads None when the step never produced the value (it failed first)."""
+        from dataclasses import replace
+
+        from interlock.core.dsl.build import Promise
+
+        b = self._builder
+        if self._start is None or not b.finally_open:
+            raise PipelineDefinitionError(
+                "bind() hands a block's finally step the outputs of the block's steps: call it inside the block",
+                pipeline=b.name, step=self._node.name,
+                hint="with il.finally_(teardown) as block:\n    c = setup(...)\n    block.bind(cluster_id=c)",
+            )
+        spec = b.steps[self._node.step].spec
+        members = {n.name for n in b.nodes[self._start:]}
+        bindings = dict(self._node.inputs)
+        for name, value in kwargs.items():
+            port = spec.input(name)
+            if port is None:
+                raise PipelineDefinitionError(
+                    f"unknown argument {name!r}; inputs are {[p.name for p in spec.inputs]}", pipeline=b.name,
+                    step=self._node.name, port=name, hint=did_you_mean(name, [p.name for p in spec.inputs]))
+            if not (isinstance(value, Promise) and value.binding.kind is BindingKind.OUTPUT
+                    and value.binding.node in members):
+                raise PipelineDefinitionError(
+                    "bind() takes outputs of the steps called in this block so far", pipeline=b.name,
+                    step=self._node.name, port=name, hint="pass parameters and constants to il.finally_(...) itself",
+                )
+            _check_optional(b, self._node.name, name, port.type)
+            bindings[name] = b._bind(value, self._node.name, name, port.type, reads_missing=True)
+        self._node = replace(self._node, inputs=tuple(bindings.items()))
+
+    def __enter__(self) -> _FinallyCall:
         b = self._builder
         if b.finally_open:
             raise PipelineDefinitionError(
@@ -79,6 +118,7 @@ class _FinallyCall:
             b.finally_pending = None
         b.finally_open = True
         self._start = len(b.nodes)
+        return self
 
     def __exit__(self, exc_type: Any, *_: Any) -> Literal[False]:
         b = self._builder
@@ -121,6 +161,16 @@ def call_finally(builder: Any) -> Node | None:
 
 
 
+
+
+def _check_optional(builder: Any, node: str, port: str, t: Any) -> None:
+    if not t.optional:
+        raise PipelineDefinitionError(
+            f"a finally step reads parameters and constants only, or Optional outputs of the body's steps: this "
+            f"output may not exist (its step failed before producing it), but the input is {t.describe()}",
+            pipeline=builder.name, step=node, port=port,
+            hint=f"declare it Optional ({port}: {t.describe()} | None = None): it reads None then",
+        )
 
 
 def finally_(step: Step, **kwargs: Any) -> _FinallyCall:
@@ -183,7 +233,9 @@ def _record(step: Step, kwargs: dict[str, Any], what: str) -> _FinallyCall:
     # Recorded like any call (type checks, names), with a placeholder status, then taken out
     # of the body: backends that know il.finally_ run it after everything else.
     status = {ports[0]: RunStatus("pending")} if ports else {}
-    builder.add_node(step, {**kwargs, **status}, getattr(step, "_node_name", None))
+    # Under all_done it may read an Optional output from inside an il.when block (None when not run).
+    rule = {"run_if": "all_done"} if step.spec.input("run_if") is None else {}
+    builder.add_node(step, {**kwargs, **status, **rule}, getattr(step, "_node_name", None))
     node = builder.nodes.pop(before)
     builder._node_gate.pop(node.name, None)
     if node.gate is not None:  # in a sub-pipeline called inside an il.when: the call's gate is its (block_gate)
@@ -198,11 +250,16 @@ def _record(step: Step, kwargs: dict[str, Any], what: str) -> _FinallyCall:
             pipeline=builder.name, step=node.name, port=outputs[0],
             hint="pass the finally step a parameter of the outermost pipeline or a constant instead",
         )
-    if outputs:
-        raise PipelineDefinitionError(
-            "a finally step reads parameters and constants only: a step output may not exist when the body failed",
-            pipeline=builder.name, step=node.name, port=outputs[0],
-        )
+    for port in outputs:  # an output of the body (recorded before this call): None if it never existed
+        if node.bindings[port].kind is not BindingKind.OUTPUT:
+            raise PipelineDefinitionError(
+                "a finally step reads parameters, constants and outputs of the body's steps", pipeline=builder.name,
+                step=node.name, port=port)
+        _check_optional(builder, node.name, port, step.spec.input(port).type)
+    if node.run_if is not None:  # all_done by nature: the rule only let it read a block's Optional outputs
+        from dataclasses import replace
+
+        node = replace(node, run_if=None)
     if getattr(builder, "finally_node", None) is not None:
         builder.finally_pending = node  # a second one: fine if it scopes a block (`with`), checked at the end
     else:

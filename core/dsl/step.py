@@ -19,6 +19,7 @@ from typing import Any, overload
 from interlock.core.base.durations import parse_duration
 from interlock.core.base.errors import PipelineDefinitionError, PolicyError
 from interlock.core.model.codecs import TypeKind, is_structured, to_jsonable, value_matches
+from interlock.core.model.joins import check_run_if
 from interlock.core.model.names import check_step_name
 from interlock.core.model.policies import Cache, Resources, check_labels
 from interlock.core.model.policies_opt_in import CheckpointPolicy, Secret, Torchrun
@@ -163,16 +164,19 @@ def build_step_spec(fn: Callable[..., Any], name: str, **policy: Any) -> StepSpe
         secrets=secrets,
         distributed=distributed,
         doc=inspect.getdoc(fn) or "",
+        may_skip=bool(policy.get("may_skip", False)),
     )
 
 
 class Step:
     """A decorated step. ``.spec`` is its StepSpec; ``.fn`` the plain function."""
 
-    def __init__(self, fn: Callable[..., Any], spec: StepSpec, node_name: str | None = None):
+    def __init__(self, fn: Callable[..., Any], spec: StepSpec, node_name: str | None = None,
+                 run_if: str | None = None):
         self.fn = fn
         self.spec = spec
         self._node_name = node_name
+        self.run_if = run_if  # the join rule of its calls (core/model/joins.py); a call may give its own
         functools.update_wrapper(self, fn)
 
     @property
@@ -181,7 +185,7 @@ class Step:
 
     def named(self, node_name: str) -> Step:
         """The same step, recorded under another node name (to call it twice in one pipeline)."""
-        return Step(self.fn, self.spec, check_step_name(node_name, what="node"))
+        return Step(self.fn, self.spec, check_step_name(node_name, what="node"), self.run_if)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from interlock.core.dsl.build import current_builder
@@ -234,12 +238,17 @@ def step(
     secrets: list[Secret] | None = None,
     distributed: Torchrun | None = None,
     version: str | None = None,
+    run_if: str | None = None,
+    may_skip: bool = False,
 ) -> Callable[[Callable[..., Any]], Step]: ...
 def step(fn: Callable[..., Any] | None = None, /, **policy: Any) -> Any:
-    """Declare a step: ``@il.step`` or ``@il.step(resources=..., retry=..., cache=...)``."""
+    """Declare a step: ``@il.step`` or ``@il.step(resources=..., retry=..., cache=...)``.
+
+    ``run_if``: its join rule (core/model/joins.py), also given per call (``join(..., run_if=...)``);
+    ``may_skip=True``: it may raise ``il.Skip`` to end skipped."""
     allowed = {
         "name", "resources", "retry", "cache", "checkpoint", "interruptible", "timeout", "image",
-        "labels", "annotations", "env", "secrets", "distributed", "version",
+        "labels", "annotations", "env", "secrets", "distributed", "version", "run_if", "may_skip",
     }
     unknown = set(policy) - allowed
     if unknown:
@@ -251,11 +260,13 @@ def step(fn: Callable[..., Any] | None = None, /, **policy: Any) -> Any:
         name = check_step_name(policy.get("name") or f.__name__)
         try:
             # `name` is positional in build_step_spec; passing it twice was a TypeError.
-            spec = build_step_spec(f, name, **{k: v for k, v in policy.items() if k != "name"})
+            spec = build_step_spec(f, name, **{k: v for k, v in policy.items() if k not in ("name", "run_if")})
+            run_if = policy.get("run_if")
+            rule = check_run_if(run_if, step=name).value if run_if is not None else None
         except PipelineDefinitionError as exc:
             if exc.step is None:
                 raise type(exc)(exc.message, step=name, hint=exc.hint) from exc
             raise
-        return Step(f, spec)
+        return Step(f, spec, run_if=rule)
 
     return decorate(fn) if fn is not None else decorate

@@ -118,9 +118,10 @@ def element_of(t: TypeSpec) -> TypeSpec | None:
     return None
 
 
-def mapped_output(t: TypeSpec, m: MapSpec) -> TypeSpec:
-    """What a mapped node's output port carries: one element per item, Optional when tolerant."""
-    return list_of(dataclasses.replace(t, optional=True) if m.tolerant else t)
+def mapped_output(t: TypeSpec, m: MapSpec, may_skip: bool = False) -> TypeSpec:
+    """What a mapped node's output port carries: one element per item, Optional when tolerant
+    or when an item may skip itself (il.Skip: None at its index)."""
+    return list_of(dataclasses.replace(t, optional=True) if m.tolerant or may_skip else t)
 
 
 def list_binding_type(spec: PipelineSpec, b: Any, type_of_binding: Any) -> TypeSpec | None:

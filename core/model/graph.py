@@ -82,7 +82,7 @@ def binding_type(spec: PipelineSpec, b: Binding) -> TypeSpec | None:
         t = port.type if port else None
         node = spec.node(b.node or "")
         if t is not None and node.map is not None:
-            t = fanout.mapped_output(t, node.map)
+            t = fanout.mapped_output(t, node.map, spec.step_of(node).may_skip)
         for f in b.field:
             t = t.field_type(f) if t else None
         return t
@@ -161,6 +161,12 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
                 f"pipeline output {out_name!r} comes from {b.describe()}, inside an il.when block",
                 pipeline=name, hint="return only outputs of steps that always run",
             )
+    from interlock.core.model.joins import check_joins, check_run_if
+
+    for n in (*spec.nodes, *spec.finally_nodes()):
+        if n.run_if is not None:
+            check_run_if(n.run_if, pipeline=name, step=n.name)
+    check_joins(spec)
     order = topological_order(spec.nodes, pipeline=name, gates=spec.gates)
     return spec if [n.name for n in order] == [n.name for n in spec.nodes] else _reorder(spec, order)
 

@@ -89,6 +89,8 @@ class Node:
     gate: str | None = None
     after: tuple[str, ...] = ()  # ordering-only dependencies
     map: MapSpec | None = None  # il.map: the step runs once per item (core/model/fanout.py)
+    # The join rule (core/model/joins.py RunIf value); None: the default, "none_failed".
+    run_if: str | None = None
 
     def __post_init__(self) -> None:
         # Canonical order, so a spec compares equal after a JSON round trip.
@@ -115,6 +117,8 @@ class Node:
             out["after"] = list(self.after)
         if self.map is not None:
             out["map"] = self.map.to_json()
+        if self.run_if is not None:
+            out["run_if"] = self.run_if
         return out
 
     @classmethod
@@ -126,6 +130,7 @@ class Node:
             d.get("gate"),
             tuple(d.get("after", ())),
             MapSpec.from_json(d["map"]) if d.get("map") else None,
+            d.get("run_if"),
         )
 
 

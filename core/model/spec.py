@@ -98,6 +98,7 @@ class StepSpec:
     secrets: tuple[Secret, ...] = ()
     distributed: Torchrun | None = None
     doc: str = ""
+    may_skip: bool = False  # it may raise il.Skip (core/model/joins.py): declared for the backends
 
     def input(self, name: str) -> Port | None:
         return next((p for p in self.inputs if p.name == name), None)
@@ -137,6 +138,7 @@ class StepSpec:
             "secrets": [s.to_json() for s in self.secrets],
             "distributed": self.distributed.to_json() if self.distributed else None,
             "doc": self.doc,
+            **({"may_skip": True} if self.may_skip else {}),
         }
 
     @classmethod
@@ -167,6 +169,7 @@ class StepSpec:
             secrets=secrets,
             distributed=distributed,
             doc=d.get("doc", ""),
+            may_skip=d.get("may_skip", False),
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.base.errors import PipelineDefinitionError
@@ -21,7 +22,7 @@ def follow(value: Any, fields: tuple[str, ...]) -> Any:
     return value
 
 
-def resolve(b: Binding, params: dict[str, Any], outputs: dict[str, dict[str, Any]], t: TypeSpec | None = None) -> Any:
+def resolve(b: Binding, params: dict[str, Any], outputs: Mapping[str, dict[str, Any]], t: TypeSpec | None = None) -> Any:
     """The value a binding points at: a parameter, a (field of a) node output, or a constant."""
     if b.kind is BindingKind.PARAM:
         value = params[b.param or ""]
@@ -40,10 +41,23 @@ def resolve(b: Binding, params: dict[str, Any], outputs: dict[str, dict[str, Any
     return revive(value, t) if t is not None else value
 
 
-def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def pipeline_output(b: Binding, params: dict[str, Any], outputs: Mapping[str, dict[str, Any]],
+                    t: TypeSpec | None = None) -> Any:
+    """A pipeline output's value; None when the step that makes it produced nothing (a join
+    whose rule was not met, a step that skipped itself or read a skipped one)."""
+    if b.kind is BindingKind.OUTPUT and (b.node or "") not in outputs:
+        return None
+    return resolve(b, params, outputs, t)
+
+
+def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outputs: Mapping[str, dict[str, Any]],
+                missing_as_none: bool = False) -> dict[str, Any]:
+    """The node's input values. ``missing_as_none``: an output its upstream never produced (a
+    skipped or failed step) reads as None, for a join rule that runs the node anyway and for a
+    finally step reading the body's outputs (core/model/joins.py; the inputs are Optional)."""
     node = spec.node(node_name)
     step = spec.step(node.step)
-    values = {}
+    values: dict[str, Any] = {}
     for name, b in node.inputs:
         port = step.input(name)
         if port is None:
@@ -51,6 +65,9 @@ def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outp
         t = port.type
         if node.map is not None and name in node.map.ports:
             t = list_of(port.type)
+        if missing_as_none and b.kind is BindingKind.OUTPUT and (b.node or "") not in outputs:
+            values[name] = None
+            continue
         values[name] = resolve(b, params, outputs, t)
     for port in step.inputs:
         if port.name not in values and port.has_default:

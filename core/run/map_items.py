@@ -47,6 +47,7 @@ class MapReport:
     cached: list[int] = field(default_factory=list)
     allowed_failures: int = 0
     stopped: list[int] = field(default_factory=list)  # told to stop while they ran: the map is stopped
+    skipped: list[int] = field(default_factory=list)  # skipped themselves (il.Skip): None at their index
 
     @property
     def succeeded(self) -> bool:
@@ -54,7 +55,8 @@ class MapReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"items": self.items, "failed": list(self.failed), "cached": list(self.cached),
-                "allowed_failures": self.allowed_failures, "stopped": list(self.stopped)}
+                "allowed_failures": self.allowed_failures, "stopped": list(self.stopped),
+                **({"skipped": list(self.skipped)} if self.skipped else {})}
 
 
 def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None = None) -> MapReport | None:
@@ -75,7 +77,8 @@ def aggregate(spec: PipelineSpec, state: RunState, node: Node, items: int | None
     failed = [i for i, f in frags.items() if f.status is Status.FAILED]
     cached = [i for i, f in frags.items() if f.status is Status.CACHED]
     stopped = [i for i, f in frags.items() if f.status is Status.STOPPED]
-    report = MapReport(node.name, n, failed, cached, node.map.allowed_failures(n), stopped)
+    skipped = [i for i, f in frags.items() if f.status is Status.SKIPPED]
+    report = MapReport(node.name, n, failed, cached, node.map.allowed_failures(n), stopped, skipped)
     step = spec.step_of(node)
     # One entry per item of the list, whatever the backend reached: an item that never
     # started is not-run, so every backend reports the same items.

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from interlock.core.base.errors import StepFailed, StepStopped
+from interlock.core.base.errors import PolicyError, Skip, StepFailed, StepSkipped, StepStopped
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.checkpoint.checkpointer import Checkpointer, wait_for_prunes
 from interlock.core.checkpoint.manifest import CheckpointInfo
@@ -396,8 +396,25 @@ def _execute_step(
                 if exc.code in (143, -15) and not preemptible:
                     raise StopRequested("SIGTERM") from exc
                 raise
+            except Skip as exc:
+                if not step.may_skip:  # a backend rendered no skip-tolerant join for it: a mistake, FATAL
+                    raise PolicyError(
+                        f"step {step.name!r} raised il.Skip({exc.why!r}) but does not declare may_skip",
+                        step=node, hint="declare it: @il.step(may_skip=True)",
+                    ) from exc
+                raise
             outputs = outputs_of(step, returned)
             written = write(outputs) if write is not None else None
+        except Skip as skip:  # il.Skip: the step ends skipped; no retry, no failure
+            attempts.append(Attempt(len(attempts) + 1, t0, run.clock(), Status.SKIPPED, None,
+                                    f"skipped itself: {skip.why}", 0.0, factor, _usage(ctx, sampler)))
+            ctx.facts["skipped"] = skip.why
+            result = StepResult(node, step.name, {}, attempts, started, run.clock(), ctx.snapshots,
+                                redactor(_public(ctx.facts)), device=_device(ctx, step))
+            _write_fragment(run, step, result, Status.SKIPPED, base=base)
+            if durable is not None:
+                durable.push(state, node)
+            raise StepSkipped(node, redactor.text(skip.why) if skip.why else "") from None
         except StopRequested as stop:
             saved = f"checkpoint {stop.checkpoint} committed" if stop.checkpoint else "no checkpoint taken"
             attempts.append(Attempt(

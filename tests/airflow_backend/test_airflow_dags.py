@@ -27,8 +27,8 @@ from interlock.core.dsl.pipeline import Pipeline  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CONFORMANCE = ("pipelines", "branch_pipelines", "default_pipelines", "fanout_pipelines", "finally_block_pipelines",
-               "finally_pipelines", "handler_pipelines", "outcome_pipelines", "policy_pipelines", "stop_pipelines",
-               "sub_pipelines", "subpipeline_finally_pipelines", "value_pipelines", "zip_pipelines")
+               "finally_pipelines", "handler_pipelines", "join_pipelines", "outcome_pipelines", "policy_pipelines",
+               "stop_pipelines", "sub_pipelines", "subpipeline_finally_pipelines", "value_pipelines", "zip_pipelines")
 
 
 def conformance_pipelines() -> dict[str, Pipeline]:

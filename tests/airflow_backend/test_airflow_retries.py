@@ -24,7 +24,10 @@ from interlock.core.run.state import RunState  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-def run_deployed(pipeline, tmp_path: Path, counter: Path, operator: str = "taskflow") -> tuple[dict, Path]:
+def run_deployed(pipeline, tmp_path: Path, counter: Path | None, operator: str = "taskflow",
+                 conf: dict | None = None) -> tuple[dict, Path]:
+    """Compile ``pipeline`` for a deployment and run it with dag.test(); ``conf``: the run's
+    parameters (default: the counter file these tests' pipelines take)."""
     from interlock.adapters.airflow.local import template_db
 
     dags, root = tmp_path / "dags", tmp_path / "state-root"
@@ -37,7 +40,7 @@ def run_deployed(pipeline, tmp_path: Path, counter: Path, operator: str = "taskf
     out = tmp_path / "out.json"
     name = il.spec(pipeline).name
     proc = subprocess.run([sys.executable, str(HERE / "run_dag.py"), str(dag_file), name,
-                           json.dumps({"counter": str(counter)}), str(out)], env=env, capture_output=True, text=True,
+                           json.dumps(conf if conf is not None else {"counter": str(counter)}), str(out)], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     (run,) = (root / "runs").iterdir()
