@@ -38,6 +38,8 @@ RANK_MODULE = "interlock.adapters.argo.rank"
 PATCH_MANAGER = "interlock.dev/argo"
 VALUES = "argo-values"  # <state_dir>/argo-values/<node>/{in,out}: what the ranks read and write
 _MARK = "@@interlock-param:{}@@"
+INPUTS_ENV = "INTERLOCK_ARGO_INPUTS"  # [[kind, port], ...]; input i's text or path in INTERLOCK_ARGO_IN_<i>
+INPUT_ENV = "INTERLOCK_ARGO_IN_"
 
 
 def require_state_volume(spec: PipelineSpec, node: str, opts: ArgoOptions) -> None:
@@ -93,14 +95,17 @@ def resource_template(
     name: str, spec: PipelineSpec, step: StepSpec, node: str, opts: ArgoOptions,
     given: list[tuple[str, str, str]], params: list[str],
 ) -> dict[str, Any]:
-    """The resource template creating the node's TrainJob. ``given``: the rank's ``--in``
-    triples (a parameter's value is ``{{inputs.parameters.P}}``), ``params``: its input parameters."""
+    """The resource template creating the node's TrainJob. ``given``: the rank's inputs as the
+    task entry's ``--in`` triples (a parameter's value is ``{{inputs.parameters.P}}``),
+    ``params``: the template's input parameters."""
     t = template_of(spec, step, node, opts)
-    args = ["--pipeline", spec.ref or "", "--node", node, "--fingerprint", step.fingerprint]
-    for kind, port, value in given:
-        args += ["--in", kind, port, _marked(value, params)]
+    # The call as positional arguments and the inputs in the env: torchrun's own parser reads
+    # every argument of its command line, and refuses one that abbreviates two of its options
+    # (``--node``), whatever the position.
+    inputs = {INPUTS_ENV: json.dumps([[kind, port] for kind, port, _ in given])}
+    inputs.update({f"{INPUT_ENV}{i}": _marked(value, params) for i, (_, _, value) in enumerate(given)})
     manifest = render(
-        t, entry=RankEntry(RANK_MODULE, tuple(args), PATCH_MANAGER), run_env={},
+        t, entry=RankEntry(RANK_MODULE, (spec.ref or "", node, step.fingerprint), PATCH_MANAGER), run_env=inputs,
         generate_name=f"{dns(node, 24)}-", extra_labels={"interlock.dev/run-id": "{{workflow.name}}"},
     )
     success, failure = conditions(t)

@@ -1,10 +1,11 @@
 """One rank of a distributed step on Argo, in a TrainJob pod:
 
-    torchrun --nnodes=2 --nproc-per-node=2 -m interlock.adapters.argo.rank --pipeline REF \
-        --node NODE --fingerprint FP --in json params '<text Argo substituted>' --in state data in/data
+    torchrun --nnodes=2 --nproc-per-node=2 -m interlock.adapters.argo.rank REF NODE FINGERPRINT
 
-torchrun sets RANK, WORLD_SIZE and MASTER_*; the rank reads its inputs as the task entry does
-(kind ``state``: an artifact the ``<node>-inputs`` task left under ``argo-values/<node>/``),
+with INTERLOCK_ARGO_INPUTS='[["state", "data"], ["json", "params"]]', INTERLOCK_ARGO_IN_0=in/data
+and INTERLOCK_ARGO_IN_1 the text Argo substituted. torchrun sets RANK, WORLD_SIZE and
+MASTER_*; the rank reads its inputs as the task entry does (kind ``state``: an artifact the
+``<node>-inputs`` task left under ``argo-values/<node>/``),
 runs the step through the shim in the process group (``execute_rank``: no in-process retries,
 records under ``ranks/<rank>``) and rank 0 writes the outputs to the volume for the
 ``<node>-outputs`` task. Argo retries the whole job (the resource template's retryStrategy),
@@ -15,6 +16,7 @@ retry exit at once on it, so a FATAL step costs one short pod start per retry le
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -24,6 +26,7 @@ from interlock.core.model.refs import load_spec
 from interlock.core.run.records import StopMarker
 from interlock.plugins.pytorch.launch import execute_rank, rank_state
 
+from .distributed import INPUT_ENV, INPUTS_ENV
 from .entry import node_inputs, run_context
 from .exit_codes import GAVE_UP, exit_code
 from .handoff import DONE, values_dir
@@ -69,15 +72,19 @@ def run_rank(pipeline: str, node: str, fingerprint: str, given: list[tuple[str, 
     return 0
 
 
+def given_inputs(env: dict[str, str]) -> list[tuple[str, str, str]]:
+    """The (kind, port, value) triples the manifest put in the rank's env."""
+    return [(kind, port, env[f"{INPUT_ENV}{i}"]) for i, (kind, port) in enumerate(json.loads(env.get(INPUTS_ENV, "[]")))]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m interlock.adapters.argo.rank")
-    p.add_argument("--pipeline", required=True)
-    p.add_argument("--node", required=True)
-    p.add_argument("--fingerprint", required=True)
-    p.add_argument("--in", dest="given", nargs=3, action="append", default=[], metavar=("KIND", "PORT", "VALUE"))
+    p.add_argument("pipeline", help="module:attribute of the pipeline")
+    p.add_argument("node")
+    p.add_argument("fingerprint")
     a = p.parse_args(argv)
     try:
-        return run_rank(a.pipeline, a.node, a.fingerprint, [tuple(g) for g in a.given])
+        return run_rank(a.pipeline, a.node, a.fingerprint, given_inputs(dict(os.environ)))
     except StepFailed as exc:
         print(f"interlock: {exc.headline()}", file=sys.stderr, flush=True)
         return exit_code(exc.kind, exc.backend_should_retry)
