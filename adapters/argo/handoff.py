@@ -3,7 +3,9 @@
 ``<state_dir>/argo-values/<node>/in/<param>``: the step's artifact inputs, unpacked there by
 the ``<node>-inputs`` task (``stage``); ``.../out/``: rank 0's outputs, in the layout of a
 container template's ``/tmp/interlock/out``, which the ``<node>-outputs`` task copies out for
-Argo to read (``publish``), recording the node's fragment as the KFP launcher does.
+Argo to read (``publish``), recording the node's fragment as the KFP launcher does. When the
+job failed for good (after Argo's retries), the job task's exit hook records the verdict drawn
+from the ranks' records (``settle``), so the receipt says failed, not "not run".
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from interlock.core.base.status import FailureKind
 from interlock.core.model.pipeline_spec import PipelineSpec
-from interlock.plugins.pytorch.launch import rank_state, record_launch
+from interlock.plugins.pytorch.launch import JobEnd, judge, rank_state, record_launch
 
 from .distributed import VALUES
 from .exit_codes import exit_code
@@ -66,4 +68,28 @@ def publish(spec: PipelineSpec, node: str, out: Path, keep: tuple[str, ...] = ()
     zero = rank_state(run_ctx, 0).read_fragment(node)
     world = step.distributed.world_size if step.distributed else 1
     record_launch(run_ctx, step, node, zero.started if zero else time.time(), None, world)
+    return 0
+
+
+def settle(spec: PipelineSpec, node: str) -> int:
+    """The exit hook of the job task: after a failed job, the node's fragment from what the
+    ranks recorded (the most severe failure, as the KFP launcher judges) and, for FATAL, the
+    node's marker. Nothing after a success (``publish`` records it) or when no rank ever ran
+    (a skipped task, or a job that never started: Argo's status says so)."""
+    from .entry import run_context
+
+    run_ctx = run_context(spec.name)
+    if (values_dir(run_ctx.state_dir, node) / "out" / DONE).exists():
+        return 0
+    step = spec.step_of(node)
+    world = step.distributed.world_size if step.distributed else 1
+    records = [f for r in range(world) if (f := rank_state(run_ctx, r).read_fragment(node)) is not None]
+    if not records:
+        return 0
+    failure = judge(run_ctx, node, world, JobEnd(False, "Failed", "the TrainJob failed"), 0.0)
+    record_launch(run_ctx, step, node, min(f.started for f in records), failure, world,
+                  decision="not retried" if failure.kind is FailureKind.FATAL else "Argo's retries spent")
+    if failure.kind is FailureKind.FATAL and run_ctx.state.read_marker(node) is None:
+        run_ctx.state.write_marker(node, failure)
+    print(f"interlock: {node}: {failure.kind}: {failure.reason}", file=sys.stderr, flush=True)
     return 0

@@ -133,7 +133,8 @@ class Renderer:
 
     def distributed(self, node: Node, dag: Dag, conds: list[When]) -> None:
         """A distributed step: ``<node>-inputs`` (artifacts onto the volume), ``<node>`` (the
-        TrainJob's resource template), ``<node>-outputs`` (what readers read); distributed.py."""
+        TrainJob's resource template, its exit hook ``<node>-settle`` recording a failed job's
+        verdict), ``<node>-outputs`` (what readers read); distributed.py."""
         from . import distributed as d
 
         spec, step = self.spec, self.spec.step_of(node)
@@ -173,6 +174,10 @@ class Renderer:
         job_task: dict[str, Any] = {"name": dag.names.take(node.name), "template": job["name"]}
         if params:
             job_task["arguments"] = {"parameters": call["arguments"]["parameters"]}
+        verdict = d.small_template(self.template_names.take(f"{node.name}-settle", 128), spec, step, self.opts,
+                                   ["settle", *common], ENTRY)
+        self.templates.append(verdict)
+        job_task["hooks"] = {"exit": {"template": verdict["name"]}}  # a failed job's verdict, after its retries
         keep = [x for port in sorted(self._kept.get(node.name, ())) for x in ("--keep", port)]
         publish = d.small_template(self.template_names.take(f"{node.name}-outputs", 128), spec, step, self.opts,
                                    ["publish", *common, "--out", OUT_DIR, *keep], ENTRY)

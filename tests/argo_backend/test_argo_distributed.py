@@ -137,6 +137,9 @@ def test_the_outputs_task_feeds_the_readers(gpu: dict[str, Any]) -> None:
     assert templates["train-gpu-inputs"]["inputs"]["artifacts"] == [{"name": "df", "path": "/tmp/interlock/in/df"}]
     assert tasks["train-gpu"]["depends"] == "frame && train-gpu-inputs"
     assert tasks["train-gpu"]["arguments"]["parameters"] == [{"name": "epochs", "value": "{{workflow.parameters.epochs}}"}]
+    assert tasks["train-gpu"]["hooks"] == {"exit": {"template": "train-gpu-settle"}}  # a failed job's verdict
+    assert templates["train-gpu-settle"]["container"]["args"][:5] == [
+        "settle", "--pipeline", "argo_pipelines:ddp_gpu", "--node", "train_gpu"]
     assert tasks["train-gpu-outputs"]["depends"] == "train-gpu"
     assert tasks["evaluate-gpu"]["arguments"]["artifacts"] == [
         {"name": "metrics", "from": "{{tasks.train-gpu-outputs.outputs.artifacts.o0}}"}]
