@@ -92,6 +92,8 @@ FEATURES = {
 LOSSY = (
     "retry.preempted: a PREEMPTED retry waits the contention backoff of a step that has both (one backoff per template)",
     "cache: memoize entries live in a ConfigMap (1 MiB in all); outputs too large for it are not memoized",
+    "distributed: Argo cannot see why a TrainJob failed, so each retry left after a FATAL rank starts pods that "
+    "exit at once on the node's marker; a distributed step is not memoized (a resource template has no outputs)",
 )
 
 
