@@ -4,6 +4,7 @@ on CPU) with what the manifest gives them, between the inputs and outputs tasks 
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from manifest_runner import ManifestRunner
 
 import interlock as il
 from interlock.adapters.argo.manifest import validate
-from interlock.core.base.errors import PolicyError
+from interlock.core.base.errors import PipelineDefinitionError, PolicyError
 from interlock.core.base.status import FailureKind
 from interlock.core.failure.record import Failure
 from interlock.core.run.state import RunState
@@ -56,6 +57,11 @@ def _job(doc: dict[str, Any], template: str, params: dict[str, str]) -> dict[str
 
 def test_the_workflow_validates_and_the_trainjob_fits_the_trainer_crd(gpu: dict[str, Any]) -> None:
     validate(gpu)  # hera's models, unknown fields refused
+    typo = copy.deepcopy(gpu)
+    resource = next(t for t in typo["spec"]["templates"] if t["name"] == "train-gpu")["resource"]
+    resource["successCondtion"] = resource.pop("successCondition")
+    with pytest.raises(PipelineDefinitionError, match=r"resource\.successCondtion"):
+        validate(typo)
     crd = yaml.safe_load((CRDS / "trainer.kubeflow.org_trainjobs.yaml").read_text())
     [version] = [v for v in crd["spec"]["versions"] if v.get("served")]
     job = _job(gpu, "train-gpu", {"epochs": "2"})
