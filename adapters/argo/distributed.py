@@ -31,7 +31,7 @@ from interlock.plugins.pytorch.trainjob import JobKind, JobTemplate, RankEntry, 
 
 from .names import dns
 from .options import DEFAULT_IMAGE, ArgoOptions
-from .policies import STATE_MOUNT, STATE_VOLUME, _pair, contract_env, retry_strategy
+from .policies import STATE_MOUNT, STATE_VOLUME, contract_env, key_value, retry_strategy
 from .values import HASH_SUFFIX
 
 RANK_MODULE = "interlock.adapters.argo.rank"
@@ -70,10 +70,10 @@ def template_of(spec: PipelineSpec, step: StepSpec, node: str, opts: ArgoOptions
     env = {e["name"]: e["value"] for e in contract_env(spec.name, opts)}
     env.update(step.env)
     selector = {opts.accelerator_label: r.accelerator} if r.gpu and r.accelerator and opts.accelerator_label else {}
-    spot_selector = (_pair(opts.spot_selector),) if opts.spot_selector else ()
+    spot_selector = (key_value(opts.spot_selector),) if opts.spot_selector else ()
     spot_tolerations: tuple[Toleration, ...] = ()
     if opts.spot_toleration:
-        k, v = _pair(opts.spot_toleration)
+        k, v = key_value(opts.spot_toleration)
         spot_tolerations = (Toleration(key=k, operator="Equal", value=v, effect="NoSchedule"),)
     return job_template(
         spec, step, node, kind=JobKind.TRAINJOB, image=step.image or opts.image or DEFAULT_IMAGE,
