@@ -74,8 +74,11 @@ FEATURES = {
     "labels": "native (template metadata labels and annotations)",
     "queue": "native: queue=kueue: the kueue.x-k8s.io/queue-name label; queue=volcano: schedulerName volcano and "
     "the scheduling.volcano.sh/queue-name annotation",
-    "distributed": "unsupported: no TrainJob resource template yet; refused at build time (compile with "
-    "--backend kfp for a Kubeflow Trainer TrainJob)",
+    "distributed": "native: a resource template creating a Kubeflow Trainer TrainJob (setOwnerReference, "
+    "successCondition/failureCondition on its conditions, the step's retryStrategy; resources per node, Kueue "
+    "labels on the job, spot, /dev/shm and secrets in the runtime patch); with state_pvc, where the ranks read "
+    "artifact inputs (<node>-inputs) and leave the outputs a <node>-outputs task publishes. Argo sees no exit code "
+    "of a resource template: a FATAL rank's marker makes each retry's ranks exit at once",
     "trigger.cron": "native (a CronWorkflow: schedules, timezone, concurrencyPolicy Forbid for max_concurrent=1 "
     "else Allow, as Argo cannot cap at N > 1; startingDeadlineSeconds of one period for catch_up, which starts "
     "the latest missed time only; suspend for active=False; inputs as arguments, time_input as "
@@ -89,6 +92,8 @@ FEATURES = {
 LOSSY = (
     "retry.preempted: a PREEMPTED retry waits the contention backoff of a step that has both (one backoff per template)",
     "cache: memoize entries live in a ConfigMap (1 MiB in all); outputs too large for it are not memoized",
+    "distributed: Argo cannot see why a TrainJob failed, so each retry left after a FATAL rank starts pods that "
+    "exit at once on the node's marker; a distributed step is not memoized (a resource template has no outputs)",
 )
 
 

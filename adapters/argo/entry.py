@@ -211,7 +211,7 @@ def finish(spec: PipelineSpec, params: dict[str, str], argo_status: str | None) 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m interlock.adapters.argo.entry")
-    p.add_argument("mode", choices=("run", "finally", "exit", "tolerance"))
+    p.add_argument("mode", choices=("run", "finally", "exit", "tolerance", "stage", "publish", "settle"))
     p.add_argument("--pipeline", required=True, help="module:attribute of the pipeline")
     p.add_argument("--node")
     p.add_argument("--fingerprint")
@@ -241,6 +241,14 @@ def main(argv: list[str] | None = None) -> int:
         from .tolerance import check
 
         return check(spec, a.node, a.envelopes, Path(a.out))
+    if a.mode in ("stage", "publish", "settle"):  # around a distributed step's TrainJob (handoff.py)
+        from .handoff import publish, settle, stage
+
+        if a.mode == "stage":
+            return stage(run_context(spec.name).state_dir, a.node, given)
+        if a.mode == "settle":
+            return settle(spec, a.node)
+        return publish(spec, a.node, Path(a.out), tuple(a.keep))
     code = 0
     if a.node:  # a finally step: the status of its scope first
         status = settled_status(spec, a.node, a.status, dict(a.param))

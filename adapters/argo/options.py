@@ -23,7 +23,8 @@ class ArgoOptions(BackendOptions):
     ``Resources(queue=...)``. ``memoize_configmap``: the ConfigMap that holds memoized steps
     (one per pipeline unless given; a ConfigMap holds at most 1 MiB). ``accelerator_label``:
     the node label whose value is a step's ``accelerator``. ``spot_selector``/``spot_toleration``:
-    ``KEY=VALUE`` for interruptible steps."""
+    ``KEY=VALUE`` for interruptible steps. ``trainjob_runtime``: the ClusterTrainingRuntime a
+    distributed step's TrainJob references."""
 
     kind: str = "workflow"
     image: str | None = None
@@ -37,6 +38,7 @@ class ArgoOptions(BackendOptions):
     spot_selector: str | None = None
     spot_toleration: str | None = None
     artifact_repository: str | None = None  # "configmap/key" of an artifactRepositoryRef
+    trainjob_runtime: str = "torch-distributed"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -84,7 +84,8 @@ def _resources(step: StepSpec) -> dict[str, Any]:
     return {k: v for k, v in (("requests", req), ("limits", lim)) if v}
 
 
-def _pair(text: str) -> tuple[str, str]:
+def key_value(text: str) -> tuple[str, str]:
+    """A KEY=VALUE option (spot_selector, spot_toleration) as its two halves."""
     k, _, v = text.partition("=")
     return k, v
 
@@ -129,9 +130,9 @@ def apply_step(template: dict[str, Any], spec_name: str, step: StepSpec, opts: A
         selector[opts.accelerator_label] = r.accelerator
     if step.interruptible:
         if opts.spot_selector:
-            selector.update([_pair(opts.spot_selector)])
+            selector.update([key_value(opts.spot_selector)])
         if opts.spot_toleration:
-            k, v = _pair(opts.spot_toleration)
+            k, v = key_value(opts.spot_toleration)
             tolerations.append({"key": k, "operator": "Equal", "value": v, "effect": "NoSchedule"})
     if selector:
         template["nodeSelector"] = selector

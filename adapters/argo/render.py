@@ -114,6 +114,9 @@ class Renderer:
                                 parallelism=m.concurrency)
             del inner  # the map's task lives in its own DAG: readers reach it through exports
             return
+        if self.spec.step_of(node).distributed is not None:
+            self.distributed(node, dag, conds)
+            return
         name = dag.names.take(node.name)
         dag.rep[node.name] = name
         self.dag_of[node.name] = dag
@@ -127,6 +130,72 @@ class Renderer:
             self._after(dag, up, deps)
         if m is not None and m.tolerate:
             self.tolerance(node, name, dag)
+
+    def distributed(self, node: Node, dag: Dag, conds: list[When]) -> None:
+        """A distributed step: ``<node>-inputs`` (artifacts onto the volume), ``<node>`` (the
+        TrainJob's resource template, its exit hook ``<node>-settle`` recording a failed job's
+        verdict), ``<node>-outputs`` (what readers read); distributed.py."""
+        from . import distributed as d
+
+        spec, step = self.spec, self.spec.step_of(node)
+        if node.map is not None:
+            raise PipelineDefinitionError("il.map of a distributed step: each item would be a TrainJob of its own",
+                                          pipeline=spec.name, step=node.name,
+                                          hint="map a plain step, or make the distributed step take the whole list")
+        d.require_state_volume(spec, node.name, self.opts)
+        # The node's inputs as a container step reads them, then split: artifacts to the inputs task.
+        scratch: dict[str, Any] = {"name": node.name, "container": {"args": []}}
+        call: dict[str, Any] = {}
+        io, deps = _TemplateIO(scratch, call), set[str]()
+        types = {p.name: p.type for p in step.inputs}
+        for port, b in node.inputs:
+            parts = list(enumerate(b.items)) if b.kind is BindingKind.LIST else [(None, b)]
+            for index, one in parts:
+                label = port if index is None else f"{port}[{index}]"
+                self.input(label, one, types[port].args[0] if index is not None else types[port], dag, io, deps)
+        flat = scratch["container"]["args"]
+        given = [(flat[i + 1], flat[i + 2], flat[i + 3]) for i in range(0, len(flat), 4)]
+        rank_in = [("state", port, f"in/{value.rsplit('/', 1)[-1]}") if kind == "artifact" else (kind, port, value)
+                   for kind, port, value in given]
+        params = [p["name"] for p in scratch.get("inputs", {}).get("parameters", [])]
+        common = ["--pipeline", spec.ref or "", "--node", node.name, "--fingerprint", step.fingerprint]
+        first: dict[str, Any] | None = None
+        if scratch.get("inputs", {}).get("artifacts"):
+            stage = d.small_template(self.template_names.take(f"{node.name}-inputs", 128), spec, step, self.opts,
+                                     ["stage", *common, *[x for g in given if g[0] == "artifact" for x in ("--in", *g)]],
+                                     ENTRY)
+            stage["inputs"] = {"artifacts": scratch["inputs"]["artifacts"]}
+            self.templates.append(stage)
+            first = {"name": dag.names.take(f"{node.name}-inputs"), "template": stage["name"],
+                     "arguments": {"artifacts": call["arguments"]["artifacts"]}}
+        job = d.resource_template(self.template_names.take(node.name, 128), spec, step, node.name, self.opts,
+                                  rank_in, params)
+        self.templates.append(job)
+        job_task: dict[str, Any] = {"name": dag.names.take(node.name), "template": job["name"]}
+        if params:
+            job_task["arguments"] = {"parameters": call["arguments"]["parameters"]}
+        verdict = d.small_template(self.template_names.take(f"{node.name}-settle", 128), spec, step, self.opts,
+                                   ["settle", *common], ENTRY)
+        self.templates.append(verdict)
+        job_task["hooks"] = {"exit": {"template": verdict["name"]}}  # a failed job's verdict, after its retries
+        keep = [x for port in sorted(self._kept.get(node.name, ())) for x in ("--keep", port)]
+        publish = d.small_template(self.template_names.take(f"{node.name}-outputs", 128), spec, step, self.opts,
+                                   ["publish", *common, "--out", OUT_DIR, *keep], ENTRY)
+        if outs := d.output_declarations(step, OUT_DIR):
+            publish["outputs"] = outs
+        self.templates.append(publish)
+        out_task = {"name": dag.names.take(f"{node.name}-outputs"), "template": publish["name"]}
+        tasks = [t for t in (first, job_task, out_task) if t is not None]
+        for before, task in zip([None, *tasks], tasks, strict=False):
+            dag.tasks.append(task)
+            own = dag.deps.setdefault(task["name"], set())
+            own.update(deps if task is not out_task else ())  # the job also reads parameters
+            own.update({before["name"]} if before is not None else ())
+            _when(task, conds, own)
+            for up in node.after if before is None else ():
+                self._after(dag, up, own)
+        dag.rep[node.name] = out_task["name"]  # readers read the outputs task
+        self.dag_of[node.name] = dag
 
     def tolerance(self, node: Node, items: str, dag: Dag) -> None:
         """The ``<node>-tolerance`` task after a tolerant map (tolerance.py); the readers read it."""

@@ -15,6 +15,7 @@ from interlock.core.base.errors import PolicyError
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.policies import Resources
 from interlock.core.model.spec import StepSpec
+from interlock.plugins.pytorch.trainjob import JobKind, JobTemplate, job_template
 
 from .component import DEFAULT_IMAGE
 from .launcher import POD_NAME_ENV, POD_NAMESPACE_ENV, POD_UID_ENV
@@ -26,7 +27,6 @@ from .policies import (
     apply_task_settings,
     container_env,
 )
-from .trainjob import JobKind, JobTemplate, job_template
 
 LAUNCHER_RESOURCES = Resources(cpu="250m", memory="512Mi")
 

@@ -48,11 +48,11 @@ from interlock.plugins.pytorch.launch import (
     supervise,
 )
 from interlock.plugins.pytorch.process_group import host_cannot_run
+from interlock.plugins.pytorch.trainjob import JobKind, JobTemplate, RankEntry, job_name, render
 
 from .entry import _task_process, run_context
 from .handoff import collect_result, handoff_dir, stage_call
 from .names import io_names, single_return
-from .trainjob import JobKind, JobTemplate, job_name, render
 
 log = logging.getLogger("interlock.kfp.launcher")
 
@@ -62,6 +62,8 @@ POD_UID_ENV = "INTERLOCK_POD_UID"
 POD_NAMESPACE_ENV = "INTERLOCK_POD_NAMESPACE"
 POLL_ENV = "INTERLOCK_JOB_POLL_S"
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+PATCH_MANAGER = "interlock.dev/kfp-launcher"
+RANK_MODULE = "interlock.adapters.kfp.rank"
 
 # Words with which Kubernetes and the job controllers report a lost pod or node.
 _RECLAIMED = ("evict", "preempt", "nodelost", "node lost", "disruption", "terminationbykubelet",
@@ -172,6 +174,15 @@ def job_state(kind: JobKind, obj: dict[str, Any]) -> tuple[str, JobEnd | None]:
     return (f"{state} ({counts})" if counts else state), None
 
 
+def render_job(
+    t: JobTemplate, *, name: str, namespace: str, handoff: str, run_env: dict[str, str],
+    owner: dict[str, str] | None = None, extra_labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The job this launcher creates: every rank runs ``torchrun -m interlock.adapters.kfp.rank <handoff>``."""
+    return render(t, entry=RankEntry(RANK_MODULE, (handoff,), PATCH_MANAGER), name=name, namespace=namespace,
+                  run_env=run_env, owner=owner, extra_labels=extra_labels)
+
+
 # -- the KFP task body -------------------------------------------------------------------------
 def _ranks_for(t: JobTemplate, run: RunContext, directory: Path, node: str, launch: int, api_client: Any) -> Ranks:
     run_env = RunEnv(
@@ -181,7 +192,7 @@ def _ranks_for(t: JobTemplate, run: RunContext, directory: Path, node: str, laun
     if run.backend == "kfp-local":
         return LocalRanks(t, directory, run_env)
     # A fresh name per launch: a relaunch never adopts the job a previous launch left behind.
-    manifest = render(
+    manifest = render_job(
         t, name=job_name(t.pipeline, node, f"{run.run_id}/{uuid.uuid4().hex}", launch), namespace=_namespace(), handoff=str(directory),
         run_env=run_env, owner=_owner(), extra_labels={"interlock.dev/run-id": run.run_id[:63]},
     )

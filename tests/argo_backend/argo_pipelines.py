@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -65,3 +66,68 @@ def heavy(x: int) -> int:
 @il.pipeline(name="argo-nightly", schedule="0 3 * * *")
 def nightly(x: int = 1):
     return heavy(x=x)
+
+
+# -- distributed steps: a TrainJob resource template ----------------------------------------
+@dataclass
+class DdpConfig:
+    scale: float
+    note: str  # quotes and a newline: the manifest must survive Argo's substitution
+
+
+class Reduced(NamedTuple):
+    total: float
+    shards: pd.DataFrame
+
+
+@il.step
+def frame(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"v": [float(i) for i in range(n)]})
+
+
+@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo", timeout="60s"),
+         retry=il.Retry(transient=1, preempted=2))
+def allreduce(df: pd.DataFrame, cfg: DdpConfig, tag: str) -> Reduced:
+    import torch
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    t = torch.tensor([float(df["v"].iloc[rank::world].sum()) * cfg.scale])  # each rank its shard
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    shards = pd.DataFrame({"world": [world], "note": [cfg.note], "tag": [tag]})
+    return Reduced(float(t.item()), shards)
+
+
+@il.step
+def describe(total: float, shards: pd.DataFrame) -> str:
+    return f"total={total:g} world={shards['world'].iloc[0]} tag={shards['tag'].iloc[0]} note={shards['note'].iloc[0]}"
+
+
+@il.pipeline(name="argo-ddp")
+def ddp(n: int = 10, cfg: DdpConfig = DdpConfig(2.0, 'say "hi"\nbye'), tag: str = "it's"):  # noqa: B008
+    out = allreduce(df=frame(n=n), cfg=cfg, tag=tag)
+    return describe(total=out.total, shards=out.shards)
+
+
+@il.step(
+    distributed=il.Torchrun(nnodes=2, nproc_per_node=2),
+    resources=il.Resources(
+        cpu="8", memory="32Gi", gpu=2, accelerator="nvidia-h200", shared_memory="8Gi",
+        tolerations=[il.Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")], queue="team-a",
+    ),
+    interruptible=True, timeout="2h", labels={"team": "fraud"}, env={"NCCL_DEBUG": "WARN"},
+    secrets=[il.Secret(group="wandb", key="api-key")],
+    retry=il.Retry(transient=1, preempted=3, contention=il.Backoff(attempts=2, first="1m")),
+)
+def train_gpu(df: pd.DataFrame, epochs: int) -> il.Metrics:
+    return il.Metrics(epochs=float(epochs))
+
+
+@il.step
+def evaluate_gpu(metrics: il.Metrics) -> float:
+    return metrics["epochs"]
+
+
+@il.pipeline(name="argo-ddp-gpu", labels={"project": "fraud"})
+def ddp_gpu(n: int = 10, epochs: int = 2):
+    return evaluate_gpu(metrics=train_gpu(df=frame(n=n), epochs=epochs))

@@ -6,7 +6,9 @@ template's ``outputs`` name. No controller and no mock of one: only what the man
 Paths under ``/tmp/interlock`` (where the templates put inputs and outputs) are moved under a
 folder of the test, one per task; the state volume's mount path becomes a test folder too.
 Covers what the tests use: DAG and container templates, parameters, artifacts, ``when``,
-``depends`` (the tasks come in dependency order), ``withParam``, exit hooks and ``onExit``.
+``depends`` (the tasks come in dependency order), ``withParam``, exit hooks and ``onExit``,
+and resource templates creating a TrainJob: the manifest substituted as Argo does, then its
+ranks run as the job's node would run them (torchrun, one node, on this host).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class ManifestRunner:
         self.ran: dict[str, Ran] = {}  # task path -> what came of it
         self.by_template: dict[str, Ran] = {}  # container template -> what its last run gave
         self.mount_root = work / "volume"
+        self.created: list[dict[str, Any]] = []  # what resource templates created, as substituted
         self._n = 0
 
     def run(self) -> Ran:
@@ -84,6 +87,8 @@ class ManifestRunner:
                 params[p["name"]] = p["value"]
         if "dag" in t:
             return self.run_dag(t, params, arts, path)
+        if "resource" in t:
+            return self.run_trainjob(t, params)
         return self.run_container(t, params, arts, path, status)
 
     def run_dag(self, t: dict[str, Any], params: dict[str, str], arts: dict[str, Path], path: str) -> Ran:
@@ -186,6 +191,43 @@ class ManifestRunner:
                 assert found.exists(), f"{t['name']}: no output artifact at {a['path']}"
                 ran.artifacts[a["name"]] = found
         return ran
+
+
+    def run_trainjob(self, t: dict[str, Any], params: dict[str, str]) -> Ran:
+        """A resource template's TrainJob: its ranks as local processes, with the trainer's
+        command and env as written in the manifest Argo would create (single node only)."""
+        r = t["resource"]
+        assert r["action"] == "create", r
+        scope = {f"inputs.parameters.{k}": v for k, v in params.items()}
+        job = json.loads(self.sub(r["manifest"], scope))  # Argo substitutes, then the API server parses
+        self.created.append(job)
+        assert job["kind"] == "TrainJob" and job["spec"]["trainer"]["numNodes"] == 1
+        trainer = job["spec"]["trainer"]
+        self._n += 1
+        root = self.work / "pods" / f"{self._n:03d}-{t['name']}"
+        root.mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("INTERLOCK_")}
+        for e in trainer.get("env", []):
+            if "value" in e:
+                env[e["name"]] = e["value"].replace("/interlock-state", str(self.mount_root))
+        assert trainer["command"] == ["torchrun"]
+        args = list(trainer["args"])
+        at = args.index("-m")  # the rendezvous on a free port: the tests run in parallel
+        args[at:at] = ["--master-addr=127.0.0.1", f"--master-port={_free_port()}"]
+        with open(root / "stdout", "w") as out, open(root / "stderr", "w") as err:
+            code = subprocess.run([sys.executable, "-m", "torch.distributed.run", *args], env=env, stdout=out,
+                                  stderr=err, cwd=root, timeout=120).returncode
+        ran = Ran("Succeeded" if code == 0 else "Failed", code, stderr=(root / "stderr").read_text())
+        self.by_template[t["name"]] = ran
+        return ran
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _spawned(cmd: list[str], env: dict[str, str], root: Path) -> int:

@@ -133,7 +133,7 @@ def test_cancelling_the_kfp_task_deletes_the_job(tmp_path: Path, pod: Path) -> N
 
 def test_pytorchjob_status_is_read_from_its_own_conditions(tmp_path: Path, pod: Path) -> None:
     from interlock.adapters.kfp.launcher import job_state
-    from interlock.adapters.kfp.trainjob import JobKind
+    from interlock.plugins.pytorch.trainjob import JobKind
 
     running = {"status": {"conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}],
                           "replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 1}}}}
@@ -146,11 +146,11 @@ def test_pytorchjob_status_is_read_from_its_own_conditions(tmp_path: Path, pod: 
 
 
 def test_the_api_server_refusing_the_job_names_the_crd_and_the_rbac(tmp_path: Path, pod: Path) -> None:
-    from interlock.adapters.kfp.launcher import KubernetesJob
-    from interlock.adapters.kfp.trainjob import JobTemplate, render
+    from interlock.adapters.kfp.launcher import KubernetesJob, render_job
+    from interlock.plugins.pytorch.trainjob import JobTemplate
 
     t = {**template(), "kind": "pytorchjob"}
-    manifest = render(JobTemplate.from_json(t), name="x", namespace="team-a", handoff="/h", run_env={})
+    manifest = render_job(JobTemplate.from_json(t), name="x", namespace="team-a", handoff="/h", run_env={})
     with FakeKube(scripted(), refuse_create=403) as kube, pytest.raises(StepFailed) as err:
         KubernetesJob(manifest, kube.client()).start()
     assert err.value.kind is FailureKind.FATAL and "403" in err.value.reason

@@ -15,9 +15,10 @@ from kfp_test_pipelines import dist
 
 import interlock as il
 from interlock.adapters.kfp.backend import KfpBackend
+from interlock.adapters.kfp.launcher import render_job
 from interlock.adapters.kfp.policies import KfpOptions
-from interlock.adapters.kfp.trainjob import JobTemplate, job_name, render
 from interlock.core.base.errors import PolicyError
+from interlock.plugins.pytorch.trainjob import JobTemplate, job_name
 
 CRDS = Path(__file__).parent / "fixtures" / "crds"
 
@@ -54,7 +55,7 @@ def embedded_template(ir: dict[str, Any], node: str) -> JobTemplate:
 
 
 def manifest_for(template: JobTemplate) -> dict[str, Any]:
-    return render(
+    return render_job(
         template, name=job_name(template.pipeline, template.node, "run-1"), namespace="team-a",
         handoff="/interlock-state/runs/run-1/state/dist/train_gpu", run_env={"INTERLOCK_RUN_ID": "run-1"},
         owner={"name": "kfp-dist-gpu-abc-123", "uid": "0c7a2f1e-0000-4000-8000-000000000001"},

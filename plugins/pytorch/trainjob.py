@@ -1,4 +1,8 @@
-"""A distributed step as the Kubernetes job a KFP launcher task creates: TrainJob or PyTorchJob.
+"""A distributed step as a Kubernetes job: Kubeflow Trainer's TrainJob or a PyTorchJob.
+
+Backend-neutral: the KFP launcher task creates the job through the Kubernetes API, an Argo
+resource template has the workflow controller create it; each backend names its own rank
+entry module and arguments, and the manager of the runtime patch.
 
 Kubeflow Trainer v2 (``TrainJob``, ``trainer.kubeflow.org/v1alpha1``) is the default: the
 job names a training runtime (``ClusterTrainingRuntime`` ``torch-distributed`` unless the
@@ -8,13 +12,11 @@ selector, volumes and pod labels go in a ``runtimePatches`` entry. Clusters stil
 Operator v1 get a ``PyTorchJob`` (``kubeflow.org/v1``) with ``distributed_job=pytorchjob``.
 
 The manifest is generated here, not with the ``kubeflow`` SDK's ``TrainerClient``: the SDK
-is not a dependency, and the launcher only needs create/get/delete on a custom object,
-which the plain Kubernetes client does.
+is not a dependency, and the launchers only need create/get/delete on a custom object.
 
-Compile time produces a ``JobTemplate`` (plain JSON, embedded in the launcher component so
-that the pod needs nothing else); run time fills in the name, the run's identity and the
-hand-off directory (``render``). Every rank runs ``torchrun -m interlock.adapters.kfp.rank
-<handoff>``: the same shim as every other KFP task, one process per rank.
+Compile time produces a ``JobTemplate`` (plain JSON); ``render`` fills in the name, the run's
+identity and the rank command: every rank runs ``torchrun -m <backend's rank module> ARGS``,
+the same shim as every other task of that backend, one process per rank.
 """
 
 from __future__ import annotations
@@ -38,8 +40,15 @@ PYTORCHJOB_PLURAL = "pytorchjobs"
 # The replicated job and container that the torch runtimes of Kubeflow Trainer name "node".
 TRAINER_NODE = "node"
 PYTORCH_CONTAINER = "pytorch"  # the container name the training operator requires
-PATCH_MANAGER = "interlock.dev/kfp-launcher"
-RANK_MODULE = "interlock.adapters.kfp.rank"
+
+
+@dataclass(frozen=True)
+class RankEntry:
+    """What every rank runs (``torchrun -m module *args``) and who owns the runtime patch."""
+
+    module: str
+    args: tuple[str, ...]
+    manager: str  # the runtimePatches entry's manager, e.g. interlock.dev/kfp-launcher
 
 
 class JobKind(StrEnum):
@@ -132,9 +141,9 @@ def job_template(
     assert t is not None
     if t.elastic:
         raise PolicyError(
-            f"step {step.name!r}: an elastic node range (min_nodes={t.min_nodes}) has no KFP rendering",
+            f"step {step.name!r}: an elastic node range (min_nodes={t.min_nodes}) has no TrainJob rendering",
             step=node, pipeline=spec.name,
-            hint="drop min_nodes for KFP (a fixed world), or compile for Flyte (torch elastic)",
+            hint="drop min_nodes (a fixed world), or compile for Flyte (torch elastic)",
         )
     r = step.resources
     requests: dict[str, str] = {}
@@ -187,7 +196,7 @@ def job_name(pipeline: str, node: str, run_id: str, attempt: int = 1) -> str:
     return f"{stem}-{digest}-{attempt}"
 
 
-def rank_command(t: JobTemplate, handoff: str) -> tuple[list[str], list[str]]:
+def rank_command(t: JobTemplate, entry: RankEntry) -> tuple[list[str], list[str]]:
     """torchrun on every node: it starts nproc_per_node ranks with RANK/WORLD_SIZE/MASTER_* set.
 
     Kubeflow Trainer sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and
@@ -198,7 +207,7 @@ def rank_command(t: JobTemplate, handoff: str) -> tuple[list[str], list[str]]:
     args = [f"--nnodes={t.nnodes}", f"--nproc-per-node={t.nproc_per_node}"]
     if t.job_kind is JobKind.PYTORCHJOB:
         args += ["--node-rank=$(PET_NODE_RANK)", "--master-addr=$(MASTER_ADDR)", "--master-port=$(MASTER_PORT)"]
-    return ["torchrun"], [*args, "-m", RANK_MODULE, handoff]
+    return ["torchrun"], [*args, "-m", entry.module, *entry.args]
 
 
 def _env_list(t: JobTemplate, run_env: dict[str, str]) -> list[dict[str, Any]]:
@@ -232,14 +241,20 @@ def _resources(t: JobTemplate) -> dict[str, Any]:
 
 
 def render(
-    t: JobTemplate, *, name: str, namespace: str, handoff: str, run_env: dict[str, str],
+    t: JobTemplate, *, entry: RankEntry, run_env: dict[str, str], name: str | None = None,
+    generate_name: str | None = None, namespace: str | None = None,
     owner: dict[str, str] | None = None, extra_labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The manifest the launcher creates. ``owner``: the launcher pod (name, uid), so that
-    Kubernetes garbage-collects the job with the pod even if the launcher dies without cleaning up."""
+    """The job's manifest. ``name`` or ``generate_name`` (the API server adds a suffix: each
+    retry of an Argo resource template creates a job of its own); no ``namespace``: the one it
+    is created in. ``owner``: a pod (name, uid), so that Kubernetes garbage-collects the job
+    with the pod even if the launcher dies without cleaning up."""
     labels = {**t.labels, "interlock.dev/pipeline": _label(t.pipeline), "interlock.dev/node": _label(t.node),
               **(extra_labels or {})}
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {**labels, **t.queue_labels}}
+    metadata: dict[str, Any] = {"name": name} if name else {"generateName": generate_name}
+    if namespace:
+        metadata["namespace"] = namespace
+    metadata["labels"] = {**labels, **t.queue_labels}
     if t.annotations:
         metadata["annotations"] = dict(t.annotations)
     if owner:
@@ -247,11 +262,11 @@ def render(
             "apiVersion": "v1", "kind": "Pod", "name": owner["name"], "uid": owner["uid"],
             "blockOwnerDeletion": False, "controller": False,
         }]
-    command, args = rank_command(t, handoff)
+    command, args = rank_command(t, entry)
     env = _env_list(t, run_env)
     volumes, mounts = _volumes(t)
     if t.job_kind is JobKind.TRAINJOB:
-        return _trainjob(t, metadata, labels, command, args, env, volumes, mounts)
+        return _trainjob(t, metadata, labels, command, args, env, volumes, mounts, entry.manager)
     return _pytorchjob(t, metadata, labels, command, args, env, volumes, mounts)
 
 
@@ -262,7 +277,7 @@ def _label(value: str) -> str:
 def _trainjob(
     t: JobTemplate, metadata: dict[str, Any], pod_labels: dict[str, str], command: list[str], args: list[str],
     env: list[dict[str, Any]],
-    volumes: list[dict[str, Any]], mounts: list[dict[str, Any]],
+    volumes: list[dict[str, Any]], mounts: list[dict[str, Any]], manager: str,
 ) -> dict[str, Any]:
     trainer: dict[str, Any] = {
         "image": t.image, "command": command, "args": args, "env": env,
@@ -287,7 +302,7 @@ def _trainjob(
         "trainer": trainer,
         # Pod-level settings the runtime does not know: one patch entry owned by interlock.
         "runtimePatches": [{
-            "manager": PATCH_MANAGER,
+            "manager": manager,
             "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
                 {"name": TRAINER_NODE, "template": {"spec": {"template": pod_template}}},
             ]}}},
