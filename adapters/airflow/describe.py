@@ -220,7 +220,7 @@ class _Render:
             # A pod's exit code does not say the failure's kind: the shim's stop marker ends a
             # retry it would not grant in seconds; a TaskFlow task tells ShimRetryPolicy the kind.
             kw.update(_seconds(retry_settings(step, policy=False)))
-            if not self.pods:
+            if not self.pods and kw["retries"]:  # without retries Airflow never asks a policy
                 kw["retry_policy"] = True
         if step.timeout_s is not None and self.pods:
             # The pod runs the shim for one attempt at a time (pod.py): Airflow's own timeout is

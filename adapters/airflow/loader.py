@@ -19,6 +19,7 @@ from typing import Any
 
 SPEC_SUFFIX = ".interlock.json"  # beside the DAG file: the spec, its compile options, the DAG description
 _DESCRIPTIONS: dict[str, tuple[float, dict[str, Any]]] = {}
+_BODIES: dict[str, Any] = {}  # the task bodies, decorated (``_bodies``)
 
 
 def description(spec_file: str) -> dict[str, Any]:
@@ -108,35 +109,44 @@ def _args(a: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
+def _bodies() -> dict[str, Any]:
+    """Each task body decorated once, as a hand-written DAG does; each task is an ``override``."""
+    if not _BODIES:
+        from airflow.sdk import task
+
+        from . import tasks
+
+        _BODIES.update(step=task(tasks.run_step), finally_=task(tasks.run_finally), items=task(tasks.map_items),
+                       pod_items=task(tasks.map_pod_args), mapped=task(tasks.map_item),
+                       collect=task(tasks.map_collect), gate=task.short_circuit(tasks.gate_holds))
+    return _BODIES
+
+
 def _task(t: dict[str, Any], made: dict[str, Any], group: Any, spec_file: str) -> Any:
-    from airflow.sdk import task
-
-    from . import tasks
-
-    kind, tid, node, pod = t["kind"], t["id"], t["node"], t.get("pod")
-    common = {"task_id": tid, "task_group": group, **_args(t["args"])}
+    kind, node, pod = t["kind"], t["node"], t.get("pod")
+    common = {"task_id": t["id"], "task_group": group, **_args(t["args"])}
+    if t["rule"] is not None:
+        common["trigger_rule"] = t["rule"]
+    bodies = _bodies()
     if kind == "gate":
-        return task.short_circuit(ignore_downstream_trigger_rules=False, trigger_rule=t["rule"], **common)(
-            tasks.gate_holds)(spec_file, t["gate"])
+        return bodies["gate"].override(ignore_downstream_trigger_rules=False, **common)(spec_file, t["gate"])
     if kind == "items":
-        return task(trigger_rule=t["rule"], **common)(tasks.map_pod_args if t.get("pods") else tasks.map_items)(
-            spec_file, node)
+        return bodies["pod_items" if t.get("pods") else "items"].override(**common)(spec_file, node)
     if kind == "collect":
-        return task(trigger_rule=t["rule"], **common)(tasks.map_collect)(spec_file, node)
+        return bodies["collect"].override(**common)(spec_file, node)
     if kind == "mapped":
         limit = {"max_active_tis_per_dag": t["limit"]} if t["limit"] else {}
         if pod is not None:
             from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
             return KubernetesPodOperator.partial(**common, **limit, **_pod(pod)).expand(arguments=made[t["items"]])
-        return task(**common, **limit)(tasks.map_item).partial(spec_file=spec_file, node=node).expand(
+        return bodies["mapped"].override(**common, **limit).partial(spec_file=spec_file, node=node).expand(
             index=made[t["items"]])
     if pod is not None:  # a step or finally task as a pod
         from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
-        return KubernetesPodOperator(trigger_rule=t["rule"], **common, **_pod(pod))
-    body = tasks.run_finally if kind == "finally" else tasks.run_step
-    return task(trigger_rule=t["rule"], **common)(body)(spec_file, node)
+        return KubernetesPodOperator(**common, **_pod(pod))
+    return bodies["finally_" if kind == "finally" else "step"].override(**common)(spec_file, node)
 
 
 def _pod(p: dict[str, Any]) -> dict[str, Any]:
