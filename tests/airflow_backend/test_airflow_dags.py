@@ -205,6 +205,55 @@ def test_interruptible_pods_go_to_the_spot_nodes_the_compile_names(tmp_path: Pat
         il.compile(spot_pipeline, backend="airflow", out=tmp_path / "bad", spot_selector="gke-spot")
 
 
+def test_a_pod_finds_its_spec_by_the_pipeline_reference_not_a_copy_per_pod(tmp_path: Path) -> None:
+    """Each pod carries the pipeline's reference and its step's fingerprint (a DAG of N steps
+    holds no N copies of the spec); the entry rebuilds the spec in the image and runs the node,
+    and refuses an image whose step code differs from the compiled DAG."""
+    (_, sidecar) = il.compile(spot_pipeline, backend="airflow", out=tmp_path / "dags")
+    doc = json.loads(sidecar.read_text())
+    spec = il.spec(spot_pipeline)
+    (task,) = [t for t in doc["dag"]["tasks"] if t["id"] == "on_spot"]
+    env = task["pod"]["env_vars"]
+    assert env["INTERLOCK_AIRFLOW_PIPELINE"] == spec.ref and spec.ref.endswith("test_airflow_dags:spot_pipeline")
+    assert env["INTERLOCK_AIRFLOW_FINGERPRINT"] == spec.step_of("on_spot").fingerprint
+    assert "INTERLOCK_AIRFLOW_SPEC" not in env and all(len(v) < 1000 for v in env.values())
+    # What Airflow renders into the templated variables when the task starts, then the pod's command.
+    root = tmp_path / "state-root"
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "INTERLOCK_"))}
+    run_env.update(env, INTERLOCK_AIRFLOW_PARAMS=json.dumps({"x": 3}), INTERLOCK_AIRFLOW_DAG_RUN="manual__1",
+                   INTERLOCK_AIRFLOW_OPTIONS=json.dumps({"state_root": str(root)}),
+                   PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
+    cmd = [sys.executable, *task["pod"]["cmds"][1:], *task["pod"]["arguments"]]
+    proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = (root / "runs").iterdir()
+    assert json.loads((run / "values" / "on_spot" / "o0" / "value.json").read_text()) == 3
+    run_env["INTERLOCK_AIRFLOW_FINGERPRINT"] = "0" * 64  # the image holds other code than was compiled
+    run_env["INTERLOCK_AIRFLOW_DAG_RUN"] = "manual__2"
+    proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1 and "differs from the compiled DAG" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_compile_renders_the_dag_so_that_parsing_only_makes_airflow_objects(tmp_path: Path) -> None:
+    """The sidecar's description: each task's kind, trigger rule, upstream ids and group, as
+    plain JSON; its size per task does not grow with the pipeline (no spec per task)."""
+    from conformance.sub_pipelines import nested
+
+    (_, sidecar) = il.compile(nested, backend="airflow", out=tmp_path / "dags", operator="taskflow")
+    desc = json.loads(sidecar.read_text())["dag"]
+    assert desc["dag"]["dag_id"] == il.spec(nested).name and desc["dag"]["timetable"] is None
+    by_id = {t["id"]: t for t in desc["tasks"]}
+    assert {t["kind"] for t in desc["tasks"]} <= {"step", "finally", "items", "mapped", "collect", "gate"}
+    for t in desc["tasks"]:  # created in plan order: every upstream task exists before its reader
+        assert all(list(by_id).index(u) < list(by_id).index(t["id"]) for u in t["upstream"]), t
+    grouped = [t for t in desc["tasks"] if t["group"]]
+    assert grouped and all(t["group"] in desc["groups"] for t in grouped)
+    parsed = parse(tmp_path / "dags", tmp_path)["dags"][il.spec(nested).name]["tasks"]
+    for t in desc["tasks"]:
+        assert parsed[t["id"]]["upstream"] == sorted(t["upstream"] + ([t["items"]] if t["kind"] == "mapped" else []))
+        assert parsed[t["id"]]["group"] == t["group"]
+
+
 def test_interlock_compile_writes_the_dag_folder_and_backends_lists_both(tmp_path: Path, capsys) -> None:
     from interlock.core.cli.main import main
 
