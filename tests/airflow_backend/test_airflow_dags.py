@@ -254,6 +254,28 @@ def test_compile_renders_the_dag_so_that_parsing_only_makes_airflow_objects(tmp_
         assert parsed[t["id"]]["group"] == t["group"]
 
 
+def _chain(n: int) -> Pipeline:
+    def chain(x: int = 0):
+        for i in range(n):
+            x = on_demand.named(f"s{i}")(x=x)
+        return x
+
+    return il.pipeline(name=f"af-chain-{n}")(chain)
+
+
+@pytest.mark.parametrize("operator", ["taskflow", "kubernetes"])
+def test_the_dag_description_grows_linearly_with_the_steps(tmp_path: Path, operator: str) -> None:
+    """What the loader reads and builds per task does not grow with the pipeline: no task
+    carries the spec (a pod did once: quadratic in the number of steps)."""
+    sizes = {}
+    for n in (10, 100):
+        (_, sidecar) = il.compile(_chain(n), backend="airflow", out=tmp_path / operator, operator=operator)
+        tasks = json.loads(sidecar.read_text())["dag"]["tasks"]
+        assert len(tasks) == n
+        sizes[n] = len(json.dumps(tasks))
+    assert sizes[100] < 11 * sizes[10], sizes
+
+
 def test_interlock_compile_writes_the_dag_folder_and_backends_lists_both(tmp_path: Path, capsys) -> None:
     from interlock.core.cli.main import main
 
