@@ -1,172 +1,172 @@
-"""The small loader a generated DAG file calls at parse time: the compiled spec -> an Airflow DAG.
+"""The small loader a generated DAG file calls at parse time: the DAG description -> an Airflow DAG.
 
-The scheduler parses DAG files every few seconds, so this imports Airflow and interlock's
-plain-data model only (never the pipeline's module, flytekit, kfp, torch or pandas; the
-tests check it in a fresh interpreter). Each unit of the lowered plan becomes its native
-construct: a step a task, an ``il.map`` dynamic task mapping (``<node>.items`` ->
-``<node>.expand(index=...)`` -> ``<node>.collect``), an ``il.when`` block a short-circuit
-task before it, a sub-pipeline call a TaskGroup, an ``il.finally_`` step a task with trigger
-rule ``all_done``. The task bodies (``worker.py``) are imported when a task runs.
-
-``serial`` (airflow-local's default): every task also waits for the one before it in plan
-order with trigger rule ``all_done``, so that ``dag.test()`` (which starts the ready tasks
-of a round in no fixed order) runs them in the order the local backend does; each task then
-decides from the run state whether its node starts (failure policy, gates).
+The scheduler parses DAG files every few seconds, so this does what a hand-written DAG file
+does and no more: it reads the plain-JSON description that ``interlock compile`` rendered into
+the sidecar (``describe.py``: every task's id, kind, trigger rule, upstream ids, group, retry
+and timeout arguments, a pod's kwargs; the DAG's params and schedule) and makes one Airflow
+object per task. It imports Airflow (and the cncf provider for pods), the task bodies
+(``tasks.py``) and the retry policy (``retry_policy.py``), never interlock's core, the
+pipeline's module, flytekit, kfp, torch or pandas; the tests check it in a fresh interpreter.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Plan, Step, Unit, lower
-from interlock.core.model.pipeline_spec import Node, PipelineSpec
-
-from .names import SPEC_SUFFIX, task_id
-from .schedule import dag_kwargs
-
-_SPECS: dict[str, tuple[float, PipelineSpec, dict[str, Any]]] = {}
+SPEC_SUFFIX = ".interlock.json"  # beside the DAG file: the spec, its compile options, the DAG description
+_DESCRIPTIONS: dict[str, tuple[float, dict[str, Any]]] = {}
+_BODIES: dict[str, Any] = {}  # the task bodies, decorated (``_bodies``)
 
 
-def compiled(spec_file: str) -> tuple[PipelineSpec, dict[str, Any]]:
-    """The spec and the compile options in a sidecar file, read once per change of the file."""
+def description(spec_file: str) -> dict[str, Any]:
+    """The DAG description in a sidecar file, read once per change of the file."""
     mtime = os.stat(spec_file).st_mtime
-    held = _SPECS.get(spec_file)
+    held = _DESCRIPTIONS.get(spec_file)
     if held is None or held[0] != mtime:
-        doc = json.loads(Path(spec_file).read_text())
-        held = (mtime, PipelineSpec.loads(json.dumps(doc["spec"])), doc.get("options", {}))
-        _SPECS[spec_file] = held
-    return held[1], held[2]
+        held = (mtime, json.loads(Path(spec_file).read_text())["dag"])
+        _DESCRIPTIONS[spec_file] = held
+    return held[1]
 
 
 def load_dag(dag_file: str) -> Any:
     """The DAG for the spec compiled beside ``dag_file`` (``<name>.py`` + ``<name>.interlock.json``)."""
     spec_file = str(Path(dag_file).with_suffix(SPEC_SUFFIX))
-    spec, options = compiled(spec_file)
-    return build_dag(spec, options, spec_file)
+    return build_dag(description(spec_file), spec_file)
 
 
-def _schema(spec: PipelineSpec) -> dict[str, Any]:
-    from airflow.sdk import Param
+def build_dag(desc: dict[str, Any], spec_file: str) -> Any:
+    """The Airflow DAG of a description; its tasks read the spec from ``spec_file`` when they run."""
+    from airflow.sdk import DAG, Param, TaskGroup
 
-    kinds = {"int": "integer", "float": "number", "str": "string", "bool": "boolean", "list": "array",
-             "dict": "object", "dataclass": "object"}
-    params: dict[str, Any] = {}
-    for p in spec.params:
-        kind = kinds.get(str(p.type.kind), None)
-        types: Any = [kind, "null"] if kind and p.type.optional else kind
-        extra = {"type": types} if kind else {}
-        params[p.name] = Param(p.default, **extra) if p.has_default else Param(**extra)
-    return params
-
-
-def build_dag(spec: PipelineSpec, options: dict[str, Any], spec_file: str) -> Any:
-    from airflow.sdk import DAG
-
-    serial = bool(options.get("serial", False))
-    dag = DAG(
-        dag_id=options.get("dag_id") or spec.name,
-        **dag_kwargs(spec, scheduled=bool(options.get("schedule", True))),
-        params=_schema(spec),
-        tags=["interlock"],
-        doc_md=f"interlock pipeline `{spec.name}` (compiled by `interlock compile --backend airflow`)",
-        default_args={"retries": 0},
-    )
+    d = desc["dag"]
+    kw: dict[str, Any] = {k: d[k] for k in ("catchup", "max_active_runs", "is_paused_upon_creation") if k in d}
+    if d.get("start_date"):
+        kw["start_date"] = datetime.fromisoformat(d["start_date"])
+    params = {name: Param(p["default"], **_type(p)) if "default" in p else Param(**_type(p))
+              for name, p in d["params"].items()}
+    dag = DAG(dag_id=d["dag_id"], schedule=_schedule(d["timetable"]), params=params, tags=d["tags"],
+              doc_md=d["doc_md"], default_args=d["default_args"], **kw)
     with dag:
-        _Render(spec, lower(spec), options, spec_file, serial).all()
+        groups: dict[str, Any] = {}
+        for gid, g in desc["groups"].items():  # a parent before its children (plan order)
+            groups[gid] = TaskGroup(group_id=gid, prefix_group_id=False, tooltip=g["tooltip"],
+                                    parent_group=groups[g["parent"]] if g["parent"] else None)
+        made: dict[str, Any] = {}
+        for t in desc["tasks"]:
+            made[t["id"]] = _task(t, made, groups.get(t["group"]) if t["group"] else None, spec_file)
+        for t in desc["tasks"]:
+            for u in t["upstream"]:
+                made[u] >> made[t["id"]]
     return dag
 
 
-class _Render:
-    """One pass over the plan; ``last`` is the task before the next one in plan order."""
-
-    def __init__(self, spec: PipelineSpec, plan: Plan, options: dict[str, Any], spec_file: str, serial: bool):
-        self.spec, self.plan, self.options, self.spec_file, self.serial = spec, plan, options, spec_file, serial
-        self.entry: dict[str, Any] = {}  # node -> the task that starts it (a map: its items task)
-        self.exit: dict[str, Any] = {}  # node -> the task that ends it (a map: its collect task)
-        self.last: Any = None
-        self.gates: list[tuple[Any, list[str]]] = []  # gate task, the nodes of its block
-        from .operators import Operators
-
-        self.ops = Operators(spec, options, spec_file)
-
-    def all(self) -> None:
-        self.units(self.plan.units)
-        for gate_task, members in self.gates:  # a block's tasks that read nothing inside it start after its gate
-            inside = set(members)
-            for name in members:
-                if not (self._reads(self.spec.node(name)) & inside):
-                    gate_task >> self.entry[name]
-        finals = [b.node for b in self.spec.finally_blocks] + ([self.spec.finally_] if self.spec.finally_ else [])
-        body = [self.exit[n.name] for n in self.plan.nodes()]
-        for node in finals:  # after everything in serial order; else after its own block (below)
-            t = self.ops.finally_task(node)
-            block = next((b for b in self.spec.finally_blocks if b.node.name == node.name), None)
-            upstream = [self.exit[m] for m in block.members if m in self.exit] if block is not None else body
-            for u in upstream:
-                u >> t
-            self._follow(t)
-
-    def units(self, units: tuple[Unit, ...]) -> None:
-        for u in units:
-            if isinstance(u, Step):
-                self.step(u.node)
-            elif isinstance(u, Block):
-                self.block(u)
-            elif isinstance(u, Chain):
-                for b in u.blocks:
-                    self.block(b)
-            elif isinstance(u, Call):
-                from airflow.sdk import TaskGroup
-
-                with TaskGroup(group_id=task_id(f"{u.call.name}-call").replace(".", "_"), prefix_group_id=False,
-                               tooltip=f"sub-pipeline {u.call.pipeline}"):
-                    self.units(u.units)
-            elif isinstance(u, FinallyScope):
-                self.units(u.units)  # its finally step: after the body (all())
-
-    def block(self, b: Block) -> None:
-        gate = self.ops.gate_task(b.gate.id)
-        for name in self._condition_nodes(b):
-            self.exit[name] >> gate
-        if self.last is not None:  # beside the serial order, never in it: a closed gate skips only its block
-            self.last >> gate
-        self.gates.append((gate, list(self.plan.nodes_in(b.key))))
-        self.units(b.units)
-
-    def step(self, node: Node) -> None:
-        if node.map is None:
-            t = self.ops.step_task(node)
-            first = last = t
-        else:
-            first, last = self.ops.map_tasks(node)
-        self.entry[node.name], self.exit[node.name] = first, last
-        for name in sorted(self._reads(node)):
-            if name in self.exit:
-                self.exit[name] >> first
-        self._follow(first, last)
-
-    def _follow(self, first: Any, last: Any = None) -> None:
-        if self.serial and self.last is not None:
-            self.last >> first
-        self.last = last if last is not None else first
-
-    def _reads(self, node: Node) -> set[str]:
-        """What the node waits for: the nodes it reads and those it runs ``after=``."""
-        return node.upstream()
-
-    def _condition_nodes(self, b: Block) -> set[str]:
-        from interlock.core.model.conditions import condition_of
-
-        names: set[str] = set()
-        for g in self.spec.gate_chain(b.gate.id):
-            for ref in condition_of(g).bindings():
-                names |= ref.nodes()
-        return {n for n in names if n in self.exit}
+def _type(p: dict[str, Any]) -> dict[str, Any]:
+    return {"type": p["type"]} if "type" in p else {}
 
 
-def retry_delay(seconds: float) -> timedelta:
-    return timedelta(seconds=seconds)
+def _schedule(t: dict[str, Any] | None) -> Any:
+    """The DAG's ``schedule=``: a timetable, an asset expression, both, or None."""
+    if t is None:
+        return None
+    from airflow.sdk import (
+        Asset,
+        AssetOrTimeSchedule,
+        CronTriggerTimetable,
+        DeltaTriggerTimetable,
+        MultipleCronTriggerTimetable,
+    )
+
+    crons = t["crons"]
+    time: Any = None
+    if len(crons) == 1:
+        time = CronTriggerTimetable(crons[0], timezone=t["tz"])
+    elif crons:
+        time = MultipleCronTriggerTimetable(*crons, timezone=t["tz"])
+    elif t["every_s"] is not None:
+        time = DeltaTriggerTimetable(timedelta(seconds=t["every_s"]))
+    assets: Any = None
+    for uri in t["assets"]:
+        assets = Asset(uri) if assets is None else assets | Asset(uri)
+    if time is not None and assets is not None:
+        return AssetOrTimeSchedule(timetable=time, assets=assets)
+    return time if time is not None else assets
+
+
+def _args(a: dict[str, Any]) -> dict[str, Any]:
+    """A task's retry and timeout arguments from their plain form (seconds, a policy flag)."""
+    kw = dict(a)
+    for k in ("retry_delay", "max_retry_delay", "execution_timeout"):
+        if k in kw:
+            kw[k] = timedelta(seconds=kw[k])
+    if kw.pop("retry_policy", False):
+        from .retry_policy import ShimRetryPolicy
+
+        kw["retry_policy"] = ShimRetryPolicy()
+    return kw
+
+
+def _bodies() -> dict[str, Any]:
+    """Each task body decorated once, as a hand-written DAG does; each task is an ``override``."""
+    if not _BODIES:
+        from airflow.sdk import task
+
+        from . import tasks
+
+        _BODIES.update(step=task(tasks.run_step), finally_=task(tasks.run_finally), items=task(tasks.map_items),
+                       pod_items=task(tasks.map_pod_args), mapped=task(tasks.map_item),
+                       collect=task(tasks.map_collect), gate=task.short_circuit(tasks.gate_holds))
+    return _BODIES
+
+
+def _task(t: dict[str, Any], made: dict[str, Any], group: Any, spec_file: str) -> Any:
+    kind, node, pod = t["kind"], t["node"], t.get("pod")
+    common = {"task_id": t["id"], "task_group": group, **_args(t["args"])}
+    if t["rule"] is not None:
+        common["trigger_rule"] = t["rule"]
+    bodies = _bodies()
+    if kind == "gate":
+        return bodies["gate"].override(ignore_downstream_trigger_rules=False, **common)(spec_file, t["gate"])
+    if kind == "items":
+        return bodies["pod_items" if t.get("pods") else "items"].override(**common)(spec_file, node)
+    if kind == "collect":
+        return bodies["collect"].override(**common)(spec_file, node)
+    if kind == "mapped":
+        limit = {"max_active_tis_per_dag": t["limit"]} if t["limit"] else {}
+        if pod is not None:
+            from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+
+            return KubernetesPodOperator.partial(**common, **limit, **_pod(pod)).expand(arguments=made[t["items"]])
+        return bodies["mapped"].override(**common, **limit).partial(spec_file=spec_file, node=node).expand(
+            index=made[t["items"]])
+    if pod is not None:  # a step or finally task as a pod
+        from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+
+        return KubernetesPodOperator(**common, **_pod(pod))
+    return bodies["finally_" if kind == "finally" else "step"].override(**common)(spec_file, node)
+
+
+def _pod(p: dict[str, Any]) -> dict[str, Any]:
+    """A pod's KubernetesPodOperator kwargs: the Kubernetes objects from their plain form (``pod.py``)."""
+    from airflow.providers.cncf.kubernetes.secret import Secret
+    from kubernetes.client import models as k8s
+
+    kw = dict(p)
+    kw["secrets"] = [Secret(*s) for s in p["secrets"]]
+    kw["container_resources"] = k8s.V1ResourceRequirements(**p["container_resources"])
+    if p["tolerations"]:
+        kw["tolerations"] = [k8s.V1Toleration(**t) for t in p["tolerations"]]
+    if p["volumes"]:
+        kw["volumes"] = [k8s.V1Volume(
+            name=v["name"],
+            empty_dir=k8s.V1EmptyDirVolumeSource(**v["empty_dir"]) if "empty_dir" in v else None,
+            persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(**v["persistent_volume_claim"])
+            if "persistent_volume_claim" in v else None) for v in p["volumes"]]
+    if p["volume_mounts"]:
+        kw["volume_mounts"] = [k8s.V1VolumeMount(**m) for m in p["volume_mounts"]]
+    if p["image_pull_secrets"]:
+        kw["image_pull_secrets"] = [k8s.V1LocalObjectReference(name=n) for n in p["image_pull_secrets"]]
+    return kw

@@ -1,5 +1,5 @@
 """Where an Airflow task finds its run: the variables airflow-local sets, or on a deployment
-the state root compiled into the DAG and Airflow's own run id. Task ids and the sidecar name."""
+the state root compiled into the DAG and Airflow's own run id. Task ids."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from interlock.core.run.records import ALL_KINDS
 
 BACKEND = "airflow"
 LOCAL_BACKEND = "airflow-local"
-SPEC_SUFFIX = ".interlock.json"  # beside the DAG file: the spec and the options it was compiled with
 RUN_DIR_ENV = "INTERLOCK_AIRFLOW_RUN_DIR"  # airflow-local: the run's folder (values, records, state)
 CACHE_DIR_ENV = "INTERLOCK_AIRFLOW_CACHE_DIR"
 CACHE_ENV = "INTERLOCK_AIRFLOW_CACHE"  # "0": the run was asked not to use the cache

@@ -16,14 +16,15 @@ cron's zone) as ``time_input``; for an asset-triggered run the data triggers' in
 object's URI as ``uri_input``: the asset event's ``extra["uri"]`` (what the producer that landed
 the object records: ``outlet_events[asset].extra = {"uri": ...}``), else the asset's URI.
 
-Plain data only at parse time (the triggers in the spec); Airflow's classes in ``timetable``.
+Compile time: the schedule is plain data in the DAG description (``schedule_args``); the loader
+makes Airflow's timetable and assets from it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from interlock.core.base.errors import CapabilityError
@@ -105,43 +106,21 @@ def plan(spec: PipelineSpec) -> Schedule | None:
     return Schedule(**kw)
 
 
-def timetable(s: Schedule) -> Any:
-    """The DAG's ``schedule=``: a timetable, an asset expression, or both."""
-    from airflow.sdk import (
-        Asset,
-        AssetOrTimeSchedule,
-        CronTriggerTimetable,
-        DeltaTriggerTimetable,
-        MultipleCronTriggerTimetable,
-    )
-
-    time: Any = None
-    if len(s.crons) == 1:
-        time = CronTriggerTimetable(s.crons[0], timezone=s.tz)
-    elif s.crons:
-        time = MultipleCronTriggerTimetable(*s.crons, timezone=s.tz)
-    elif s.every_s is not None:
-        time = DeltaTriggerTimetable(timedelta(seconds=s.every_s))
-    assets: Any = None
-    for uri in s.assets:
-        assets = Asset(uri) if assets is None else assets | Asset(uri)
-    if time is not None and assets is not None:
-        return AssetOrTimeSchedule(timetable=time, assets=assets)
-    return time if time is not None else assets
-
-
-def dag_kwargs(spec: PipelineSpec, scheduled: bool) -> dict[str, Any]:
-    """``schedule``, ``catchup``, ``max_active_runs``, ``is_paused_upon_creation``, ``start_date``
-    for ``DAG(...)``; none but ``catchup=False`` unscheduled (airflow-local: dag.test() runs once)."""
+def schedule_args(spec: PipelineSpec, scheduled: bool) -> dict[str, Any]:
+    """The DAG's schedule as plain data for the loader: ``timetable`` (crons, tz, every_s,
+    assets), ``catchup``, ``max_active_runs``, ``is_paused_upon_creation``, ``start_date`` (ISO);
+    none but ``catchup=False`` unscheduled (airflow-local: dag.test() runs once)."""
     s = plan(spec) if scheduled else None
     if s is None:
-        return {"schedule": None, "catchup": False}
-    out: dict[str, Any] = {"schedule": timetable(s), "catchup": s.catch_up, "max_active_runs": s.max_concurrent,
+        return {"timetable": None, "catchup": False}
+    out: dict[str, Any] = {"timetable": {"crons": list(s.crons), "tz": s.tz, "every_s": s.every_s,
+                                         "assets": list(s.assets)},
+                           "catchup": s.catch_up, "max_active_runs": s.max_concurrent,
                            "is_paused_upon_creation": not s.active}
     if s.start is not None:
         from interlock.core.model.triggers import parse_time
 
-        out["start_date"] = parse_time(s.start, "Every start")
+        out["start_date"] = parse_time(s.start, "Every start").isoformat()
     return out
 
 

@@ -2,8 +2,9 @@
 
     python parse_dags.py DAGS_FOLDER OUT.json
 
-Prints nothing; writes {"errors": ..., "dags": {dag_id: {tasks}}, "modules": [...]} where
-``modules`` are the heavy or user modules that parsing imported (none may be).
+Prints nothing; writes {"errors": ..., "dags": {dag_id: {tasks}}, "modules": [...], "interlock": [...]}
+where ``modules`` are the heavy or user modules that parsing imported (none may be) and
+``interlock`` interlock's own (the loader and what it needs; nothing of interlock.core).
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def main(folder: str, out: str) -> None:
         "dags": {d.dag_id: {"schedule": str(d.schedule) if d.schedule else None, "params": sorted(d.params),
                             "timetable": timetable(d),
                             "tasks": {t.task_id: describe(t) for t in d.tasks}} for d in bag.dags.values()},
-        "modules": modules, "import_s": t1 - t0, "parse_s": t2 - t1,
+        "modules": modules, "interlock": sorted(m for m in sys.modules if m.split(".")[0] == "interlock"),
+        "import_s": t1 - t0, "parse_s": t2 - t1,
     }, default=str))
 
 

@@ -29,6 +29,13 @@ HERE = Path(__file__).resolve().parent
 CONFORMANCE = ("pipelines", "branch_pipelines", "default_pipelines", "fanout_pipelines", "finally_block_pipelines",
                "finally_pipelines", "handler_pipelines", "join_pipelines", "outcome_pipelines", "policy_pipelines",
                "stop_pipelines", "sub_pipelines", "subpipeline_finally_pipelines", "value_pipelines", "zip_pipelines")
+# What parsing a generated DAG file may import of interlock: the loader, the task bodies it
+# references and the retry policy a TaskFlow task carries; and the trigger bridge's provider
+# metadata (stdlib only), which Airflow's providers manager imports for any DAG file.
+PARSE_TIME_MODULES = {"interlock", "interlock.adapters", "interlock.adapters.airflow",
+                      "interlock.adapters.airflow.loader", "interlock.adapters.airflow.tasks",
+                      "interlock.adapters.airflow.retry_policy",
+                      "interlock.plugins", "interlock.plugins.airflow", "interlock.plugins.airflow.provider"}
 
 
 def conformance_pipelines() -> dict[str, Pipeline]:
@@ -75,6 +82,11 @@ def test_every_conformance_pipeline_loads_in_a_dagbag_without_importing_its_code
     assert sorted(parsed["dags"]) == sorted(pipelines)
     # The scheduler parses every few seconds: no pipeline module, no ML library at parse time.
     assert parsed["modules"] == []
+    # Parsing costs what a hand-written DAG costs: the loader turns the compiled description
+    # into Airflow objects and imports nothing of interlock's core (no spec, no plan).
+    assert not [m for m in parsed["interlock"] if m.startswith("interlock.core")], parsed["interlock"]
+    assert set(parsed["interlock"]) <= PARSE_TIME_MODULES, parsed["interlock"]
+    assert "interlock.adapters.airflow.loader" in parsed["interlock"]
     for name, p in pipelines.items():
         spec = il.spec(p)
         tasks = parsed["dags"][name]["tasks"]
@@ -191,6 +203,77 @@ def test_interruptible_pods_go_to_the_spot_nodes_the_compile_names(tmp_path: Pat
     assert not demand["node_selector"] and not demand["tolerations"]  # only interruptible steps move
     with pytest.raises(il.PolicyError, match="spot_selector='gke-spot' must be KEY=VALUE"):
         il.compile(spot_pipeline, backend="airflow", out=tmp_path / "bad", spot_selector="gke-spot")
+
+
+def test_a_pod_finds_its_spec_by_the_pipeline_reference_not_a_copy_per_pod(tmp_path: Path) -> None:
+    """Each pod carries the pipeline's reference and its step's fingerprint (a DAG of N steps
+    holds no N copies of the spec); the entry rebuilds the spec in the image and runs the node,
+    and refuses an image whose step code differs from the compiled DAG."""
+    (_, sidecar) = il.compile(spot_pipeline, backend="airflow", out=tmp_path / "dags")
+    doc = json.loads(sidecar.read_text())
+    spec = il.spec(spot_pipeline)
+    (task,) = [t for t in doc["dag"]["tasks"] if t["id"] == "on_spot"]
+    env = task["pod"]["env_vars"]
+    assert env["INTERLOCK_AIRFLOW_PIPELINE"] == spec.ref and spec.ref.endswith("test_airflow_dags:spot_pipeline")
+    assert env["INTERLOCK_AIRFLOW_FINGERPRINT"] == spec.step_of("on_spot").fingerprint
+    assert "INTERLOCK_AIRFLOW_SPEC" not in env and all(len(v) < 1000 for v in env.values())
+    # What Airflow renders into the templated variables when the task starts, then the pod's command.
+    root = tmp_path / "state-root"
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "INTERLOCK_"))}
+    run_env.update(env, INTERLOCK_AIRFLOW_PARAMS=json.dumps({"x": 3}), INTERLOCK_AIRFLOW_DAG_RUN="manual__1",
+                   INTERLOCK_AIRFLOW_OPTIONS=json.dumps({"state_root": str(root)}),
+                   PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
+    cmd = [sys.executable, *task["pod"]["cmds"][1:], *task["pod"]["arguments"]]
+    proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = (root / "runs").iterdir()
+    assert json.loads((run / "values" / "on_spot" / "o0" / "value.json").read_text()) == 3
+    run_env["INTERLOCK_AIRFLOW_FINGERPRINT"] = "0" * 64  # the image holds other code than was compiled
+    run_env["INTERLOCK_AIRFLOW_DAG_RUN"] = "manual__2"
+    proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1 and "differs from the compiled DAG" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_compile_renders_the_dag_so_that_parsing_only_makes_airflow_objects(tmp_path: Path) -> None:
+    """The sidecar's description: each task's kind, trigger rule, upstream ids and group, as
+    plain JSON; its size per task does not grow with the pipeline (no spec per task)."""
+    from conformance.sub_pipelines import nested
+
+    (_, sidecar) = il.compile(nested, backend="airflow", out=tmp_path / "dags", operator="taskflow")
+    desc = json.loads(sidecar.read_text())["dag"]
+    assert desc["dag"]["dag_id"] == il.spec(nested).name and desc["dag"]["timetable"] is None
+    by_id = {t["id"]: t for t in desc["tasks"]}
+    assert {t["kind"] for t in desc["tasks"]} <= {"step", "finally", "items", "mapped", "collect", "gate"}
+    for t in desc["tasks"]:  # created in plan order: every upstream task exists before its reader
+        assert all(list(by_id).index(u) < list(by_id).index(t["id"]) for u in t["upstream"]), t
+    grouped = [t for t in desc["tasks"] if t["group"]]
+    assert grouped and all(t["group"] in desc["groups"] for t in grouped)
+    parsed = parse(tmp_path / "dags", tmp_path)["dags"][il.spec(nested).name]["tasks"]
+    for t in desc["tasks"]:
+        assert parsed[t["id"]]["upstream"] == sorted(t["upstream"] + ([t["items"]] if t["kind"] == "mapped" else []))
+        assert parsed[t["id"]]["group"] == t["group"]
+
+
+def _chain(n: int) -> Pipeline:
+    def chain(x: int = 0):
+        for i in range(n):
+            x = on_demand.named(f"s{i}")(x=x)
+        return x
+
+    return il.pipeline(name=f"af-chain-{n}")(chain)
+
+
+@pytest.mark.parametrize("operator", ["taskflow", "kubernetes"])
+def test_the_dag_description_grows_linearly_with_the_steps(tmp_path: Path, operator: str) -> None:
+    """What the loader reads and builds per task does not grow with the pipeline: no task
+    carries the spec (a pod did once: quadratic in the number of steps)."""
+    sizes = {}
+    for n in (10, 100):
+        (_, sidecar) = il.compile(_chain(n), backend="airflow", out=tmp_path / operator, operator=operator)
+        tasks = json.loads(sidecar.read_text())["dag"]["tasks"]
+        assert len(tasks) == n
+        sizes[n] = len(json.dumps(tasks))
+    assert sizes[100] < 11 * sizes[10], sizes
 
 
 def test_interlock_compile_writes_the_dag_folder_and_backends_lists_both(tmp_path: Path, capsys) -> None:

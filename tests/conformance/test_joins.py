@@ -266,13 +266,14 @@ def test_the_local_runners_without_join_rules_refuse_before_running(tmp_path: Pa
 
 def test_airflow_renders_each_rule_as_its_trigger_rule(tmp_path: Path) -> None:
     pytest.importorskip("airflow")
+    from interlock.adapters.airflow.describe import describe
     from interlock.adapters.airflow.loader import build_dag
 
     for serial, want in ((False, {"none_failed": "none_failed", "all_succeeded": "all_success",
                                   "any_succeeded": "none_failed_min_one_success",
                                   "one_succeeded": "one_success", "all_done": "all_done"}),
                          (True, dict.fromkeys(jp.RULES, "all_done"))):
-        dag = build_dag(il.spec(jp.join_rules), {"serial": serial}, str(tmp_path / "spec.json"))
+        dag = build_dag(describe(il.spec(jp.join_rules), {"serial": serial}), str(tmp_path / "spec.json"))
         rules = {r: dag.get_task(f"after-{r.replace('_', '-')}").trigger_rule for r in jp.RULES}
         got = {r: getattr(t, "value", t) for r, t in rules.items()}
         assert got == want, serial
