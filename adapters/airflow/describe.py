@@ -26,7 +26,7 @@ from typing import Any
 
 from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Plan, Step, Unit, lower
 from interlock.core.base.errors import PipelineDefinitionError
-from interlock.core.model.joins import AIRFLOW, DEFAULT, RunIf
+from interlock.core.model.joins import DEFAULT, RunIf
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 
 from .names import COLLECT, ITEMS, gate_task_id, task_id
@@ -34,6 +34,12 @@ from .schedule import schedule_args
 
 ALL_DONE = "all_done"
 ONE_BRANCH = "none_failed_min_one_success"  # a reader of il.branch_value: one branch ran, none failed
+# Each join rule (run_if=) as the Airflow trigger rule that decides the same (core/model/joins.py).
+TRIGGER_RULES = {
+    RunIf.NONE_FAILED: "none_failed", RunIf.ALL_SUCCEEDED: "all_success",
+    RunIf.ANY_SUCCEEDED: "none_failed_min_one_success", RunIf.ONE_SUCCEEDED: "one_success",
+    RunIf.ALL_DONE: ALL_DONE,
+}
 _KINDS = {"int": "integer", "float": "number", "str": "string", "bool": "boolean", "list": "array",
           "dict": "object", "dataclass": "object"}
 
@@ -203,12 +209,12 @@ class _Render:
         if self.serial:
             return ALL_DONE  # each task decides itself from the run state
         if node.run_if is not None:  # a join rule: Airflow's own trigger rule
-            return AIRFLOW[RunIf(node.run_if)]
+            return TRIGGER_RULES[RunIf(node.run_if)]
         if any(b.kind == "one_of" for _, b in node.inputs):
             return ONE_BRANCH
         # interlock's default rule, none_failed: a skipped upstream (a closed block, il.Skip) does
         # not skip the task; the worker skips it when it reads a value that was never made.
-        return AIRFLOW[DEFAULT]
+        return TRIGGER_RULES[DEFAULT]
 
     def _common(self, node: Node) -> dict[str, Any]:
         """The retry and timeout arguments of a node's task, in seconds."""

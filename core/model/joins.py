@@ -54,12 +54,6 @@ DEFAULT = RunIf.NONE_FAILED
 READS_MISSING = frozenset({RunIf.ANY_SUCCEEDED, RunIf.ONE_SUCCEEDED, RunIf.ALL_DONE})
 # Rules under which the step may run although an upstream is down (failure_policy="continue").
 AFTER_FAILURE = frozenset({RunIf.ONE_SUCCEEDED, RunIf.ALL_DONE})
-# Each rule's Airflow trigger rule.
-AIRFLOW = {
-    RunIf.NONE_FAILED: "none_failed", RunIf.ALL_SUCCEEDED: "all_success",
-    RunIf.ANY_SUCCEEDED: "none_failed_min_one_success", RunIf.ONE_SUCCEEDED: "one_success",
-    RunIf.ALL_DONE: "all_done",
-}
 
 
 def check_run_if(value: object, *, pipeline: str | None = None, step: str | None = None) -> RunIf:
