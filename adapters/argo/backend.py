@@ -61,8 +61,9 @@ FEATURES = {
     "subpipeline": "native (a nested DAG template per call, its inputs and outputs the values crossing it)",
     "subpipeline.cache": "unsupported as a unit (Argo memoizes templates one by one): the inner steps cache",
     "subpipeline.finally": "native (the call's exit lifecycle hook)",
-    "join.run_if": "unsupported: not rendered yet (Argo's depends: expressions could); join the branches with "
-    "il.branch_value, or run on airflow, flyte2 or local",
+    "join.run_if": "native (the task's depends expression over its upstreams: Succeeded, Skipped, Omitted, Failed, "
+    "Errored; an input from an upstream that made nothing is an expression with a default the step reads as None; "
+    "the exit handler records an omitted join as skipped where its rule says so)",
     "skip": "unsupported: not rendered yet; return an Optional value and test it with il.when, or run on airflow, "
     "flyte2 or local",
     "finally.block.reads_output": "unsupported: not rendered yet; pass the finally step parameters, or run on "
@@ -90,6 +91,8 @@ FEATURES = {
     "resume": "unsupported (resubmit: `argo resubmit --memoized` reuses memoized steps)",
 }
 LOSSY = (
+    "join.run_if: Argo's Omitted does not say why: under failure_policy='continue' a task omitted behind a failure "
+    "reads as skipped to a join after it (the receipt records it not-run, as every backend does)",
     "retry.preempted: a PREEMPTED retry waits the contention backoff of a step that has both (one backoff per template)",
     "cache: memoize entries live in a ConfigMap (1 MiB in all); outputs too large for it are not memoized",
     "distributed: Argo cannot see why a TrainJob failed, so each retry left after a FATAL rank starts pods that "

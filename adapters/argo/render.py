@@ -20,11 +20,13 @@ from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Plan, 
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.model.failure_policy import STOP
+from interlock.core.model.joins import READS_MISSING, may_not_produce, rule_of, upstreams
 from interlock.core.model.pipeline_spec import Node
 from interlock.core.model.spec import Binding, BindingKind
 from interlock.core.model.types import TypeSpec
 
 from .gates import kept_ports
+from .joins import MISSING, depends
 from .names import Names, param
 from .options import DEFAULT_IMAGE, ArgoOptions
 from .policies import apply_step, memoize
@@ -50,6 +52,7 @@ class Renderer:
         self._kept = kept_ports(self.spec)
         self._maps = [n.name for n in self.spec.nodes if n.map is not None]
         self._tolerant: set[str] = set()
+        self._joins: dict[tuple[str, str], tuple[str, set[str]]] = {}  # (dag, task) -> depends, its tasks
 
     # -- the loop -------------------------------------------------------------------------
     def main(self) -> Dag:
@@ -102,8 +105,10 @@ class Renderer:
         """Write each task's ``depends`` once every reference inside it is known."""
         for task in dag.tasks:
             deps = sorted(dag.deps.get(task["name"], set()) - {task["name"]})
-            if deps:
-                task["depends"] = " && ".join(deps)
+            rule, ruled = self._joins.get((dag.name, task["name"]), (None, set()))
+            terms = [d for d in deps if d not in ruled] + ([f"({rule})"] if rule else [])
+            if terms:
+                task["depends"] = " && ".join(terms)
         dag.template["dag"]["tasks"] = dag.tasks
 
     # -- one step -------------------------------------------------------------------------
@@ -128,6 +133,8 @@ class Renderer:
         _when(task, conds, deps)
         for up in node.after:
             self._after(dag, up, deps)
+        if node.run_if is not None:
+            self.join(node, name, dag)
         if m is not None and m.tolerate:
             self.tolerance(node, name, dag)
 
@@ -197,6 +204,23 @@ class Renderer:
         dag.rep[node.name] = out_task["name"]  # readers read the outputs task
         self.dag_of[node.name] = dag
 
+    def join(self, node: Node, name: str, dag: Dag) -> None:
+        """The task's join rule as its ``depends`` expression over its upstreams' tasks (joins.py)."""
+        ups, reads = upstreams(node)
+        tasks: dict[str, bool] = {}
+        for up in sorted(ups):
+            found: set[str] = set()
+            self._after(dag, up, found)
+            if len(found) != 1:
+                raise PipelineDefinitionError(
+                    f"run_if={rule_of(node).value!r} joins {up!r}, which runs in another nested DAG (a block or "
+                    "a call): Argo's depends names tasks of its own DAG only", pipeline=self.spec.name,
+                    step=node.name, hint="put the join beside what it joins, or join the block's own result")
+            [task] = found
+            tasks[task] = tasks.get(task, False) or up in reads
+        if tasks:
+            self._joins[(dag.name, name)] = (depends(rule_of(node), tasks), set(tasks))
+
     def tolerance(self, node: Node, items: str, dag: Dag) -> None:
         """The ``<node>-tolerance`` task after a tolerant map (tolerance.py); the readers read it."""
         name = dag.names.take(f"{node.name}-tolerance")
@@ -251,7 +275,7 @@ class Renderer:
                 args += ["--param", p.name, f"{{{{workflow.parameters.{p.name}}}}}"]
         t: dict[str, Any] = {"name": tname, "container": {"image": step.image or self.opts.image or DEFAULT_IMAGE,
                                                            "command": list(ENTRY), "args": args}}
-        io = _TemplateIO(t, task, cached=mode == "run" and step.cache is not None and step.cache.enabled)
+        io = _TemplateIO(t, task, cached=mode == "run" and step.cache is not None and step.cache.enabled, node=node)
         key_parts: list[str] = []
         ignored = set(step.cache.ignore_inputs) if step.cache is not None else set()
         types = {p.name: p.type for p in step.inputs}
@@ -325,6 +349,9 @@ class Renderer:
                 ref = _or_empty(ref)
             else:
                 kind = "raw" if raw_text(src) else "json"
+            if not ref.artifact and self._may_miss(b, io):
+                kind = f"{kind}?"  # the entry reads MISSING as None
+                ref = _or_missing(ref)
         deps.update(ref.deps)
         if ref.artifact:
             io.artifact_in(pname, ref)
@@ -338,6 +365,12 @@ class Renderer:
         io.param_in(pname, ref)
         io.arg(kind, label, f"{{{{inputs.parameters.{pname}}}}}")
         return f"inputs.parameters['{pname}']"
+
+    def _may_miss(self, b: Binding, io: _TemplateIO) -> bool:
+        """Does the reader run although ``b``'s producer made nothing (its join rule)?"""
+        reader = io.node
+        return (reader is not None and rule_of(reader) in READS_MISSING and b.kind is BindingKind.OUTPUT
+                and bool(b.node) and may_not_produce(self.spec, b.node or "", reader))
 
     def _gathered(self, b: Binding, dag: Dag) -> bool:
         if b.kind is BindingKind.ONE_OF:  # il.branch_value over map outputs: the branch's list of item texts
@@ -484,6 +517,16 @@ def _or_empty(ref: Ref) -> Ref:
     return Ref(f"={expr}", f"({expr})", ref.artifact, ref.deps)
 
 
+def _or_missing(ref: Ref) -> Ref:
+    """An output of a task that may not have run, or ``MISSING``: Argo cannot resolve an
+    output its task never made."""
+    m = re.fullmatch(r"tasks\.([^.]+)\.outputs\.parameters\.([A-Za-z0-9_]+)", ref.text)
+    if m is None:
+        return ref
+    expr = f"tasks['{m[1]}'].outputs?.parameters?.{m[2]} ?? '{MISSING}'"
+    return Ref(f"={expr}", f"({expr})", ref.artifact, ref.deps)
+
+
 def _field_type(t: TypeSpec, path: tuple[str, ...]) -> TypeSpec | None:
     for name in path:
         nxt = t.field_type(name)
@@ -496,8 +539,9 @@ def _field_type(t: TypeSpec, path: tuple[str, ...]) -> TypeSpec | None:
 class _TemplateIO:
     """A template's inputs, outputs and container args, and the calling task's arguments."""
 
-    def __init__(self, template: dict[str, Any], task: dict[str, Any], cached: bool = False):
-        self.t, self.task, self.cached = template, task, cached
+    def __init__(self, template: dict[str, Any], task: dict[str, Any], cached: bool = False,
+                 node: Node | None = None):
+        self.t, self.task, self.cached, self.node = template, task, cached, node
 
     def arg(self, kind: str, port: str, value: str) -> None:
         self.t["container"]["args"] += ["--in", kind, port, value]

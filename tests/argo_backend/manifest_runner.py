@@ -286,13 +286,15 @@ _DEP = re.compile(r"([a-z0-9][a-z0-9-]*)(?:\.([A-Za-z]+))?")
 
 
 def _depends_hold(expr: str, scope: dict[str, str]) -> bool:
-    """Argo's ``depends``: ``a`` alone means a.Succeeded || a.Skipped || a.Daemoned."""
+    """Argo's ``depends`` (``&&``, ``||``, ``!``, parentheses): ``a`` alone means a.Succeeded ||
+    a.Skipped || a.Daemoned; a task not reached reads Omitted."""
     def one(m: re.Match[str]) -> str:
         status = scope.get(f"tasks.{m.group(1)}.status", "Omitted")
         if m.group(2) is None:
             return str(status in ("Succeeded", "Skipped", "Daemoned"))
         return str(status == m.group(2))
-    return bool(eval(_DEP.sub(one, expr).replace("&&", " and ").replace("||", " or "), {"__builtins__": {}}))  # noqa: S307
+    py = _DEP.sub(one, expr).replace("&&", " and ").replace("||", " or ").replace("!", " not ")
+    return bool(eval(py, {"__builtins__": {}}))  # noqa: S307
 
 
 class _Expr:
