@@ -91,8 +91,6 @@ FEATURES = {
     "resume": "unsupported (resubmit: `argo resubmit --memoized` reuses memoized steps)",
 }
 LOSSY = (
-    "join.run_if: Argo's Omitted does not say why: under failure_policy='continue' a task omitted behind a failure "
-    "reads as skipped to a join after it (the receipt records it not-run, as every backend does)",
     "retry.preempted: a PREEMPTED retry waits the contention backoff of a step that has both (one backoff per template)",
     "cache: memoize entries live in a ConfigMap (1 MiB in all); outputs too large for it are not memoized",
     "distributed: Argo cannot see why a TrainJob failed, so each retry left after a FATAL rank starts pods that "

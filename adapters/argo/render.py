@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Plan, Step, Unit
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.model.failure_policy import STOP
-from interlock.core.model.joins import READS_MISSING, may_not_produce, rule_of, upstreams
+from interlock.core.model.joins import READS_MISSING, RunIf, may_not_produce, rule_of, upstreams
 from interlock.core.model.pipeline_spec import Node
 from interlock.core.model.spec import Binding, BindingKind
 from interlock.core.model.types import TypeSpec
 
 from .gates import kept_ports
-from .joins import MISSING, depends
+from .joins import MISSING, depends, down_expr
 from .names import Names, param
 from .options import DEFAULT_IMAGE, ArgoOptions
 from .policies import apply_step, memoize
@@ -52,7 +53,7 @@ class Renderer:
         self._kept = kept_ports(self.spec)
         self._maps = [n.name for n in self.spec.nodes if n.map is not None]
         self._tolerant: set[str] = set()
-        self._joins: dict[tuple[str, str], tuple[str, set[str]]] = {}  # (dag, task) -> depends, its tasks
+        self._joins: dict[tuple[str, str], tuple[RunIf, dict[str, bool]]] = {}  # (dag, task) -> rule, upstreams
 
     # -- the loop -------------------------------------------------------------------------
     def main(self) -> Dag:
@@ -105,8 +106,10 @@ class Renderer:
         """Write each task's ``depends`` once every reference inside it is known."""
         for task in dag.tasks:
             deps = sorted(dag.deps.get(task["name"], set()) - {task["name"]})
-            rule, ruled = self._joins.get((dag.name, task["name"]), (None, set()))
-            terms = [d for d in deps if d not in ruled] + ([f"({rule})"] if rule else [])
+            rule, ruled = self._joins.get((dag.name, task["name"]), (None, {}))
+            terms = [d for d in deps if d not in ruled]
+            if rule is not None:
+                terms.append(f"({depends(rule, ruled, self._down_in(dag))})")
             if terms:
                 task["depends"] = " && ".join(terms)
         dag.template["dag"]["tasks"] = dag.tasks
@@ -133,7 +136,9 @@ class Renderer:
         _when(task, conds, deps)
         for up in node.after:
             self._after(dag, up, deps)
-        if node.run_if is not None:
+        # A join's rule, and the default rule after a join: Argo's plain `u` reads an upstream its
+        # own rule omitted as not succeeded, where it may only have been skipped.
+        if node.run_if is not None or any(self.spec.node(u).run_if is not None for u in upstreams(node)[0]):
             self.join(node, name, dag)
         if m is not None and m.tolerate:
             self.tolerance(node, name, dag)
@@ -219,7 +224,12 @@ class Renderer:
             [task] = found
             tasks[task] = tasks.get(task, False) or up in reads
         if tasks:
-            self._joins[(dag.name, name)] = (depends(rule_of(node), tasks), set(tasks))
+            self._joins[(dag.name, name)] = (rule_of(node), tasks)
+
+    def _down_in(self, dag: Dag) -> Callable[[str], str]:
+        if self.fail_fast:  # nothing starts after a failure: no task is omitted behind one before a join
+            return lambda t: f"{t}.Failed || {t}.Errored"
+        return lambda t: down_expr(t, lambda u: dag.deps.get(u, set()))
 
     def tolerance(self, node: Node, items: str, dag: Dag) -> None:
         """The ``<node>-tolerance`` task after a tolerant map (tolerance.py); the readers read it."""
