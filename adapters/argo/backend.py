@@ -66,8 +66,9 @@ FEATURES = {
     "the exit handler records an omitted join as skipped where its rule says so)",
     "skip": "unsupported: not rendered yet; return an Optional value and test it with il.when, or run on airflow, "
     "flyte2 or local",
-    "finally.block.reads_output": "unsupported: not rendered yet; pass the finally step parameters, or run on "
-    "airflow, flyte2 or local",
+    "finally.block.reads_output": "native with state_pvc or state_store: the body's step keeps the output in the run "
+    "state and the finally step (an exit hook or onExit, which cannot resolve its tasks' outputs) reads it there; "
+    "None where none was made",
     "on_failure": "emulated: an exit hook or onExit like il.finally_'s; its shim runs the step only if the scope failed",
     "failure_policy.stop": "native (DAG failFast, Argo's default: nothing new starts after a failure)",
     "failure_policy.continue": "native (failFast: false)",

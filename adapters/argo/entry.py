@@ -76,6 +76,8 @@ def node_inputs(spec: PipelineSpec, node: str, given: list[tuple[str, str, str]]
         kind, may_miss = kind.rstrip("?"), kind.endswith("?")
         if may_miss and value == MISSING:  # its upstream made nothing (a join rule ran it)
             v = None
+        elif kind == "kept":  # a finally step's input from its scope: the run state, None if never made
+            v = _kept(spec, value, t, field)
         elif kind == "artifact":
             v = read_artifact(t, value)
         elif kind == "gather":
@@ -92,6 +94,17 @@ def node_inputs(spec: PipelineSpec, node: str, given: list[tuple[str, str, str]]
         if p.name not in inputs and p.name not in bindings:
             inputs[p.name] = from_jsonable(p.default, p.type) if p.has_default else None
     return inputs
+
+
+def _kept(spec: PipelineSpec, where: str, t: Any, field: str | None) -> Any:
+    from .gates import FOLDER
+
+    producer, _, port = where.partition("/")
+    path = run_context(spec.name).state_dir / FOLDER / producer / port
+    if not path.exists():
+        return None
+    src = next(p.type for p in spec.step_of(producer).outputs if p.name == port)
+    return from_jsonable(_follow(jsonable_from_text(path.read_text(), src), field), t)
 
 
 def _declared(spec: PipelineSpec, n: Any) -> dict[tuple[str, int | None], Any]:

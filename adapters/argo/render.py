@@ -297,6 +297,9 @@ class Renderer:
             parts = list(enumerate(b.items)) if b.kind is BindingKind.LIST else [(None, b)]
             for index, one in parts:
                 label = port if index is None else f"{port}[{index}]"
+                if mode != "run" and one.kind is BindingKind.OUTPUT:
+                    self._kept_input(node, label, one, io)
+                    continue
                 t_port = types[port].args[0] if index is not None and types[port].args else types[port]
                 part = self.input(label, one, t_port, dag, io, deps)
                 if part is not None and port not in ignored:
@@ -375,6 +378,23 @@ class Renderer:
         io.param_in(pname, ref)
         io.arg(kind, label, f"{{{{inputs.parameters.{pname}}}}}")
         return f"inputs.parameters['{pname}']"
+
+    def _kept_input(self, node: Node, label: str, b: Binding, io: _TemplateIO) -> None:
+        """A finally step's input from a step of its scope: from the run state, where that step
+        keeps the output (gates.py), None when it made none; an exit hook or onExit cannot
+        resolve the outputs of the tasks it follows."""
+        producer = b.node or ""
+        if not (self.opts.state_pvc or self.opts.state_store):
+            raise PipelineDefinitionError(
+                f"finally step reads {producer}.{b.port}: Argo's exit hooks cannot resolve the outputs of the tasks "
+                "they follow, so the step reads it from the run state, which needs a shared store",
+                pipeline=self.spec.name, step=node.name,
+                hint="compile with state_pvc=CLAIM or state_store=s3://BUCKET/PREFIX")
+        if self.spec.node(producer).map is not None:
+            raise PipelineDefinitionError(
+                f"finally step reads the map {producer!r}: its items' outputs are not kept in the run state",
+                pipeline=self.spec.name, step=node.name, hint="read a step that gathers the map's list")
+        io.arg("kept", f"{label}@{'.'.join(b.field)}" if b.field else label, f"{producer}/{b.port}")
 
     def _may_miss(self, b: Binding, io: _TemplateIO) -> bool:
         """Does the reader run although ``b``'s producer made nothing (its join rule)?"""
