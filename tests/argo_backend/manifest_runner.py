@@ -83,8 +83,8 @@ class ManifestRunner:
     def run_template(self, t: dict[str, Any], params: dict[str, str], arts: dict[str, Path], path: str,
                      status: str | None = None) -> Ran:
         for p in t.get("inputs", {}).get("parameters", []):
-            if p["name"] not in params and "value" in p:
-                params[p["name"]] = p["value"]
+            if p["name"] not in params and "value" in p:  # Argo substitutes the workflow's variables in it
+                params[p["name"]] = self.sub(p["value"], {})
         if "dag" in t:
             return self.run_dag(t, params, arts, path)
         if "resource" in t:

@@ -97,3 +97,34 @@ def test_argo_records_what_local_does(tmp_path: Path, pipeline: Pipeline, params
     if pipeline is jp.join_branch:  # the join read None for the branch not taken, as on local
         [joined] = [r for k, r in runner.ran.items() if k.endswith("/joined")]
         assert joined.parameters["o0"] == local.outputs["o0"] == "None/-2"
+
+
+TEARDOWNS = [(jp.teardown_block, "block", {"fail_setup": False}), (jp.teardown_block, "block", {"fail_setup": True}),
+             (jp.teardown_block, "block", {"fail_job": True}), (jp.teardown_run, "run", {"fail_setup": False}),
+             (jp.teardown_run, "run", {"fail_setup": True})]
+
+
+@pytest.mark.parametrize("pipeline, label, params", TEARDOWNS,
+                         ids=[f"{il.spec(p).name}{sorted(a.items())}" for p, _, a in TEARDOWNS])
+def test_a_teardown_reads_what_its_setup_made(tmp_path: Path, pipeline: Pipeline, label: str,
+                                              params: dict[str, bool]) -> None:
+    [path] = il.compile(pipeline, backend="argo", out=tmp_path / "build", image="registry.example/team:1",
+                        state_pvc="runs")
+    local = il.run(pipeline, backend="local", workdir=tmp_path / "local", raise_on_failure=False,
+                   out=str(tmp_path / "local-out"), **params)
+    texts = {"out": str(tmp_path / "argo-out"), **{k: json.dumps(v) for k, v in params.items()}}
+    ManifestRunner(yaml.safe_load(path.read_text()), tmp_path / "wf", params=texts, fork=True).run()
+    [receipt_path] = (tmp_path / "wf" / "volume").rglob("receipt.json")
+    receipt = json.loads(receipt_path.read_text())
+    assert {s["node"]: s["status"] for s in receipt["steps"]} == {n: str(s.status) for n, s in local.steps.items()}
+    want = None if params.get("fail_setup") else f"cluster-{'a' if label == 'block' else 'b'}"
+    for where in ("local-out", "argo-out"):
+        assert json.loads((tmp_path / where / f"{label}.json").read_text()) == {"cluster_id": want}, where
+
+
+def test_a_teardown_reading_its_setup_needs_a_shared_run_state(tmp_path: Path) -> None:
+    from interlock.core.base.errors import PipelineDefinitionError
+
+    with pytest.raises(PipelineDefinitionError, match="run state") as info:
+        il.compile(jp.teardown_block, backend="argo", out=tmp_path, image="registry.example/team:1")
+    assert "state_pvc" in (info.value.hint or "")
