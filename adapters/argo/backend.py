@@ -64,8 +64,8 @@ FEATURES = {
     "join.run_if": "native (the task's depends expression over its upstreams: Succeeded, Skipped, Omitted, Failed, "
     "Errored; an input from an upstream that made nothing is an expression with a default the step reads as None; "
     "the exit handler records an omitted join as skipped where its rule says so)",
-    "skip": "unsupported: not rendered yet; return an Optional value and test it with il.when, or run on airflow, "
-    "flyte2 or local",
+    "skip": "unsupported: a pod cannot end Skipped on Argo (only when and depends skip a task, before it starts); "
+    "return an Optional value and test it with il.when, or run on airflow, flyte2 or local",
     "finally.block.reads_output": "native with state_pvc or state_store: the body's step keeps the output in the run "
     "state and the finally step (an exit hook or onExit, which cannot resolve its tasks' outputs) reads it there; "
     "None where none was made",
