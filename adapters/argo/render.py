@@ -215,12 +215,16 @@ class Renderer:
         tasks: dict[str, bool] = {}
         for up in sorted(ups):
             found: set[str] = set()
-            self._after(dag, up, found)
-            if len(found) != 1:
+            if self.dag_of.get(up) is dag:
+                self._after(dag, up, found)
+            if not found and node.run_if is None:  # the default rule after a join elsewhere: the plain depends
+                continue
+            if not found:
                 raise PipelineDefinitionError(
-                    f"run_if={rule_of(node).value!r} joins {up!r}, which runs in another nested DAG (a block or "
-                    "a call): Argo's depends names tasks of its own DAG only", pipeline=self.spec.name,
-                    step=node.name, hint="put the join beside what it joins, or join the block's own result")
+                    f"run_if={rule_of(node).value!r} joins {up!r}, which runs in another DAG (a finally block, a "
+                    "call or a map's): Argo's depends names tasks of its own DAG only", pipeline=self.spec.name,
+                    step=node.name, hint="call the join in the same block or sub-pipeline as the steps it joins (a map: without "
+                    "concurrency=)")
             [task] = found
             tasks[task] = tasks.get(task, False) or up in reads
         if tasks:

@@ -128,3 +128,21 @@ def test_a_teardown_reading_its_setup_needs_a_shared_run_state(tmp_path: Path) -
     with pytest.raises(PipelineDefinitionError, match="run state") as info:
         il.compile(jp.teardown_block, backend="argo", out=tmp_path, image="registry.example/team:1")
     assert "state_pvc" in (info.value.hint or "")
+
+
+@il.pipeline(name="argo-join-across")
+def join_across(x: int = 1):
+    """A join outside the finally block that runs what it joins: another DAG."""
+    from interlock.core.dsl.finally_ import finally_
+
+    with finally_(jp.teardown, label="x", out="/dev/null"):
+        a = jp.left(x=x)
+    return jp.joined(a=a, run_if="any_succeeded")
+
+
+def test_a_join_across_nested_dags_is_refused_with_where_to_call_it(tmp_path: Path) -> None:
+    from interlock.core.base.errors import PipelineDefinitionError
+
+    with pytest.raises(PipelineDefinitionError, match="another DAG") as info:
+        il.compile(join_across, backend="argo", out=tmp_path, image="registry.example/team:1")
+    assert info.value.step == "joined" and "same block" in (info.value.hint or "")
