@@ -92,6 +92,8 @@ FEATURES = {
     "resume": "unsupported (resubmit: `argo resubmit --memoized` reuses memoized steps)",
 }
 LOSSY = (
+    "finally.block.reads_output: a finally step reading an output that Argo served from its memoize cache reads None "
+    "(no pod ran to keep it in this run's state)",
     "retry.preempted: a PREEMPTED retry waits the contention backoff of a step that has both (one backoff per template)",
     "cache: memoize entries live in a ConfigMap (1 MiB in all); outputs too large for it are not memoized",
     "distributed: Argo cannot see why a TrainJob failed, so each retry left after a FATAL rank starts pods that "
