@@ -61,12 +61,14 @@ FEATURES = {
     "subpipeline": "native (a nested DAG template per call, its inputs and outputs the values crossing it)",
     "subpipeline.cache": "unsupported as a unit (Argo memoizes templates one by one): the inner steps cache",
     "subpipeline.finally": "native (the call's exit lifecycle hook)",
-    "join.run_if": "unsupported: not rendered yet (Argo's depends: expressions could); join the branches with "
-    "il.branch_value, or run on airflow, flyte2 or local",
-    "skip": "unsupported: not rendered yet; return an Optional value and test it with il.when, or run on airflow, "
-    "flyte2 or local",
-    "finally.block.reads_output": "unsupported: not rendered yet; pass the finally step parameters, or run on "
-    "airflow, flyte2 or local",
+    "join.run_if": "native (the task's depends expression over its upstreams: Succeeded, Skipped, Omitted, Failed, "
+    "Errored; an input from an upstream that made nothing is an expression with a default the step reads as None; "
+    "the exit handler records an omitted join as skipped where its rule says so)",
+    "skip": "unsupported: a pod cannot end Skipped on Argo (only when and depends skip a task, before it starts); "
+    "return an Optional value and test it with il.when, or run on airflow, flyte2 or local",
+    "finally.block.reads_output": "native with state_pvc or state_store: the body's step keeps the output in the run "
+    "state and the finally step (an exit hook or onExit, which cannot resolve its tasks' outputs) reads it there; "
+    "None where none was made",
     "on_failure": "emulated: an exit hook or onExit like il.finally_'s; its shim runs the step only if the scope failed",
     "failure_policy.stop": "native (DAG failFast, Argo's default: nothing new starts after a failure)",
     "failure_policy.continue": "native (failFast: false)",
@@ -90,6 +92,8 @@ FEATURES = {
     "resume": "unsupported (resubmit: `argo resubmit --memoized` reuses memoized steps)",
 }
 LOSSY = (
+    "finally.block.reads_output: a finally step reading an output that Argo served from its memoize cache reads None "
+    "(no pod ran to keep it in this run's state)",
     "retry.preempted: a PREEMPTED retry waits the contention backoff of a step that has both (one backoff per template)",
     "cache: memoize entries live in a ConfigMap (1 MiB in all); outputs too large for it are not memoized",
     "distributed: Argo cannot see why a TrainJob failed, so each retry left after a FATAL rank starts pods that "

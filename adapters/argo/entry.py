@@ -32,6 +32,7 @@ from interlock.core.run.env import RunEnv, state_dir_under
 from interlock.core.run.state import RunContext
 
 from .exit_codes import exit_code
+from .joins import MISSING, settle_joins
 from .values import gathered, jsonable_from_text, read_artifact, write_output
 
 BACKEND = "argo"
@@ -72,7 +73,12 @@ def node_inputs(spec: PipelineSpec, node: str, given: list[tuple[str, str, str]]
         if index is not None:
             t = t.args[0]
         src = decl.get((port, int(index) if index is not None else None), t) if field else t
-        if kind == "artifact":
+        kind, may_miss = kind.rstrip("?"), kind.endswith("?")
+        if may_miss and value == MISSING:  # its upstream made nothing (a join rule ran it)
+            v = None
+        elif kind == "kept":  # a finally step's input from its scope: the run state, None if never made
+            v = _kept(spec, value, t, field)
+        elif kind == "artifact":
             v = read_artifact(t, value)
         elif kind == "gather":
             v = gathered(value, t)
@@ -88,6 +94,17 @@ def node_inputs(spec: PipelineSpec, node: str, given: list[tuple[str, str, str]]
         if p.name not in inputs and p.name not in bindings:
             inputs[p.name] = from_jsonable(p.default, p.type) if p.has_default else None
     return inputs
+
+
+def _kept(spec: PipelineSpec, where: str, t: Any, field: str | None) -> Any:
+    from .gates import FOLDER
+
+    producer, _, port = where.partition("/")
+    path = run_context(spec.name).state_dir / FOLDER / producer / port
+    if not path.exists():
+        return None
+    src = next(p.type for p in spec.step_of(producer).outputs if p.name == port)
+    return from_jsonable(_follow(jsonable_from_text(path.read_text(), src), field), t)
 
 
 def _declared(spec: PipelineSpec, n: Any) -> dict[tuple[str, int | None], Any]:
@@ -177,6 +194,7 @@ def settled_status(spec: PipelineSpec, node: str | None, argo_status: str | None
     failed = (argo_status or "").lower() in ("failed", "error")
     outcome = settle(scope, state, None, gates=decided(spec, state.state_dir, params or {}),
                      failed=f"Argo reported the workflow {argo_status}" if failed else None)
+    settle_joins(scope, outcome)
     if block is not None and not reached(spec, block, outcome.steps):
         return None
     return run_status(outcome)
@@ -196,6 +214,7 @@ def finish(spec: PipelineSpec, params: dict[str, str], argo_status: str | None) 
     gates = decided(spec, run_ctx.state_dir, params)
     outcome = settle(spec, run_ctx.state, None, gates=gates,
                      failed=f"Argo reported the workflow {argo_status}" if failed else None)
+    settle_joins(spec, outcome)
     finals = run_ctx.state.fragments(n.name for n in spec.finally_nodes())
     outcome = with_finally(spec, run_ctx.state, outcome, {k: Seen(f.status) for k, f in finals.items()}, gates)
     started = [f.started for f in outcome.fragments.values() if f.started]

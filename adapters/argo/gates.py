@@ -20,10 +20,12 @@ FOLDER = "argo-values"
 
 
 def kept_ports(spec: PipelineSpec) -> dict[str, set[str]]:
-    """node -> the output ports some gate's condition or some map's list reads."""
+    """node -> the output ports some gate's condition, some map's list or a finally step reads."""
     out: dict[str, set[str]] = {}
     read = [b for g in spec.gates for b in condition_of(g).bindings()]
     read += [n.bindings[n.map.item] for n in spec.nodes if n.map is not None]
+    # A finally step reads its scope's outputs from here: an exit hook cannot resolve them.
+    read += [b for n in spec.finally_nodes() for _, b in n.inputs if b.kind is BindingKind.OUTPUT]
     for b in read:
         if b.kind is BindingKind.OUTPUT and b.node and spec.node(b.node).map is None:
             out.setdefault(b.node, set()).add(b.port or "")

@@ -85,12 +85,12 @@ def exit_template(spec: PipelineSpec, r: Renderer, opts: ArgoOptions) -> dict[st
             extra += ["--param", p.name, f"{{{{workflow.parameters.{p.name}}}}}"]
     if node is not None:
         for _, b in node.inputs:
-            if b.nodes():
+            if b.nodes() and not durable:  # with shared state it reads them from there (render.py)
                 raise PipelineDefinitionError(
                     f"reads {sorted(b.nodes())[0]!r}: Argo's onExit handler sees the workflow's parameters, "
-                    "not its tasks' outputs", pipeline=spec.name, step=node.name,
-                    hint="pass pipeline parameters or constants to the finally step, or put the body in "
-                    "`with il.finally_(step):` (an exit hook on the block's task, which reads its outputs)")
+                    "not its tasks' outputs; it reads them from the run state, which needs a shared store",
+                    pipeline=spec.name, step=node.name,
+                    hint="compile with state_pvc=CLAIM or state_store=s3://BUCKET/PREFIX")
         hook: dict[str, Any] = {}
         t = r.container(node, hook, r.dag_of.get(node.name) or _root(r), set(), mode=mode, extra_args=extra)
         t["name"] = EXIT_TEMPLATE

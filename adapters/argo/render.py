@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Plan, Step, Unit
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.conditions import COMPARISONS, Cond, Op, condition_of
 from interlock.core.model.failure_policy import STOP
+from interlock.core.model.joins import READS_MISSING, RunIf, may_not_produce, rule_of, upstreams
 from interlock.core.model.pipeline_spec import Node
 from interlock.core.model.spec import Binding, BindingKind
 from interlock.core.model.types import TypeSpec
 
 from .gates import kept_ports
+from .joins import MISSING, depends, down_expr
 from .names import Names, param
 from .options import DEFAULT_IMAGE, ArgoOptions
 from .policies import apply_step, memoize
@@ -50,6 +53,7 @@ class Renderer:
         self._kept = kept_ports(self.spec)
         self._maps = [n.name for n in self.spec.nodes if n.map is not None]
         self._tolerant: set[str] = set()
+        self._joins: dict[tuple[str, str], tuple[RunIf, dict[str, bool]]] = {}  # (dag, task) -> rule, upstreams
 
     # -- the loop -------------------------------------------------------------------------
     def main(self) -> Dag:
@@ -102,8 +106,12 @@ class Renderer:
         """Write each task's ``depends`` once every reference inside it is known."""
         for task in dag.tasks:
             deps = sorted(dag.deps.get(task["name"], set()) - {task["name"]})
-            if deps:
-                task["depends"] = " && ".join(deps)
+            rule, ruled = self._joins.get((dag.name, task["name"]), (None, {}))
+            terms = [d for d in deps if d not in ruled]
+            if rule is not None:
+                terms.append(f"({depends(rule, ruled, self._down_in(dag))})")
+            if terms:
+                task["depends"] = " && ".join(terms)
         dag.template["dag"]["tasks"] = dag.tasks
 
     # -- one step -------------------------------------------------------------------------
@@ -128,6 +136,10 @@ class Renderer:
         _when(task, conds, deps)
         for up in node.after:
             self._after(dag, up, deps)
+        # A join's rule, and the default rule after a join: Argo's plain `u` reads an upstream its
+        # own rule omitted as not succeeded, where it may only have been skipped.
+        if node.run_if is not None or any(self.spec.node(u).run_if is not None for u in upstreams(node)[0]):
+            self.join(node, name, dag)
         if m is not None and m.tolerate:
             self.tolerance(node, name, dag)
 
@@ -197,6 +209,32 @@ class Renderer:
         dag.rep[node.name] = out_task["name"]  # readers read the outputs task
         self.dag_of[node.name] = dag
 
+    def join(self, node: Node, name: str, dag: Dag) -> None:
+        """The task's join rule as its ``depends`` expression over its upstreams' tasks (joins.py)."""
+        ups, reads = upstreams(node)
+        tasks: dict[str, bool] = {}
+        for up in sorted(ups):
+            found: set[str] = set()
+            if self.dag_of.get(up) is dag:
+                self._after(dag, up, found)
+            if not found and node.run_if is None:  # the default rule after a join elsewhere: the plain depends
+                continue
+            if not found:
+                raise PipelineDefinitionError(
+                    f"run_if={rule_of(node).value!r} joins {up!r}, which runs in another DAG (a finally block, a "
+                    "call or a map's): Argo's depends names tasks of its own DAG only", pipeline=self.spec.name,
+                    step=node.name, hint="call the join in the same block or sub-pipeline as the steps it joins (a map: without "
+                    "concurrency=)")
+            [task] = found
+            tasks[task] = tasks.get(task, False) or up in reads
+        if tasks:
+            self._joins[(dag.name, name)] = (rule_of(node), tasks)
+
+    def _down_in(self, dag: Dag) -> Callable[[str], str]:
+        if self.fail_fast:  # nothing starts after a failure: no task is omitted behind one before a join
+            return lambda t: f"{t}.Failed || {t}.Errored"
+        return lambda t: down_expr(t, lambda u: dag.deps.get(u, set()))
+
     def tolerance(self, node: Node, items: str, dag: Dag) -> None:
         """The ``<node>-tolerance`` task after a tolerant map (tolerance.py); the readers read it."""
         name = dag.names.take(f"{node.name}-tolerance")
@@ -251,7 +289,7 @@ class Renderer:
                 args += ["--param", p.name, f"{{{{workflow.parameters.{p.name}}}}}"]
         t: dict[str, Any] = {"name": tname, "container": {"image": step.image or self.opts.image or DEFAULT_IMAGE,
                                                            "command": list(ENTRY), "args": args}}
-        io = _TemplateIO(t, task, cached=mode == "run" and step.cache is not None and step.cache.enabled)
+        io = _TemplateIO(t, task, cached=mode == "run" and step.cache is not None and step.cache.enabled, node=node)
         key_parts: list[str] = []
         ignored = set(step.cache.ignore_inputs) if step.cache is not None else set()
         types = {p.name: p.type for p in step.inputs}
@@ -263,6 +301,9 @@ class Renderer:
             parts = list(enumerate(b.items)) if b.kind is BindingKind.LIST else [(None, b)]
             for index, one in parts:
                 label = port if index is None else f"{port}[{index}]"
+                if mode != "run" and one.kind is BindingKind.OUTPUT:
+                    self._kept_input(node, label, one, io)
+                    continue
                 t_port = types[port].args[0] if index is not None and types[port].args else types[port]
                 part = self.input(label, one, t_port, dag, io, deps)
                 if part is not None and port not in ignored:
@@ -325,6 +366,9 @@ class Renderer:
                 ref = _or_empty(ref)
             else:
                 kind = "raw" if raw_text(src) else "json"
+            if not ref.artifact and self._may_miss(b, io):
+                kind = f"{kind}?"  # the entry reads MISSING as None
+                ref = _or_missing(ref)
         deps.update(ref.deps)
         if ref.artifact:
             io.artifact_in(pname, ref)
@@ -338,6 +382,29 @@ class Renderer:
         io.param_in(pname, ref)
         io.arg(kind, label, f"{{{{inputs.parameters.{pname}}}}}")
         return f"inputs.parameters['{pname}']"
+
+    def _kept_input(self, node: Node, label: str, b: Binding, io: _TemplateIO) -> None:
+        """A finally step's input from a step of its scope: from the run state, where that step
+        keeps the output (gates.py), None when it made none; an exit hook or onExit cannot
+        resolve the outputs of the tasks it follows."""
+        producer = b.node or ""
+        if not (self.opts.state_pvc or self.opts.state_store):
+            raise PipelineDefinitionError(
+                f"finally step reads {producer}.{b.port}: Argo's exit hooks cannot resolve the outputs of the tasks "
+                "they follow, so the step reads it from the run state, which needs a shared store",
+                pipeline=self.spec.name, step=node.name,
+                hint="compile with state_pvc=CLAIM or state_store=s3://BUCKET/PREFIX")
+        if self.spec.node(producer).map is not None:
+            raise PipelineDefinitionError(
+                f"finally step reads the map {producer!r}: its items' outputs are not kept in the run state",
+                pipeline=self.spec.name, step=node.name, hint="read a step that gathers the map's list")
+        io.arg("kept", f"{label}@{'.'.join(b.field)}" if b.field else label, f"{producer}/{b.port}")
+
+    def _may_miss(self, b: Binding, io: _TemplateIO) -> bool:
+        """Does the reader run although ``b``'s producer made nothing (its join rule)?"""
+        reader = io.node
+        return (reader is not None and rule_of(reader) in READS_MISSING and b.kind is BindingKind.OUTPUT
+                and bool(b.node) and may_not_produce(self.spec, b.node or "", reader))
 
     def _gathered(self, b: Binding, dag: Dag) -> bool:
         if b.kind is BindingKind.ONE_OF:  # il.branch_value over map outputs: the branch's list of item texts
@@ -484,6 +551,16 @@ def _or_empty(ref: Ref) -> Ref:
     return Ref(f"={expr}", f"({expr})", ref.artifact, ref.deps)
 
 
+def _or_missing(ref: Ref) -> Ref:
+    """An output of a task that may not have run, or ``MISSING``: Argo cannot resolve an
+    output its task never made."""
+    m = re.fullmatch(r"tasks\.([^.]+)\.outputs\.parameters\.([A-Za-z0-9_]+)", ref.text)
+    if m is None:
+        return ref
+    expr = f"tasks['{m[1]}'].outputs?.parameters?.{m[2]} ?? '{MISSING}'"
+    return Ref(f"={expr}", f"({expr})", ref.artifact, ref.deps)
+
+
 def _field_type(t: TypeSpec, path: tuple[str, ...]) -> TypeSpec | None:
     for name in path:
         nxt = t.field_type(name)
@@ -496,8 +573,9 @@ def _field_type(t: TypeSpec, path: tuple[str, ...]) -> TypeSpec | None:
 class _TemplateIO:
     """A template's inputs, outputs and container args, and the calling task's arguments."""
 
-    def __init__(self, template: dict[str, Any], task: dict[str, Any], cached: bool = False):
-        self.t, self.task, self.cached = template, task, cached
+    def __init__(self, template: dict[str, Any], task: dict[str, Any], cached: bool = False,
+                 node: Node | None = None):
+        self.t, self.task, self.cached, self.node = template, task, cached, node
 
     def arg(self, kind: str, port: str, value: str) -> None:
         self.t["container"]["args"] += ["--in", kind, port, value]

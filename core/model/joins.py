@@ -108,12 +108,18 @@ def join_blocked(rule: RunIf, upstream: Mapping[str, Status], reads: set[str]) -
 
 def join_decision(node: Node, status_of: Callable[[str], Status]) -> tuple[Status, str] | None:
     """``join_blocked`` for a node, each upstream's status read with ``status_of``."""
+    ups, reads = upstreams(node)
+    return join_blocked(rule_of(node), {u: status_of(u) for u in sorted(ups)}, reads)
+
+
+def upstreams(node: Node) -> tuple[set[str], set[str]]:
+    """The nodes a node's rule looks at, and those of them whose outputs it reads (the rest it
+    runs ``after=``)."""
     # A branch value (il.branch_value) is the chain's to resolve: the branches not taken are
     # skipped by design, so its options are not upstreams here.
     reads = {u for _, b in node.inputs if b.kind is not BindingKind.ONE_OF for u in b.nodes()}
     branches = {u for _, b in node.inputs if b.kind is BindingKind.ONE_OF for u in b.nodes()}
-    ups = (reads | set(node.after)) - (branches - reads - set(node.after))
-    return join_blocked(rule_of(node), {u: status_of(u) for u in sorted(ups)}, reads)
+    return (reads | set(node.after)) - (branches - reads - set(node.after)), reads
 
 
 # -- build time -----------------------------------------------------------------------------------

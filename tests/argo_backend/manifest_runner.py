@@ -83,8 +83,8 @@ class ManifestRunner:
     def run_template(self, t: dict[str, Any], params: dict[str, str], arts: dict[str, Path], path: str,
                      status: str | None = None) -> Ran:
         for p in t.get("inputs", {}).get("parameters", []):
-            if p["name"] not in params and "value" in p:
-                params[p["name"]] = p["value"]
+            if p["name"] not in params and "value" in p:  # Argo substitutes the workflow's variables in it
+                params[p["name"]] = self.sub(p["value"], {})
         if "dag" in t:
             return self.run_dag(t, params, arts, path)
         if "resource" in t:
@@ -286,13 +286,15 @@ _DEP = re.compile(r"([a-z0-9][a-z0-9-]*)(?:\.([A-Za-z]+))?")
 
 
 def _depends_hold(expr: str, scope: dict[str, str]) -> bool:
-    """Argo's ``depends``: ``a`` alone means a.Succeeded || a.Skipped || a.Daemoned."""
+    """Argo's ``depends`` (``&&``, ``||``, ``!``, parentheses): ``a`` alone means a.Succeeded ||
+    a.Skipped || a.Daemoned; a task not reached reads Omitted."""
     def one(m: re.Match[str]) -> str:
         status = scope.get(f"tasks.{m.group(1)}.status", "Omitted")
         if m.group(2) is None:
             return str(status in ("Succeeded", "Skipped", "Daemoned"))
         return str(status == m.group(2))
-    return bool(eval(_DEP.sub(one, expr).replace("&&", " and ").replace("||", " or "), {"__builtins__": {}}))  # noqa: S307
+    py = _DEP.sub(one, expr).replace("&&", " and ").replace("||", " or ").replace("!", " not ")
+    return bool(eval(py, {"__builtins__": {}}))  # noqa: S307
 
 
 class _Expr:
