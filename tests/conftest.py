@@ -94,3 +94,21 @@ def _nothing_written_into_the_checkout(request: pytest.FixtureRequest):  # type:
     if _stamp() != before:
         pytest.fail(f"{request.node.nodeid} wrote into the checkout's {_CHECKOUT_STATE}: give it a workdir "
                     "under tmp_path (or monkeypatch.chdir(tmp_path))", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():  # type: ignore[no-untyped-def]
+    """One moto S3 server on loopback for the session (each test makes its own bucket and
+    dummy credentials): the real S3 protocol, no network."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a log line per request
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from checkpoints import contract
-from checkpoints.test_s3_store import admin, bucket, moto_endpoint, s3  # noqa: F401 - fixtures
+from checkpoints.test_s3_store import admin, bucket, s3  # noqa: F401 - fixtures
 
 from interlock.core.base.errors import CheckpointError
 from interlock.core.checkpoint.checkpointer import Checkpointer

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -27,7 +26,6 @@ import pytest
 from botocore.exceptions import ClientError
 from checkpoints import contract
 from doc_blocks import first_block_after
-from moto.server import ThreadedMotoServer
 
 import interlock as il
 from interlock.core.base.errors import CheckpointError
@@ -47,18 +45,6 @@ MiB = 1 << 20
 
 
 # --- the server and the environment -----------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a log line per request
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture

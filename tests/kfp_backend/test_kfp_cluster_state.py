@@ -8,14 +8,12 @@ pod's reason instead of running the step again.
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,6 @@ import pytest
 import yaml
 from kfp import dsl
 from kfp_test_pipelines import cluster
-from moto.server import ThreadedMotoServer
 
 import interlock as il
 from interlock.adapters.kfp.compile import compile_pipeline
@@ -34,18 +31,6 @@ from interlock.core.base.errors import StepFailed, StepStopped
 
 REF = "kfp_test_pipelines.cluster:cluster"
 SPEC = il.spec(cluster.cluster)
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ run; a rewritten object starts one more; a run still in progress is not started 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -84,20 +82,6 @@ def test_a_run_in_progress_is_not_started_twice(tmp_path, clock) -> None:
 
 
 # --- the same on S3, through the object lister plugin, against moto in server mode ----------
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture
