@@ -72,7 +72,7 @@ def _items_in_index_order() -> None:
     first. Hashed by map index, they run in index order, as on every other backend."""
     from airflow.models.taskinstance import TaskInstance
 
-    TaskInstance.__hash__ = lambda self: hash(self.map_index)  # type: ignore[method-assign,assignment]
+    TaskInstance.__hash__ = lambda self: hash(self.map_index)  # type: ignore[method-assign]
 
 
 def run(request: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
         return
     inductor = sys.modules.get(INDUCTOR_CONFIG)
     if inductor is not None:
-        inductor.deterministic = mode
+        inductor.deterministic = mode  # type: ignore[attr-defined]  # a config module, attributes set at import
     else:
         os.environ[INDUCTOR_ENV] = "1" if mode else "0"
     setter(mode, warn_only=warn_only)
