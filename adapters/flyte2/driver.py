@@ -25,7 +25,9 @@ from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.fanout import item_node
 from interlock.core.model.finally_blocks import (
     RunStatus,
+    block_call,
     block_gate,
+    block_of,
     block_spec,
     finally_inputs,
     handler_runs,
@@ -59,6 +61,7 @@ class Driver:
         self.maps: dict[str, MapReport] = {}
         self.sizes: dict[str, int] = {}
         self.failed = self.halted = False
+        self._closed: set[str] = set()  # the blocks whose finally step ran as the block ended (close)
         self._given: set[str] = set()  # a nested driver: the nodes its caller had reached
         self._given_seen: dict[str, Status] = {}  # and how they ended (for the join rules)
         self.downstream = Downstream(self.plan) if spec.failure_policy == CONTINUE else None
@@ -281,6 +284,28 @@ class Driver:
         # A map's output: the list of its items' values (None at a failed item).
         return {p.name: TypeSpec(TypeKind.LIST, args=(replace(p.type, optional=True),)) for p in step.outputs}
 
+    async def close(self, name: str, task: Any) -> None:
+        """A ``with il.finally_`` block's finally step, as the block ends (the driver's ``finally:``
+        around the block): what follows it waits for it, and does not start if it failed. A block
+        inside a sub-pipeline call keeps its step for ``finish`` (the caller's books see it)."""
+        spec = self.spec
+        block = block_of(spec, name)
+        if block is None or block_call(spec, block) is not None:
+            return
+        halted, self.halted = self.halted, False  # a stopped block still runs its finally step
+        if self.local is not None:
+            stopped, self.local.stopped = self.local.stopped, False
+        reach = settle(block_spec(spec, block), self.run.state, self.seen,
+                       gates=gate_decisions(spec, self.params, self.outputs))
+        self._closed.add(name)
+        if reached(spec, block, reach.steps):
+            await self._finally(block.node, task, run_status(settle(block_spec(spec, block), self.run.state, None)))
+        self.halted = halted
+        if self.local is not None:
+            self.local.stopped = stopped
+        if name in self.seen and self.seen[name].status is Status.FAILED:
+            self.failed = True
+
     # -- after the body ---------------------------------------------------------------------
     async def finish(self, tasks: dict[str, Any]) -> None:
         """The il.finally_ steps, after the body: each block's the run reached (its status
@@ -293,6 +318,8 @@ class Driver:
         gates = gate_decisions(spec, self.params, self.outputs)
         outcome = settle(spec, self.run.state, self.seen, gates=gates)
         for block in spec.finally_blocks:
+            if block.node.name in self._closed:  # run as its block ended (close)
+                continue
             gate = block_gate(spec, block)
             try:
                 taken = gate is None or gate_open(spec, gate, self.outputs, self.params)

@@ -18,7 +18,7 @@ from interlock.core.base.errors import SerializationError, StepFailed, StepSkipp
 from interlock.core.base.status import Status
 from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
-from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.pipeline_spec import FinallyBlock, PipelineSpec
 from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import read_value, value_hash, write_value
 from interlock.core.record.outcomes import RunResult, Seen, settle
@@ -37,7 +37,7 @@ from interlock.core.run.state import RunContext
 
 from .distributed import run_distributed
 from .fanout import run_map
-from .finally_run import run_finally
+from .finally_run import block_ends, run_block_finally, run_finally
 
 NATIVE = "native"
 
@@ -85,7 +85,7 @@ class LocalBackend:
                 "finally": "native (runs last, with the body's il.RunStatus)",
                 "subpipeline": "native (the inner steps run as steps named <call>.<step>)",
                 "subpipeline.cache": "unsupported as a unit: the inner steps cache one by one",
-                "finally.block": "native (after the body, for each block the run reached, with the block's status)",
+                "finally.block": "native (as the block ends, for each block the run reached, with the block's status)",
                 "subpipeline.finally": "native (after the body, for each call the run reached, with the call's status)",
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
@@ -105,6 +105,8 @@ class LocalBackend:
                 "join.run_if": "native (the run loop decides from how each upstream ended)",
                 "skip": "native (il.Skip ends the step skipped; a map's item is None in the gathered list)",
                 "finally.block.reads_output": "native (None for an output the body never produced)",
+                "finally.block.nested": "native (a block's finally step as the block ends, the inner one first; the "
+                "outer block's status covers the inner block and its finally step)",
             },
         )
 
@@ -134,7 +136,16 @@ class LocalBackend:
         downstream = Downstream(plan) if spec.failure_policy == CONTINUE else None
         # In plan order (core/backend/plan.py): each il.when and il.finally_ block whole, as the
         # other backends run them.
-        for node in plan.nodes():
+        order = plan.nodes()
+        ends = block_ends(spec, order)  # a block's finally step runs as the block ends, nested ones first
+        early: dict[str, Any] = {}
+        for node in [item for n in order for item in (n, *ends.get(n.name, ()))]:
+            if isinstance(node, FinallyBlock):  # whatever failed in it, as Python's `finally:`
+                done = early[node.node.name] = run_block_finally(spec, node, run, typed_params, options, seen,
+                                                                 outputs)
+                if done.error is not None:
+                    failed, halted = True, halted or isinstance(done.error, StepStopped)
+                continue
             step = spec.step_of(node)
             if halted or (failed and downstream is None):
                 break  # what follows is NOT_RUN (or SKIPPED behind a closed gate): settle() says which
@@ -237,7 +248,7 @@ class LocalBackend:
 
         gates = gate_decisions(spec, typed_params, outputs)
         outcome = settle(spec, run.state, seen, gates=gates)
-        outcome = run_finally(spec, run, typed_params, options, outcome, outputs)  # il.finally_, if any
+        outcome = run_finally(spec, run, typed_params, options, outcome, outputs, early)  # il.finally_, if any
         final = {} if outcome.error else {k: pipeline_output(b, typed_params, outputs) for k, b in spec.outputs}
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,

@@ -56,6 +56,7 @@ FEATURES = (
     "join.run_if",  # il.step(run_if=...): a join rule other than the default (core/model/joins.py)
     "skip",  # @il.step(may_skip=True): a step that may raise il.Skip
     "finally.block.reads_output",  # an il.finally_ step reading an output of its scope's steps
+    "finally.block.nested",  # with il.finally_(...) inside another (setup/teardown pairs nested)
 )
 
 _O = TypeVar("_O", bound="BackendOptions")
@@ -295,10 +296,12 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         mark("finally", spec.finally_.name)
     for c in spec.subs:
         mark("subpipeline", c.name)
-    from interlock.core.model.finally_blocks import is_call_finally
+    from interlock.core.model.finally_blocks import is_call_finally, outer_block
 
     for block in spec.finally_blocks:
         mark("subpipeline.finally" if is_call_finally(spec, block) else "finally.block", block.node.name)
+        if not is_call_finally(spec, block) and outer_block(spec, block) is not None:
+            mark("finally.block.nested", block.node.name)
     from interlock.core.model.triggers import FEATURE
 
     for i, trig in enumerate(spec.triggers):
