@@ -194,7 +194,11 @@ class Worker:
 
         if stop_file(self.place.run_dir).exists():
             raise Skip(Status.NOT_RUN, "the run was told to stop")
-        finals = {n.name for n in self.spec.finally_nodes()}  # a finally step's failure stops no body step
+        # A finally step's failure stops no body step, but a `with il.finally_` block's ends its block
+        # (as the local backend's): what follows the block does not start after it failed.
+        from interlock.core.model.finally_blocks import blocks_ending_early
+
+        finals = {n.name for n in self.spec.finally_nodes()} - blocks_ending_early(self.spec)
         failed = [n for n, r in self.records.items() if r["status"] in (str(Status.FAILED), str(Status.STOPPED))
                   and n != node.name and n not in finals]
         if any(self.records[n]["status"] == str(Status.STOPPED) for n in failed):

@@ -83,6 +83,9 @@ _FEATURES = {
     "finally.block": "native (a dsl.ExitHandler around the block's tasks, the finally step its exit task with "
     "dsl.PipelineTaskFinalStatus of the group; KFP allows exit handlers at the outermost scope only, so not "
     "together with a whole-pipeline finally or state_pvc's receipt handler)",
+    "finally.block.nested": "native (KFP allows no exit handler inside another: the inner block's tasks in the "
+    "outer block's ExitHandler, its finally task after them with .ignore_upstream_failure(), and what reads the "
+    "inner block .after() it; the status is settled from the run state, without PipelineTaskFinalStatus)",
     "subpipeline.finally": "native (a dsl.ExitHandler around the body of the call's nested pipeline comp-<call>, "
     "the finally step its exit task; a call whose outputs are read: the body as its own nested pipeline "
     "comp-<call>-body and the finally task after it with .ignore_upstream_failure() and "

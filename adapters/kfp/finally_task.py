@@ -38,16 +38,22 @@ ENTRY = "from interlock.adapters.kfp.entry import run_node\n    return run_node(
 STATUS_ARG = "interlock_final_status"  # KFP's final status, for a finally step that declares no il.RunStatus
 
 
-def finally_source(spec: PipelineSpec, function_name: str, receipt: bool, node: Node | None = None) -> str:
+def finally_source(spec: PipelineSpec, function_name: str, receipt: bool, node: Node | None = None,
+                   final_status: bool = True) -> str:
     """The exit task's function: the step's component with its RunStatus input declared as
-    KFP's ``PipelineTaskFinalStatus`` (KFP fills it; nothing binds it)."""
+    KFP's ``PipelineTaskFinalStatus`` (KFP fills it; nothing binds it); without ``final_status``
+    a plain input bound to a placeholder, which the shim replaces."""
     node = node or spec.finally_
     assert node is not None
     step = spec.step_of(node)
     names_in, _ = io_names(step)
     source = component_source(spec, node.name, function_name)
     port = status_port(spec, node)
-    if port is None:  # a plain cleanup: KFP's status still reaches the shim, under a name of its own
+    if not final_status:
+        if ENTRY not in source:
+            raise AssertionError(f"unexpected component source for the finally step:\n{source}")
+        status = names_in[port] if port is not None else STATUS_ARG
+    elif port is None:  # a plain cleanup: KFP's status still reaches the shim, under a name of its own
         status = STATUS_ARG
         head = f"def {function_name}("
         if head not in source or ENTRY not in source:
@@ -86,9 +92,10 @@ def _pipeline_param_type(p: Any) -> str:
 
 
 def make_finally_task(spec: PipelineSpec, values: dict[str, Any], opts: KfpOptions,
-                      node: Node | None = None) -> tuple[Any, NodeComponent]:
+                      node: Node | None = None, final_status: bool = True) -> tuple[Any, NodeComponent]:
     """Create the exit task (inside the pipeline body, before the ExitHandler block): the whole
-    pipeline's finally step, or ``node``, a block's."""
+    pipeline's finally step, or ``node``, a block's. Without ``final_status`` (a nested block's
+    task, no exit task) the status input is a plain one the shim fills from the run state."""
     from kfp import dsl
 
     node = node or spec.finally_
@@ -96,13 +103,13 @@ def make_finally_task(spec: PipelineSpec, values: dict[str, Any], opts: KfpOptio
     step = spec.step_of(node)
     fname = f"{identifier(node.name)}_finally"
     receipt = bool(opts.state_pvc) and node is spec.finally_
-    source = finally_source(spec, fname, receipt, node)
+    source = finally_source(spec, fname, receipt, node, final_status)
     fn = _function_from_source(source, fname, f"<interlock-kfp {spec.name}/{node.name} (finally)>")
     from .component import DEFAULT_IMAGE
 
     comp = dsl.component(fn, base_image=step.image or opts.image or DEFAULT_IMAGE, install_kfp_package=False)
     names_in, names_out = io_names(step)
-    status = status_port(spec, node)
+    status = status_port(spec, node) if final_status else None
     bindings = node.bindings
     kwargs: dict[str, Any] = {}
     for port_name, t in declared_inputs(spec, node.name).items():
@@ -182,7 +189,7 @@ def check_blocks(spec: PipelineSpec, opts: KfpOptions, call: Any = None) -> None
     component) that KFP cannot express: one inside another exit handler (KFP allows exit handlers
     at the outermost scope only), or a block whose tasks a step outside it reads."""
     from interlock.core.base.errors import PipelineDefinitionError
-    from interlock.core.model.finally_blocks import blocks_in
+    from interlock.core.model.finally_blocks import blocks_in, outer_block
 
     for block in blocks_in(spec, getattr(call, "name", None)):
         whole = call.finally_ if call is not None else spec.finally_
@@ -195,6 +202,8 @@ def check_blocks(spec: PipelineSpec, opts: KfpOptions, call: Any = None) -> None
                 hint="on KFP use either the whole pipeline's finally step or finally steps around blocks"
                 + ("" if whole is not None else ", or compile without state_pvc (state_store=URI)"),
             )
+        if outer_block(spec, block) is not None:  # nested: no exit handler of its own (close_nested)
+            continue
         members = set(block.members)
         for n in spec.nodes:
             reads = sorted((n.upstream() | set(n.after)) & members)
@@ -211,15 +220,51 @@ def check_blocks(spec: PipelineSpec, opts: KfpOptions, call: Any = None) -> None
 def open_block(spec: PipelineSpec, block: Any, values: dict[str, Any], opts: KfpOptions,
                components: dict[str, NodeComponent], task_names: dict[str, str]) -> Any:
     """``with il.finally_(step): ...`` on KFP: enter a ``dsl.ExitHandler`` whose exit task is the
-    finally step; the caller emits the block's tasks in it, then leaves it."""
+    finally step; the caller emits the block's tasks in it, then leaves it. None for a block
+    nested in another: KFP allows no exit handler inside one (close_nested)."""
     from kfp import dsl
 
+    from interlock.core.model.finally_blocks import outer_block
+
+    if outer_block(spec, block) is not None:
+        return None
     exit_task, comp = make_finally_task(spec, values, opts, block.node)
     components[comp.node] = comp
     task_names[exit_task.name] = comp.node
     handler = dsl.ExitHandler(exit_task, name=f"{block.node.name}-block")
     handler.__enter__()
     return handler
+
+
+def close_nested(spec: PipelineSpec, block: Any, values: dict[str, Any], tasks: dict[str, Any], opts: KfpOptions,
+                 components: dict[str, NodeComponent], task_names: dict[str, str]) -> None:
+    """A block nested in another, once its tasks exist: the finally step's task after every one of
+    them with ``.ignore_upstream_failure()`` (KFP's other form of an exit task: it starts when they
+    are done, whatever their outcome), and what the outer block reads from the block after that
+    task (``.after``), as an inner ``finally:`` ends before the outer body goes on. It takes no
+    ``PipelineTaskFinalStatus`` (KFP hands one to a task with one upstream only): the shim settles
+    the block's status from the run state, as every exit task's."""
+    task, comp = make_finally_task(spec, values, opts, block.node, final_status=False)
+    components[comp.node] = comp
+    task_names[task.name] = comp.node
+    members = set(block.members)
+    task.after(*(tasks[m] for m in block.members if m in tasks)).ignore_upstream_failure()
+    tasks[block.node.name] = task
+    for n in spec.nodes:  # readers emitted later wait for it too (after_nested)
+        if n.name not in members and n.upstream() & members and n.name in tasks:
+            tasks[n.name].after(task)
+
+
+def after_nested(spec: PipelineSpec, node: str, task: Any, tasks: dict[str, Any]) -> None:
+    """A task that reads a nested block from outside it waits for that block's finally task."""
+    from interlock.core.model.finally_blocks import outer_block
+
+    n = spec.node(node)
+    for block in spec.finally_blocks:
+        fin = tasks.get(block.node.name)
+        if fin is not None and node not in block.members and outer_block(spec, block) is not None \
+                and n.upstream() & set(block.members):
+            task.after(fin)
 
 
 __all__ = ["check_blocks", "open_block", "RunStatus", "make_finally_task", "run_finally", "with_finally"]

@@ -76,12 +76,19 @@ def block_spec(spec: PipelineSpec, block: FinallyBlock) -> PipelineSpec:
 
 
 def inner_blocks(spec: PipelineSpec, block: FinallyBlock) -> tuple[FinallyBlock, ...]:
-    """The blocks nested in ``block`` (``with il.finally_`` inside it, a call with its own finally
-    inside it), innermost first: each closed before it, over some of its members."""
+    """The ``with il.finally_`` blocks nested in ``block``, innermost first: each closed before it,
+    over some of its members. Not a call's own finally inside it: that one runs after the body on
+    the backends that run finally steps last (it is the call's, and the caller's steps go on)."""
     members = set(block.members)
     blocks = spec.finally_blocks
     at = blocks.index(block) if block in blocks else len(blocks)
-    return tuple(b for b in blocks[:at] if set(b.members) <= members)
+    return tuple(b for b in blocks[:at] if set(b.members) <= members and not is_call_finally(spec, b))
+
+
+def blocks_ending_early(spec: PipelineSpec) -> set[str]:
+    """The finally steps that run as their block ends, not after the body: those of the ``with
+    il.finally_`` blocks (a call's own finally and the whole pipeline's run last)."""
+    return {b.node.name for b in spec.finally_blocks if not is_call_finally(spec, b)}
 
 
 def outer_block(spec: PipelineSpec, block: FinallyBlock) -> FinallyBlock | None:
