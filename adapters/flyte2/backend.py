@@ -56,7 +56,7 @@ CLUSTER_FEATURES = {
     "subpipeline.cache": "unsupported as a unit: the inner steps cache one by one",
     "finally": "native (the driver's try/finally, with il.RunStatus settled from the run state)",
     "finally.block": "native (a try/finally around the block in the driver: its finally step as the block ends, "
-    "with the block's status; in a sub-pipeline call's driver, after the call's body)",
+    "with the block's status; in a sub-pipeline call's driver task too)",
     "finally.block.nested": "native (nested try/finally in the driver, the inner block's step first; the outer "
     "block's status covers the inner block and its finally step)",
     "subpipeline.finally": "emulated: as finally.block, for each call the run reached",

@@ -25,7 +25,6 @@ from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.fanout import item_node
 from interlock.core.model.finally_blocks import (
     RunStatus,
-    block_call,
     block_gate,
     block_of,
     block_spec,
@@ -228,7 +227,7 @@ class Driver:
             "down": sorted(self.downstream.down) if self.downstream is not None else [],
             "failed_scopes": sorted(self.downstream.failed_scopes) if self.downstream is not None else [],
             "seen": {n: s.status.value for n, s in self.seen.items() if n not in skip},
-            "sizes": self.sizes,
+            "sizes": self.sizes, "closed": sorted(self._closed),
         })
 
     @classmethod
@@ -243,6 +242,7 @@ class Driver:
             d.downstream.failed_scopes.update(data["failed_scopes"])
         d._given = set(data["outputs"]) | set(data["seen"])
         d._given_seen = {n: Status(st) for n, st in data["seen"].items()}
+        d._closed = set(data.get("closed", ()))
         return d
 
     def returned(self) -> str:
@@ -257,6 +257,7 @@ class Driver:
             self.downstream.down.update(data["down"])
             self.downstream.failed_scopes.update(data["failed_scopes"])
         self.sizes.update(data["sizes"])
+        self._closed.update(data.get("closed", ()))
         for name, status in data["seen"].items():
             st = Status(status)
             if st in (Status.FAILED, Status.STOPPED):
@@ -286,11 +287,11 @@ class Driver:
 
     async def close(self, name: str, task: Any) -> None:
         """A ``with il.finally_`` block's finally step, as the block ends (the driver's ``finally:``
-        around the block): what follows it waits for it, and does not start if it failed. A block
-        inside a sub-pipeline call keeps its step for ``finish`` (the caller's books see it)."""
+        around the block, a call's driver too: the books hand it back): what follows it waits for
+        it, and does not start if it failed."""
         spec = self.spec
         block = block_of(spec, name)
-        if block is None or block_call(spec, block) is not None:
+        if block is None:
             return
         halted, self.halted = self.halted, False  # a stopped block still runs its finally step
         if self.local is not None:

@@ -212,7 +212,7 @@ def emit(units: tuple[Unit, ...], tasks: dict[str, str], out: list[str], pad: st
         elif isinstance(unit, Call):  # its own driver task (call_tasks), handed the books
             out.append(f"{pad}await d.call({unit.call.name!r}, {tasks[SUB + unit.call.name]})"
                        f"  # sub-pipeline {unit.call.pipeline!r}")
-        elif isinstance(unit, FinallyScope):  # the block's step as it ends (in a call's driver: in d.finish)
+        elif isinstance(unit, FinallyScope):  # the block's step as it ends
             name = unit.block.node.name
             out.append(f"{pad}try:  # with il.finally_({name})")
             _inner(unit.units, tasks, out, pad, concurrent)

@@ -73,3 +73,22 @@ def finally_nested_plain(x: int = 1, fail: str = "", out: str = os.devnull):
             z = work.named("inner-work")(x=y, fail=fail, me="inner")
         work.named("outer-work")(x=z, fail=fail, me="outer")
     return y
+
+
+@il.pipeline(name="conf-finally-nested-sub")
+def nested_sub(x: int, fail: str, out: str):
+    """The nested pairs as a sub-pipeline's body: their scope is each call."""
+    with finally_(delete.named("drop-cluster"), label="outer", out=out):
+        create.named("make-cluster")(name="cluster")
+        with finally_(drop, label="inner", out=out, fail=fail):
+            create.named("make-bucket")(name="bucket", fail=fail)
+            z = work.named("inner-work")(x=x, fail=fail, me="inner")
+        return work.named("outer-work")(x=z, fail=fail, me="outer")
+
+
+@il.pipeline(name="conf-finally-nested-call")
+def finally_nested_call(x: int = 1, fail: str = "", out: str = os.devnull):
+    """A call of the nested pairs (steps named ``env.<step>``), and a step after it."""
+    y = prepare(x=x)
+    z = nested_sub.named("env")(x=y, fail=fail, out=out)
+    return prepare.named("after")(x=z)

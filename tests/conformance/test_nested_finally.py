@@ -75,6 +75,27 @@ def test_nested_teardowns_read_their_own_setup(tmp_path: Path, fail: str) -> Non
     assert seen["inner"]["resource"] == (None if fail == "bucket" else "bucket-42")
 
 
+@pytest.mark.parametrize("fail", nfp.FAILS, ids=[f or "none" for f in nfp.FAILS])
+def test_nested_blocks_in_a_sub_pipeline_are_scoped_to_the_call(tmp_path: Path, fail: str) -> None:
+    # kfp-local is left out: the call returns an output made inside its block, which KFP refuses (below).
+    results = {b: _run(nfp.finally_nested_call, b, tmp_path, fail=fail) for b in NESTED if b != "kfp-local"}
+    for backend, got in results.items():
+        assert got == results["local"], f"{backend} differs from local"
+    status, steps, seen = results["local"]
+    want_status, not_ok, teardowns = EXPECTED[fail]
+    assert status == want_status and steps["after"] == ("succeeded" if not fail else "not-run")
+    assert {k: v for k, v in steps.items() if v != "succeeded"} == {
+        **{f"env.{k}": v for k, v in not_ok.items()}, **({"after": "not-run"} if fail else {})}
+    assert {k: (v["status"], [f.removeprefix("env.") for f in v["failed_steps"]]) for k, v in seen.items()} == teardowns
+
+
+def test_kfp_refuses_an_output_from_inside_a_call_s_block_at_build(tmp_path: Path) -> None:
+    pytest.importorskip("kfp")
+    with pytest.raises(PipelineDefinitionError, match="inside an il.finally_ block") as info:
+        il.compile(nfp.finally_nested_call, backend="kfp", out=tmp_path / "c.yaml")
+    assert info.value.hint
+
+
 def test_nesting_is_a_feature_of_its_own() -> None:
     assert features_used(il.spec(nfp.finally_nested_plain))["finally.block.nested"] == ["drop-bucket"]
 
@@ -90,3 +111,66 @@ def test_nested_blocks_in_a_when_block_are_refused_with_where_to_write_them() ->
     with pytest.raises(PipelineDefinitionError, match="inside an il.when block") as info:
         il.spec(il.pipeline(name="nested-in-when")(in_when))
     assert "top level" in (info.value.hint or "")
+
+
+def test_airflow_ends_each_block_with_its_all_done_task() -> None:
+    pytest.importorskip("airflow")
+    from interlock.adapters.airflow.describe import describe
+
+    tasks = {t["id"]: t for t in describe(il.spec(nfp.finally_nested_plain), {})["tasks"]}
+    inner, outer = tasks["drop-bucket"], tasks["drop-cluster"]
+    assert inner["rule"] == outer["rule"] == "all_done"
+    assert set(inner["upstream"]) == {"make-bucket", "inner-work"}
+    assert "drop-bucket" in outer["upstream"]  # the inner pair ends first
+    assert "drop-bucket" in tasks["outer-work"]["upstream"]  # the outer block goes on after it
+
+
+def test_flyte_nests_the_inner_block_s_sub_workflow_in_the_outer_one() -> None:
+    pytest.importorskip("flytekit")
+    from flytekit.models.admin.workflow import WorkflowSpec
+
+    from interlock.adapters.flyte.compile import serialize
+
+    models = serialize(il.spec(nfp.finally_nested_plain), project="p", domain="d", version="v1", image="img:1")
+    [wf] = [m for m in models if isinstance(m, WorkflowSpec) and m.template.id.name == "conf-finally-nested-plain"]
+    subs = {s.id.name.rpartition(".")[2]: s for s in wf.sub_workflows}
+    outer, inner = subs["drop-cluster-block"], subs["drop-bucket-block"]
+    assert [n.id for n in wf.template.nodes if n.workflow_node is not None] == ["drop-cluster-block"]
+    [nested] = [n for n in outer.nodes if n.workflow_node is not None]
+    assert nested.id == "drop-bucket-block" and nested.workflow_node.sub_workflow_ref == inner.id
+    for sub, step in ((outer, "drop-cluster"), (inner, "drop-bucket")):  # each its failure node and last node
+        assert sub.failure_node.task_node.reference_id.name.endswith(f".{step}")
+        assert any(n.id == step for n in sub.nodes)
+    assert "drop-bucket-block" in next(n for n in outer.nodes if n.id == "outer-work").upstream_node_ids
+
+
+def test_kfp_runs_the_inner_finally_task_after_its_tasks_inside_the_outer_exit_handler(tmp_path: Path) -> None:
+    pytest.importorskip("kfp")
+    import yaml
+
+    [path] = il.compile(nfp.finally_nested_plain, backend="kfp", out=tmp_path / "n.yaml")
+    ir = next(iter(yaml.safe_load_all(Path(path).read_text())))
+    root = ir["root"]["dag"]["tasks"]
+    outer = root["drop-cluster-finally"]  # the outer block: an ExitHandler, its exit task
+    assert outer["triggerPolicy"] == {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
+    [group] = outer["dependentTasks"]
+    inside = ir["components"][root[group]["componentRef"]["name"]]["dag"]["tasks"]
+    inner = inside["drop-bucket-finally"]  # KFP allows no ExitHandler in it: ignore_upstream_failure
+    assert inner["triggerPolicy"] == {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
+    assert set(inner["dependentTasks"]) == {"make-bucket", "inner-work"}
+    assert "drop-bucket-finally" in inside["outer-work"]["dependentTasks"]
+    params = ir["components"]["comp-drop-bucket-finally"]["inputDefinitions"]["parameters"]
+    assert params["status"]["parameterType"] == "STRUCT"  # no PipelineTaskFinalStatus: from the run state
+    assert ir["components"]["comp-drop-cluster-finally"]["inputDefinitions"]["parameters"]["status"][
+        "parameterType"] == "TASK_FINAL_STATUS"
+
+
+def test_argo_nests_the_inner_block_s_dag(tmp_path: Path) -> None:
+    pytest.importorskip("hera")
+    import yaml
+
+    [path] = il.compile(nfp.finally_nested_plain, backend="argo", out=tmp_path, image="registry.example/team:1")
+    templates = {t["name"]: t for t in yaml.safe_load(path.read_text())["spec"]["templates"]}
+    [outer] = [t for t in templates["main"]["dag"]["tasks"] if t["name"] == "drop-cluster-block"]
+    [inner] = [t for t in templates[outer["template"]]["dag"]["tasks"] if t["name"] == "drop-bucket-block"]
+    assert "exit" in outer["hooks"] and "exit" in inner["hooks"]
