@@ -57,6 +57,7 @@ FEATURES = (
     "skip",  # @il.step(may_skip=True): a step that may raise il.Skip
     "finally.block.reads_output",  # an il.finally_ step reading an output of its scope's steps
     "finally.block.nested",  # with il.finally_(...) inside another (setup/teardown pairs nested)
+    "fallback",  # with il.attempt() as tried: ... with tried.fallback(): ... (core/dsl/attempt.py)
 )
 
 _O = TypeVar("_O", bound="BackendOptions")
@@ -308,9 +309,11 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         mark(FEATURE[trig.kind], trig.label(i))
     for name in spec.failure_handlers:
         mark("on_failure", name)
+    for a in spec.attempts:
+        mark("fallback", a.name)
     for node in spec.nodes:
-        if node.run_if is not None:
-            mark("join.run_if", node.name)
+        if node.run_if is not None and not any(node.name in a.fallback for a in spec.attempts):
+            mark("join.run_if", node.name)  # a fallback's own all_done is the fallback's (row `fallback`)
         if spec.step_of(node).may_skip:
             mark("skip", node.name)
     for node in spec.finally_nodes():
