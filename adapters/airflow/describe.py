@@ -238,13 +238,25 @@ class _Render:
     def _rule(self, node: Node) -> str:
         if self.serial:
             return ALL_DONE  # each task decides itself from the run state
-        if node.run_if is not None:  # a join rule: Airflow's own trigger rule
+        if node.run_if is not None:  # a join rule: Airflow's own trigger rule (a fallback's first steps: all_done)
             return TRIGGER_RULES[RunIf(node.run_if)]
+        if self._after_attempt(node):  # il.attempt(): the worker decides from how the attempt ended
+            return ALL_DONE
         if any(b.kind == "one_of" for _, b in node.inputs):
             return ONE_BRANCH
         # interlock's default rule, none_failed: a skipped upstream (a closed block, il.Skip) does
         # not skip the task; the worker skips it when it reads a value that was never made.
         return TRIGGER_RULES[DEFAULT]
+
+    def _after_attempt(self, node: Node) -> bool:
+        """A step of an il.attempt() block (it does not start after the block's failure, which
+        Airflow would call upstream_failed), or one reading il.branch_value over an attempt and its
+        fallback (one of them did not run)."""
+        from interlock.core.model.attempts import attempt_of, handled
+
+        ok = handled(self.spec)
+        return attempt_of(self.spec, node.name) is not None or any(
+            b.kind == "one_of" and b.nodes() & ok for _, b in node.inputs)
 
     def _common(self, node: Node) -> dict[str, Any]:
         """The retry and timeout arguments of a node's task, in seconds."""

@@ -58,6 +58,8 @@ FEATURES = {
     "aggregated)",
     "finally": "native (onExit; the step reads {{workflow.status}} and settles the body's status from the run state)",
     "finally.block": "native (the block as a nested DAG, the finally step its task's exit lifecycle hook)",
+    "fallback": "unsupported: run it on flyte2, airflow or local, or catch the error in one step's function "
+    "with try/except (a failed pod fails its DAG under failFast, and an emulation would hide the failure from Argo's own status)",
     "finally.block.nested": "native (the inner block's nested DAG inside the outer one's, each with its exit "
     "lifecycle hook)",
     "subpipeline": "native (a nested DAG template per call, its inputs and outputs the values crossing it)",

@@ -20,6 +20,7 @@ from interlock.core.backend.failure_scope import Downstream
 from interlock.core.backend.plan import lower
 from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import FailureKind, Status
+from interlock.core.model.attempts import Tries, attempt_spec, fallback_inputs, fallback_of, handled
 from interlock.core.model.codecs import TypeKind, from_jsonable, revive, to_jsonable
 from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.fanout import item_node
@@ -60,6 +61,7 @@ class Driver:
         self.maps: dict[str, MapReport] = {}
         self.sizes: dict[str, int] = {}
         self.failed = self.halted = False
+        self.tries = Tries(spec)  # il.attempt() blocks: which failed (top level only: no nested driver needs it)
         self._closed: set[str] = set()  # the blocks whose finally step ran as the block ended (close)
         self._given: set[str] = set()  # a nested driver: the nodes its caller had reached
         self._given_seen: dict[str, Status] = {}  # and how they ended (for the join rules)
@@ -89,6 +91,10 @@ class Driver:
             await self._map(node, task, inputs)
             return
         step = self.spec.step_of(node)
+        backup = fallback_of(self.spec, name)
+        if backup is not None:  # the attempt's il.RunStatus, settled from the run state
+            inputs = fallback_inputs(self.spec, name, inputs,
+                                     run_status(settle(attempt_spec(self.spec, backup), self.run.state, None)))
         refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
         try:
             out = await task(node=name, **refs)
@@ -112,6 +118,12 @@ class Driver:
         """The node's inputs when it may start; None when it may not (nothing is recorded:
         settle calls it not-run, or skipped behind a closed gate)."""
         if self.halted or (self.failed and self.downstream is None):
+            return None
+        why_not = self.tries.blocked(node.name)  # il.attempt(): after its failure, or a fallback not needed
+        if why_not is not None:
+            if why_not == "skipped":
+                self.seen[node.name] = Seen(Status.SKIPPED)
+            self._emit(node.name, why_not, "the attempt failed" if why_not == "not-run" else "the attempt succeeded")
             return None
         rule = rule_of(node)
         if self.downstream is not None and not self.downstream.can_start(node.name) and rule not in AFTER_FAILURE:
@@ -352,8 +364,9 @@ class Driver:
 
     def result(self) -> str:
         """The pipeline's outputs as references; a failed run fails the driver task (and the Flyte run)."""
-        if self.failed or any(s.status in (Status.FAILED, Status.STOPPED) for s in self.seen.values()):
-            failed = [n for n, s in self.seen.items() if s.status in (Status.FAILED, Status.STOPPED)]
+        ok = handled(self.spec)  # a failure in an il.attempt() block: its fallback handled it
+        if self.failed or any(s.status in (Status.FAILED, Status.STOPPED) and n not in ok for n, s in self.seen.items()):
+            failed = [n for n, s in self.seen.items() if s.status in (Status.FAILED, Status.STOPPED) and n not in ok]
             raise RuntimeError(f"pipeline {self.spec.name!r} failed: {', '.join(failed) or 'a step failed'}")
         types = dict(self.spec.output_types)
         return json.dumps({k: values.put(self.store, pipeline_output(b, self.params, self.outputs), types[k])
@@ -384,6 +397,8 @@ class Driver:
 
     def _down(self, name: str, seen: Seen) -> None:
         self.seen[name] = seen
+        if seen.status is Status.FAILED and self.tries.record_failure(name):
+            return  # tried in an il.attempt() block: handled, its fallback runs next
         self.failed = True
         self.halted = self.halted or seen.status is Status.STOPPED  # told to stop: nothing starts
         if self.downstream is not None:

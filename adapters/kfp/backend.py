@@ -83,6 +83,8 @@ _FEATURES = {
     "finally.block": "native (a dsl.ExitHandler around the block's tasks, the finally step its exit task with "
     "dsl.PipelineTaskFinalStatus of the group; KFP allows exit handlers at the outermost scope only, so not "
     "together with a whole-pipeline finally or state_pvc's receipt handler)",
+    "fallback": "unsupported: run it on flyte2, airflow or local, or catch the error in one step's function "
+    "with try/except (a failed task fails a KFP run: only an exit task runs after it, and an emulation would hide the failure from KFP's own status)",
     "finally.block.nested": "native (KFP allows no exit handler inside another: the inner block's tasks in the "
     "outer block's ExitHandler, its finally task after them with .ignore_upstream_failure(), and what reads the "
     "inner block .after() it; the status is settled from the run state, without PipelineTaskFinalStatus)",
