@@ -42,6 +42,8 @@ _FEATURES = {
     "from the run state)",
     "finally.block": "native (a task with trigger rule all_done after the block's tasks; what reads the block "
     "from outside it waits for it)",
+    "types.model_files": "native (the run's value store keeps a file field of a dataclass or pydantic model as a "
+    "folder beside the model's JSON)",
     "fallback": "native (trigger rules: the fallback's first tasks all_done after the attempt's, running only if it "
     "failed, and what reads either all_done; the failed task is no leaf, so the DAG run succeeds with the fallback)",
     "finally.block.nested": "native (the inner block's all_done task upstream of the outer one's and of what "

@@ -58,6 +58,8 @@ FEATURES = {
     "aggregated)",
     "finally": "native (onExit; the step reads {{workflow.status}} and settles the body's status from the run state)",
     "finally.block": "native (the block as a nested DAG, the finally step its task's exit lifecycle hook)",
+    "types.model_files": "unsupported: pass the file as its own input and output, an il.Dataset or il.Model, or run "
+    "on local, flyte2 or airflow (a dataclass crosses an Argo task as a parameter, without its files)",
     "fallback": "unsupported: run it on flyte2, airflow or local, or catch the error in one step's function "
     "with try/except (a failed pod fails its DAG under failFast, and an emulation would hide the failure from Argo's own status)",
     "finally.block.nested": "native (the inner block's nested DAG inside the outer one's, each with its exit "

@@ -57,6 +57,8 @@ CLUSTER_FEATURES = {
     "finally": "native (the driver's try/finally, with il.RunStatus settled from the run state)",
     "finally.block": "native (a try/finally around the block in the driver: its finally step as the block ends, "
     "with the block's status; in a sub-pipeline call's driver task too)",
+    "types.model_files": "native (the value store keeps a file field of a dataclass or pydantic model as a folder "
+    "beside the model's JSON, as a flyte.io.File inside a model)",
     "fallback": "native (the driver's own try/except: a failed step of an il.attempt() block ends it, the run goes "
     "on with the fallback block, handed the attempt's il.RunStatus)",
     "finally.block.nested": "native (nested try/finally in the driver, the inner block's step first; the outer "

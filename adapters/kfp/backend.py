@@ -83,6 +83,8 @@ _FEATURES = {
     "finally.block": "native (a dsl.ExitHandler around the block's tasks, the finally step its exit task with "
     "dsl.PipelineTaskFinalStatus of the group; KFP allows exit handlers at the outermost scope only, so not "
     "together with a whole-pipeline finally or state_pvc's receipt handler)",
+    "types.model_files": "unsupported: pass the file as its own input and output, an il.Dataset or il.Model, or run "
+    "on local, flyte2 or airflow (a dataclass crosses a KFP task as a STRUCT parameter, without its files)",
     "fallback": "unsupported: run it on flyte2, airflow or local, or catch the error in one step's function "
     "with try/except (a failed task fails a KFP run: only an exit task runs after it, and an emulation would hide the failure from KFP's own status)",
     "finally.block.nested": "native (KFP allows no exit handler inside another: the inner block's tasks in the "

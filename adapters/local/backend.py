@@ -106,6 +106,8 @@ class LocalBackend:
                 "join.run_if": "native (the run loop decides from how each upstream ended)",
                 "skip": "native (il.Skip ends the step skipped; a map's item is None in the gathered list)",
                 "finally.block.reads_output": "native (None for an output the body never produced)",
+                "types.model_files": "native (a file field of a dataclass or pydantic model moves as a folder "
+                "beside the model's value.json)",
                 "fallback": "native (il.attempt(): a failed step ends its block and the run goes on with the "
                 "fallback block, handed the attempt's il.RunStatus)",
                 "finally.block.nested": "native (a block's finally step as the block ends, the inner one first; the "

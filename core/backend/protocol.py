@@ -58,6 +58,7 @@ FEATURES = (
     "finally.block.reads_output",  # an il.finally_ step reading an output of its scope's steps
     "finally.block.nested",  # with il.finally_(...) inside another (setup/teardown pairs nested)
     "fallback",  # with il.attempt() as tried: ... with tried.fallback(): ... (core/dsl/attempt.py)
+    "types.model_files",  # a dataclass or pydantic model with a field of a file kind (il.Dataset...)
 )
 
 _O = TypeVar("_O", bound="BackendOptions")
@@ -311,6 +312,11 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         mark("on_failure", name)
     for a in spec.attempts:
         mark("fallback", a.name)
+    from interlock.core.model.codecs import file_fields
+
+    for step in spec.steps:  # a model carrying a file: its fields move as folders beside its JSON
+        if any(file_fields(p.type) for p in (*step.inputs, *step.outputs)):
+            mark("types.model_files", step.name)
     for node in spec.nodes:
         if node.run_if is not None and not any(node.name in a.fallback for a in spec.attempts):
             mark("join.run_if", node.name)  # a fallback's own all_done is the fallback's (row `fallback`)
