@@ -142,10 +142,17 @@ def attempt_pair(builder: Builder, values: tuple[Promise, ...]) -> Binding | Non
     return Binding.one_of((values[0].binding, values[1].binding))
 
 
-def attempts_of(builder: Builder, outputs: list[tuple[str, Binding]]) -> tuple[AttemptBlock, ...]:
+def attempts_of(builder: Builder, outputs: list[tuple[str, Binding]],
+                failure_policy: str = "stop") -> tuple[AttemptBlock, ...]:
     """The attempt blocks recorded, each with a fallback; refuses a read of what they make from
-    outside them other than through il.branch_value (it may not exist)."""
+    outside them other than through il.branch_value (it may not exist), and failure_policy=
+    "continue" (a fallback would start beside failures it does not handle)."""
     blocks = tuple(builder.attempts)
+    if blocks and failure_policy != "stop":
+        raise PipelineDefinitionError(
+            "il.attempt() handles the failures of its own block; with failure_policy='continue' its fallback "
+            "would also start after failures elsewhere that it does not handle", pipeline=builder.name,
+            step=blocks[0].members[0], hint="keep failure_policy='stop' (the default) in a pipeline with il.attempt()")
     for a in blocks:
         if not a.fallback:
             raise PipelineDefinitionError(

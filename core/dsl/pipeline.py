@@ -170,7 +170,7 @@ class Pipeline:
             finally_blocks=blocks,
             failure_policy=self.failure_policy,
             failure_handlers=tuple(builder.failure_handlers),
-            attempts=attempts_of(builder, outputs),
+            attempts=attempts_of(builder, outputs, self.failure_policy),
         )
         check_triggers(self.triggers, {p.name: p for p in params}, self.name)
         return validate(spec)

@@ -106,3 +106,14 @@ def test_misuse_is_refused_at_build_with_the_form_to_write() -> None:
             fb.tolerant(x=x, why=tried.failure, mode="ok")
 
     _refused(late, "right after")
+
+    def tried(x: int = 1):
+        with il.attempt() as t:
+            a = fb.strict(x=x, mode="ok")
+        with t.fallback():
+            b = fb.tolerant(x=x, why=t.failure, mode="ok")
+        return il.branch_value(a, b)
+
+    with pytest.raises(PipelineDefinitionError, match="failure_policy='continue'") as info:
+        il.spec(il.pipeline(name="fb-continue", failure_policy="continue")(tried))
+    assert "stop" in (info.value.hint or "")
