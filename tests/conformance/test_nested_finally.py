@@ -174,3 +174,17 @@ def test_argo_nests_the_inner_block_s_dag(tmp_path: Path) -> None:
     [outer] = [t for t in templates["main"]["dag"]["tasks"] if t["name"] == "drop-cluster-block"]
     [inner] = [t for t in templates[outer["template"]]["dag"]["tasks"] if t["name"] == "drop-bucket-block"]
     assert "exit" in outer["hooks"] and "exit" in inner["hooks"]
+
+
+def test_flyte2_renders_nested_try_finally_in_the_driver() -> None:
+    pytest.importorskip("flyte")
+    from interlock.adapters.flyte2.render import render
+
+    source = render(il.spec(nfp.finally_nested_plain), store="/tmp/store")
+    lines = [line.strip() for line in source.splitlines()]
+    outer, inner = lines.index("try:  # with il.finally_(drop-cluster)"), lines.index("try:  # with il.finally_(drop-bucket)")
+    close_inner = next(i for i, line in enumerate(lines) if line.startswith("await d.close('drop-bucket'"))
+    close_outer = next(i for i, line in enumerate(lines) if line.startswith("await d.close('drop-cluster'"))
+    work = lines.index("await d.step('outer-work', step_outer_work)")
+    assert outer < inner < close_inner < work < close_outer  # the outer block goes on after the inner finally
+    compile(source, "<flyte2>", "exec")  # valid Python
