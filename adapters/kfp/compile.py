@@ -214,10 +214,10 @@ def _emit_step(spec: PipelineSpec, u: Step, values: dict[str, Any], tasks: dict[
         tasks[node.name] = fanout.collect(spec, node.name, task, opts.image or DEFAULT_IMAGE)
     else:
         task = tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
-    if len(spec.finally_blocks) > 1:  # what reads a nested il.finally_ block waits for its finally task
+    if spec.finally_blocks:  # what reads a block inside another exit handler waits for its finally task
         from .finally_task import after_nested
 
-        after_nested(spec, node.name, task, tasks)
+        after_nested(spec, node.name, task, tasks, opts)
     task_names[task.name] = node.name
 
 

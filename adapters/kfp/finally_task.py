@@ -187,11 +187,14 @@ def outside_blocks(spec: PipelineSpec, outputs: list[Any]) -> list[Any]:
 def check_blocks(spec: PipelineSpec, opts: KfpOptions, call: Any = None) -> None:
     """Refuse the ``with il.finally_`` blocks of one scope (the top level, or a sub-pipeline call's
     component) that KFP cannot express: one inside another exit handler (KFP allows exit handlers
-    at the outermost scope only), or a block whose tasks a step outside it reads."""
+    at the outermost scope only) where it cannot run after its tasks instead (a sub-pipeline call's own
+    finally), or a block whose tasks a step outside it reads."""
     from interlock.core.base.errors import PipelineDefinitionError
-    from interlock.core.model.finally_blocks import blocks_in, outer_block
+    from interlock.core.model.finally_blocks import blocks_in
 
     for block in blocks_in(spec, getattr(call, "name", None)):
+        if without_handler(spec, block, opts):  # inside another exit handler: close_nested renders it
+            continue
         whole = call.finally_ if call is not None else spec.finally_
         if whole is not None or (opts.state_pvc and call is None):
             outer = (f"sub-pipeline call {call.name!r}'s il.finally_" if call is not None
@@ -202,8 +205,6 @@ def check_blocks(spec: PipelineSpec, opts: KfpOptions, call: Any = None) -> None
                 hint="on KFP use either the whole pipeline's finally step or finally steps around blocks"
                 + ("" if whole is not None else ", or compile without state_pvc (state_store=URI)"),
             )
-        if outer_block(spec, block) is not None:  # nested: no exit handler of its own (close_nested)
-            continue
         members = set(block.members)
         for n in spec.nodes:
             reads = sorted((n.upstream() | set(n.after)) & members)
@@ -224,9 +225,7 @@ def open_block(spec: PipelineSpec, block: Any, values: dict[str, Any], opts: Kfp
     nested in another: KFP allows no exit handler inside one (close_nested)."""
     from kfp import dsl
 
-    from interlock.core.model.finally_blocks import outer_block
-
-    if outer_block(spec, block) is not None:
+    if without_handler(spec, block, opts):
         return None
     exit_task, comp = make_finally_task(spec, values, opts, block.node)
     components[comp.node] = comp
@@ -255,16 +254,28 @@ def close_nested(spec: PipelineSpec, block: Any, values: dict[str, Any], tasks: 
             tasks[n.name].after(task)
 
 
-def after_nested(spec: PipelineSpec, node: str, task: Any, tasks: dict[str, Any]) -> None:
-    """A task that reads a nested block from outside it waits for that block's finally task."""
-    from interlock.core.model.finally_blocks import outer_block
-
+def after_nested(spec: PipelineSpec, node: str, task: Any, tasks: dict[str, Any], opts: KfpOptions) -> None:
+    """A task that reads a block rendered without an exit handler (close_nested) from outside it
+    waits for that block's finally task."""
     n = spec.node(node)
     for block in spec.finally_blocks:
         fin = tasks.get(block.node.name)
-        if fin is not None and node not in block.members and outer_block(spec, block) is not None \
+        if fin is not None and node not in block.members and without_handler(spec, block, opts) \
                 and n.upstream() & set(block.members):
             task.after(fin)
+
+
+def without_handler(spec: PipelineSpec, block: Any, opts: KfpOptions) -> bool:
+    """Is this ``with il.finally_`` block inside another exit handler (an outer block's, the whole
+    pipeline's il.finally_, state_pvc's receipt task)? KFP allows none inside another: its finally
+    task then runs after its tasks with ``.ignore_upstream_failure()`` (close_nested)."""
+    from interlock.core.model.finally_blocks import block_call, is_call_finally, outer_block
+
+    if is_call_finally(spec, block):
+        return False
+    if outer_block(spec, block) is not None:
+        return True
+    return block_call(spec, block) is None and (spec.finally_ is not None or bool(opts.state_pvc))
 
 
 __all__ = ["check_blocks", "open_block", "RunStatus", "make_finally_task", "run_finally", "with_finally"]
