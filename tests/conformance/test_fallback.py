@@ -117,3 +117,14 @@ def test_misuse_is_refused_at_build_with_the_form_to_write() -> None:
     with pytest.raises(PipelineDefinitionError, match="failure_policy='continue'") as info:
         il.spec(il.pipeline(name="fb-continue", failure_policy="continue")(tried))
     assert "stop" in (info.value.hint or "")
+
+
+def test_flyte2_marks_the_attempt_and_its_fallback_in_the_driver() -> None:
+    pytest.importorskip("flyte")
+    from interlock.adapters.flyte2.render import render
+
+    lines = [line.strip() for line in render(il.spec(fb.with_fallback), store="/tmp/store").splitlines()]
+    tried = lines.index("# try: il.attempt() attempt-1 (a failure here is handled by its fallback)")
+    backup = lines.index("# except: the fallback of attempt-1 (runs only if it failed)")
+    assert lines[tried + 1] == "await d.step('strict', step_strict)"
+    assert lines[backup + 1] == "await d.step('tolerant', step_tolerant)" and tried < backup
