@@ -207,7 +207,9 @@ def _record(step: Step, kwargs: dict[str, Any], what: str) -> _FinallyCall:
     if len(builder._gate_stack) > base:
         raise PipelineDefinitionError(
             f"{what} inside an il.when block: its scope is the whole pipeline (or the sub-pipeline call)",
-            pipeline=builder.name, step=step.spec.name, hint=f"call {what} at the top level of the pipeline body",
+            pipeline=builder.name, step=step.spec.name,
+            hint=f"call {what} at the top level of the pipeline body (or of another `with il.finally_` block), "
+            "and the il.when block inside it",
         )
     pending = builder.finally_pending
     if pending is not None:
