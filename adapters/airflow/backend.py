@@ -40,7 +40,14 @@ _FEATURES = {
     "fan_in": "native (a map's readers depend on <node>.collect; lists are read from the run state)",
     "finally": "native (a task with trigger rule all_done after the body, with the body's il.RunStatus settled "
     "from the run state)",
-    "finally.block": "native (a task with trigger rule all_done after the block's tasks)",
+    "finally.block": "native (a task with trigger rule all_done after the block's tasks; what reads the block "
+    "from outside it waits for it)",
+    "types.model_files": "native (the run's value store keeps a file field of a dataclass or pydantic model as a "
+    "folder beside the model's JSON)",
+    "fallback": "native (trigger rules: the fallback's first tasks all_done after the attempt's, running only if it "
+    "failed, and what reads either all_done; the failed task is no leaf, so the DAG run succeeds with the fallback)",
+    "finally.block.nested": "native (the inner block's all_done task upstream of the outer one's and of what "
+    "reads the inner block, as nested setup/teardown pairs)",
     "subpipeline": "native (a TaskGroup per call, its steps named <call>.<step>)",
     "subpipeline.cache": "unsupported as a unit: the inner steps cache one by one",
     "subpipeline.finally": "native (a task with trigger rule all_done after the call's tasks)",

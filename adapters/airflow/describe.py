@@ -99,6 +99,7 @@ class _Render:
         self.last: str | None = None
         self.group: str | None = None
         self.gates: list[tuple[str, list[str]]] = []  # gate task, the nodes of its block
+        self.done: dict[str, str] = {}  # a block's finally step -> its task, once added
 
     # -- the plan --
 
@@ -113,12 +114,38 @@ class _Render:
         body = [self.exit[n.name] for n in self.plan.nodes()]
         self.group = None
         for node in finals:  # after everything in serial order; else after its own block
-            t = self.task("finally", node, ALL_DONE, self._common(node), pod=self._pod(node, ["finally", node.name]))
-            block = next((b for b in self.spec.finally_blocks if b.node.name == node.name), None)
-            upstream = [self.exit[m] for m in block.members if m in self.exit] if block is not None else body
-            for u in upstream:
-                self.edge(u, t)
-            self._follow(t)
+            if node.name not in self.done:  # a `with il.finally_` block's: at the block's end (units)
+                self.finally_task(node, body)
+        for block in self.spec.finally_blocks:  # once every task is there
+            self._after_block(block, self.done[block.node.name], self.done)
+
+    def finally_task(self, node: Node, body: list[str]) -> None:
+        t = self.task("finally", node, ALL_DONE, self._common(node), pod=self._pod(node, ["finally", node.name]))
+        block = next((b for b in self.spec.finally_blocks if b.node.name == node.name), None)
+        upstream = [self.exit[m] for m in block.members if m in self.exit] if block is not None else body
+        for u in upstream:
+            self.edge(u, t)
+        if block is not None:
+            self.done[node.name] = t
+        self._follow(t)
+
+    def _after_block(self, block: Any, task: str, done: dict[str, str]) -> None:
+        """A ``with il.finally_`` block's finally task ends the block, as Python's ``finally:``: the
+        blocks nested in it end before it, and what reads the block from outside it (the outer
+        block going on) waits for it; a failed one stops those readers (upstream_failed). An
+        il.on_failure step skips when its block did not fail: nothing waits for it."""
+        from interlock.core.model.finally_blocks import inner_blocks, is_call_finally, is_handler
+
+        spec = self.spec
+        for inner in inner_blocks(spec, block):
+            if inner.node.name in done:
+                self.edge(done[inner.node.name], task)
+        if is_call_finally(spec, block) or is_handler(spec, block.node.name):
+            return
+        inside = set(block.members)
+        for n in self.plan.nodes():
+            if n.name not in inside and n.upstream() & inside:
+                self.edge(task, self.entry[n.name])
 
     def units(self, units: tuple[Unit, ...]) -> None:
         for u in units:
@@ -135,8 +162,11 @@ class _Render:
                 self.group = gid
                 self.units(u.units)
                 self.group = outer
-            elif isinstance(u, FinallyScope):
-                self.units(u.units)  # its finally step: after the body (all())
+            elif isinstance(u, FinallyScope):  # its finally step ends it (in serial order too)
+                self.units(u.units)
+                group, self.group = self.group, None
+                self.finally_task(u.block.node, [])
+                self.group = group
 
     def block(self, b: Block) -> None:
         gate = self.add({"id": gate_task_id(b.gate.id), "kind": "gate", "gate": b.gate.id, "node": None,
@@ -208,13 +238,25 @@ class _Render:
     def _rule(self, node: Node) -> str:
         if self.serial:
             return ALL_DONE  # each task decides itself from the run state
-        if node.run_if is not None:  # a join rule: Airflow's own trigger rule
+        if node.run_if is not None:  # a join rule: Airflow's own trigger rule (a fallback's first steps: all_done)
             return TRIGGER_RULES[RunIf(node.run_if)]
+        if self._after_attempt(node):  # il.attempt(): the worker decides from how the attempt ended
+            return ALL_DONE
         if any(b.kind == "one_of" for _, b in node.inputs):
             return ONE_BRANCH
         # interlock's default rule, none_failed: a skipped upstream (a closed block, il.Skip) does
         # not skip the task; the worker skips it when it reads a value that was never made.
         return TRIGGER_RULES[DEFAULT]
+
+    def _after_attempt(self, node: Node) -> bool:
+        """A step of an il.attempt() block (it does not start after the block's failure, which
+        Airflow would call upstream_failed), or one reading il.branch_value over an attempt and its
+        fallback (one of them did not run)."""
+        from interlock.core.model.attempts import attempt_of, handled
+
+        ok = handled(self.spec)
+        return attempt_of(self.spec, node.name) is not None or any(
+            b.kind == "one_of" and b.nodes() & ok for _, b in node.inputs)
 
     def _common(self, node: Node) -> dict[str, Any]:
         """The retry and timeout arguments of a node's task, in seconds."""

@@ -194,20 +194,35 @@ class Worker:
 
         if stop_file(self.place.run_dir).exists():
             raise Skip(Status.NOT_RUN, "the run was told to stop")
-        finals = {n.name for n in self.spec.finally_nodes()}  # a finally step's failure stops no body step
+        # A finally step's failure stops no body step, but a `with il.finally_` block's ends its block
+        # (as the local backend's): what follows the block does not start after it failed.
+        from interlock.core.model.finally_blocks import blocks_ending_early
+
+        finals = {n.name for n in self.spec.finally_nodes()} - blocks_ending_early(self.spec)
+        from interlock.core.model.attempts import Tries, handled
+
+        ok = handled(self.spec)  # a failure in an il.attempt() block: its fallback handles it
+        tries = Tries(self.spec)
+        for n, r in self.records.items():
+            if n in ok and r["status"] == str(Status.FAILED):
+                tries.record_failure(n)
         failed = [n for n, r in self.records.items() if r["status"] in (str(Status.FAILED), str(Status.STOPPED))
-                  and n != node.name and n not in finals]
+                  and n != node.name and n not in finals and not (n in ok and r["status"] == str(Status.FAILED))]
         if any(self.records[n]["status"] == str(Status.STOPPED) for n in failed):
             raise Skip(Status.NOT_RUN, "the run was stopped")
         if failed and self.spec.failure_policy != CONTINUE:
             raise Skip(Status.NOT_RUN, f"failure_policy='stop': {failed[0]} failed")
+        why_not = tries.blocked(node.name)  # il.attempt(): after its failure, or a fallback not needed
+        if why_not is not None:
+            raise Skip(Status(why_not), "the attempt failed" if why_not == "not-run" else "the attempt succeeded")
         rule = rule_of(node)
         if failed and rule not in AFTER_FAILURE:  # one_succeeded, all_done: the join rule decides (below)
             downstream = Downstream(self.plan)
             for n in self.plan.nodes():
                 if n.name == node.name:
                     break
-                if self.records.get(n.name, {}).get("status") in (str(Status.FAILED), str(Status.NOT_RUN)):
+                if self.records.get(n.name, {}).get("status") in (str(Status.FAILED), str(Status.NOT_RUN)) \
+                        and n.name not in ok:
                     downstream.fail(n.name)
             if not downstream.can_start(node.name):
                 raise Skip(Status.NOT_RUN, "it depends on a failed step")
@@ -249,9 +264,17 @@ class Worker:
 
     # -- values -------------------------------------------------------------------------------
     def inputs_of(self, node: Node) -> dict[str, Any]:
+        from interlock.core.model.attempts import attempt_spec, fallback_inputs, fallback_of
+        from interlock.core.record.outcomes import run_status, settle
         from interlock.core.run.bindings import node_inputs
 
-        return node_inputs(self.spec, node.name, self.params, self.outputs, missing_as_none=rule_of(node) in READS_MISSING)
+        inputs = node_inputs(self.spec, node.name, self.params, self.outputs,
+                             missing_as_none=rule_of(node) in READS_MISSING)
+        backup = fallback_of(self.spec, node.name)
+        if backup is not None:  # the attempt's il.RunStatus, settled from the run state
+            status = run_status(settle(attempt_spec(self.spec, backup), self.run.state, None))
+            inputs = fallback_inputs(self.spec, node.name, inputs, status)
+        return inputs
 
     def read_outputs(self, node: str) -> dict[str, Any]:
         n = self.spec.node(node)

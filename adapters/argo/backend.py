@@ -58,6 +58,12 @@ FEATURES = {
     "aggregated)",
     "finally": "native (onExit; the step reads {{workflow.status}} and settles the body's status from the run state)",
     "finally.block": "native (the block as a nested DAG, the finally step its task's exit lifecycle hook)",
+    "types.model_files": "unsupported: pass the file as its own input and output, an il.Dataset or il.Model, or run "
+    "on local, flyte2 or airflow (a dataclass crosses an Argo task as a parameter, without its files)",
+    "fallback": "unsupported: run it on flyte2, airflow or local, or catch the error in one step's function "
+    "with try/except (a failed pod fails its DAG under failFast, and an emulation would hide the failure from Argo's own status)",
+    "finally.block.nested": "native (the inner block's nested DAG inside the outer one's, each with its exit "
+    "lifecycle hook)",
     "subpipeline": "native (a nested DAG template per call, its inputs and outputs the values crossing it)",
     "subpipeline.cache": "unsupported as a unit (Argo memoizes templates one by one): the inner steps cache",
     "subpipeline.finally": "native (the call's exit lifecycle hook)",
@@ -92,6 +98,9 @@ FEATURES = {
     "resume": "unsupported (resubmit: `argo resubmit --memoized` reuses memoized steps)",
 }
 LOSSY = (
+    "finally.block.nested: what follows an inner block in the outer one waits for the inner block's DAG task, "
+    "not for its exit hook (Argo starts the dependents beside the hook): a failed inner teardown fails the run "
+    "and the outer block's status, but does not stop the outer block's next steps as on the other backends",
     "finally.block.reads_output: a finally step reading an output that Argo served from its memoize cache reads None "
     "(no pod ran to keep it in this run's state)",
     "retry.preempted: a PREEMPTED retry waits the contention backoff of a step that has both (one backoff per template)",

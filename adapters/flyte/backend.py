@@ -74,6 +74,12 @@ CLUSTER_FEATURES = {
     "INTERLOCK_STATE_DIR on a cluster: without it the step still sees 'failed' and Flyte's error message)",
     "finally.block": "native (the block is a sub-workflow whose failure node, on_failure, is the finally step's "
     "task, and whose last node is the same task; a failed block still fails the workflow, as a KFP ExitHandler)",
+    "types.model_files": "unsupported: pass the file as its own input and output, an il.Dataset or il.Model, or run "
+    "on local, flyte2 or airflow (a dataclass crosses a Flyte node as a JSON literal, without its files)",
+    "fallback": "unsupported: run it on flyte2, airflow or local, or catch the error in one step's function "
+    "with try/except (a failed task fails a Flyte workflow: no node runs after it but the failure node, and an emulation would hide the failure from Flyte's own status)",
+    "finally.block.nested": "native (the inner block's sub-workflow, with its own failure node and last node, is a "
+    "node of the outer block's: the outer block goes on once the inner one and its finally step are done)",
     "subpipeline.finally": "native (the call's sub-workflow has the finally step's task as its failure node, "
     "on_failure, and as its last node; a failed body still fails the caller; outputs are the sub-workflow's)",
     "secrets": "native (secret requests, injected as environment variables)",

@@ -55,8 +55,14 @@ CLUSTER_FEATURES = {
     "returning what its steps did; the inner steps are named <call>.<step>)",
     "subpipeline.cache": "unsupported as a unit: the inner steps cache one by one",
     "finally": "native (the driver's try/finally, with il.RunStatus settled from the run state)",
-    "finally.block": "emulated: the block's finally step runs in the driver's finally, after the body, with the "
-    "block's status (only the order of side effects differs)",
+    "finally.block": "native (a try/finally around the block in the driver: its finally step as the block ends, "
+    "with the block's status; in a sub-pipeline call's driver task too)",
+    "types.model_files": "native (the value store keeps a file field of a dataclass or pydantic model as a folder "
+    "beside the model's JSON, as a flyte.io.File inside a model)",
+    "fallback": "native (the driver's own try/except: a failed step of an il.attempt() block ends it, the run goes "
+    "on with the fallback block, handed the attempt's il.RunStatus)",
+    "finally.block.nested": "native (nested try/finally in the driver, the inner block's step first; the outer "
+    "block's status covers the inner block and its finally step)",
     "subpipeline.finally": "emulated: as finally.block, for each call the run reached",
     "join.run_if": "native (the driver decides from how each upstream ended, as plain Python)",
     "skip": "native (the task ends without outputs, never cached or retried; the driver reads the skip from its "

@@ -20,12 +20,14 @@ from interlock.core.backend.failure_scope import Downstream
 from interlock.core.backend.plan import lower
 from interlock.core.base.errors import StepFailed, StepStopped
 from interlock.core.base.status import FailureKind, Status
+from interlock.core.model.attempts import Tries, attempt_spec, fallback_inputs, fallback_of, handled
 from interlock.core.model.codecs import TypeKind, from_jsonable, revive, to_jsonable
 from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.fanout import item_node
 from interlock.core.model.finally_blocks import (
     RunStatus,
     block_gate,
+    block_of,
     block_spec,
     finally_inputs,
     handler_runs,
@@ -59,6 +61,8 @@ class Driver:
         self.maps: dict[str, MapReport] = {}
         self.sizes: dict[str, int] = {}
         self.failed = self.halted = False
+        self.tries = Tries(spec)  # il.attempt() blocks: which failed (top level only: no nested driver needs it)
+        self._closed: set[str] = set()  # the blocks whose finally step ran as the block ended (close)
         self._given: set[str] = set()  # a nested driver: the nodes its caller had reached
         self._given_seen: dict[str, Status] = {}  # and how they ended (for the join rules)
         self.downstream = Downstream(self.plan) if spec.failure_policy == CONTINUE else None
@@ -87,6 +91,10 @@ class Driver:
             await self._map(node, task, inputs)
             return
         step = self.spec.step_of(node)
+        backup = fallback_of(self.spec, name)
+        if backup is not None:  # the attempt's il.RunStatus, settled from the run state
+            inputs = fallback_inputs(self.spec, name, inputs,
+                                     run_status(settle(attempt_spec(self.spec, backup), self.run.state, None)))
         refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
         try:
             out = await task(node=name, **refs)
@@ -110,6 +118,12 @@ class Driver:
         """The node's inputs when it may start; None when it may not (nothing is recorded:
         settle calls it not-run, or skipped behind a closed gate)."""
         if self.halted or (self.failed and self.downstream is None):
+            return None
+        why_not = self.tries.blocked(node.name)  # il.attempt(): after its failure, or a fallback not needed
+        if why_not is not None:
+            if why_not == "skipped":
+                self.seen[node.name] = Seen(Status.SKIPPED)
+            self._emit(node.name, why_not, "the attempt failed" if why_not == "not-run" else "the attempt succeeded")
             return None
         rule = rule_of(node)
         if self.downstream is not None and not self.downstream.can_start(node.name) and rule not in AFTER_FAILURE:
@@ -225,7 +239,7 @@ class Driver:
             "down": sorted(self.downstream.down) if self.downstream is not None else [],
             "failed_scopes": sorted(self.downstream.failed_scopes) if self.downstream is not None else [],
             "seen": {n: s.status.value for n, s in self.seen.items() if n not in skip},
-            "sizes": self.sizes,
+            "sizes": self.sizes, "closed": sorted(self._closed),
         })
 
     @classmethod
@@ -240,6 +254,7 @@ class Driver:
             d.downstream.failed_scopes.update(data["failed_scopes"])
         d._given = set(data["outputs"]) | set(data["seen"])
         d._given_seen = {n: Status(st) for n, st in data["seen"].items()}
+        d._closed = set(data.get("closed", ()))
         return d
 
     def returned(self) -> str:
@@ -254,6 +269,7 @@ class Driver:
             self.downstream.down.update(data["down"])
             self.downstream.failed_scopes.update(data["failed_scopes"])
         self.sizes.update(data["sizes"])
+        self._closed.update(data.get("closed", ()))
         for name, status in data["seen"].items():
             st = Status(status)
             if st in (Status.FAILED, Status.STOPPED):
@@ -281,6 +297,28 @@ class Driver:
         # A map's output: the list of its items' values (None at a failed item).
         return {p.name: TypeSpec(TypeKind.LIST, args=(replace(p.type, optional=True),)) for p in step.outputs}
 
+    async def close(self, name: str, task: Any) -> None:
+        """A ``with il.finally_`` block's finally step, as the block ends (the driver's ``finally:``
+        around the block, a call's driver too: the books hand it back): what follows it waits for
+        it, and does not start if it failed."""
+        spec = self.spec
+        block = block_of(spec, name)
+        if block is None:
+            return
+        halted, self.halted = self.halted, False  # a stopped block still runs its finally step
+        if self.local is not None:
+            stopped, self.local.stopped = self.local.stopped, False
+        reach = settle(block_spec(spec, block), self.run.state, self.seen,
+                       gates=gate_decisions(spec, self.params, self.outputs))
+        self._closed.add(name)
+        if reached(spec, block, reach.steps):
+            await self._finally(block.node, task, run_status(settle(block_spec(spec, block), self.run.state, None)))
+        self.halted = halted
+        if self.local is not None:
+            self.local.stopped = stopped
+        if name in self.seen and self.seen[name].status is Status.FAILED:
+            self.failed = True
+
     # -- after the body ---------------------------------------------------------------------
     async def finish(self, tasks: dict[str, Any]) -> None:
         """The il.finally_ steps, after the body: each block's the run reached (its status
@@ -293,6 +331,8 @@ class Driver:
         gates = gate_decisions(spec, self.params, self.outputs)
         outcome = settle(spec, self.run.state, self.seen, gates=gates)
         for block in spec.finally_blocks:
+            if block.node.name in self._closed:  # run as its block ended (close)
+                continue
             gate = block_gate(spec, block)
             try:
                 taken = gate is None or gate_open(spec, gate, self.outputs, self.params)
@@ -324,8 +364,9 @@ class Driver:
 
     def result(self) -> str:
         """The pipeline's outputs as references; a failed run fails the driver task (and the Flyte run)."""
-        if self.failed or any(s.status in (Status.FAILED, Status.STOPPED) for s in self.seen.values()):
-            failed = [n for n, s in self.seen.items() if s.status in (Status.FAILED, Status.STOPPED)]
+        ok = handled(self.spec)  # a failure in an il.attempt() block: its fallback handled it
+        if self.failed or any(s.status in (Status.FAILED, Status.STOPPED) and n not in ok for n, s in self.seen.items()):
+            failed = [n for n, s in self.seen.items() if s.status in (Status.FAILED, Status.STOPPED) and n not in ok]
             raise RuntimeError(f"pipeline {self.spec.name!r} failed: {', '.join(failed) or 'a step failed'}")
         types = dict(self.spec.output_types)
         return json.dumps({k: values.put(self.store, pipeline_output(b, self.params, self.outputs), types[k])
@@ -356,6 +397,8 @@ class Driver:
 
     def _down(self, name: str, seen: Seen) -> None:
         self.seen[name] = seen
+        if seen.status is Status.FAILED and self.tries.record_failure(name):
+            return  # tried in an il.attempt() block: handled, its fallback runs next
         self.failed = True
         self.halted = self.halted or seen.status is Status.STOPPED  # told to stop: nothing starts
         if self.downstream is not None:

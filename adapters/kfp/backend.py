@@ -81,8 +81,16 @@ _FEATURES = {
     "subpipeline.cache": "unsupported as a unit (KFP caches container executions, not DAG tasks): the inner "
     "steps cache one by one",
     "finally.block": "native (a dsl.ExitHandler around the block's tasks, the finally step its exit task with "
-    "dsl.PipelineTaskFinalStatus of the group; KFP allows exit handlers at the outermost scope only, so not "
-    "together with a whole-pipeline finally or state_pvc's receipt handler)",
+    "dsl.PipelineTaskFinalStatus of the group; KFP allows exit handlers at the outermost scope only, so inside "
+    "a whole-pipeline finally or state_pvc's receipt handler the block's finally task runs after its tasks with "
+    ".ignore_upstream_failure(), its status from the run state)",
+    "types.model_files": "unsupported: pass the file as its own input and output, an il.Dataset or il.Model, or run "
+    "on local, flyte2 or airflow (a dataclass crosses a KFP task as a STRUCT parameter, without its files)",
+    "fallback": "unsupported: run it on flyte2, airflow or local, or catch the error in one step's function "
+    "with try/except (a failed task fails a KFP run: only an exit task runs after it, and an emulation would hide the failure from KFP's own status)",
+    "finally.block.nested": "native (KFP allows no exit handler inside another: the inner block's tasks in the "
+    "outer block's ExitHandler, its finally task after them with .ignore_upstream_failure(), and what reads the "
+    "inner block .after() it; the status is settled from the run state, without PipelineTaskFinalStatus)",
     "subpipeline.finally": "native (a dsl.ExitHandler around the body of the call's nested pipeline comp-<call>, "
     "the finally step its exit task; a call whose outputs are read: the body as its own nested pipeline "
     "comp-<call>-body and the finally task after it with .ignore_upstream_failure() and "

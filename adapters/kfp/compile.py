@@ -183,11 +183,14 @@ def emit_units(
 
             emit_call(spec, u, calls[u.call.name], values, tasks, components)
         elif isinstance(u, FinallyScope):
-            from .finally_task import open_block
+            from .finally_task import close_nested, open_block
 
             handler = open_block(spec, u.block, values, opts, components, task_names)
             emit_units(spec, u.units, values, tasks, components, selectors, opts, task_names, calls)
-            handler.__exit__(None, None, None)
+            if handler is None:  # nested in another block: no exit handler there (finally_task.close_nested)
+                close_nested(spec, u.block, values, tasks, opts, components, task_names)
+            else:
+                handler.__exit__(None, None, None)
 
 
 def _emit_step(spec: PipelineSpec, u: Step, values: dict[str, Any], tasks: dict[str, Any],
@@ -211,6 +214,10 @@ def _emit_step(spec: PipelineSpec, u: Step, values: dict[str, Any], tasks: dict[
         tasks[node.name] = fanout.collect(spec, node.name, task, opts.image or DEFAULT_IMAGE)
     else:
         task = tasks[node.name] = _task(spec, node.name, values, tasks, components, opts)
+    if spec.finally_blocks:  # what reads a block inside another exit handler waits for its finally task
+        from .finally_task import after_nested
+
+        after_nested(spec, node.name, task, tasks, opts)
     task_names[task.name] = node.name
 
 

@@ -38,16 +38,22 @@ ENTRY = "from interlock.adapters.kfp.entry import run_node\n    return run_node(
 STATUS_ARG = "interlock_final_status"  # KFP's final status, for a finally step that declares no il.RunStatus
 
 
-def finally_source(spec: PipelineSpec, function_name: str, receipt: bool, node: Node | None = None) -> str:
+def finally_source(spec: PipelineSpec, function_name: str, receipt: bool, node: Node | None = None,
+                   final_status: bool = True) -> str:
     """The exit task's function: the step's component with its RunStatus input declared as
-    KFP's ``PipelineTaskFinalStatus`` (KFP fills it; nothing binds it)."""
+    KFP's ``PipelineTaskFinalStatus`` (KFP fills it; nothing binds it); without ``final_status``
+    a plain input bound to a placeholder, which the shim replaces."""
     node = node or spec.finally_
     assert node is not None
     step = spec.step_of(node)
     names_in, _ = io_names(step)
     source = component_source(spec, node.name, function_name)
     port = status_port(spec, node)
-    if port is None:  # a plain cleanup: KFP's status still reaches the shim, under a name of its own
+    if not final_status:
+        if ENTRY not in source:
+            raise AssertionError(f"unexpected component source for the finally step:\n{source}")
+        status = names_in[port] if port is not None else STATUS_ARG
+    elif port is None:  # a plain cleanup: KFP's status still reaches the shim, under a name of its own
         status = STATUS_ARG
         head = f"def {function_name}("
         if head not in source or ENTRY not in source:
@@ -86,9 +92,10 @@ def _pipeline_param_type(p: Any) -> str:
 
 
 def make_finally_task(spec: PipelineSpec, values: dict[str, Any], opts: KfpOptions,
-                      node: Node | None = None) -> tuple[Any, NodeComponent]:
+                      node: Node | None = None, final_status: bool = True) -> tuple[Any, NodeComponent]:
     """Create the exit task (inside the pipeline body, before the ExitHandler block): the whole
-    pipeline's finally step, or ``node``, a block's."""
+    pipeline's finally step, or ``node``, a block's. Without ``final_status`` (a nested block's
+    task, no exit task) the status input is a plain one the shim fills from the run state."""
     from kfp import dsl
 
     node = node or spec.finally_
@@ -96,13 +103,13 @@ def make_finally_task(spec: PipelineSpec, values: dict[str, Any], opts: KfpOptio
     step = spec.step_of(node)
     fname = f"{identifier(node.name)}_finally"
     receipt = bool(opts.state_pvc) and node is spec.finally_
-    source = finally_source(spec, fname, receipt, node)
+    source = finally_source(spec, fname, receipt, node, final_status)
     fn = _function_from_source(source, fname, f"<interlock-kfp {spec.name}/{node.name} (finally)>")
     from .component import DEFAULT_IMAGE
 
     comp = dsl.component(fn, base_image=step.image or opts.image or DEFAULT_IMAGE, install_kfp_package=False)
     names_in, names_out = io_names(step)
-    status = status_port(spec, node)
+    status = status_port(spec, node) if final_status else None
     bindings = node.bindings
     kwargs: dict[str, Any] = {}
     for port_name, t in declared_inputs(spec, node.name).items():
@@ -180,11 +187,14 @@ def outside_blocks(spec: PipelineSpec, outputs: list[Any]) -> list[Any]:
 def check_blocks(spec: PipelineSpec, opts: KfpOptions, call: Any = None) -> None:
     """Refuse the ``with il.finally_`` blocks of one scope (the top level, or a sub-pipeline call's
     component) that KFP cannot express: one inside another exit handler (KFP allows exit handlers
-    at the outermost scope only), or a block whose tasks a step outside it reads."""
+    at the outermost scope only) where it cannot run after its tasks instead (a sub-pipeline call's own
+    finally), or a block whose tasks a step outside it reads."""
     from interlock.core.base.errors import PipelineDefinitionError
     from interlock.core.model.finally_blocks import blocks_in
 
     for block in blocks_in(spec, getattr(call, "name", None)):
+        if without_handler(spec, block, opts):  # inside another exit handler: close_nested renders it
+            continue
         whole = call.finally_ if call is not None else spec.finally_
         if whole is not None or (opts.state_pvc and call is None):
             outer = (f"sub-pipeline call {call.name!r}'s il.finally_" if call is not None
@@ -211,15 +221,61 @@ def check_blocks(spec: PipelineSpec, opts: KfpOptions, call: Any = None) -> None
 def open_block(spec: PipelineSpec, block: Any, values: dict[str, Any], opts: KfpOptions,
                components: dict[str, NodeComponent], task_names: dict[str, str]) -> Any:
     """``with il.finally_(step): ...`` on KFP: enter a ``dsl.ExitHandler`` whose exit task is the
-    finally step; the caller emits the block's tasks in it, then leaves it."""
+    finally step; the caller emits the block's tasks in it, then leaves it. None for a block
+    nested in another: KFP allows no exit handler inside one (close_nested)."""
     from kfp import dsl
 
+    if without_handler(spec, block, opts):
+        return None
     exit_task, comp = make_finally_task(spec, values, opts, block.node)
     components[comp.node] = comp
     task_names[exit_task.name] = comp.node
     handler = dsl.ExitHandler(exit_task, name=f"{block.node.name}-block")
     handler.__enter__()
     return handler
+
+
+def close_nested(spec: PipelineSpec, block: Any, values: dict[str, Any], tasks: dict[str, Any], opts: KfpOptions,
+                 components: dict[str, NodeComponent], task_names: dict[str, str]) -> None:
+    """A block nested in another, once its tasks exist: the finally step's task after every one of
+    them with ``.ignore_upstream_failure()`` (KFP's other form of an exit task: it starts when they
+    are done, whatever their outcome), and what the outer block reads from the block after that
+    task (``.after``), as an inner ``finally:`` ends before the outer body goes on. It takes no
+    ``PipelineTaskFinalStatus`` (KFP hands one to a task with one upstream only): the shim settles
+    the block's status from the run state, as every exit task's."""
+    task, comp = make_finally_task(spec, values, opts, block.node, final_status=False)
+    components[comp.node] = comp
+    task_names[task.name] = comp.node
+    members = set(block.members)
+    task.after(*(tasks[m] for m in block.members if m in tasks)).ignore_upstream_failure()
+    tasks[block.node.name] = task
+    for n in spec.nodes:  # readers emitted later wait for it too (after_nested)
+        if n.name not in members and n.upstream() & members and n.name in tasks:
+            tasks[n.name].after(task)
+
+
+def after_nested(spec: PipelineSpec, node: str, task: Any, tasks: dict[str, Any], opts: KfpOptions) -> None:
+    """A task that reads a block rendered without an exit handler (close_nested) from outside it
+    waits for that block's finally task."""
+    n = spec.node(node)
+    for block in spec.finally_blocks:
+        fin = tasks.get(block.node.name)
+        if fin is not None and node not in block.members and without_handler(spec, block, opts) \
+                and n.upstream() & set(block.members):
+            task.after(fin)
+
+
+def without_handler(spec: PipelineSpec, block: Any, opts: KfpOptions) -> bool:
+    """Is this ``with il.finally_`` block inside another exit handler (an outer block's, the whole
+    pipeline's il.finally_, state_pvc's receipt task)? KFP allows none inside another: its finally
+    task then runs after its tasks with ``.ignore_upstream_failure()`` (close_nested)."""
+    from interlock.core.model.finally_blocks import block_call, is_call_finally, outer_block
+
+    if is_call_finally(spec, block):
+        return False
+    if outer_block(spec, block) is not None:
+        return True
+    return block_call(spec, block) is None and (spec.finally_ is not None or bool(opts.state_pvc))
 
 
 __all__ = ["check_blocks", "open_block", "RunStatus", "make_finally_task", "run_finally", "with_finally"]

@@ -107,7 +107,15 @@ class LocalPolicy:
         if block is None:
             return False
         first = min((self.position[m] for m in block.members if m in self.position), default=0)
-        return first <= min(self.position.get(n, 0) for n in self.failed)  # the run reached the block
+        return first <= min(self._at(n) for n in self.failed)  # the run reached the block
+
+    def _at(self, node: str) -> int:
+        """A node's place in plan order; a block's finally step (a nested block's failed) at its
+        block's last node."""
+        if node in self.position:
+            return self.position[node]
+        block = next((b for b in self.spec.finally_blocks if b.node.name == node), None)
+        return max((self.position.get(m, 0) for m in block.members), default=0) if block is not None else 0
 
     def _down(self) -> Downstream:
         """What is down, replayed in plan order from the failures kfp saw."""

@@ -16,12 +16,13 @@ from interlock.core.backend.plan import lower
 from interlock.core.backend.protocol import BackendOptions, Capabilities, RunOptions
 from interlock.core.base.errors import SerializationError, StepFailed, StepSkipped, StepStopped
 from interlock.core.base.status import Status
+from interlock.core.model.attempts import Tries, attempt_spec, fallback_inputs, fallback_of
 from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
-from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.pipeline_spec import FinallyBlock, PipelineSpec
 from interlock.core.model.spec import StepSpec
 from interlock.core.model.values import read_value, value_hash, write_value
-from interlock.core.record.outcomes import RunResult, Seen, settle
+from interlock.core.record.outcomes import RunResult, Seen, run_status, settle
 from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
 from interlock.core.run.bindings import (
     gate_decisions,
@@ -37,7 +38,7 @@ from interlock.core.run.state import RunContext
 
 from .distributed import run_distributed
 from .fanout import run_map
-from .finally_run import run_finally
+from .finally_run import block_ends, run_block_finally, run_finally
 
 NATIVE = "native"
 
@@ -85,7 +86,7 @@ class LocalBackend:
                 "finally": "native (runs last, with the body's il.RunStatus)",
                 "subpipeline": "native (the inner steps run as steps named <call>.<step>)",
                 "subpipeline.cache": "unsupported as a unit: the inner steps cache one by one",
-                "finally.block": "native (after the body, for each block the run reached, with the block's status)",
+                "finally.block": "native (as the block ends, for each block the run reached, with the block's status)",
                 "subpipeline.finally": "native (after the body, for each call the run reached, with the call's status)",
                 "secrets": "emulated: read from the environment variable each Secret names",
                 "labels": "emulated: recorded in the receipt",
@@ -105,6 +106,12 @@ class LocalBackend:
                 "join.run_if": "native (the run loop decides from how each upstream ended)",
                 "skip": "native (il.Skip ends the step skipped; a map's item is None in the gathered list)",
                 "finally.block.reads_output": "native (None for an output the body never produced)",
+                "types.model_files": "native (a file field of a dataclass or pydantic model moves as a folder "
+                "beside the model's value.json)",
+                "fallback": "native (il.attempt(): a failed step ends its block and the run goes on with the "
+                "fallback block, handed the attempt's il.RunStatus)",
+                "finally.block.nested": "native (a block's finally step as the block ends, the inner one first; the "
+                "outer block's status covers the inner block and its finally step)",
             },
         )
 
@@ -134,10 +141,26 @@ class LocalBackend:
         downstream = Downstream(plan) if spec.failure_policy == CONTINUE else None
         # In plan order (core/backend/plan.py): each il.when and il.finally_ block whole, as the
         # other backends run them.
-        for node in plan.nodes():
+        order = plan.nodes()
+        ends = block_ends(spec, order)  # a block's finally step runs as the block ends, nested ones first
+        early: dict[str, Any] = {}
+        tries = Tries(spec)  # il.attempt() blocks: which failed
+        for node in [item for n in order for item in (n, *ends.get(n.name, ()))]:
+            if isinstance(node, FinallyBlock):  # whatever failed in it, as Python's `finally:`
+                done = early[node.node.name] = run_block_finally(spec, node, run, typed_params, options, seen,
+                                                                 outputs)
+                if done.error is not None:
+                    failed, halted = True, halted or isinstance(done.error, StepStopped)
+                continue
             step = spec.step_of(node)
             if halted or (failed and downstream is None):
                 break  # what follows is NOT_RUN (or SKIPPED behind a closed gate): settle() says which
+            why_not = tries.blocked(node.name)  # il.attempt(): after its failure, or a fallback not needed
+            if why_not is not None:
+                if why_not == "skipped":
+                    seen[node.name] = Seen(Status.SKIPPED)
+                options.emit(node.name, why_not, "the attempt failed" if why_not == "not-run" else "the attempt succeeded")
+                continue
             rule = rule_of(node)
             if downstream is not None and not downstream.can_start(node.name) and rule not in AFTER_FAILURE:
                 downstream.fail(node.name)  # behind a failure: NOT_RUN
@@ -155,13 +178,18 @@ class LocalBackend:
                 options.emit(node.name, status, why)
                 continue
             inputs = node_inputs(spec, node.name, typed_params, outputs, missing_as_none=rule in READS_MISSING)
+            backup = fallback_of(spec, node.name)
+            if backup is not None:  # the attempt's il.RunStatus, settled from the run state
+                inputs = fallback_inputs(spec, node.name, inputs,
+                                         run_status(settle(attempt_spec(spec, backup), run.state, None)))
             if node.map is not None:  # il.map: one shim run per item (fanout.py)
                 options.emit(node.name, "started", "")
                 mapped = run_map(spec, node, inputs, run, cache, options)
                 seen[node.name] = mapped.seen
                 if mapped.report is not None:
                     maps[node.name] = mapped.report
-                if mapped.outputs is None:
+                if mapped.outputs is None and not (mapped.seen.status is Status.FAILED
+                                                   and tries.record_failure(node.name)):
                     failed, halted = True, halted or mapped.seen.status is Status.STOPPED
                     if downstream is not None:
                         downstream.fail(node.name)
@@ -206,9 +234,12 @@ class LocalBackend:
                 options.emit(node.name, Status.SKIPPED, exc.why)
                 continue
             except StepFailed as exc:
-                failed = True
-                seen[node.name] = Seen(Status.FAILED, error=exc)
                 stopped = isinstance(exc, StepStopped)
+                seen[node.name] = Seen(Status.FAILED, error=exc)
+                if not stopped and tries.record_failure(node.name):  # handled: its fallback runs next
+                    options.emit(node.name, Status.FAILED, f"{exc.kind}: {exc.reason} (handled by its fallback)")
+                    continue
+                failed = True
                 halted = halted or stopped  # told to stop: nothing starts, whatever the policy
                 if downstream is not None:
                     downstream.fail(node.name)
@@ -237,7 +268,7 @@ class LocalBackend:
 
         gates = gate_decisions(spec, typed_params, outputs)
         outcome = settle(spec, run.state, seen, gates=gates)
-        outcome = run_finally(spec, run, typed_params, options, outcome, outputs)  # il.finally_, if any
+        outcome = run_finally(spec, run, typed_params, options, outcome, outputs, early)  # il.finally_, if any
         final = {} if outcome.error else {k: pipeline_output(b, typed_params, outputs) for k, b in spec.outputs}
         receipt = assemble_receipt(
             spec, run_id=options.run_id, backend=self.name, state_dir=run.state_dir, params=params,

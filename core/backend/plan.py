@@ -215,29 +215,28 @@ class _Lowering:
         self.spec = spec
         self.index = {n.name: i for i, n in enumerate(spec.nodes)}
         self.follower = {g.follows: g for g in spec.gates if g.follows is not None}
-        blocks = [b for b in spec.finally_blocks if not is_call_finally(spec, b)]
+        # Outermost first: a block closes after the blocks nested in it (spec order is innermost first).
+        blocks = [b for b in reversed(spec.finally_blocks) if not is_call_finally(spec, b)]
         # An il.finally_ block sits at the top of its scope (the pipeline's or a call's): it is the
-        # first scope of its members below that call.
-        fin_of = {m: b for b in blocks for m in b.members}
+        # first scope of its members below that call, below the blocks it is nested in.
+        fin_of: dict[str, list[FinallyBlock]] = {}
+        for b in blocks:
+            for m in b.members:
+                fin_of.setdefault(m, []).append(b)
         self.paths: dict[str, tuple[Key, ...]] = {}
-        owner: dict[Key, Key] = {}  # a block or call inside an il.finally_ block -> that block
+        owner: dict[Key, list[FinallyBlock]] = {}  # a block or call inside il.finally_ blocks -> those blocks
         for n in spec.nodes:
-            path: list[Key] = list(scope_chain(spec, n))
-            b = fin_of.get(n.name)
-            if b is not None:
-                fin: Key = ("fin", b.node.name)
-                at = self._below_call(path, b)
-                for k in path[at:]:
-                    owner[k] = fin
-                path.insert(at, fin)
-            self.paths[n.name] = tuple(path)
+            path = list(scope_chain(spec, n))
+            for k in path:
+                for b in fin_of.get(n.name, ()):
+                    if path.index(k) >= self._below_call(path, b) and b not in owner.setdefault(k, []):
+                        owner[k].append(b)
+            self.paths[n.name] = tuple(self._with_blocks(path, fin_of.get(n.name, [])))
         self.gate_paths: dict[str, tuple[Key, ...]] = {}
         for g in spec.gates:
             path = list(scope_chain(spec, scope=("gate", g.id)))
-            fin_key = next((owner[k] for k in path if k in owner), None)
-            if fin_key is not None:
-                path.insert(self._below_call(path, self._block(fin_key[1])), fin_key)
-            self.gate_paths[g.id] = tuple(path)
+            around = [b for b in blocks if any(b in owner.get(k, ()) for k in path)]
+            self.gate_paths[g.id] = tuple(self._with_blocks(path, around))
         self.members: dict[str, list[str]] = {}
         for n in spec.nodes:
             for k in self.paths[n.name]:
@@ -260,6 +259,16 @@ class _Lowering:
     def _below_call(self, path: list[Key], block: FinallyBlock) -> int:
         c = block_call(self.spec, block)
         return 0 if c is None else path.index(("sub", c.name)) + 1
+
+    def _with_blocks(self, path: list[Key], around: list[FinallyBlock]) -> list[Key]:
+        """``path`` with the il.finally_ blocks ``around`` it (outermost first) inserted: each right
+        below its call, after the blocks of that call it is nested in."""
+        for b in around:
+            at = self._below_call(path, b)
+            while at < len(path) and path[at][0] == "fin":
+                at += 1
+            path.insert(at, ("fin", b.node.name))
+        return path
 
     def _chain(self, head: str) -> list[Gate]:
         chain = [self.spec.gate(head)]

@@ -56,6 +56,9 @@ FEATURES = (
     "join.run_if",  # il.step(run_if=...): a join rule other than the default (core/model/joins.py)
     "skip",  # @il.step(may_skip=True): a step that may raise il.Skip
     "finally.block.reads_output",  # an il.finally_ step reading an output of its scope's steps
+    "finally.block.nested",  # with il.finally_(...) inside another (setup/teardown pairs nested)
+    "fallback",  # with il.attempt() as tried: ... with tried.fallback(): ... (core/dsl/attempt.py)
+    "types.model_files",  # a dataclass or pydantic model with a field of a file kind (il.Dataset...)
 )
 
 _O = TypeVar("_O", bound="BackendOptions")
@@ -295,19 +298,28 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         mark("finally", spec.finally_.name)
     for c in spec.subs:
         mark("subpipeline", c.name)
-    from interlock.core.model.finally_blocks import is_call_finally
+    from interlock.core.model.finally_blocks import is_call_finally, outer_block
 
     for block in spec.finally_blocks:
         mark("subpipeline.finally" if is_call_finally(spec, block) else "finally.block", block.node.name)
+        if not is_call_finally(spec, block) and outer_block(spec, block) is not None:
+            mark("finally.block.nested", block.node.name)
     from interlock.core.model.triggers import FEATURE
 
     for i, trig in enumerate(spec.triggers):
         mark(FEATURE[trig.kind], trig.label(i))
     for name in spec.failure_handlers:
         mark("on_failure", name)
+    for a in spec.attempts:
+        mark("fallback", a.name)
+    from interlock.core.model.codecs import file_fields
+
+    for step in spec.steps:  # a model carrying a file: its fields move as folders beside its JSON
+        if any(file_fields(p.type) for p in (*step.inputs, *step.outputs)):
+            mark("types.model_files", step.name)
     for node in spec.nodes:
-        if node.run_if is not None:
-            mark("join.run_if", node.name)
+        if node.run_if is not None and not any(node.name in a.fallback for a in spec.attempts):
+            mark("join.run_if", node.name)  # a fallback's own all_done is the fallback's (row `fallback`)
         if spec.step_of(node).may_skip:
             mark("skip", node.name)
     for node in spec.finally_nodes():

@@ -113,6 +113,11 @@ def branch_value(*values: Promise) -> Promise:
         raise PipelineDefinitionError(
             "il.branch_value takes one step output per branch, e.g. il.branch_value(a, b, c)", pipeline=builder.name,
         )
+    from interlock.core.dsl.attempt import attempt_pair
+
+    pair = attempt_pair(builder, values)  # made in an il.attempt() block or in its fallback
+    if pair is not None:
+        return Promise(builder, pair, values[0].type)
     gates: list[str | None] = []
     by_id = {g.id: g for g in builder.gates}
     for v in values:

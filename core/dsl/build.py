@@ -224,7 +224,9 @@ class Builder:
         # not yet known to scope a block, whether a `with il.finally_` block is open, the blocks
         # recorded, and for each sub-pipeline call being recorded the depth of the caller's gates.
         self.finally_pending: Node | None = None
-        self.finally_open = False
+        self.finally_open = 0  # how many `with il.finally_` blocks are open (they nest)
+        self.attempts: list[Any] = []  # il.attempt() blocks (core/dsl/attempt.py)
+        self.attempt_open = False
         self.finally_blocks: list[Any] = []  # FinallyBlock
         self.failure_handlers: list[str] = []  # il.on_failure: finally steps that run only on a failure
         self.sub_gate_depths: list[int] = []

@@ -69,6 +69,7 @@ class _FinallyCall:
         self._builder = builder
         self._node = node
         self._start: int | None = None
+        self._open = False
 
     def bind(self, **kwargs: Any) -> None:
         """Hand the block's finally step outputs of the block's own steps, once they are called
@@ -80,7 +81,7 @@ class _FinallyCall:
         from interlock.core.dsl.build import Promise
 
         b = self._builder
-        if self._start is None or not b.finally_open:
+        if self._start is None or not self._open:
             raise PipelineDefinitionError(
                 "bind() hands a block's finally step the outputs of the block's steps: call it inside the block",
                 pipeline=b.name, step=self._node.name,
@@ -107,22 +108,22 @@ class _FinallyCall:
 
     def __enter__(self) -> _FinallyCall:
         b = self._builder
-        if b.finally_open:
-            raise PipelineDefinitionError(
-                "il.finally_ blocks cannot nest: KFP allows exit handlers at the outermost scope only",
-                pipeline=b.name, step=self._node.name, hint="give the inner block's cleanup to the outer finally step",
-            )
+        # Blocks nest (Airflow's setup/teardown inside another pair, Python's try/finally inside
+        # another): the inner finally step runs when the inner block ends, and the outer block's
+        # status covers the inner block whole, its finally step included.
         if b.finally_node is self._node:
             b.finally_node = None  # not the whole pipeline's: this block's
         if b.finally_pending is self._node:
             b.finally_pending = None
-        b.finally_open = True
+        b.finally_open += 1
+        self._open = True
         self._start = len(b.nodes)
         return self
 
     def __exit__(self, exc_type: Any, *_: Any) -> Literal[False]:
         b = self._builder
-        b.finally_open = False
+        b.finally_open -= 1
+        self._open = False
         if exc_type is not None:
             return False
         members = tuple(n.name for n in b.nodes[self._start or 0:])
@@ -206,7 +207,9 @@ def _record(step: Step, kwargs: dict[str, Any], what: str) -> _FinallyCall:
     if len(builder._gate_stack) > base:
         raise PipelineDefinitionError(
             f"{what} inside an il.when block: its scope is the whole pipeline (or the sub-pipeline call)",
-            pipeline=builder.name, step=step.spec.name, hint=f"call {what} at the top level of the pipeline body",
+            pipeline=builder.name, step=step.spec.name,
+            hint=f"call {what} at the top level of the pipeline body (or of another `with il.finally_` block), "
+            "and the il.when block inside it",
         )
     pending = builder.finally_pending
     if pending is not None:

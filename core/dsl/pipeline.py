@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.dsl.attempt import attempts_of
 from interlock.core.dsl.build import (
     Builder,
     NodeHandle,
@@ -169,6 +170,7 @@ class Pipeline:
             finally_blocks=blocks,
             failure_policy=self.failure_policy,
             failure_handlers=tuple(builder.failure_handlers),
+            attempts=attempts_of(builder, outputs, self.failure_policy),
         )
         check_triggers(self.triggers, {p.name: p for p in params}, self.name)
         return validate(spec)

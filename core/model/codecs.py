@@ -359,6 +359,72 @@ def _dataclass_problem(value: Any, t: TypeSpec, where: str) -> str | None:
     return _first_problem((f"{where}.{k}", v, fields[k]) for k, v in value.items())
 
 
+# -- a dataclass or pydantic model with file fields (il.Dataset, il.Model, a DataFrame...) ------
+FIELDS_DIR = "fields"  # a file field's value, in its own folder beside value.json
+FILE_REF = "$file"  # what value.json holds in place of a file field
+
+
+def file_fields(t: TypeSpec) -> tuple[str, ...]:
+    """The fields of a dataclass or pydantic model type that move as files (an il.Dataset, an
+    il.Model, a DataFrame, il.Metrics...), as a Flyte 2 model carries a flyte.io.File."""
+    if t.kind is not TypeKind.DATACLASS:
+        return ()
+    return tuple(name for name, ft in t.fields if CODECS[ft.kind].artifact)
+
+
+def _dataclass_write(value: Any, t: TypeSpec, dest: Path) -> None:
+    files = file_fields(t)
+    if not files:
+        _write_json(value, t, dest)
+        return
+    data: dict[str, Any] = {}
+    for name, ft in t.fields:
+        v = getattr(value, name)
+        if name in files and v is not None:  # its own folder, written by its kind's codec
+            where = dest / FIELDS_DIR / name
+            where.mkdir(parents=True, exist_ok=True)
+            CODECS[ft.kind].write(v, ft, where)
+            data[name] = {FILE_REF: name}
+        else:
+            data[name] = None if v is None else to_jsonable(v, ft)
+    try:
+        (dest / VALUE_FILE).write_text(json.dumps(data, allow_nan=True))
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"value of type {t.describe()} is not JSON-able: {exc}") from exc
+
+
+def _dataclass_read(t: TypeSpec, src: Path) -> Any:
+    files = file_fields(t)
+    if not files:
+        return _read_json(t, src)
+    path = src / VALUE_FILE
+    if not path.exists():
+        raise SerializationError(f"no {VALUE_FILE} in {src}")
+    data = json.loads(path.read_text())
+    if data is None:
+        return None
+    kwargs: dict[str, Any] = {}
+    for name, ft in t.fields:
+        if name not in data:
+            continue
+        if name in files and data[name] is not None:
+            kwargs[name] = CODECS[ft.kind].read(ft, src / FIELDS_DIR / name)
+        else:
+            kwargs[name] = from_jsonable(data[name], ft)
+    return t.resolve_class()(**kwargs)
+
+
+def _dataclass_hash(value: Any, t: TypeSpec) -> str:
+    files = file_fields(t)
+    if not files:
+        return _hash_json(value, t)
+    parts: dict[str, Any] = {}
+    for name, ft in t.fields:  # a file field by its content, as the file kinds hash
+        v = getattr(value, name)
+        parts[name] = None if v is None else CODECS[ft.kind].hash(v, ft) if name in files else to_jsonable(v, ft)
+    return hashlib.sha256(canonical_json(parts)).hexdigest()
+
+
 # -- DataFrame: parquet ------------------------------------------------------------------------
 def is_dataframe_type(tp: Any) -> bool:
     # Checked by name so that core never imports pandas.
@@ -521,9 +587,9 @@ _ROWS = (
               from_jsonable=_list_from_json, json_problem=_list_problem),
     _json_row(TypeKind.DICT, describe=_describe_dict, matches=_dict_matches, to_jsonable=_dict_to_json,
               from_jsonable=_dict_from_json, json_problem=_dict_problem),
-    _json_row(TypeKind.DATACLASS, describe=_describe_dataclass, matches=_dataclass_matches,
-              to_jsonable=_dataclass_to_json, from_jsonable=_dataclass_from_json, revive=_dataclass_revive,
-              json_problem=_dataclass_problem),
+    Codec(TypeKind.DATACLASS, describe=_describe_dataclass, matches=_dataclass_matches,
+          to_jsonable=_dataclass_to_json, from_jsonable=_dataclass_from_json, revive=_dataclass_revive,
+          json_problem=_dataclass_problem, write=_dataclass_write, read=_dataclass_read, hash=_dataclass_hash),
     Codec(TypeKind.DATAFRAME, describe=_name("pandas.DataFrame"), recognizes=is_dataframe_type,
           matches=lambda v, t: is_dataframe_type(type(v)), write=_frame_write, read=_frame_read,
           hash=lambda v, t: dataframe_hash(v), artifact=True),

@@ -62,12 +62,40 @@ def handler_runs(status: RunStatus) -> bool:
 
 # -- il.finally_ around one block --------------------------------------------------------------
 def block_spec(spec: PipelineSpec, block: FinallyBlock) -> PipelineSpec:
-    """The spec restricted to one block's nodes: what its finally step's status is settled over."""
+    """The spec restricted to one block's nodes: what its finally step's status is settled over.
+    A block nested in it counts whole, its finally step too (after the block's last node), as an
+    exception from an inner ``finally:`` reaches the outer ``try``."""
     from dataclasses import replace
 
     members = set(block.members)
-    return replace(spec, nodes=tuple(n for n in spec.nodes if n.name in members), outputs=(), output_types=(),
-                   finally_=None, finally_blocks=())
+    after: dict[str, list[Node]] = {}
+    for inner in inner_blocks(spec, block):
+        after.setdefault(inner.members[-1], []).append(inner.node)
+    nodes = [m for n in spec.nodes if n.name in members for m in (n, *after.get(n.name, ()))]
+    return replace(spec, nodes=tuple(nodes), outputs=(), output_types=(), finally_=None, finally_blocks=())
+
+
+def inner_blocks(spec: PipelineSpec, block: FinallyBlock) -> tuple[FinallyBlock, ...]:
+    """The ``with il.finally_`` blocks nested in ``block``, innermost first: each closed before it,
+    over some of its members. Not a call's own finally inside it: that one runs after the body on
+    the backends that run finally steps last (it is the call's, and the caller's steps go on)."""
+    members = set(block.members)
+    blocks = spec.finally_blocks
+    at = blocks.index(block) if block in blocks else len(blocks)
+    return tuple(b for b in blocks[:at] if set(b.members) <= members and not is_call_finally(spec, b))
+
+
+def blocks_ending_early(spec: PipelineSpec) -> set[str]:
+    """The finally steps that run as their block ends, not after the body: those of the ``with
+    il.finally_`` blocks (a call's own finally and the whole pipeline's run last)."""
+    return {b.node.name for b in spec.finally_blocks if not is_call_finally(spec, b)}
+
+
+def outer_block(spec: PipelineSpec, block: FinallyBlock) -> FinallyBlock | None:
+    """The innermost ``with il.finally_`` block around ``block`` (not a call's own finally: a call
+    is its own scope), or None: ``block`` sits at the top of its scope."""
+    return next((b for b in spec.finally_blocks if b is not block and not is_call_finally(spec, b)
+                 and block in inner_blocks(spec, b)), None)
 
 
 def block_of(spec: PipelineSpec, node: str) -> FinallyBlock | None:

@@ -176,6 +176,8 @@ class PipelineSpec:
     failure_policy: str = "stop"
     # il.on_failure: the finally steps (of ``finally_`` or a block) that run only when their scope failed.
     failure_handlers: tuple[str, ...] = ()
+    # il.attempt() blocks and their fallbacks (core/model/attempts.py AttemptBlock); their nodes are in nodes.
+    attempts: tuple[Any, ...] = ()
 
     def finally_nodes(self) -> tuple[Node, ...]:
         """Every il.finally_ step: the whole pipeline's, then each block's."""
@@ -269,6 +271,7 @@ class PipelineSpec:
             **({"finally_blocks": [b.to_json() for b in self.finally_blocks]} if self.finally_blocks else {}),
             **({"failure_policy": self.failure_policy} if self.failure_policy != "stop" else {}),
             **({"failure_handlers": list(self.failure_handlers)} if self.failure_handlers else {}),
+            **({"attempts": [a.to_json() for a in self.attempts]} if self.attempts else {}),
         }
 
     def dumps(self, **kw: Any) -> str:
@@ -295,8 +298,15 @@ class PipelineSpec:
             finally_blocks=tuple(FinallyBlock.from_json(b) for b in d.get("finally_blocks", ())),
             failure_policy=d.get("failure_policy", "stop"),
             failure_handlers=tuple(d.get("failure_handlers", ())),
+            attempts=_attempts_from_json(d.get("attempts", ())),
         )
 
     @classmethod
     def loads(cls, text: str) -> PipelineSpec:
         return cls.from_json(json.loads(text))
+
+
+def _attempts_from_json(data: Any) -> tuple[Any, ...]:
+    from interlock.core.model.attempts import AttemptBlock
+
+    return tuple(AttemptBlock.from_json(a) for a in data)

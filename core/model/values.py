@@ -44,9 +44,12 @@ def write_value(value: Any, t: TypeSpec, dest: str | Path) -> None:
 
 def moves_as_json(t: TypeSpec) -> bool:
     """Does a value of ``t`` move as ``value.json`` alone (its JSON text is all of it)?"""
-    from interlock.core.model.codecs import _read_json, _write_json
+    from interlock.core.model.codecs import _read_json, _write_json, file_fields
+    from interlock.core.model.types import TypeKind
 
     c = codec(t)
+    if t.kind is TypeKind.DATACLASS:  # unless it has file fields: those move as folders beside it
+        return not file_fields(t)
     return c.write is _write_json and c.read is _read_json
 
 

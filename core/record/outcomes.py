@@ -14,6 +14,7 @@ from typing import Any
 from interlock.core.base.errors import RunFailed, StepFailed, StepStopped
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.failure.record import Failure
+from interlock.core.model.attempts import handled
 from interlock.core.model.finally_blocks import RunStatus
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.run.map_items import aggregate, first_failure
@@ -89,6 +90,7 @@ def settle(
     false, else NOT_RUN (an earlier failure stopped the run first).
     """
     gates = gates or {}
+    handled_ = handled(spec)
     if seen is None:  # a finally step or an exit task reads fragments only: fold each map's items first
         for node in spec.nodes:
             if node.map is not None:
@@ -130,6 +132,8 @@ def settle(
         if item is not None and item.failures():  # il.map: its first failed item, named as the map
             failure, tries, log = item.failures()[-1], len(item.attempts), item.attempts
         steps[node.name] = StepOutcome(Status.FAILED, attempts=attempts, failure=failure.to_dict(), duration_s=duration)
+        if node.name in handled_:  # tried in an il.attempt() block: its fallback handles it, the run goes on
+            continue
         if error is None:
             error = (saw.error if item is None else None) or StepFailed(
                 node.name, failure.kind, failure.reason, hint=failure.hint, attempts=tries,

@@ -32,6 +32,7 @@ _EXPORTS = {
     "CapabilityError": "base.errors", "InterlockError": "base.errors", "PipelineDefinitionError": "base.errors", "PolicyError": "base.errors", "RunFailed": "base.errors", "RunIdError": "base.errors", "RunInProgress": "base.errors", "Skip": "base.errors", "StepFailed": "base.errors", "StepStopped": "base.errors", "ValidationFailed": "base.errors",
     "FailureKind": "base.status", "Status": "base.status",
     "CheckpointStore": "checkpoint.checkpointer",
+    "attempt": "dsl.attempt",
     "branch_value": "dsl.branches", "elif_": "dsl.branches", "otherwise": "dsl.branches",
     "when": "dsl.build",
     "map": "dsl.fanout", "zip": "dsl.fanout",
@@ -99,6 +100,7 @@ __all__ = [
     "Toleration",
     "Torchrun",
     "ValidationFailed",
+    "attempt",
     "branch_value",
     "champion_gate",
     "classify",
@@ -135,6 +137,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see every name as if imported here
     )
     from interlock.core.base.status import FailureKind, Status
     from interlock.core.checkpoint.store import CheckpointStore
+    from interlock.core.dsl.attempt import attempt
     from interlock.core.dsl.branches import branch_value, elif_, otherwise
     from interlock.core.dsl.build import when
     from interlock.core.dsl.fanout import map, zip

@@ -28,7 +28,8 @@ from interlock.core.dsl.pipeline import Pipeline  # noqa: E402
 HERE = Path(__file__).resolve().parent
 CONFORMANCE = ("pipelines", "branch_pipelines", "default_pipelines", "fanout_pipelines", "finally_block_pipelines",
                "finally_pipelines", "handler_pipelines", "join_pipelines", "outcome_pipelines", "policy_pipelines",
-               "stop_pipelines", "sub_pipelines", "subpipeline_finally_pipelines", "value_pipelines", "zip_pipelines")
+               "stop_pipelines", "sub_pipelines", "subpipeline_finally_pipelines", "value_pipelines", "zip_pipelines",
+               "nested_finally_pipelines", "fallback_pipelines", "model_file_pipelines")
 # What parsing a generated DAG file may import of interlock: the loader, the task bodies it
 # references and the retry policy a TaskFlow task carries; and the trigger bridge's provider
 # metadata (stdlib only), which Airflow's providers manager imports for any DAG file.
