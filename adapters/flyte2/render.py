@@ -76,16 +76,18 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
             args.append(f"env_vars={ {**dict(env), **env_vars}!r}")
             env_lines.append(f"{var} = flyte.TaskEnvironment({', '.join(args)})")
         fn = tasks[node.name] = py_name("step_", node.name, taken)
-        kw = policies.task_kwargs(step, in_process)
+        mapped = node.map is not None  # one task for every item: each call names its item (node)
+        kw = policies.task_kwargs(step, in_process, mapped=mapped)
         pods = pods or "pod_template" in kw
         deco = ", ".join([f"short_name={node.name!r}", *(f"{k}={v}" for k, v in kw.items())])
         ports = [p.name for p in step.inputs]
-        sig = ", ".join(["node: str", *(f"{p}: str = ''" for p in ports)])
+        sig = ", ".join([*(["node: str"] if mapped else []), *(f"{p}: str = ''" for p in ports)])
         refs = ", ".join(f"{p!r}: {p}" for p in ports)
         task_lines += [
             f"@{envs[key]}.task({deco})",
             f"async def {fn}({sig}) -> str:",
-            f"    return await _il_task.run_step(SPEC, STORE, {node.name!r}, node, {{{refs}}})",
+            f"    return await _il_task.run_step(SPEC, STORE, {node.name!r}, {'node' if mapped else repr(node.name)}, "
+            f"{{{refs}}})",
             "",
         ]
     calls = _calls(plan.units)
