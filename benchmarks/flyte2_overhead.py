@@ -9,7 +9,9 @@ The shape is a chain of N trivial steps (``x + 1``), one task per step, every ta
   ``flyte.Cache("auto", version_override="v1")``, awaited one after another by a driver task,
   run with ``flyte.with_runcontext(mode="local").run``.
 Both run in this process, imports and one warm-up run of each done before the clock starts,
-the SDK's cache in a fresh directory per side and repeat. The first run starts from an empty
+the SDK's cache in a fresh directory per side and repeat. Each side's tasks are made once: the
+native driver before the clock, interlock's compiled module at the warm-up run (flyte2-local
+keeps a spec's module for every later run in the process, whatever its work directory). The first run starts from an empty
 cache; the rerun repeats it (every task a cache hit). CPU seconds of this process (steadier
 than wall time on a shared machine; wall in the note), best of --repeat; per step = total / N.
 """
