@@ -80,8 +80,10 @@ def secrets(step: StepSpec) -> str | None:
 
 
 def env_key(step: StepSpec, image: str | None) -> tuple[Any, ...]:
-    """What makes two steps need two environments."""
-    return (step.image or image, resources(step), secrets(step), tuple(step.env))
+    """What makes two steps need two environments (a distributed step's plugin config too)."""
+    from .distributed import plugin_config
+
+    return (step.image or image, resources(step), secrets(step), tuple(step.env), plugin_config(step))
 
 
 def retries(step: StepSpec, in_process: frozenset[FailureKind]) -> str | None:

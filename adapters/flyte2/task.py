@@ -96,6 +96,25 @@ def run_context(spec: PipelineSpec, store: str) -> RunContext:
     return RunContext.from_env(**overrides)
 
 
+def flyte_error(err: StepFailed) -> Exception:
+    """A failure the shim leaves to the backend is a plain exception, which Flyte retries
+    under the task's RetryStrategy (with its Backoff); every other is NonRecoverableError."""
+    import flyte.errors
+
+    if err.backend_should_retry:
+        return RuntimeError(str(err))
+    return flyte.errors.NonRecoverableError(str(err))
+
+
+def outputs_json(run: RunContext, step: Any, name: str, root: Path, outputs: dict[str, Any]) -> str:
+    """The outputs' references as JSON, written after the attempt, as the local backend does:
+    a value that cannot cross (an unserializable value, a full disk) fails the step, unretried."""
+    try:
+        return json.dumps({p.name: values.put(root, outputs[p.name], p.type) for p in step.outputs})
+    except Exception as exc:  # noqa: BLE001 - recorded as the step's failure
+        raise output_failed(run, step, name, exc) from exc
+
+
 async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: dict[str, str]) -> str:
     """Node ``node`` (run as ``name``: a map's item is ``node[i]``) through the shim; the
     outputs' references as JSON."""
@@ -133,11 +152,7 @@ async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: d
             result = call()
         else:  # a pod: on a thread, so that a map's items run side by side
             result = await asyncio.to_thread(call)
-        # After the attempt, as the local backend: a value that cannot cross is not retried.
-        try:
-            written = json.dumps({p.name: values.put(root, result.outputs[p.name], p.type) for p in step.outputs})
-        except Exception as exc:  # noqa: BLE001 - an unserializable value, a full disk: the step failed
-            raise output_failed(run, step, name, exc) from exc
+        written = outputs_json(run, step, name, root, result.outputs)
     except NotStarted as err:
         raise flyte.errors.NonRecoverableError(str(err)) from err
     except StepSkipped as skip:
@@ -151,9 +166,7 @@ async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: d
         if local is not None:
             local.raised[name] = err
             local.stopped = local.stopped or isinstance(err, StepStopped)
-        if err.backend_should_retry:
-            raise RuntimeError(str(err)) from err  # Flyte retries it (RetryStrategy, Backoff)
-        raise flyte.errors.NonRecoverableError(str(err)) from err
+        raise flyte_error(err) from err
     if local is not None:
         local.done[name] = f"{result.ended - result.started:.2f}s, {len(result.attempts)} attempt(s)"
     return written

@@ -111,19 +111,6 @@ def test_secret_values_never_reach_the_module(compiled, monkeypatch: pytest.Monk
     assert "s3cr3t-value" not in Path(again).read_text()
 
 
-def test_a_distributed_step_is_refused_at_build_time() -> None:
-    @il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2))
-    def ddp(x: int) -> int:
-        return x
-
-    @il.pipeline(name="f2-ddp")
-    def pipe(x: int = 1):
-        return ddp(x=x)
-
-    with pytest.raises(CapabilityError, match="distributed.*not rendered yet.*flyteplugins-pytorch"):
-        il.compile(pipe, backend="flyte2", out="unused")
-
-
 def test_an_accelerator_the_sdk_has_no_name_for_is_refused() -> None:
     @il.step(resources=il.Resources(gpu=1, accelerator="nvidia-tesla-k80"))
     def old(x: int) -> int:
