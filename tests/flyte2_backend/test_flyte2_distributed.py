@@ -131,3 +131,15 @@ def test_compiling_without_the_plugin_installed_names_the_extra(tmp_path: Path, 
     with pytest.raises(CapabilityError, match="imports 'flyteplugins_not_installed', which is not installed") as info:
         il.compile(fp.ddp, backend="flyte2", out=str(tmp_path))
     assert "interlock[flyte2]" in (info.value.hint or "")
+
+
+def test_the_reference_ddp_pipeline_compiles_with_its_train_step_on_the_plugin(tmp_path: Path) -> None:
+    from reference_pipelines.digits_ddp import digits_ddp
+
+    [path] = il.compile(digits_ddp, backend="flyte2", out=str(tmp_path), image="reg/digits:1", store="/mnt/il")
+    mod = import_module(Path(path))
+    t = il.spec(digits_ddp).step("train").distributed
+    assert t is not None
+    assert mod.step_train.plugin_config == Elastic(nnodes=t.nnodes, nproc_per_node=t.nproc_per_node,
+                                                   max_restarts=t.max_restarts)
+    assert not any(isinstance(v, TorchFunctionTask) for k, v in vars(mod).items() if k not in ("step_train",))
