@@ -162,8 +162,9 @@ class Flyte2LocalBackend(Flyte2Backend):
             "trigger.drift": "emulated: `interlock watch --backend flyte2-local` evaluates it and starts runs here",
             "map": "native (one task call per item, awaited together; the items' shims run on up to 8 threads, "
             "or one at a time on the run's thread for a step with a timeout, as on local)",
-            "run": "native (flyte.with_runcontext(mode='local').run of the compiled driver task; each step's shim "
-            "on the run's own thread, so signals and timeouts behave as on local)",
+            "run": "native (flyte.with_runcontext(mode='local').run of the compiled driver task, its coroutine on an "
+            "event loop of the run's own thread; each step's shim inline there, so signals and timeouts behave as on "
+            "local)",
             "failure_policy.stop": "native (the driver starts nothing after a failure; steps run in plan order)",
             "resume": "emulated: stop markers cleared and checkpoints restored (same run id); steps not "
             "served from the SDK's local cache run again",
