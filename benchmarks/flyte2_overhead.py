@@ -1,6 +1,6 @@
 """flyte2-local's cost per step beside native Flyte 2 tasks doing the same work in local mode.
 
-    python benchmarks/flyte2_overhead.py [--sizes 10,50] [--repeat 3] [--json PATH]
+    python benchmarks/flyte2_overhead.py [--sizes 50,200] [--repeat 3] [--json PATH]
 
 The shape is a chain of N trivial steps (``x + 1``), one task per step, every task cached:
 - interlock: ``il.run(..., backend="flyte2-local")`` of the chain (the compiled module, run in
@@ -9,9 +9,21 @@ The shape is a chain of N trivial steps (``x + 1``), one task per step, every ta
   ``flyte.Cache("auto", version_override="v1")``, awaited one after another by a driver task,
   run with ``flyte.with_runcontext(mode="local").run``.
 Both run in this process, imports and one warm-up run of each done before the clock starts,
-the SDK's cache in a fresh directory per side and repeat. The first run starts from an empty
+the SDK's cache in a fresh directory per side and repeat. Each side's tasks are made once: the
+native driver before the clock, interlock's compiled module at the warm-up run (flyte2-local
+keeps a spec's module for every later run in the process, whatever its work directory). The first run starts from an empty
 cache; the rerun repeats it (every task a cache hit). CPU seconds of this process (steadier
-than wall time on a shared machine; wall in the note), best of --repeat; per step = total / N.
+than wall time on a shared machine; wall in the note), best of --repeat.
+
+The figures, per phase (first run, cached rerun):
+- ``flyte2-local first run`` / ``cached rerun`` at each size N: the whole run, T(N), each side;
+  the note's "per step" is T(N) / N, which counts the run's fixed costs (interlock's receipt,
+  report, lineage and console summary; the SDK's run set-up) into every step.
+- ``... slope`` (with two sizes or more, from the smallest a and the largest b): the
+  row holds T(b) - T(a), the cost of b - a more steps (its size), so the ratio is the ratio of
+  the per-step slopes (T(b) - T(a)) / (b - a), what one more step costs each side with the
+  fixed costs cancelled out; the note gives the slopes in ms a step and each side's fixed cost
+  per run, T(a) - a * slope (the intercept of the line through both sizes).
 """
 
 from __future__ import annotations
@@ -91,13 +103,33 @@ def measure(n: int, repeat: int, tmp: Path) -> list[Row]:
     return rows
 
 
+def slopes(rows: list[Row]) -> list[Row]:
+    """The per-step slope of each phase between the smallest and the largest size measured
+    (one row a phase; none with a single size): see the module's docstring."""
+    out = []
+    for phase in ("first run", "cached rerun"):
+        mine = sorted((r for r in rows if r.figure == f"flyte2-local {phase}"), key=lambda r: r.size)
+        if len(mine) < 2 or mine[0].native_s is None or mine[-1].native_s is None:
+            continue
+        a, b = mine[0], mine[-1]
+        steps = b.size - a.size
+        d_il, d_nat = b.interlock_s - a.interlock_s, b.native_s - a.native_s
+        fixed_il, fixed_nat = a.interlock_s - a.size * d_il / steps, a.native_s - a.size * d_nat / steps
+        out.append(Row(f"flyte2-local {phase} slope", steps, d_il, d_nat,
+                       note=f"CPU s of {steps} more steps ({a.size} -> {b.size}); per step {d_il / steps * 1e3:.2f} "
+                            f"vs {d_nat / steps * 1e3:.2f} ms; fixed per run {fixed_il * 1e3:.1f} vs "
+                            f"{fixed_nat * 1e3:.1f} ms"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(ap, "10,50")
+    add_arguments(ap, "50,200")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per side and size; the best counts")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="flyte2-bench-") as tmp:
         rows = [row for n in sizes(args.sizes) for row in measure(n, args.repeat, Path(tmp))]
+    rows += slopes(rows)
     report(rows, args.json, argv)
     return rows
 

@@ -62,7 +62,7 @@ BENCHMARKS: list[Bench] = [
     Bench("flyte_compile", sizes="50,200,1000,2000,5000", quick="20,50,200", args=("--repeat", "5")),
     Bench("kfp_compile", sizes="50,200,1000", quick="20,50,200", args=("--repeat", "3")),
     Bench("flyte2_compile", sizes="50,200,1000,2000", quick="20,50,200", args=("--repeat", "3")),
-    Bench("flyte2_overhead", sizes="10,50", quick="10", args=("--repeat", "3")),
+    Bench("flyte2_overhead", sizes="50,200", quick="10,50", args=("--repeat", "3")),
     Bench("argo_compile", sizes="50,200,1000,2000", quick="20,50,200", args=("--repeat", "3")),
     Bench("map_overhead", sizes="100,1000", quick="50,200"),
     Bench("import_time", sizes=None, args=("--runs", "5")),

@@ -3,6 +3,7 @@
     interlock run reference_pipelines/digits_ddp.py --backend kfp-local
     interlock compile reference_pipelines/digits_ddp.py --backend kfp --out build/ --option state_pvc=interlock-state
     interlock compile reference_pipelines/digits_ddp.py --backend flyte --out build/flyte
+    interlock compile reference_pipelines/digits_ddp.py --backend flyte2 --out build/flyte2 --store /mnt/interlock
     interlock compile reference_pipelines/digits_ddp.py --backend argo --out build/argo --option state_pvc=interlock-state
 
 ingest -> validate -> train (2 ranks, DDP) -> evaluate -> champion_gate -> [register]

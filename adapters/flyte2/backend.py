@@ -75,8 +75,9 @@ CLUSTER_FEATURES = {
     "secrets": "native (flyte.Secret requests on the step's TaskEnvironment, as environment variables)",
     "labels": "native (the task's flyte.PodTemplate labels/annotations)",
     "queue": "native: Kueue labels kueue.x-k8s.io/queue-name and priority-class on the task's flyte.PodTemplate",
-    "distributed": "unsupported (not rendered yet: the SDK's PyTorch plugin is the separate flyteplugins-pytorch, "
-    "which this adapter does not use; run distributed steps on flyte or kfp)",
+    "distributed": "native (flyteplugins-pytorch: the step's TaskEnvironment has plugin_config=Elastic(nnodes, "
+    "nproc_per_node, max_restarts), a PyTorchJob on the cluster with torch elastic in each pod; an elastic range as "
+    "nnodes='min:max', a fixed world as min = max; Torchrun(timeout=) as nccl_collective_timeout_sec)",
     "trigger.cron": "native (a flyte.Trigger '<pipeline>-<trigger>' with flyte.Cron(expr, timezone=tz) on the driver "
     "task; its inputs, time_input as flyte.TriggerTime (that parameter a datetime input of the driver, handed to the "
     "pipeline as ISO 8601 text), active as auto_activate; no catch-up, and no cap on runs at "
@@ -95,7 +96,10 @@ LOSSY = (
     "independent steps of one scope are awaited together (asyncio.gather): when one fails under the stop "
     "policy, its siblings already started finish (local would not have started the later ones); compile "
     "option concurrent=false gives plan order. flyte2-local runs in plan order, as local does",
-    "distributed steps are refused at build time: flyteplugins-pytorch (Flyte 2's PyTorch plugin) is not rendered yet",
+    "distributed: the plugin turns a failed worker into a failed job, which Flyte retries whatever the kind; a FATAL "
+    "failure's marker (on the value store) makes that retry end at once. Only rank 0's result is returned; the other "
+    "ranks' fragments go to ranks/<n>/. A fixed world is an elastic one with min = max (the plugin has no "
+    "flytekit PyTorch job)",
 )
 
 
@@ -164,11 +168,15 @@ class Flyte2LocalBackend(Flyte2Backend):
             "trigger.drift": "emulated: `interlock watch --backend flyte2-local` evaluates it and starts runs here",
             "map": "native (one task call per item, awaited together; the items' shims run on up to 8 threads, "
             "or one at a time on the run's thread for a step with a timeout, as on local)",
-            "run": "native (flyte.with_runcontext(mode='local').run of the compiled driver task; each step's shim "
-            "on the run's own thread, so signals and timeouts behave as on local)",
+            "run": "native (flyte.with_runcontext(mode='local').run of the compiled driver task, its coroutine on an "
+            "event loop of the run's own thread; each step's shim inline there, so signals and timeouts behave as on "
+            "local)",
             "failure_policy.stop": "native (the driver starts nothing after a failure; steps run in plan order)",
             "resume": "emulated: stop markers cleared and checkpoints restored (same run id); steps not "
             "served from the SDK's local cache run again",
+            "distributed": "unsupported: run it with --backend local or flyte-local, which launch the ranks, or "
+            "compile it with --backend flyte2 for a cluster (in local mode the SDK's PyTorch plugin runs a "
+            "distributed task once, in one process: no ranks, no process group)",
         }
         return Capabilities(
             backend=self.name, features={**CLUSTER_FEATURES, **local}, lossy=LOSSY,

@@ -30,6 +30,10 @@ def compile_to(spec: PipelineSpec, out: Path, *, image: str | None, store: str, 
         module = importlib.util.module_from_spec(loader)
         try:
             loader.loader.exec_module(module)
+        except ModuleNotFoundError as exc:  # a distributed step's plugin, not installed here
+            raise CapabilityError(f"the compiled module {path} imports {exc.name!r}, which is not installed",
+                                  pipeline=spec.name, hint="pip install 'interlock[flyte2]' (it brings "
+                                  "flyteplugins-pytorch, the SDK's PyTorch plugin)") from exc
         except Exception as exc:  # noqa: BLE001 - the SDK refused a task's settings
             raise CapabilityError(f"the flyte SDK refused the compiled module {path}: {exc}", pipeline=spec.name,
                                   hint="`interlock backends` lists what flyte2 supports") from exc

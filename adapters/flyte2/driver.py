@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from interlock.core.backend.failure_scope import Downstream
@@ -43,7 +42,7 @@ from interlock.core.run.map_items import MapReport, aggregate
 from interlock.core.run.runtime import record_cache_hit
 
 from . import values
-from .task import current_local, run_context
+from .task import current_local, run_context, value_store
 
 DEFAULT_CONCURRENCY = 8  # items at once when the map does not say (as the local backend)
 # A condition or an input on a value the run never produced (its step failed or was skipped).
@@ -52,7 +51,7 @@ _MISSING = (KeyError, AttributeError, TypeError, IndexError)
 
 class Driver:
     def __init__(self, spec: PipelineSpec, params: dict[str, Any], store: str, *, nested: bool = False):
-        self.spec, self.store = spec, Path(store)
+        self.spec, self.store = spec, value_store(store)
         self.plan = lower(spec)
         self.params = {p.name: revive(from_jsonable(params[p.name], p.type) if isinstance(params[p.name], dict | list)
                                       else params[p.name], p.type) for p in spec.params if p.name in params}
@@ -97,7 +96,7 @@ class Driver:
                                      run_status(settle(attempt_spec(self.spec, backup), self.run.state, None)))
         refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
         try:
-            out = await task(node=name, **refs)
+            out = await task(**refs)
         except Exception as exc:  # noqa: BLE001 - the task failed: the shim said why, in its fragment
             why = self._skipped(name)
             if why is not None:  # il.Skip: skipped; what reads it follows its join rule
@@ -353,7 +352,7 @@ class Driver:
         refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
         self._emit(node.name, "started", f"finally ({status.status})")
         try:
-            await task(node=node.name, **refs)
+            await task(**refs)
         except Exception as exc:  # noqa: BLE001 - recorded as the node's failure
             seen = self._seen_failed(node.name, exc)
             self.seen[node.name] = seen

@@ -1,10 +1,13 @@
 """``flyte2-local``: the compiled module, imported, its driver run in the `flyte` SDK's local mode.
 
 What runs is what ``interlock compile --backend flyte2`` writes (``render.py``), with the
-run's work directory as its value store and the shim's in-process retries. The SDK runs the
-driver on its event loop thread; each step's shim runs on the thread that started the run
-(``MainThread``), one at a time in plan order, as on the local backend. The SDK keeps its local cache and run records in a
-SQLite file under ``~/.flyte/`` by default: here it is the work directory's
+run's work directory as its value store and the shim's in-process retries. The SDK's local
+run (its ``Runner.run`` coroutine) runs on an event loop of the thread that started the run,
+and so does each step's shim, inline, one at a time in plan order, as on the local backend:
+there its SIGTERM/SIGINT handling (checkpoint, then stop) and its SIGALRM timeout work as on
+the local backend, and no step pays a hand-off between threads. A map's items run on threads
+(``ItemThreads``), as on the local backend. The SDK keeps its local cache and run records in
+a SQLite file under ``~/.flyte/`` by default: here it is the work directory's
 (``<workdir>/cache/flyte2/local-cache``), so runs never touch the user's home.
 """
 
@@ -13,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import hashlib
+import inspect
 import json
 import logging
-import queue
 import signal
 import sys
 import threading
@@ -47,21 +50,23 @@ from .task import LocalRun, NotStarted, local_run
 BACKEND = "flyte2-local"
 
 # The modules of the last few specs run in this process, as a Flyte 2 user's module is
-# imported once: a rerun skips rendering and importing it. Keyed by the spec object (held
-# here, so its id is not reused) and the value store.
-_MODULES: OrderedDict[tuple[int, str], tuple[PipelineSpec, ModuleType]] = OrderedDict()
+# imported once: a later run of the same spec, in any work directory, skips rendering and
+# importing it (the module names no directory: each run's tasks take its value store from
+# the run, ``LocalRun.store``). Keyed by the spec object (held here, so its id is not reused).
+_MODULES: OrderedDict[int, tuple[PipelineSpec, ModuleType]] = OrderedDict()
 _MODULES_MAX = 8
 _LOCK = threading.Lock()
+LOCAL_STORE = ""  # the module's STORE under flyte2-local: unused, each run has its own
 
 
-def module_for(spec: PipelineSpec, store: Path) -> ModuleType:
-    key = (id(spec), str(store))
+def module_for(spec: PipelineSpec) -> ModuleType:
     with _LOCK:
-        held = _MODULES.get(key)
+        held = _MODULES.get(id(spec))
         if held is not None and held[0] is spec:
+            _MODULES.move_to_end(id(spec))
             return held[1]
     # One step after another in plan order, so that a failure stops the same steps as on local.
-    source = render(spec, store=str(store), in_process=ALL_KINDS, backend=BACKEND, concurrent=False,
+    source = render(spec, store=LOCAL_STORE, in_process=ALL_KINDS, backend=BACKEND, concurrent=False,
                     triggers=False)  # interlock watch starts the runs here
     name = f"interlock_flyte2_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
     module = sys.modules.get(name)
@@ -70,7 +75,7 @@ def module_for(spec: PipelineSpec, store: Path) -> ModuleType:
         sys.modules[name] = module
         exec(compile(source, f"<flyte2 module of {spec.name}>", "exec"), module.__dict__)  # noqa: S102 - ours
     with _LOCK:
-        _MODULES[key] = (spec, module)
+        _MODULES[id(spec)] = (spec, module)
         while len(_MODULES) > _MODULES_MAX:
             _MODULES.popitem(last=False)
     return module
@@ -98,6 +103,7 @@ def isolated_flyte(cache_dir: Path) -> Iterator[None]:
             _db.LocalDB._initialized = False
             _db.DEFAULT_CACHE_DIR = str(cache_dir)
             _state["db"] = str(cache_dir)
+            _open_db(_db.LocalDB)
         found = _db.LocalDB._get_cache_dir()
         if not str(found).startswith(str(cache_dir)):  # a .flyte/config.yaml moves it: refuse to write there
             raise CapabilityError(f"flyte2-local: the SDK's config file puts its local cache in {found}",
@@ -105,51 +111,58 @@ def isolated_flyte(cache_dir: Path) -> Iterator[None]:
     yield
 
 
-class MainThread:
-    """Runs the steps' shim on the thread that started the run, while the SDK's event loop
-    runs the driver on its own: there the shim's SIGTERM/SIGINT handling (checkpoint, then
-    stop) and its SIGALRM timeout work as on the local backend. A map's items run on threads
-    (``threaded``), as on the local backend; a signal then stops the running items and
-    starts no other (``stop``)."""
+def _open_db(db: Any) -> None:
+    """Open the SDK's SQLite connection from a daemon thread, so that aiosqlite's worker
+    thread is a daemon too (a thread takes its creator's) and never holds the process at exit;
+    each run then uses the connection from its own event loop (``run_here``)."""
+    failed: list[BaseException] = []
+
+    def open_() -> None:
+        try:
+            asyncio.run(db.initialize())
+        except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread below
+            failed.append(exc)
+
+    opener = threading.Thread(target=open_, name="il-flyte2-db", daemon=True)
+    opener.start()
+    opener.join()
+    if failed:
+        raise RunFailed(f"flyte2-local: the SDK's local cache in {db._get_cache_dir()} did not open: {failed[0]}",
+                        hint="check that the work directory is writable") from failed[0]
+
+
+class ItemThreads:
+    """The threads a map's items run on (``submit``), as on the local backend, and what
+    SIGTERM / SIGINT mean while no step's shim holds the run's thread (its shim handles its
+    own): stop the items running on threads, start nothing new (``stop``)."""
 
     def __init__(self, stop: Callable[[], None]) -> None:
-        self.jobs: queue.Queue[tuple[Callable[[], Any], Future[Any], bool]] = queue.Queue()
+        self.pool = ThreadPoolExecutor(ITEM_THREADS, thread_name_prefix="il-flyte2-item")
         self.stop = stop
         self.running: set[int] = set()  # the threads running an item
         self.lock = threading.Lock()
 
-    def submit(self, fn: Callable[[], Any], threaded: bool = False) -> Future[Any]:
-        future: Future[Any] = Future()
-        self.jobs.put((fn, future, threaded))
-        return future
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        return self.pool.submit(self._on_thread, fn)
 
-    def serve(self, until: Future[Any]) -> None:
-        with ThreadPoolExecutor(ITEM_THREADS, thread_name_prefix="il-flyte2-item") as pool, self._signals():
-            while not (until.done() and self.jobs.empty()):
-                try:
-                    fn, future, threaded = self.jobs.get(timeout=0.01)
-                except queue.Empty:
-                    continue
-                if threaded:
-                    pool.submit(self._on_thread, fn, future)
-                elif future.set_running_or_notify_cancel():
-                    _settle(future, fn)
-
-    def _on_thread(self, fn: Callable[[], Any], future: Future[Any]) -> None:
-        if not future.set_running_or_notify_cancel():
-            return
+    def _on_thread(self, fn: Callable[[], Any]) -> Any:
         with self.lock:
             self.running.add(threading.get_ident())
         try:
-            _settle(future, fn)
+            return fn()
+        except StopRequested as exc:  # reached the item's thread outside its step: it did not run
+            raise NotStarted(str(exc)) from exc
         finally:
             with self.lock:
                 self.running.discard(threading.get_ident())
 
     @contextmanager
+    def serving(self) -> Iterator[None]:
+        with self.pool, self._signals():
+            yield
+
+    @contextmanager
     def _signals(self) -> Iterator[None]:
-        """SIGTERM / SIGINT while no step runs on this thread (its shim handles its own):
-        stop the items running on threads, start nothing new."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -173,13 +186,23 @@ class MainThread:
 ITEM_THREADS = 8  # as the local backend's default map concurrency
 
 
-def _settle(future: Future[Any], fn: Callable[[], Any]) -> None:
+def run_here(runner: Any, task: Any, **inputs: Any) -> Any:
+    """``runner.run(task, **inputs)`` with the SDK's local run on this thread's own event loop,
+    not on the SDK's background loop thread: each step's shim then runs here, inline (its
+    signals and SIGALRM timeout as on the local backend), with no hand-off between threads.
+    ``Runner.run`` is the SDK's coroutine behind its ``syncify`` wrapper (``__wrapped__``)."""
+    run = inspect.unwrap(type(runner).run)
+    if not inspect.iscoroutinefunction(run):
+        raise RunFailed(f"flyte2-local: this flyte SDK's Runner.run is no coroutine function ({run!r})",
+                        hint="install the flyte version pinned in constraints.txt")
+    loop = asyncio.new_event_loop()
     try:
-        future.set_result(fn())
-    except StopRequested as exc:  # reached the item's thread outside its step: it did not run
-        future.set_exception(NotStarted(str(exc)))
-    except BaseException as exc:  # noqa: BLE001 - handed to the task that asked
-        future.set_exception(exc)
+        return loop.run_until_complete(run(runner, task, **inputs))
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
 
 
 def driver_inputs(spec: PipelineSpec, params: dict[str, Any]) -> dict[str, Any]:
@@ -202,7 +225,7 @@ class Flyte2LocalRunner:
         run = RunContext(spec.name, options.run_id, BACKEND, state_dir, retry_in_process=ALL_KINDS,
                          sleeper=options.sleeper, checkpoint_root=options.checkpoint_store)
         store = options.cache_dir / "flyte2"
-        module = module_for(spec, store)
+        module = module_for(spec)
         emitted: set[str] = set()
 
         def emit(node: str, event: str, detail: str) -> None:
@@ -210,21 +233,18 @@ class Flyte2LocalRunner:
                 emitted.add(node)
             options.emit(node, event, detail)
 
-        local = LocalRun(run, functions=dict(options.functions), emit=emit)
-        main = MainThread(stop=lambda: setattr(local, "stopped", True))
-        local.main = main.submit
+        local = LocalRun(run, store, functions=dict(options.functions), emit=emit)
+        items = ItemThreads(stop=lambda: setattr(local, "stopped", True))
+        local.on_thread = items.submit
         error: BaseException | None = None
         work = options.run_dir / "flyte2"
-        with isolated_flyte(store), exported(run.to_env()), local_run(local), live.held():
+        with isolated_flyte(store), exported(run.to_env()), local_run(local), live.held(), items.serving():
             runner = flyte.with_runcontext(
                 mode="local", raw_data_path=str(work / "raw"), run_base_dir=str(work / "base"),
                 disable_run_cache=not options.cache, log_level=logging.CRITICAL,
             )
-            with ThreadPoolExecutor(1, thread_name_prefix="il-flyte2") as pool:
-                done = pool.submit(runner.run, module.DRIVER, **driver_inputs(spec, params))
-                main.serve(done)
             try:
-                done.result()
+                run_here(runner, module.DRIVER, **driver_inputs(spec, params))
             except Exception as exc:  # noqa: BLE001 - a failed step fails the driver; its books say which
                 error = exc
         d = local.driver

@@ -80,8 +80,10 @@ def secrets(step: StepSpec) -> str | None:
 
 
 def env_key(step: StepSpec, image: str | None) -> tuple[Any, ...]:
-    """What makes two steps need two environments."""
-    return (step.image or image, resources(step), secrets(step), tuple(step.env))
+    """What makes two steps need two environments (a distributed step's plugin config too)."""
+    from .distributed import plugin_config
+
+    return (step.image or image, resources(step), secrets(step), tuple(step.env), plugin_config(step))
 
 
 def retries(step: StepSpec, in_process: frozenset[FailureKind]) -> str | None:
@@ -109,14 +111,16 @@ def retries(step: StepSpec, in_process: frozenset[FailureKind]) -> str | None:
             f"factor={float(b.factor)!r}{cap}))")
 
 
-def cache(step: StepSpec) -> str | None:
+def cache(step: StepSpec, mapped: bool = False) -> str | None:
     """Cache(version_override=<code fingerprint>): the inputs Flyte hashes are interlock's
     content hashes (values.py). Behaviour "auto", not "override": with a version given the
-    SDK uses it either way, and its local mode reads its cache only for "auto"."""
+    SDK uses it either way, and its local mode reads its cache only for "auto". ``mapped``:
+    the task of a map, whose ``node`` input names the item (no input of the step)."""
     if step.cache is None or not step.cache.enabled:
         return None
-    ignored = ("node", *step.cache.ignore_inputs)  # the shim's node name is no input of the step
-    return f"flyte.Cache('auto', version_override={step.fingerprint[:16]!r}, ignored_inputs={ignored!r})"
+    ignored = (*(("node",) if mapped else ()), *step.cache.ignore_inputs)
+    return (f"flyte.Cache('auto', version_override={step.fingerprint[:16]!r}"
+            + (f", ignored_inputs={ignored!r})" if ignored else ")"))
 
 
 def timeout(step: StepSpec) -> str | None:
@@ -142,11 +146,11 @@ def pod_template(step: StepSpec) -> str | None:
             f"annotations={dict(step.annotations) or None!r})")
 
 
-def task_kwargs(step: StepSpec, in_process: frozenset[FailureKind]) -> dict[str, str]:
-    """The ``@env.task(...)`` arguments of a step, as source text."""
+def task_kwargs(step: StepSpec, in_process: frozenset[FailureKind], mapped: bool = False) -> dict[str, str]:
+    """The ``@env.task(...)`` arguments of a step, as source text (``mapped``: a map's task)."""
     kw = {
         "retries": retries(step, in_process),
-        "cache": cache(step),
+        "cache": cache(step, mapped),
         "timeout": timeout(step),
         "interruptible": "True" if step.interruptible else None,
         "pod_template": pod_template(step),

@@ -21,6 +21,7 @@ from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.run.env import RunEnv
 
 from . import policies
+from .distributed import PLUGIN_IMPORT
 from .triggers import time_params, trigger_sources
 
 PRIMITIVES = {TypeKind.INT: "int", TypeKind.FLOAT: "float", TypeKind.STR: "str", TypeKind.BOOL: "bool"}
@@ -59,14 +60,14 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
     tasks: dict[str, str] = {}
     task_lines: list[str] = []
     taken: set[str] = set()
-    pods = False
+    pods = torch = False
     for node in nodes:
         step = spec.step_of(node)
         key = policies.env_key(step, image)
         if key not in envs:
             envs[key] = var = f"env_{len(envs)}"
             args = [f"name={env_name(f'{spec.name}-{len(envs) - 1}')!r}"]
-            img, res, sec, env = key
+            img, res, sec, env, plugin = key
             if img:
                 args.append(f"image={img!r}")
             if res:
@@ -74,20 +75,27 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
             if sec:
                 args.append(f"secrets={sec}")
             args.append(f"env_vars={ {**dict(env), **env_vars}!r}")
+            if plugin:  # a distributed step's: the SDK's PyTorch plugin (distributed.py)
+                args.append(f"plugin_config={plugin}")
+                torch = True
             env_lines.append(f"{var} = flyte.TaskEnvironment({', '.join(args)})")
         fn = tasks[node.name] = py_name("step_", node.name, taken)
-        kw = policies.task_kwargs(step, in_process)
+        mapped = node.map is not None  # one task for every item: each call names its item (node)
+        kw = policies.task_kwargs(step, in_process, mapped=mapped)
         pods = pods or "pod_template" in kw
         deco = ", ".join([f"short_name={node.name!r}", *(f"{k}={v}" for k, v in kw.items())])
         ports = [p.name for p in step.inputs]
-        sig = ", ".join(["node: str", *(f"{p}: str = ''" for p in ports)])
+        sig = ", ".join([*(["node: str"] if mapped else []), *(f"{p}: str = ''" for p in ports)])
         refs = ", ".join(f"{p!r}: {p}" for p in ports)
-        task_lines += [
-            f"@{envs[key]}.task({deco})",
-            f"async def {fn}({sig}) -> str:",
-            f"    return await _il_task.run_step(SPEC, STORE, {node.name!r}, node, {{{refs}}})",
-            "",
-        ]
+        if step.distributed is not None:  # each worker calls it, pickled: a plain function, awaited through .aio
+            tasks[node.name] = f"{fn}.aio"
+            fn_lines = [f"def {fn}({sig}) -> str:",
+                    f"    return _il_ddp.run_ranks(SPEC, STORE, {node.name!r}, {{{refs}}})"]
+        else:
+            fn_lines = [f"async def {fn}({sig}) -> str:",
+                    f"    return await _il_task.run_step(SPEC, STORE, {node.name!r}, "
+                    f"{'node' if mapped else repr(node.name)}, {{{refs}}})"]
+        task_lines += [f"@{envs[key]}.task({deco})", *fn_lines, ""]
     calls = _calls(plan.units)
     for unit in calls:
         tasks[SUB + unit.call.name] = py_name("call_", unit.call.name, taken)
@@ -150,9 +158,11 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
         else "from datetime import timedelta",
         "",
         "import flyte",
+        *([PLUGIN_IMPORT] if torch else []),
         *(["from kubernetes.client import V1Container, V1PodSpec, V1Toleration"] if pods else []),
         "",
         "from interlock.adapters.flyte2 import driver as _il, task as _il_task",
+        *(["from interlock.adapters.flyte2 import distributed as _il_ddp"] if torch else []),
         "from interlock.core.model.pipeline_spec import PipelineSpec",
         "",
         f"SPEC = PipelineSpec.loads({spec.dumps()!r})",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from typing import Any
 
 from interlock.core.base.errors import StepFailed, StepSkipped, StepStopped
 from interlock.core.model.pipeline_spec import PipelineSpec
-from interlock.core.run.env import RunEnv, state_dir_under
+from interlock.core.run.env import EnvName, RunEnv, state_dir_under
 from interlock.core.run.output_failure import output_failed
 from interlock.core.run.runtime import execute_step
 from interlock.core.run.state import RunContext
@@ -38,6 +39,7 @@ class LocalRun:
     """A flyte2-local run as the tasks in this process see it."""
 
     run: RunContext
+    store: Path  # the run's value store (the compiled module's STORE is unused here)
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     emit: Callable[[str, str, str], None] = lambda node, event, detail: None
     started: set[str] = field(default_factory=set)  # nodes (and map items) whose shim ran
@@ -45,7 +47,7 @@ class LocalRun:
     done: dict[str, str] = field(default_factory=dict)  # how each node that succeeded ran, for its line
     driver: Any = None  # the run's Driver, once its task started
     stopped: bool = False  # a step was stopped (SIGTERM, Ctrl-C): no other starts
-    main: Callable[..., Future[Any]] | None = None  # runs a job on the run's thread (threaded=True: an item's)
+    on_thread: Callable[[Callable[[], Any]], Future[Any]] | None = None  # runs a map's item on one of its threads
 
 
 class NotStarted(Exception):
@@ -67,8 +69,14 @@ def local_run(local: LocalRun) -> Iterator[LocalRun]:
 def current_local() -> LocalRun | None:
     if not _LOCAL_RUNS:  # a pod: no flyte2-local run in this process
         return None
-    run_id = RunEnv.read().run_id
+    run_id = os.environ.get(EnvName.RUN_ID)  # the one variable it needs (RunEnv.read parses them all)
     return _LOCAL_RUNS.get(run_id) if run_id else None
+
+
+def value_store(store: str) -> Path:
+    """The value store of the task's run: flyte2-local's, else the module's ``store``."""
+    local = current_local()
+    return local.store if local is not None else Path(store)
 
 
 def run_context(spec: PipelineSpec, store: str) -> RunContext:
@@ -88,6 +96,25 @@ def run_context(spec: PipelineSpec, store: str) -> RunContext:
     return RunContext.from_env(**overrides)
 
 
+def flyte_error(err: StepFailed) -> Exception:
+    """A failure the shim leaves to the backend is a plain exception, which Flyte retries
+    under the task's RetryStrategy (with its Backoff); every other is NonRecoverableError."""
+    import flyte.errors
+
+    if err.backend_should_retry:
+        return RuntimeError(str(err))
+    return flyte.errors.NonRecoverableError(str(err))
+
+
+def outputs_json(run: RunContext, step: Any, name: str, root: Path, outputs: dict[str, Any]) -> str:
+    """The outputs' references as JSON, written after the attempt, as the local backend does:
+    a value that cannot cross (an unserializable value, a full disk) fails the step, unretried."""
+    try:
+        return json.dumps({p.name: values.put(root, outputs[p.name], p.type) for p in step.outputs})
+    except Exception as exc:  # noqa: BLE001 - recorded as the step's failure
+        raise output_failed(run, step, name, exc) from exc
+
+
 async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: dict[str, str]) -> str:
     """Node ``node`` (run as ``name``: a map's item is ``node[i]``) through the shim; the
     outputs' references as JSON."""
@@ -96,7 +123,7 @@ async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: d
     step = spec.step_of(node)
     local = current_local()
     run = run_context(spec, store)
-    root = Path(store)
+    root = local.store if local is not None else Path(store)
     types = {p.name: p.type for p in step.inputs}
 
     def inputs() -> dict[str, Any]:  # read after the shim's stop-marker check
@@ -119,15 +146,13 @@ async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: d
             raise
 
     try:
-        if local is not None and local.main is not None:  # flyte2-local: on the run's thread (signals, alarms)
-            result = await asyncio.wrap_future(local.main(call, threaded=name != node and step.timeout_s is None))
+        if local is not None and local.on_thread is not None and name != node and step.timeout_s is None:
+            result = await asyncio.wrap_future(local.on_thread(call))  # flyte2-local: a map's items side by side
+        elif local is not None:  # flyte2-local: here, on the run's thread (its signals and alarms)
+            result = call()
         else:  # a pod: on a thread, so that a map's items run side by side
             result = await asyncio.to_thread(call)
-        # After the attempt, as the local backend: a value that cannot cross is not retried.
-        try:
-            written = json.dumps({p.name: values.put(root, result.outputs[p.name], p.type) for p in step.outputs})
-        except Exception as exc:  # noqa: BLE001 - an unserializable value, a full disk: the step failed
-            raise output_failed(run, step, name, exc) from exc
+        written = outputs_json(run, step, name, root, result.outputs)
     except NotStarted as err:
         raise flyte.errors.NonRecoverableError(str(err)) from err
     except StepSkipped as skip:
@@ -141,9 +166,7 @@ async def run_step(spec: PipelineSpec, store: str, node: str, name: str, refs: d
         if local is not None:
             local.raised[name] = err
             local.stopped = local.stopped or isinstance(err, StepStopped)
-        if err.backend_should_retry:
-            raise RuntimeError(str(err)) from err  # Flyte retries it (RetryStrategy, Backoff)
-        raise flyte.errors.NonRecoverableError(str(err)) from err
+        raise flyte_error(err) from err
     if local is not None:
         local.done[name] = f"{result.ended - result.started:.2f}s, {len(result.attempts)} attempt(s)"
     return written

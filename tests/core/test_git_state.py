@@ -196,3 +196,36 @@ def test_a_change_inside_a_submodule_is_seen(repo: Path, tmp_path: Path) -> None
     assert git_info(repo) == truth(repo, []) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": False}
     (repo / "sub" / "lib.py").write_text("v = 2\n")
     assert git_info(repo) == truth(repo, []) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": True}
+
+
+def test_an_untracked_source_inside_a_submodule_is_seen(repo: Path, tmp_path: Path) -> None:
+    # The work tree holding the source is the submodule's (its .git is a file): the source is
+    # looked up there, as git itself finds it.
+    inner = tmp_path / "inner2"
+    inner.mkdir()
+    git(inner, "init", "-q")
+    (inner / "lib.py").write_text("v = 1\n")
+    git(inner, "add", ".")
+    git(inner, "commit", "-q", "-m", "inner")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "sub")
+    settle()
+    git(repo, "commit", "-q", "-m", "with a submodule")
+    source = repo / "sub" / "new_pipe.py"
+    source.write_text("x = 2\n")
+    assert (repo / "sub" / ".git").is_file()
+    assert git_info(files=[source]) == truth(repo / "sub", [source]) == {"sha": git(inner, "rev-parse", "HEAD"),
+                                                                          "dirty": True}
+
+
+def test_a_clean_checkout_takes_two_git_processes(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The work tree's top is found without git: at every run's start, one process less
+    # running beside the first steps.
+    real = subprocess.run(["sh", "-c", "command -v git"], check=True, capture_output=True, text=True).stdout.strip()
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexec {real} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    source, head = repo / "pkg" / "pipe.py", git(repo, "rev-parse", "HEAD")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    assert git_info(files=[source]) == {"sha": head, "dirty": False}
+    assert calls.read_text().split() == ["status", "status"]

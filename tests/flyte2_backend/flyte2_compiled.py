@@ -17,3 +17,9 @@ def import_module(path: Path) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def rank_entry(path: str, task: str, kwargs: dict[str, str]) -> str:
+    """What the SDK's PyTorch plugin runs in each worker of a pod (its launcher_entrypoint, less
+    the SDK's own init): the compiled task's function, with the task's inputs."""
+    return getattr(import_module(Path(path)), task).func(**kwargs)

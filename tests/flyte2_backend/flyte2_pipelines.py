@@ -149,3 +149,19 @@ def stamp(as_of: str, mode: str) -> str:
                                                time_input="as_of")])
 def timed(as_of: str = "", mode: str = "tune"):
     return stamp(as_of=as_of, mode=mode)
+
+
+@il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2, backend="gloo"))
+def allreduce(x: int) -> int:
+    """Each rank adds its rank to x; the sum over the process group (x=1, two ranks: 3)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([float(x + dist.get_rank())])
+    dist.all_reduce(t)
+    return int(t.item())
+
+
+@il.pipeline(name="f2-ddp")
+def ddp(x: int = 1):
+    return allreduce(x=x)

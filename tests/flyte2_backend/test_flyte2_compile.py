@@ -46,7 +46,7 @@ def test_policies_become_the_sdks_retry_backoff_cache_resources_and_pod_template
         base=timedelta(minutes=5), factor=2.0, cap=timedelta(hours=1)))
     step = il.spec(fp.policies).step("train")
     cache = train.cache
-    assert (cache.behavior, cache.version_override, cache.ignored_inputs) == ("auto", step.fingerprint[:16], ("node",))
+    assert (cache.behavior, cache.version_override, cache.ignored_inputs) == ("auto", step.fingerprint[:16], ())
     assert cache.get_version() == step.fingerprint[:16]  # what the SDK keys its cache on: the code fingerprint
     assert train.interruptible is True
     assert train.timeout == flyte.Timeout(max_runtime=timedelta(hours=2, seconds=60))
@@ -70,10 +70,28 @@ def test_a_mig_partition_is_the_sdks_gpu_partition(compiled) -> None:  # type: i
 
 def test_ignored_inputs_and_a_step_without_retries(compiled) -> None:  # type: ignore[no-untyped-def]
     _, mod = compiled
-    assert mod.step_ingest.cache.ignored_inputs == ("node", "note")
+    assert mod.step_ingest.cache.ignored_inputs == ("note",)
     assert mod.step_ingest.retries == flyte.RetryStrategy(0)
     cache = mod.step_describe.cache
     assert (cache if isinstance(cache, str) else cache.behavior) == "disable"  # no il.Cache: never cached
+
+
+def test_a_task_takes_its_steps_ports_and_a_maps_task_also_names_its_item(tmp_path: Path) -> None:
+    @il.step(cache=il.Cache())
+    def bump(x: int) -> int:
+        return x + 1
+
+    @il.pipeline(name="f2-ports")
+    def pipe(xs: list[int] = [1, 2]):  # noqa: B006 - a pipeline default is data
+        return bump.named("once")(x=fp.total(xs=il.map(bump, over=xs)))
+
+    [path] = il.compile(pipe, backend="flyte2", out=str(tmp_path))
+    mod = import_module(Path(path))
+    assert list(mod.step_once.native_interface.inputs) == ["x"]
+    assert mod.step_once.cache.ignored_inputs == ()
+    # One task for every item: each call names its item, which is no input of the step's cache key.
+    assert list(mod.step_bump.native_interface.inputs) == ["node", "x"]
+    assert mod.step_bump.cache.ignored_inputs == ("node",)
 
 
 def test_the_schedule_is_a_trigger_on_the_driver(compiled) -> None:  # type: ignore[no-untyped-def]
@@ -91,19 +109,6 @@ def test_secret_values_never_reach_the_module(compiled, monkeypatch: pytest.Monk
     out = path.parent / "again"
     [again] = il.compile(fp.policies, backend="flyte2", out=str(out))
     assert "s3cr3t-value" not in Path(again).read_text()
-
-
-def test_a_distributed_step_is_refused_at_build_time() -> None:
-    @il.step(distributed=il.Torchrun(nnodes=1, nproc_per_node=2))
-    def ddp(x: int) -> int:
-        return x
-
-    @il.pipeline(name="f2-ddp")
-    def pipe(x: int = 1):
-        return ddp(x=x)
-
-    with pytest.raises(CapabilityError, match="distributed.*not rendered yet.*flyteplugins-pytorch"):
-        il.compile(pipe, backend="flyte2", out="unused")
 
 
 def test_an_accelerator_the_sdk_has_no_name_for_is_refused() -> None:
