@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 limit=${RESOLVE_LIMIT_S:-600}
 sets=("$@")
-[ ${#sets[@]} -gt 0 ] || sets=("all,test" quickstart flyte flyte2 kfp argo airflow airflow-bridge mlflow pandera s3 torch drift "flyte,s3")
+[ ${#sets[@]} -gt 0 ] || sets=("all,test" quickstart flyte flyte2 flyte2-pytorch kfp argo airflow airflow-bridge mlflow pandera s3 torch drift "flyte,s3")
 venv=$(mktemp -d)/venv
 python3.11 -m venv "$venv" && "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1
 failed=0

@@ -32,7 +32,7 @@ def compile_to(spec: PipelineSpec, out: Path, *, image: str | None, store: str, 
             loader.loader.exec_module(module)
         except ModuleNotFoundError as exc:  # a distributed step's plugin, not installed here
             raise CapabilityError(f"the compiled module {path} imports {exc.name!r}, which is not installed",
-                                  pipeline=spec.name, hint="pip install 'interlock[flyte2]' (it brings "
+                                  pipeline=spec.name, hint="pip install 'interlock[flyte2-pytorch]' (it brings "
                                   "flyteplugins-pytorch, the SDK's PyTorch plugin)") from exc
         except Exception as exc:  # noqa: BLE001 - the SDK refused a task's settings
             raise CapabilityError(f"the flyte SDK refused the compiled module {path}: {exc}", pipeline=spec.name,

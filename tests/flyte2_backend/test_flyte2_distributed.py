@@ -130,7 +130,7 @@ def test_compiling_without_the_plugin_installed_names_the_extra(tmp_path: Path, 
     monkeypatch.setattr(render, "PLUGIN_IMPORT", "from flyteplugins_not_installed import Elastic")
     with pytest.raises(CapabilityError, match="imports 'flyteplugins_not_installed', which is not installed") as info:
         il.compile(fp.ddp, backend="flyte2", out=str(tmp_path))
-    assert "interlock[flyte2]" in (info.value.hint or "")
+    assert "interlock[flyte2-pytorch]" in (info.value.hint or "")
 
 
 def test_the_reference_ddp_pipeline_compiles_with_its_train_step_on_the_plugin(tmp_path: Path) -> None:
