@@ -20,6 +20,7 @@ from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import StepSpec
+from interlock.core.model.submaps import outermost
 from interlock.core.model.values import read_value, value_hash, write_value
 from interlock.core.record.outcomes import RunResult, Seen, settle
 from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
@@ -38,6 +39,7 @@ from interlock.core.run.state import RunContext
 from .distributed import run_distributed
 from .fanout import run_map
 from .finally_run import run_finally
+from .submap import CallMap
 
 NATIVE = "native"
 
@@ -81,6 +83,10 @@ class LocalBackend:
                 "map": "native (threads, at most `concurrency` items at once; each item through the shim)",
                 "map.tolerate": "native (shim: failed items are None, their indices in RunResult.maps)",
                 "map.zip": "native (element i of each list to its input; lists of different lengths fail the map)",
+                "map.subpipeline": (
+                    "native (the body once per item on threads, at most `concurrency` at once; each body step "
+                    "runs as <call>.<step>[i], its outputs gathered into lists)"
+                ),
                 "fan_in": NATIVE,
                 "finally": "native (runs last, with the body's il.RunStatus)",
                 "subpipeline": "native (the inner steps run as steps named <call>.<step>)",
@@ -134,10 +140,35 @@ class LocalBackend:
         downstream = Downstream(plan) if spec.failure_policy == CONTINUE else None
         # In plan order (core/backend/plan.py): each il.when and il.finally_ block whole, as the
         # other backends run them.
+        mapped_calls: set[str] = set()  # il.map over a sub-pipeline: run whole, at its first node
         for node in plan.nodes():
             step = spec.step_of(node)
             if halted or (failed and downstream is None):
                 break  # what follows is NOT_RUN (or SKIPPED behind a closed gate): settle() says which
+            call = outermost(spec, node.name)
+            if call is not None:
+                if call.name in mapped_calls:
+                    continue
+                mapped_calls.add(call.name)
+                if downstream is not None and not downstream.can_start(node.name):
+                    for x in call.nodes:
+                        downstream.fail(x)
+                    continue
+                if not _gate_open(spec, call.gate, outputs, typed_params):
+                    continue
+                options.emit(call.name, "started", "")
+                ran = CallMap(spec, plan, call, run, cache, options).run(typed_params, outputs)
+                seen.update(ran.seen)
+                maps[call.name] = ran.report
+                outputs.update(ran.outputs)
+                if not ran.succeeded:
+                    failed, halted = True, halted or ran.stopped
+                    if downstream is not None:
+                        for x in call.nodes:
+                            downstream.fail(x)
+                options.emit(call.name, Status.SUCCEEDED if ran.succeeded else Status.FAILED,
+                             f"{ran.report.items} item(s)")
+                continue
             rule = rule_of(node)
             if downstream is not None and not downstream.can_start(node.name) and rule not in AFTER_FAILURE:
                 downstream.fail(node.name)  # behind a failure: NOT_RUN
@@ -235,7 +266,8 @@ class LocalBackend:
             duration = result.ended - result.started
             options.emit(node.name, Status.SUCCEEDED, f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
 
-        gates = gate_decisions(spec, typed_params, outputs)
+        # A block inside a mapped sub-pipeline is decided per item, not for the run.
+        gates = gate_decisions(spec, typed_params, {k: v for k, v in outputs.items() if outermost(spec, k) is None})
         outcome = settle(spec, run.state, seen, gates=gates)
         outcome = run_finally(spec, run, typed_params, options, outcome, outputs)  # il.finally_, if any
         final = {} if outcome.error else {k: pipeline_output(b, typed_params, outputs) for k, b in spec.outputs}

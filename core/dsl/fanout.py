@@ -12,6 +12,7 @@ from interlock.core.model.types import TypeSpec
 
 if TYPE_CHECKING:
     from interlock.core.dsl.build import Builder
+    from interlock.core.dsl.pipeline import Pipeline
     from interlock.core.dsl.step import Step
 
 
@@ -39,7 +40,7 @@ def zip(**lists: Any) -> Zip:  # noqa: A001 - il.zip reads as Python's zip, by i
 
 
 def map(  # noqa: A001 - il.map reads as the verb it is
-    step: Step,
+    step: Step | Pipeline,
     over: Any,
     *,
     item: str | None = None,
@@ -47,7 +48,8 @@ def map(  # noqa: A001 - il.map reads as the verb it is
     tolerate: int | float = 0,
     **broadcast: Any,
 ) -> Any:
-    """Run ``step`` once per element of ``over``; return a list of its output, one per item.
+    """Run ``step`` (an ``@il.step``, or an ``@il.pipeline``: its whole body per item) once per
+    element of ``over``; return a list of its output, one per item (a sub-pipeline: each output).
 
     ``over`` is a list: a pipeline parameter, a step output, or a list written here. Each
     element goes to the input named ``item`` (default: the one required input that
@@ -68,13 +70,9 @@ def map(  # noqa: A001 - il.map reads as the verb it is
         from interlock.core.dsl.pipeline import Pipeline
 
         if isinstance(step, Pipeline):  # a loop body of several steps (KFP ParallelFor over a block)
-            raise PipelineDefinitionError(
-                f"il.map over a sub-pipeline ({step.name!r}) is not supported yet: il.map takes an @il.step",
-                pipeline=builder.name,
-                hint="map each step of the body in turn, each over the list the previous map returned (element i "
-                "of each list belongs to item i; il.map(step, over=il.zip(a=xs, b=ys)) when a step reads two), "
-                "or make the body one @il.step",
-            )
+            from interlock.core.dsl.submap import map_pipeline
+
+            return map_pipeline(builder, step, over, item, concurrency, tolerate, broadcast)
         raise PipelineDefinitionError(f"il.map takes an @il.step, got {step!r}", pipeline=builder.name)
     spec = step.spec
     node = step._node_name or spec.name

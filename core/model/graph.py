@@ -73,7 +73,9 @@ def binding_type(spec: PipelineSpec, b: Binding) -> TypeSpec | None:
     if b.kind is BindingKind.ONE_OF:
         return binding_type(spec, b.options[0]) if b.options else None
     if b.kind is BindingKind.PARAM:
-        p = spec.param(b.param or "")
+        from interlock.core.model.submaps import item_port
+
+        p = spec.param(b.param or "") or item_port(spec, b.param or "")
         return p.type if p else None
     if b.kind is BindingKind.LIST:
         return fanout.list_binding_type(spec, b, binding_type)
@@ -102,6 +104,7 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
     for s in spec.steps:
         check_step_name(s.name, pipeline=name)
     from interlock.core.model.subcalls import check_node_name, validate_subs
+    from interlock.core.model.submaps import lifted
 
     for n in spec.nodes:  # a second call's node ("train-2") may outgrow the limit; "sub.node" is qualified
         check_node_name(n.name, pipeline=name)
@@ -125,7 +128,7 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
             unknown = sorted(b.nodes() - node_names)
             if unknown:
                 raise PipelineDefinitionError(f"reads unknown node {unknown[0]!r}", pipeline=name, step=n.name, port=pname)
-            src = binding_type(spec, b)
+            src = lifted(spec, b, binding_type(spec, b), n.name)  # a mapped call's output outside it: a list
             if b.kind is not BindingKind.CONST and src is None:
                 raise PipelineDefinitionError(f"{b.describe()} does not exist", pipeline=name, step=n.name, port=pname)
             want = target.type
@@ -148,7 +151,7 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
             raise PipelineDefinitionError(f"gate {g.id} follows {g.follows!r}, not a block of its scope", pipeline=name)
         cond = condition_of(g)
         for b in cond.bindings():
-            known = b.node in node_names if b.kind is BindingKind.OUTPUT else spec.param(b.param or "") is not None
+            known = b.node in node_names if b.kind is BindingKind.OUTPUT else binding_type(spec, b) is not None
             if not known or binding_type(spec, b) is None:
                 raise PipelineDefinitionError(f"gate {g.id} condition reads unknown {b.describe()}", pipeline=name)
         for leaf in _bool_leaves(cond):

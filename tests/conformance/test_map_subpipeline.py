@@ -1,0 +1,212 @@
+"""``il.map`` over a sub-pipeline (issue 24, item 6): the body once per item with fan-in of its
+outputs, the same outputs, step statuses and map reports on every backend that runs it; a
+branch, a step map, a mapped sub-pipeline and a plain call inside the body; the mistakes refused
+while the pipeline is built, and the backends that cannot render it refusing at build time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from backends import backend_params
+
+import interlock as il
+from conformance import submap_pipelines as sp
+from interlock.core.base.errors import CapabilityError, PipelineDefinitionError
+from interlock.core.dsl.pipeline import spec as spec_of
+
+S, F, N, C = "succeeded", "failed", "not-run", "cached"
+
+
+def _run(pipeline: Any, backend: str, tmp_path: Path, **params: Any) -> Any:
+    return il.run(pipeline, backend=backend, workdir=tmp_path / "work", raise_on_failure=False, **params)
+
+
+def _statuses(result: Any) -> dict[str, str]:
+    return {k: str(v.status) for k, v in result.steps.items()}
+
+
+def _map(result: Any, call: str) -> dict[str, Any]:
+    r = result.maps[call]
+    return {"items": r.items, "failed": r.failed, "allowed": r.allowed_failures}
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline"))
+def test_a_mapped_sub_pipeline_runs_its_body_per_item_and_gathers_each_output(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.sweep, backend, tmp_path)
+    assert r.succeeded, r.error
+    # lr 0.5, 1.0, 1.5 over "abcd": fit = 4 * lr, score = fit + 1, in item order
+    assert r.outputs == {"o0": 7.0, "o1": [3.0, 5.0, 7.0]}
+    assert _statuses(r) == {"make_lrs": S, "trial.fit": S, "trial.score": S, "best": S}
+    assert _map(r, "trial") == {"items": 3, "failed": [], "allowed": 0}
+    assert r.steps["trial.fit"].attempts == 3  # one attempt per item
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline"))
+def test_an_empty_list_runs_no_item_and_gathers_empty_lists(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.sweep, backend, tmp_path, n=0)
+    assert not r.succeeded  # max() of no scores: the reader fails, the map itself succeeded
+    assert r.maps["trial"].items == 0
+    assert _statuses(r)["trial.fit"] == S and _statuses(r)["best"] == F
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.tolerate"))
+def test_a_tolerant_map_of_a_sub_pipeline_reports_its_failed_item(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.sweep_tolerant, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs["o0"] == [3.0, None, 5.0, 2.0]  # None where the item's body failed
+    assert _map(r, "trial") == {"items": 4, "failed": [1], "allowed": 1}
+    assert _statuses(r) == {"trial.fit": S, "trial.score": S, "kept": S}
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline"))
+def test_a_failed_item_fails_the_call_after_every_item_ran(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.sweep_strict, backend, tmp_path)
+    assert not r.succeeded
+    assert r.error is not None and r.error.step == "trial.fit"  # named as the body step, as a map is
+    assert "negative" in str(r.error)
+    assert _statuses(r) == {"trial.fit": F, "trial.score": S, "best": N}
+    assert _map(r, "trial") == {"items": 3, "failed": [1], "allowed": 0}
+    assert r.steps["trial.score"].attempts == 2  # items 0 and 2: the failed item's score never ran
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "branch.value"))
+def test_a_branch_inside_the_body_is_decided_per_item(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.sweep_branch, backend, tmp_path)
+    assert r.succeeded, r.error
+    # scores 3, 5, 9: the first item takes the otherwise block, the others the il.when block
+    assert r.outputs["o0"] == "low:3:3,high:5:5,high:9:9"  # final labels the branch's label
+    assert _statuses(r) == {"judge.fit": S, "judge.score": S, "judge.high": S, "judge.low": S,
+                            "judge.final": S, "joined": S}
+    assert r.steps["judge.high"].attempts == 2 and r.steps["judge.low"].attempts == 1
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline"))
+def test_a_step_map_inside_a_mapped_sub_pipeline(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.grid, backend, tmp_path)
+    assert r.succeeded, r.error
+    # rows 1..3, two cells each (10r, 10r+1), squared and summed per row, then over the rows
+    assert r.outputs["o0"] == sum(x * x for row in (1, 2, 3) for x in (10 * row, 10 * row + 1))
+    assert _statuses(r) == {"grid-row.cells": S, "grid-row.square": S, "grid-row.row_sum": S, "grand_total": S}
+    assert r.steps["grid-row.square"].attempts == 6  # two items in each of three
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline"))
+def test_a_mapped_sub_pipeline_inside_a_mapped_sub_pipeline(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.nested, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs["o0"] == [2, 102, 4, 104]  # a + (a, a + 100) for a in 1, 2
+    assert _statuses(r) == {"outer-pair.offsets": S, "outer-pair.inner-pair.add": S, "flat": S}
+    assert r.steps["outer-pair.inner-pair.add"].attempts == 4
+    assert _map(r, "outer-pair") == {"items": 2, "failed": [], "allowed": 0}
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.zip"))
+def test_a_zipped_map_of_a_sub_pipeline_that_calls_another(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.sweep_zip, backend, tmp_path)
+    assert r.succeeded, r.error
+    # (1.0, "a"): 1*1+1 + 1 = 3; (2.0, "abc"): 2*3+1 + 2 = 9
+    assert r.outputs["o0"] == 9.0
+    assert _statuses(r) == {"prep-score.trial.fit": S, "prep-score.trial.score": S, "prep-score.score": S, "best": S}
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.tolerate", "cache"))
+def test_a_rerun_hits_the_cache_per_item_and_reruns_the_failed_one(backend: str, tmp_path: Path) -> None:
+    first = _run(sp.sweep_cached, backend, tmp_path)
+    assert first.succeeded and first.maps["cached-trial"].failed == [1]
+    again = _run(sp.sweep_cached, backend, tmp_path)
+    assert again.succeeded, again.error
+    assert again.outputs == first.outputs == {"o0": [3.0, None, 5.0]}
+    # Items 0 and 2 hit the cache; item 1 failed, so it wrote no entry and runs again: the body
+    # step is never a whole-node cache hit.
+    assert _statuses(again)["cached-trial.cached_fit"] == S
+    assert again.maps["cached-trial"].failed == [1]
+
+
+# -- the spec --------------------------------------------------------------------------------------
+def test_the_mapped_call_is_in_the_spec_its_json_and_the_plan() -> None:
+    from interlock.core.backend.plan import lower
+    from interlock.core.backend.protocol import features_used
+    from interlock.core.model.pipeline_spec import PipelineSpec
+
+    spec = spec_of(sp.sweep)
+    call = next(c for c in spec.subs if c.name == "trial")
+    assert call.map is not None and call.map.ports == ("lr",)
+    assert [p.name for p in call.items] == ["lr"]
+    # the body reads one element; it waits for the step that makes the list
+    assert spec.node("trial.fit").bindings["lr"].param == "trial[].lr"
+    assert spec.node("trial.fit").after == ("make_lrs",)
+    assert PipelineSpec.loads(spec.dumps()) == spec
+    assert "map.subpipeline" in features_used(spec)
+    assert "call sub:trial (pipeline trial, map over lr)" in lower(spec).describe()
+
+
+def test_outside_the_call_each_output_is_a_list() -> None:
+    @il.step
+    def wants_one(x: float) -> float:
+        return x
+
+    with pytest.raises(PipelineDefinitionError, match=r"list\[float\]"):
+        @il.pipeline(name="bad-reader")
+        def bad(lrs: list[float] = [1.0]):  # noqa: B006
+            wants_one(x=il.map(sp.trial, over=lrs, data="a"))
+
+        spec_of(bad)
+
+
+@pytest.mark.parametrize(("case", "match"), [
+    ("ambiguous", "cannot tell which parameter"),
+    ("unknown", "not a parameter of the sub-pipeline"),
+    ("type", r"list\[float\]"),
+    ("both", "both the mapped item and a broadcast"),
+])
+def test_mistakes_are_refused_while_the_pipeline_is_built(case: str, match: str) -> None:
+    def body() -> None:
+        if case == "ambiguous":
+            il.map(sp.trial, over=[1.0])
+        elif case == "unknown":
+            il.map(sp.trial, over=[1.0], item="rate", data="a")
+        elif case == "type":
+            il.map(sp.trial, over=["x"], data="a")
+        else:
+            il.map(sp.trial, over=[1.0], item="lr", lr=2.0, data="a")
+
+    @il.pipeline(name=f"bad-{case}")
+    def bad() -> None:
+        body()
+
+    with pytest.raises(PipelineDefinitionError, match=match):
+        spec_of(bad)
+
+
+def test_an_il_finally_inside_a_mapped_body_is_refused_with_a_hint() -> None:
+    @il.step
+    def report(status: il.RunStatus) -> None:
+        return None
+
+    @il.pipeline(name="with-finally")
+    def with_finally(lr: float) -> float:
+        il.finally_(report)
+        return sp.fit(lr=lr, data="a")
+
+    @il.pipeline(name="bad-finally")
+    def bad() -> None:
+        il.map(with_finally, over=[1.0])
+
+    with pytest.raises(PipelineDefinitionError, match="il.finally_ inside a mapped sub-pipeline") as err:
+        spec_of(bad)
+    assert err.value.hint and "around the il.map call" in err.value.hint
+
+
+def test_a_backend_that_cannot_render_it_refuses_at_build_naming_the_call(tmp_path: Path) -> None:
+    from interlock.core.backend.protocol import available_backends, check_capabilities, get_backend
+
+    spec = spec_of(sp.sweep)
+    for name in sorted(available_backends()):
+        caps = get_backend(name).capabilities()
+        if caps.supports("map.subpipeline"):
+            continue
+        with pytest.raises(CapabilityError, match="map.subpipeline") as err:
+            check_capabilities(spec, caps)
+        assert "trial" in str(err.value) and err.value.hint, name
