@@ -71,6 +71,12 @@ _FEATURES = {
     "map.zip": "native (the enumerate-items task zips the lists into one list of records, as a KFP user zips "
     "them in a task, and each iteration reads its elements from its record; lists of different lengths fail "
     "that task)",
+    "map.subpipeline": (
+        "unsupported: run it with --backend local, or map each step of the body in turn, each over the list "
+        "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
+        "make the body one @il.step (a dsl.ParallelFor around the body's pipeline component is not rendered "
+        "yet)"
+    ),
     "fan_in": "native for a map's output (dsl.Collected); a list written in the body goes through a "
     "<node>-<port>-gather task (one input per item; a literal list of artifacts is refused)",
     "finally": "native (dsl.ExitHandler around the body, the finally step as its exit task with "
