@@ -30,7 +30,8 @@ from interlock.core.model.values import passed_value
 from interlock.core.record.outcomes import Seen
 from interlock.core.run.bindings import gate_open, node_inputs, resolve
 from interlock.core.run.cache import LocalCache, cache_key
-from interlock.core.run.map_items import MapReport, aggregate
+from interlock.core.run.call_items import ItemEnd, fold_call
+from interlock.core.run.map_items import MapReport
 from interlock.core.run.output_failure import output_failed
 from interlock.core.run.runtime import execute_step, record_cache_hit
 from interlock.core.run.state import RunContext
@@ -192,24 +193,15 @@ class CallMap:
 
     # -- the call's outcome ----------------------------------------------------------------------
     def _settle(self, n: int, items: list[_Item]) -> CallMapRun:
-        state = self.run_ctx.state
-        failed = [i for i, it in enumerate(items) if it.failed and not it.stopped]
-        stopped = [i for i, it in enumerate(items) if it.stopped]
-        cached = [i for i, it in enumerate(items) if it.ran and it.cached == it.ran]
-        report = MapReport(self.call.name, n, failed, cached, self.m.allowed_failures(n), stopped)
-        seen: dict[str, Seen] = {}
-        for node in self.body:  # each body node's items fold into its own fragment (or its item's)
-            level = dataclasses.replace(node, name=item_name(node.name, self.indices), map=self.m)
-            folded = aggregate(self.spec, state, level, n) if n == 0 or _any_item(state, level.name) else None
-            if folded is not None:
-                frag = state.read_fragment(level.name)
-                seen[node.name] = Seen(frag.status if frag is not None else Status.SUCCEEDED)
+        ends = [ItemEnd(it.failed, it.stopped, bool(it.ran) and it.cached == it.ran) for it in items]
+        report, statuses = fold_call(self.spec, self.run_ctx.state, self.call, self.body, self.indices, ends)
         outputs: dict[str, dict[str, Any]] = {}
         if report.succeeded:
             for node in self.body:
                 ports = [p.name for p in self.spec.step_of(node).outputs]
                 outputs[node.name] = {p: [it.outputs.get(node.name, {}).get(p) for it in items] for p in ports}
-        return CallMapRun(outputs, seen, report, stopped=bool(stopped))
+        return CallMapRun(outputs, {k: Seen(v) for k, v in statuses.items()}, report,
+                          stopped=bool(report.stopped))
 
 
 def _reads_missing(node: Node, outputs: dict[str, dict[str, Any]]) -> bool:
@@ -224,12 +216,6 @@ def _reads_missing(node: Node, outputs: dict[str, dict[str, Any]]) -> bool:
         return b.kind is BindingKind.OUTPUT and b.node not in outputs
 
     return any(missing(b) for _, b in node.inputs)
-
-
-def _any_item(state: Any, name: str) -> bool:
-    from interlock.core.run.map_items import item_fragments
-
-    return bool(item_fragments(state, name))
 
 
 def _gate(spec: PipelineSpec, gate: str | None, outputs: dict[str, dict[str, Any]], params: dict[str, Any]) -> bool:
