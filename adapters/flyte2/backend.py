@@ -51,9 +51,8 @@ CLUSTER_FEATURES = {
     "map.tolerate": "native (gather(return_exceptions=True); failed items are None)",
     "map.zip": "native (element i of each list to its item's task; lists of different lengths fail the node)",
     "map.subpipeline": (
-        "unsupported: run it with --backend local, or map each step of the body in turn, each over the list "
-        "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
-        "make the body one @il.step (the driver awaiting the body's driver task per item is not rendered yet)"
+        "native (the call's nested driver task once per item, awaited together, at most `concurrency` at "
+        "once; each body step's task runs as <call>.<step>[i], its outputs gathered into lists)"
     ),
     "fan_in": "native (a list value)",
     "subpipeline": "native (a nested driver task per call, call_<call>, handed the caller's books as JSON and "

@@ -34,6 +34,7 @@ from interlock.core.model.finally_blocks import (
 )
 from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
+from interlock.core.model.submaps import item_name, maps_around
 from interlock.core.model.types import TypeSpec
 from interlock.core.record.outcomes import Seen, run_status, settle
 from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, pipeline_output
@@ -41,6 +42,7 @@ from interlock.core.run.map_items import MapReport, aggregate
 from interlock.core.run.runtime import record_cache_hit
 
 from . import values
+from .submap import CallMaps, param_type
 from .task import current_local, run_context
 
 DEFAULT_CONCURRENCY = 8  # items at once when the map does not say (as the local backend)
@@ -48,7 +50,7 @@ DEFAULT_CONCURRENCY = 8  # items at once when the map does not say (as the local
 _MISSING = (KeyError, AttributeError, TypeError, IndexError)
 
 
-class Driver:
+class Driver(CallMaps):
     def __init__(self, spec: PipelineSpec, params: dict[str, Any], store: str, *, nested: bool = False):
         self.spec, self.store = spec, Path(store)
         self.plan = lower(spec)
@@ -62,6 +64,9 @@ class Driver:
         self._given: set[str] = set()  # a nested driver: the nodes its caller had reached
         self._given_seen: dict[str, Status] = {}  # and how they ended (for the join rules)
         self.downstream = Downstream(self.plan) if spec.failure_policy == CONTINUE else None
+        # An item driver of a mapped sub-pipeline (submap.py): the item index of each mapped call
+        # around it, outermost first; its steps run under their item names (trial.fit[2]).
+        self.indices: tuple[int, ...] = ()
         self.local = current_local()
         self.run = run_context(spec, store)
         if self.local is not None and not nested:
@@ -88,22 +93,25 @@ class Driver:
             return
         step = self.spec.step_of(node)
         refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
+        rt = item_name(name, self.indices)  # the name its shim runs under
         try:
-            out = await task(node=name, **refs)
+            out = await task(node=rt, **refs)
         except Exception as exc:  # noqa: BLE001 - the task failed: the shim said why, in its fragment
-            why = self._skipped(name)
+            why = self._skipped(rt)
             if why is not None:  # il.Skip: skipped; what reads it follows its join rule
                 self.seen[name] = Seen(Status.SKIPPED)
-                self._emit(name, Status.SKIPPED, why)
+                self._emit(rt, Status.SKIPPED, why)
                 return
-            self._failed(name, exc)
+            self._failed(name, exc, rt)
             return
         self.outputs[name] = self._read(step, out)
-        ran = self.local is None or name in self.local.started
+        ran = self.local is None or rt in self.local.started
         if not ran:  # served from the SDK's cache: no fragment (as flyte-local), the status says so
-            self._emit(name, Status.CACHED, step.fingerprint[:12])
+            if self.indices:
+                record_cache_hit(self.run, step, rt, {})  # the item's fragment says so, for its call's fold
+            self._emit(rt, Status.CACHED, step.fingerprint[:12])
         else:
-            self._emit(name, Status.SUCCEEDED, self.local.done.get(name, "") if self.local is not None else "")
+            self._emit(rt, Status.SUCCEEDED, self.local.done.get(rt, "") if self.local is not None else "")
         self.seen[name] = Seen(Status.SUCCEEDED if ran else Status.CACHED)
 
     def _ready(self, node: Node) -> dict[str, Any] | None:
@@ -161,7 +169,7 @@ class Driver:
         self.sizes[node.name] = n
         types = {p.name: p.type for p in step.inputs}
         base = {k: values.put(self.store, v, types[k]) for k, v in inputs.items() if k in types and k not in m.ports}
-        names = [item_node(node.name, i) for i in range(n)]
+        names = [item_node(item_name(node.name, self.indices), i) for i in range(n)]
         columns = [[values.put(self.store, v, types[p]) for v in lists[p]] for p in m.ports]
         self._emit(node.name)
         # Each item its own task call, awaited together (Flyte 2's fan-out), at most `concurrency`
@@ -186,7 +194,8 @@ class Driver:
             if self.local is not None and item not in self.local.started:
                 record_cache_hit(self.run, step, item, {})
             outs.append(self._read(step, result))
-        report = aggregate(self.spec, self.run.state, node, n) or MapReport(node.name, 0)
+        level = replace(node, name=item_name(node.name, self.indices))  # in a mapped call's item: its own name
+        report = aggregate(self.spec, self.run.state, level, n) or MapReport(node.name, 0)
         self.maps[node.name] = report
         if stopped is not None:
             self.halted = True
@@ -217,9 +226,9 @@ class Driver:
     def books(self, skip: set[str] | frozenset[str] = frozenset()) -> str:
         """What a nested driver task needs to go on: the parameters, every output so far (as
         references), the failures and what they keep from starting; ``skip``: nodes left out."""
-        types = {p.name: p.type for p in self.spec.params}
         return json.dumps({
-            "params": {k: to_jsonable(v, types[k]) for k, v in self.params.items()},
+            "params": {k: to_jsonable(v, param_type(self.spec, k)) for k, v in self.params.items()},
+            "indices": list(self.indices),
             "outputs": {n: self._refs(n, v) for n, v in self.outputs.items() if n not in skip},
             "failed": self.failed, "halted": self.halted,
             "down": sorted(self.downstream.down) if self.downstream is not None else [],
@@ -233,6 +242,11 @@ class Driver:
         """A nested driver, from its caller's books: it returns only what it adds."""
         data = json.loads(books)
         d = cls(spec, data["params"], store, nested=True)
+        d.indices = tuple(data.get("indices", ()))
+        for k, v in data["params"].items():  # a mapped call's item parameters (trial[].lr)
+            if k not in d.params:
+                t = param_type(spec, k)
+                d.params[k] = revive(from_jsonable(v, t), t)
         d.outputs = {n: d._values(n, refs) for n, refs in data["outputs"].items()}
         d.failed, d.halted = data["failed"], data["halted"]
         if d.downstream is not None:
@@ -273,13 +287,17 @@ class Driver:
         types = self._output_types(node)
         return {port: values.get(self.store, ref, types[port]) for port, ref in refs.items()}
 
-    def _output_types(self, node: str) -> dict[str, Any]:
+    def _output_types(self, node: str, depth: int | None = None) -> dict[str, Any]:
+        """``depth``: how many mapped calls around the reader run per item (this driver's, if None)."""
         n = self.spec.node(node)
         step = self.spec.step_of(n)
-        if n.map is None:
-            return {p.name: p.type for p in step.outputs}
-        # A map's output: the list of its items' values (None at a failed item).
-        return {p.name: TypeSpec(TypeKind.LIST, args=(replace(p.type, optional=True),)) for p in step.outputs}
+        types = {p.name: p.type for p in step.outputs}
+        if n.map is not None:  # a map's output: the list of its items' values (None at a failed item)
+            types = {k: TypeSpec(TypeKind.LIST, args=(replace(t, optional=True),)) for k, t in types.items()}
+        # A mapped call's body step, read from outside that call: a list, one element per item.
+        for _ in maps_around(self.spec, node)[len(self.indices) if depth is None else depth:]:
+            types = {k: TypeSpec(TypeKind.LIST, args=(replace(t, optional=True),)) for k, t in types.items()}
+        return types
 
     # -- after the body ---------------------------------------------------------------------
     async def finish(self, tasks: dict[str, Any]) -> None:
@@ -336,14 +354,15 @@ class Driver:
         refs = json.loads(out)
         return {p.name: values.get(self.store, refs[p.name], p.type) for p in step.outputs}
 
-    def _failed(self, name: str, exc: BaseException) -> None:
-        if self.local is not None and self.local.stopped and name not in self.local.started:
+    def _failed(self, name: str, exc: BaseException, rt: str | None = None) -> None:
+        rt = rt or name
+        if self.local is not None and self.local.stopped and rt not in self.local.started:
             self.halted = True  # told to stop before it started: not run
             return
-        seen = self._seen_failed(name, exc)
+        seen = self._seen_failed(rt, exc)
         self._down(name, seen)
         err = seen.error
-        self._emit(name, seen.status, err.reason if isinstance(err, StepStopped) else
+        self._emit(rt, seen.status, err.reason if isinstance(err, StepStopped) else
                    f"{err.kind}: {err.reason}" if err is not None else str(exc))
 
     def _seen_failed(self, name: str, exc: BaseException) -> Seen:

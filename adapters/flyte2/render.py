@@ -209,6 +209,9 @@ def emit(units: tuple[Unit, ...], tasks: dict[str, str], out: list[str], pad: st
             for i, block in enumerate(unit.blocks):
                 out.append(f"{pad}{'if' if i == 0 else 'elif'} d.opens({block.gate.id!r}):  # {_label(block)}")
                 _inner(block.units, tasks, out, pad, concurrent)
+        elif isinstance(unit, Call) and unit.call.map is not None:  # its driver task once per item (submap.py)
+            out.append(f"{pad}await d.call_map({unit.call.name!r}, {tasks[SUB + unit.call.name]})"
+                       f"  # il.map over sub-pipeline {unit.call.pipeline!r}")
         elif isinstance(unit, Call):  # its own driver task (call_tasks), handed the books
             out.append(f"{pad}await d.call({unit.call.name!r}, {tasks[SUB + unit.call.name]})"
                        f"  # sub-pipeline {unit.call.pipeline!r}")

@@ -266,8 +266,7 @@ class LocalBackend:
             duration = result.ended - result.started
             options.emit(node.name, Status.SUCCEEDED, f"{duration:.2f}s, {len(result.attempts)} attempt(s)")
 
-        # A block inside a mapped sub-pipeline is decided per item, not for the run.
-        gates = gate_decisions(spec, typed_params, {k: v for k, v in outputs.items() if outermost(spec, k) is None})
+        gates = gate_decisions(spec, typed_params, outputs)
         outcome = settle(spec, run.state, seen, gates=gates)
         outcome = run_finally(spec, run, typed_params, options, outcome, outputs)  # il.finally_, if any
         final = {} if outcome.error else {k: pipeline_output(b, typed_params, outputs) for k, b in spec.outputs}

@@ -89,6 +89,8 @@ def gate_open(spec: PipelineSpec, gate_id: str | None, outputs: dict[str, dict[s
 def gate_decisions(spec: PipelineSpec, params: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> dict[str, bool]:
     """Each gate whose condition could be evaluated (every value it reads was produced), by id."""
     from interlock.core.model.conditions import decide
+    from interlock.core.model.submaps import mapped_calls
 
+    per_item = {g for c in mapped_calls(spec) for g in c.gates}  # decided once per item, not for the run
     return {g.id: d for g in spec.gates
-            if (d := decide(g, lambda b: resolve(b, params, outputs))) is not None}
+            if g.id not in per_item and (d := decide(g, lambda b: resolve(b, params, outputs))) is not None}
