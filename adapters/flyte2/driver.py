@@ -34,7 +34,7 @@ from interlock.core.model.finally_blocks import (
 )
 from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
-from interlock.core.model.submaps import item_name, maps_around
+from interlock.core.model.submaps import ITEMS, item_name
 from interlock.core.model.types import TypeSpec
 from interlock.core.record.outcomes import Seen, run_status, settle
 from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, pipeline_output
@@ -279,25 +279,25 @@ class Driver(CallMaps):
             if node.map is not None and name in self.sizes:
                 self.maps[name] = aggregate(self.spec, self.run.state, node, self.sizes[name]) or MapReport(name, 0)
 
-    def _refs(self, node: str, values_: dict[str, Any]) -> dict[str, str]:
+    def _refs(self, node: str, values_: Any) -> Any:
+        if node.endswith(ITEMS):  # a mapped call's items: each item's outputs (None: a failed item)
+            return [None if o is None else {k: self._refs(k, v) for k, v in o.items()} for o in values_]
         types = self._output_types(node)
         return {port: values.put(self.store, v, types[port]) for port, v in values_.items()}
 
-    def _values(self, node: str, refs: dict[str, str]) -> dict[str, Any]:
+    def _values(self, node: str, refs: Any) -> Any:
+        if node.endswith(ITEMS):
+            return [None if o is None else {k: self._values(k, r) for k, r in o.items()} for o in refs]
         types = self._output_types(node)
         return {port: values.get(self.store, ref, types[port]) for port, ref in refs.items()}
 
-    def _output_types(self, node: str, depth: int | None = None) -> dict[str, Any]:
-        """``depth``: how many mapped calls around the reader run per item (this driver's, if None)."""
+    def _output_types(self, node: str) -> dict[str, Any]:
         n = self.spec.node(node)
         step = self.spec.step_of(n)
-        types = {p.name: p.type for p in step.outputs}
-        if n.map is not None:  # a map's output: the list of its items' values (None at a failed item)
-            types = {k: TypeSpec(TypeKind.LIST, args=(replace(t, optional=True),)) for k, t in types.items()}
-        # A mapped call's body step, read from outside that call: a list, one element per item.
-        for _ in maps_around(self.spec, node)[len(self.indices) if depth is None else depth:]:
-            types = {k: TypeSpec(TypeKind.LIST, args=(replace(t, optional=True),)) for k, t in types.items()}
-        return types
+        if n.map is None:
+            return {p.name: p.type for p in step.outputs}
+        # A map's output: the list of its items' values (None at a failed item).
+        return {p.name: TypeSpec(TypeKind.LIST, args=(replace(p.type, optional=True),)) for p in step.outputs}
 
     # -- after the body ---------------------------------------------------------------------
     async def finish(self, tasks: dict[str, Any]) -> None:

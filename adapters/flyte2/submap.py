@@ -19,7 +19,7 @@ from interlock.core.base.status import FailureKind, Status
 from interlock.core.model.codecs import to_jsonable
 from interlock.core.model.fanout import list_of
 from interlock.core.model.subcalls import call as call_of
-from interlock.core.model.submaps import item_param, item_port
+from interlock.core.model.submaps import ITEMS, item_param, item_port, items_key
 from interlock.core.record.outcomes import Seen
 from interlock.core.run.bindings import gate_open, resolve
 from interlock.core.run.call_items import ItemEnd, fold_call
@@ -93,9 +93,9 @@ class CallMaps:
 
         results = await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True)
         inside = set(c.nodes)
+        inside_calls = {x.name for x in self.spec.subs if x.name.startswith(name + ".")}
         ends: list[ItemEnd] = []
-        made: list[dict[str, dict[str, Any]]] = []
-        depth = len(self.indices) + 1
+        made: list[dict[str, Any]] = []
         for result in results:
             if isinstance(result, BaseException):  # the item's driver task itself failed
                 ends.append(ItemEnd(failed=True))
@@ -107,8 +107,8 @@ class CallMaps:
             failed = data["failed"] or any(s is Status.FAILED for s in ran.values())
             cached = bool(ran) and all(s is Status.CACHED for s in ran.values())
             ends.append(ItemEnd(failed, stopped, cached))
-            made.append({k: {port: v for port, v in self._values_at(k, refs, depth).items()}
-                         for k, refs in data["outputs"].items() if k in inside})
+            made.append({k: self._values(k, refs) for k, refs in data["outputs"].items()  # type: ignore[attr-defined]
+                         if k in inside or (k.endswith(ITEMS) and k[: -len(ITEMS)] in inside_calls)})
         report, statuses = fold_call(self.spec, self.run.state, c, body, self.indices, ends)
         self.maps[name] = report
         for k, st in statuses.items():
@@ -121,13 +121,7 @@ class CallMaps:
                     self.downstream.fail(x)
             self._emit(name, Status.FAILED, f"{n} item(s)")  # type: ignore[attr-defined]
             return
-        for node in body:
-            outs = [p.name for p in self.spec.step_of(node).outputs]
-            self.outputs[node.name] = {p: [item.get(node.name, {}).get(p) for item in made] for p in outs}
+        # Each item's outputs, None for a failed one: a reader outside resolves in each (core/run/bindings.py).
+        items = [None if e.failed else o for e, o in zip(ends, made, strict=True)]
+        self.outputs[items_key(name)] = items  # type: ignore[assignment]  # a list under the call's key, not a node's ports
         self._emit(name, Status.SUCCEEDED, f"{n} item(s)")  # type: ignore[attr-defined]
-
-    def _values_at(self, node: str, refs: dict[str, str], depth: int) -> dict[str, Any]:
-        from . import values
-
-        types = self._output_types(node, depth)  # type: ignore[attr-defined]
-        return {port: values.get(self.store, ref, types[port]) for port, ref in refs.items()}  # type: ignore[attr-defined]

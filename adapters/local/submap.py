@@ -25,10 +25,10 @@ from interlock.core.base.status import Status
 from interlock.core.model.fanout import list_of
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.model.subcalls import SubCall
-from interlock.core.model.submaps import item_name, item_param, maps_around
+from interlock.core.model.submaps import item_name, item_param, items_key, maps_around
 from interlock.core.model.values import passed_value
 from interlock.core.record.outcomes import Seen
-from interlock.core.run.bindings import gate_open, node_inputs, resolve
+from interlock.core.run.bindings import gate_open, made, node_inputs, resolve
 from interlock.core.run.cache import LocalCache, cache_key
 from interlock.core.run.call_items import ItemEnd, fold_call
 from interlock.core.run.map_items import MapReport
@@ -41,7 +41,7 @@ from .fanout import DEFAULT_CONCURRENCY, run_map
 
 @dataclass
 class CallMapRun:
-    outputs: dict[str, dict[str, Any]]  # body node -> port -> one value per item; empty when the call failed
+    outputs: dict[str, Any]  # {"<call>[]": one {node: {port: value}} per item}; empty when the call failed
     seen: dict[str, Seen]  # each body node, as its items ended
     report: MapReport
     stopped: bool = False
@@ -195,27 +195,16 @@ class CallMap:
     def _settle(self, n: int, items: list[_Item]) -> CallMapRun:
         ends = [ItemEnd(it.failed, it.stopped, bool(it.ran) and it.cached == it.ran) for it in items]
         report, statuses = fold_call(self.spec, self.run_ctx.state, self.call, self.body, self.indices, ends)
-        outputs: dict[str, dict[str, Any]] = {}
-        if report.succeeded:
-            for node in self.body:
-                ports = [p.name for p in self.spec.step_of(node).outputs]
-                outputs[node.name] = {p: [it.outputs.get(node.name, {}).get(p) for it in items] for p in ports}
+        outputs: dict[str, Any] = {}
+        if report.succeeded:  # each item's outputs, None for a failed one (a reader resolves in each)
+            outputs[items_key(self.call.name)] = [None if it.failed else it.outputs for it in items]
         return CallMapRun(outputs, {k: Seen(v) for k, v in statuses.items()}, report,
                           stopped=bool(report.stopped))
 
 
 def _reads_missing(node: Node, outputs: dict[str, dict[str, Any]]) -> bool:
     """Does ``node`` read an output that was not made (a branch value: no branch made one)?"""
-    from interlock.core.model.spec import BindingKind
-
-    def missing(b: Any) -> bool:
-        if b.kind is BindingKind.ONE_OF:
-            return not any(o.nodes() & outputs.keys() for o in b.options)
-        if b.kind is BindingKind.LIST:
-            return any(missing(x) for x in b.items)
-        return b.kind is BindingKind.OUTPUT and b.node not in outputs
-
-    return any(missing(b) for _, b in node.inputs)
+    return not all(made(b, outputs) for _, b in node.inputs)
 
 
 def _gate(spec: PipelineSpec, gate: str | None, outputs: dict[str, dict[str, Any]], params: dict[str, Any]) -> bool:

@@ -6,7 +6,9 @@ graph once, under their qualified names (``trial.fit``); they run once per item.
 body, the mapped parameter is the item parameter ``<call>[].<param>`` (a ``PARAM`` binding no
 caller can name: it is set per item); the body's nodes wait for the list through ``after``.
 Outside it, each output of a body node is a list, one element per item, in item order (Optional
-where the map tolerates failed items): the reader is outside the call, the writer inside.
+where the map tolerates failed items): the reader is outside the call, the writer inside. A run
+keeps the items' outputs together (``items_key``) and resolves an outside reader's binding once
+per item.
 
 Per item, a body node runs under ``<node>[i]`` (``trial.fit[2]``; a mapped step inside the body
 ``trial.fan[2][0]``), so its cache key, retries, checkpoint key, fragment and FATAL marker are
@@ -72,6 +74,17 @@ def lifted(spec: PipelineSpec, b: Binding, t: TypeSpec | None, reader: str | Non
             assert c.map is not None
             t = list_of(dataclasses.replace(t, optional=True) if c.map.tolerant else t)
     return t
+
+
+ITEMS = "[]"  # a run's outputs under "<call>[]": a mapped call's, one dict of its body's outputs per item
+
+
+def items_key(call: str) -> str:
+    """Where a run's outputs keep a mapped call's items: ``outputs["trial[]"]``, a list with one
+    ``{node: {port: value}}`` per item (None: a failed item); a reader outside the call resolves
+    its binding in each item (core/run/bindings.py), so a branch value or a field of a body
+    output is gathered element by element."""
+    return call + ITEMS
 
 
 def item_name(node: str, indices: tuple[int, ...]) -> str:
