@@ -210,3 +210,16 @@ def test_a_backend_that_cannot_render_it_refuses_at_build_naming_the_call(tmp_pa
         with pytest.raises(CapabilityError, match="map.subpipeline") as err:
             check_capabilities(spec, caps)
         assert "trial" in str(err.value) and err.value.hint, name
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "branch.value"))
+def test_the_ported_loop_body_example_gives_the_original_result(backend: str, tmp_path: Path) -> None:
+    from docs.examples import map_subpipeline as example
+
+    r = il.run(example.sweep, backend=backend, workdir=tmp_path)
+    assert r.outputs == example.EXPECTED
+    assert _statuses(r) == {"ex-trial.train": S, "ex-trial.evaluate": S, "ex-trial.keep": S, "ex-trial.drop": S,
+                            "summarize": S}
+    assert r.steps["ex-trial.keep"].attempts == 1 and r.steps["ex-trial.drop"].attempts == 2
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "control-flow-map.md").read_text()
+    assert "examples/map_subpipeline.py" in guide
