@@ -59,6 +59,11 @@ FEATURES = {
         "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
         "make the body one @il.step (withParam over the body's DAG template is not rendered yet)"
     ),
+    "map.fields": (
+        "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "
+        "over the records as they are, without fields=; or run it with --backend local (the withParam item's "
+        "fields are not rendered yet)"
+    ),
     "fan_in": "native (tasks.M.outputs.parameters.P: Argo's aggregated list; a map's artifact outputs cannot be "
     "aggregated)",
     "finally": "native (onExit; the step reads {{workflow.status}} and settles the body's status from the run state)",

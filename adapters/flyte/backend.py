@@ -70,6 +70,11 @@ CLUSTER_FEATURES = {
         "make the body one @il.step (a map over the sub-workflow, or a dynamic workflow calling it per item, "
         "is not rendered yet)"
     ),
+    "map.fields": (
+        "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "
+        "over the records as they are, without fields=; or run it with --backend local (an array node maps "
+        "list inputs, not the fields of one record)"
+    ),
     "fan_in": "native (a list of promises bound as a collection; a map's output is a list)",
     "subpipeline": "native (a sub-workflow per call, <pipeline>.<call>, called as a workflow node; its inputs "
     "and outputs are the sub-pipeline's parameters and outputs; branches, maps and calls nest inside it)",

@@ -54,6 +54,7 @@ CLUSTER_FEATURES = {
         "native (the call's nested driver task once per item, awaited together, at most `concurrency` at "
         "once; each body step's task runs as <call>.<step>[i], its outputs gathered into lists)"
     ),
+    "map.fields": "native (each item's fields, read by the driver, to the inputs of their names)",
     "fan_in": "native (a list value)",
     "subpipeline": "native (a nested driver task per call, call_<call>, handed the caller's books as JSON and "
     "returning what its steps did; the inner steps are named <call>.<step>)",

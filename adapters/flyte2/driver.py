@@ -168,9 +168,15 @@ class Driver(CallMaps):
         n = lengths[m.item]
         self.sizes[node.name] = n
         types = {p.name: p.type for p in step.inputs}
-        base = {k: values.put(self.store, v, types[k]) for k, v in inputs.items() if k in types and k not in m.ports}
+        base = {k: values.put(self.store, v, types[k]) for k, v in inputs.items() if k in types and k not in m.takes}
         names = [item_node(item_name(node.name, self.indices), i) for i in range(n)]
-        columns = [[values.put(self.store, v, types[p]) for v in lists[p]] for p in m.ports]
+        try:  # each item's value of every port that takes one (fields=: of each field's input)
+            per_item = [m.item_values(lists, i, f"item {i}") for i in range(n)]
+        except KeyError as exc:  # an item without a field: no item runs, as on every backend
+            self._down(node.name, Seen(Status.FAILED, error=StepFailed(
+                node.name, FailureKind.FATAL, str(exc.args[0]), pipeline=self.spec.name)))
+            return
+        columns = [[values.put(self.store, item[p], types[p]) for item in per_item] for p in m.takes]
         self._emit(node.name)
         # Each item its own task call, awaited together (Flyte 2's fan-out), at most `concurrency`
         # at once. Not flyte.map: with broadcast inputs it maps one parameter only (functools.partial),
@@ -179,7 +185,7 @@ class Driver(CallMaps):
 
         async def one(i: int) -> Any:
             async with limit:
-                return await task(node=names[i], **base, **{p: columns[j][i] for j, p in enumerate(m.ports)})
+                return await task(node=names[i], **base, **{p: columns[j][i] for j, p in enumerate(m.takes)})
 
         results = await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True)
         outs: list[dict[str, Any] | None] = []

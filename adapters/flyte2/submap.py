@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from interlock.core.base.errors import StepFailed
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.model.codecs import to_jsonable
-from interlock.core.model.fanout import list_of
 from interlock.core.model.subcalls import call as call_of
 from interlock.core.model.submaps import ITEMS, item_param, item_port, items_key
 from interlock.core.record.outcomes import Seen
@@ -70,7 +69,7 @@ class CallMaps:
         try:
             if not gate_open(self.spec, c.gate, self.outputs, self.params):
                 return
-            lists = {p: list(resolve(bound[p], self.params, self.outputs, list_of(ports[p].type))) for p in m.ports}
+            lists = {p: list(resolve(bound[p], self.params, self.outputs, m.list_type(ports[p].type))) for p in m.ports}
         except _MISSING:
             return
         body = [x for x in self.plan.nodes() if x.name in set(c.nodes)]
@@ -81,13 +80,19 @@ class CallMaps:
             self._down(body[0].name, Seen(Status.FAILED, error=error))  # type: ignore[attr-defined]
             return
         n = lengths[m.item]
+        try:  # each item's value of every parameter that takes one (fields=: each field's)
+            elements = [m.item_values(lists, i, f"item {i}") for i in range(n)]
+        except KeyError as exc:  # an item without a field the map reads: no item runs
+            error = StepFailed(body[0].name, FailureKind.FATAL, str(exc.args[0]), pipeline=self.spec.name)
+            self._down(body[0].name, Seen(Status.FAILED, error=error))  # type: ignore[attr-defined]
+            return
         base = json.loads(self.books())  # type: ignore[attr-defined]
         limit = asyncio.Semaphore(m.concurrency or DEFAULT_CONCURRENCY)
         self._emit(name)  # type: ignore[attr-defined]
 
         async def one(i: int) -> Any:
             books = {**base, "indices": [*self.indices, i], "params": {**base["params"], **{
-                item_param(name, p): to_jsonable(lists[p][i], ports[p].type) for p in m.ports}}}
+                item_param(name, p): to_jsonable(v, ports[p].type) for p, v in elements[i].items()}}}
             async with limit:
                 return await task(books=json.dumps(books))
 

@@ -77,6 +77,11 @@ _FEATURES = {
         "make the body one @il.step (a dsl.ParallelFor around the body's pipeline component is not rendered "
         "yet)"
     ),
+    "map.fields": (
+        "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "
+        "over the records as they are, without fields=; or run it with --backend local (the ParallelFor's "
+        "item fields, item.a, are not rendered yet)"
+    ),
     "fan_in": "native for a map's output (dsl.Collected); a list written in the body goes through a "
     "<node>-<port>-gather task (one input per item; a literal list of artifacts is refused)",
     "finally": "native (dsl.ExitHandler around the body, the finally step as its exit task with "

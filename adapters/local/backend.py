@@ -83,6 +83,7 @@ class LocalBackend:
                 "map": "native (threads, at most `concurrency` items at once; each item through the shim)",
                 "map.tolerate": "native (shim: failed items are None, their indices in RunResult.maps)",
                 "map.zip": "native (element i of each list to its input; lists of different lengths fail the map)",
+                "map.fields": "native (each item's fields to the inputs of their names; a missing field fails the map)",
                 "map.subpipeline": (
                     "native (the body once per item on threads, at most `concurrency` at once; each body step "
                     "runs as <call>.<step>[i], its outputs gathered into lists)"

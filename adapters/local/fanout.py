@@ -60,7 +60,12 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
                            hint="zip lists of one length", pipeline=spec.name)
         return MapRun(None, Seen(Status.FAILED, error=error), None)  # no item ran: no map report
     n = lengths[m.item]
-    items = [{p: v[i] for p, v in lists.items()} for i in range(n)]
+    try:
+        items = [m.item_values(lists, i, f"item {i}") for i in range(n)]
+    except KeyError as exc:  # fields=: an item without a field (an untyped dict); no item runs
+        error = StepFailed(node.name, FailureKind.FATAL, str(exc.args[0]), pipeline=spec.name,
+                           hint="give every item the fields the map reads, or type the list's records")
+        return MapRun(None, Seen(Status.FAILED, error=error), None)
     results: list[dict[str, Any] | None] = [None] * n
     errors: dict[int, StepFailed] = {}
     stop = threading.Event()
@@ -85,7 +90,7 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             with lock:
                 running.pop(i, None)
 
-    finished = Finished(options.run_dir / "values" / node.name, step, m.ports, inputs)
+    finished = Finished(options.run_dir / "values" / node.name, step, m.takes, inputs)
 
     def run_item(i: int) -> None:
         name = item_node(node.name, i)

@@ -22,7 +22,6 @@ from interlock.core.backend.plan import Plan
 from interlock.core.backend.protocol import RunOptions
 from interlock.core.base.errors import StepFailed, StepSkipped, StepStopped
 from interlock.core.base.status import Status
-from interlock.core.model.fanout import list_of
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.model.subcalls import SubCall
 from interlock.core.model.submaps import item_name, item_param, items_key, maps_around
@@ -76,7 +75,7 @@ class CallMap:
     def run(self, params: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> CallMapRun:
         ports = {p.name: p for p in self.call.items}
         bound = dict(self.call.inputs)
-        lists = {p: list(resolve(bound[p], params, outputs, list_of(ports[p].type))) for p in self.m.ports}
+        lists = {p: list(resolve(bound[p], params, outputs, self.m.list_type(ports[p].type))) for p in self.m.ports}
         lengths = {p: len(v) for p, v in lists.items()}
         n = lengths[self.m.item]
         if len(set(lengths.values())) > 1:  # no item runs, as for a mapped step
@@ -84,13 +83,20 @@ class CallMap:
             first = self.body[0]
             error = StepFailed(first.name, *_zip_error(lengths), pipeline=self.spec.name)
             return CallMapRun({}, {first.name: Seen(Status.FAILED, error=error)}, report)
+        try:  # each item's value of every parameter that takes one (fields=: each field's)
+            elements = [{item_param(self.call.name, p): v for p, v in self.m.item_values(lists, i, f"item {i}").items()}
+                        for i in range(n)]
+        except KeyError as exc:  # an item without a field the map reads: no item runs
+            report = MapReport(self.call.name, n, list(range(n)), allowed_failures=self.m.allowed_failures(n))
+            first = self.body[0]
+            error = StepFailed(first.name, _zip_error({})[0], str(exc.args[0]), pipeline=self.spec.name)
+            return CallMapRun({}, {first.name: Seen(Status.FAILED, error=error)}, report)
         items = [_Item() for _ in range(n)]
 
         def one(i: int) -> None:
             if self.stop.is_set():
                 return
-            element = {item_param(self.call.name, p): v[i] for p, v in lists.items()}
-            self._item(i, {**params, **element}, outputs, items[i])
+            self._item(i, {**params, **elements[i]}, outputs, items[i])
 
         workers = min(self.m.concurrency or DEFAULT_CONCURRENCY, max(n, 1))
         if any(self.spec.step_of(x).timeout_s is not None for x in self.body):

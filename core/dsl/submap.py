@@ -18,6 +18,7 @@ the body's tasks, its outputs ``dsl.Collected``; Flyte: a map over the sub-workf
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.base.errors import PipelineDefinitionError
@@ -32,13 +33,20 @@ if TYPE_CHECKING:
 
 
 def map_pipeline(builder: Builder, sub: Pipeline, over: Any, item: str | None, concurrency: int | None,
-                 tolerate: float, broadcast: dict[str, Any]) -> Any:
+                 tolerate: float, broadcast: dict[str, Any], fields: bool | Mapping[str, str] = False) -> Any:
     """``il.map(sub_pipeline, over=..., ...)``: which parameter takes the item, then the call."""
     from interlock.core.dsl.fanout import Zip
     from interlock.core.dsl.subpipeline import call_subpipeline
 
     call = sub._call_name or sub.name
     params = sub._params()
+    if fields is not False:  # each item a record, its fields to the parameters of their names
+        from interlock.core.dsl.map_fields import fields_map
+
+        m = fields_map(builder.name, call, f"sub-pipeline {sub.name!r}", params, over, item, broadcast, fields,
+                       concurrency, tolerate)
+        check_call_map(builder.name, call, params, m)
+        return call_subpipeline(sub, builder, {**broadcast, m.item: over}, sub._call_name, mapped=m)
     if isinstance(over, Zip):
         if item is not None:
             raise PipelineDefinitionError(
@@ -80,16 +88,17 @@ class MappedCall:
         self.waits: set[str] = set()  # the nodes making the lists: every body node waits for them
         self.blocks = len(builder.finally_blocks)
 
-    def bind_item(self, p: Port, value: Any) -> tuple[Binding, Promise]:
+    def bind_item(self, p: Port, value: Any) -> tuple[Binding | None, Promise]:
         """Bind the list for parameter ``p``; the body's promise reads one element of it."""
         from interlock.core.dsl.build import Promise
 
         b = self.builder
-        if value is None:
-            raise PipelineDefinitionError(f"{self.where}: il.map over= is missing", pipeline=b.name, step=self.name,
-                                          port=p.name)
+        self.items.append(Port(p.name, p.type))
+        promise = Promise(b, Binding.of_param(item_param(self.name, p.name)), p.type)
+        if p.name not in self.map.ports:  # fields=: a field's parameter, read from the record bound to the item's
+            return None, promise
         try:
-            bound = b._bind(value, self.name, p.name, list_of(p.type))
+            bound = b._bind(value, self.name, p.name, self.map.list_type(p.type))
         except PipelineDefinitionError as exc:
             from interlock.core.dsl.subpipeline import _bare
 
@@ -98,8 +107,7 @@ class MappedCall:
                 pipeline=b.name, step=self.name, port=p.name, hint=exc.hint,
             ) from exc
         self.waits |= bound.nodes()
-        self.items.append(Port(p.name, p.type))
-        return bound, Promise(b, Binding.of_param(item_param(self.name, p.name)), p.type)
+        return bound, promise
 
     def close(self, first_node: int, has_finally: bool) -> None:
         """The body is recorded: its nodes wait for the lists; an il.finally_ inside is refused."""

@@ -84,9 +84,10 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     args: dict[str, Any] = {}
     fan = MappedCall(builder, name, where, mapped) if mapped is not None else None
     for p in params:
-        if fan is not None and p.name in fan.map.ports:  # the list; the body reads its element
-            b, args[p.name] = fan.bind_item(p, kwargs.get(p.name))
-            inputs.append((p.name, b))
+        if fan is not None and p.name in fan.map.takes:  # the list; the body reads its element
+            item_b, args[p.name] = fan.bind_item(p, kwargs.get(p.name))
+            if item_b is not None:
+                inputs.append((p.name, item_b))
             continue
         if p.name not in kwargs:
             if not p.has_default:

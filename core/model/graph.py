@@ -117,7 +117,7 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
         step = spec.step(n.step)
         bound = n.bindings
         for port in step.inputs:
-            if port.name not in bound and not port.has_default:
+            if port.name not in bound and not port.has_default and not (n.map is not None and port.name in n.map.takes):
                 raise PipelineDefinitionError(
                     f"missing required input of type {port.type.describe()}", pipeline=name, step=n.name, port=port.name
                 )
@@ -133,7 +133,7 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
                 raise PipelineDefinitionError(f"{b.describe()} does not exist", pipeline=name, step=n.name, port=pname)
             want = target.type
             if n.map is not None and pname in n.map.ports:
-                want = fanout.list_of(target.type)  # the item input is bound to the whole list
+                want = n.map.list_type(target.type)  # the item input is bound to the whole list
             if src is not None and not assignable(src, want):
                 raise PipelineDefinitionError(
                     f"type mismatch: {b.describe()} is {src.describe()}, but the input expects {want.describe()}",

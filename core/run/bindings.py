@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.codecs import revive
-from interlock.core.model.fanout import list_of
 from interlock.core.model.spec import Binding, BindingKind
 from interlock.core.model.submaps import ITEMS
 from interlock.core.model.types import TypeSpec
@@ -92,7 +91,7 @@ def node_inputs(spec: PipelineSpec, node_name: str, params: dict[str, Any], outp
             raise PipelineDefinitionError("unknown argument", pipeline=spec.name, step=node_name, port=name)
         t = port.type
         if node.map is not None and name in node.map.ports:
-            t = list_of(port.type)
+            t = node.map.list_type(port.type)
         if missing_as_none and b.kind is BindingKind.OUTPUT and not made(b, outputs):
             values[name] = None
             continue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import interlock as il
 
 
@@ -168,3 +170,64 @@ def cached_trial(lr: float, data: str) -> float:
 @il.pipeline(name="submap-cached")
 def sweep_cached(lrs: list[float] = [1.0, -1.0, 2.0]):  # noqa: B006 - recorded, never mutated
     return kept(scores=il.map(cached_trial, over=lrs, data="ab", tolerate=1))
+
+
+# -- a map over items' fields ----------------------------------------------------------------------
+@dataclass
+class Pair:
+    a: int
+    b: float
+
+
+@il.step
+def pairs(n: int) -> list[Pair]:
+    return [Pair(i, i / 2) for i in range(1, n + 1)]
+
+
+@il.step
+def combine(a: int, b: float, scale: float = 1.0) -> float:
+    if a < 0:
+        raise ValueError(f"bad config: a={a} is negative")
+    return (a + b) * scale
+
+
+@il.pipeline(name="fields-dicts")
+def fields_dicts():
+    # KFP: with dsl.ParallelFor([{"a": 1, "b": 2.0}, ...]) as item: combine(a=item.a, b=item.b)
+    return il.map(combine, over=[{"a": 1, "b": 2.0}, {"a": 3, "b": 4.5}], fields=True, scale=2.0)
+
+
+@il.pipeline(name="fields-records")
+def fields_records(n: int = 3):
+    return il.map(combine, over=pairs(n=n), fields=True)  # typed records: checked at build
+
+
+@il.step
+def renamed(x: int, y: float) -> float:
+    return x * 10 + y
+
+
+@il.pipeline(name="fields-renamed")
+def fields_renamed(n: int = 2):
+    return il.map(renamed, over=pairs(n=n), fields={"a": "x", "b": "y"})
+
+
+@il.pipeline(name="pair-trial")
+def pair_trial(a: int, b: float) -> float:
+    return score(model=combine(a=a, b=b), bonus=b)
+
+
+@il.pipeline(name="fields-subpipeline")
+def fields_subpipeline(n: int = 2):
+    return il.map(pair_trial, over=pairs(n=n), fields=True)
+
+
+@dataclass
+class Named:
+    a: str
+    b: float
+
+
+@il.step
+def named_records() -> list[Named]:  # field a is a str: refused for combine's int input
+    return []

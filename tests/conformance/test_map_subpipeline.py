@@ -223,3 +223,85 @@ def test_the_ported_loop_body_example_gives_the_original_result(backend: str, tm
     assert r.steps["ex-trial.keep"].attempts == 1 and r.steps["ex-trial.drop"].attempts == 2
     guide = (Path(__file__).resolve().parents[2] / "docs" / "control-flow-map.md").read_text()
     assert "examples/map_subpipeline.py" in guide
+
+
+# -- a map over items' fields (issue 24, item 7) -------------------------------------------------------
+@pytest.mark.parametrize("backend", backend_params("map.fields"))
+def test_each_field_of_a_dict_item_goes_to_the_input_of_its_name(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.fields_dicts, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs["o0"] == [6.0, 15.0]  # (1 + 2.0) * 2, (3 + 4.5) * 2
+    assert r.maps["combine"].items == 2
+
+
+@pytest.mark.parametrize("backend", backend_params("map.fields"))
+def test_typed_records_and_renamed_fields(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.fields_records, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs["o0"] == [1.5, 3.0, 4.5]  # a + b for Pair(i, i / 2)
+    renamed = _run(sp.fields_renamed, backend, tmp_path)
+    assert renamed.outputs["o0"] == [10.5, 21.0]  # field a to input x, b to y
+
+
+@pytest.mark.parametrize("backend", backend_params("map.fields", "map.subpipeline"))
+def test_fields_of_each_item_to_the_parameters_of_a_mapped_sub_pipeline(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.fields_subpipeline, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs["o0"] == [2.0, 4.0]  # (a + b) + b for Pair(1, 0.5), Pair(2, 1.0)
+    assert _statuses(r) == {"pairs": S, "pair-trial.combine": S, "pair-trial.score": S}
+
+
+@pytest.mark.parametrize("backend", backend_params("map.fields"))
+def test_an_item_without_a_field_fails_the_map_before_any_item(backend: str, tmp_path: Path) -> None:
+    @il.step
+    def records() -> list[dict]:
+        return [{"a": 1, "b": 2.0}, {"a": 2}]
+
+    @il.pipeline(name="fields-missing")
+    def missing():
+        return il.map(sp.combine, over=records(), fields=True)
+
+    r = _run(missing, backend, tmp_path)
+    assert not r.succeeded and r.error is not None and r.error.step == "combine"
+    assert "no field 'b'" in str(r.error)
+
+
+def test_the_fields_are_in_the_spec_and_its_json() -> None:
+    from interlock.core.backend.protocol import features_used
+    from interlock.core.model.pipeline_spec import PipelineSpec
+
+    spec = spec_of(sp.fields_renamed)
+    m = spec.node("renamed").map
+    assert m is not None and m.fields == (("a", "x"), ("b", "y")) and m.item == "x"
+    assert m.record is not None and m.record.name and m.record.name.endswith("Pair")
+    assert PipelineSpec.loads(spec.dumps()) == spec
+    assert "map.fields" in features_used(spec)
+
+
+@pytest.mark.parametrize(("case", "match"), [
+    ("no-input", "field 'c' of the item has no input 'c'"),
+    ("no-field", "has no field 'z'"),
+    ("type", "field 'a' of the item is str"),
+    ("unbound", "input 'b' of step 'combine' is neither an item field nor a broadcast"),
+    ("zip", "the fields of each item name the inputs already"),
+])
+def test_field_mistakes_are_refused_while_the_pipeline_is_built(case: str, match: str) -> None:
+    def body() -> None:
+        if case == "no-input":
+            il.map(sp.combine, over=[{"a": 1, "b": 2.0, "c": 3}], fields=True)
+        elif case == "no-field":
+            il.map(sp.combine, over=sp.pairs(n=1), fields={"z": "a"}, b=1.0)
+        elif case == "type":
+            il.map(sp.combine, over=sp.named_records(), fields=True)
+        elif case == "unbound":
+            il.map(sp.combine, over=[{"a": 1}], fields=True)
+        else:
+            il.map(sp.combine, over=il.zip(a=[1], b=[2.0]), fields=True)
+
+    @il.pipeline(name=f"bad-fields-{case}")
+    def bad() -> None:
+        body()
+
+    with pytest.raises(PipelineDefinitionError, match=match) as err:
+        spec_of(bad)
+    assert err.value.step == "combine"
