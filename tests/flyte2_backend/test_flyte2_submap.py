@@ -7,10 +7,10 @@ from pathlib import Path
 
 import flyte
 import pytest
+from conformance import submap_pipelines as sp
 from flyte2_compiled import import_module
 
 import interlock as il
-from conformance import submap_pipelines as sp
 
 
 @pytest.mark.parametrize(("pipeline", "calls"), [
