@@ -72,14 +72,14 @@ _FEATURES = {
     "them in a task, and each iteration reads its elements from its record; lists of different lengths fail "
     "that task)",
     "map.subpipeline": (
-        "unsupported: run it with --backend local, or map each step of the body in turn, each over the list "
+        "unsupported: run it with --backend local or flyte2-local, or map each step of the body in turn, each over the list "
         "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
         "make the body one @il.step (a dsl.ParallelFor around the body's pipeline component is not rendered "
         "yet)"
     ),
     "map.fields": (
         "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "
-        "over the records as they are, without fields=; or run it with --backend local (the ParallelFor's "
+        "over the records as they are, without fields=; or run it with --backend local or flyte2-local (the ParallelFor's "
         "item fields, item.a, are not rendered yet)"
     ),
     "fan_in": "native for a map's output (dsl.Collected); a list written in the body goes through a "
