@@ -231,3 +231,15 @@ class Named:
 @il.step
 def named_records() -> list[Named]:  # field a is a str: refused for combine's int input
     return []
+
+
+@il.step
+def independent(x: int) -> int:
+    return x + 1
+
+
+@il.pipeline(name="submap-continue", failure_policy="continue")
+def sweep_continue(lrs: list[float] = [1.0, -1.0]):  # noqa: B006 - recorded, never mutated
+    scores = il.map(trial, over=lrs, data="ab")
+    independent(x=1)  # does not read the map: runs under failure_policy="continue"
+    return best(scores=scores)

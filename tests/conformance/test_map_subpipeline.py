@@ -305,3 +305,10 @@ def test_field_mistakes_are_refused_while_the_pipeline_is_built(case: str, match
     with pytest.raises(PipelineDefinitionError, match=match) as err:
         spec_of(bad)
     assert err.value.step == "combine"
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "failure_policy.continue"))
+def test_under_continue_a_failed_mapped_call_stops_only_what_reads_it(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.sweep_continue, backend, tmp_path)
+    assert not r.succeeded and r.error is not None and r.error.step == "trial.fit"
+    assert _statuses(r) == {"trial.fit": F, "trial.score": S, "independent": S, "best": N}
