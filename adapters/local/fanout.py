@@ -143,7 +143,7 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             for i in range(n):
                 one(i)
         else:
-            with _stop_items(stop, running, lock), ThreadPoolExecutor(
+            with stop_items(stop, running, lock), ThreadPoolExecutor(
                     max_workers=workers, thread_name_prefix=f"il-map-{node.name}") as pool:
                 for f in [pool.submit(one, i) for i in range(n)]:
                     try:
@@ -166,7 +166,7 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
 
 
 @contextmanager
-def _stop_items(stop: threading.Event, running: dict[int, int], lock: threading.Lock) -> Iterator[None]:
+def stop_items(stop: threading.Event, running: dict[int, int], lock: threading.Lock) -> Iterator[None]:
     """SIGTERM / SIGINT while items run on threads: start no new item and stop the running ones.
 
     Signal handlers run on the main thread, which only waits for the items here; the shim's

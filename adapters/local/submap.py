@@ -32,10 +32,10 @@ from interlock.core.run.cache import LocalCache, cache_key
 from interlock.core.run.call_items import ItemEnd, fold_call
 from interlock.core.run.map_items import MapReport
 from interlock.core.run.output_failure import output_failed
-from interlock.core.run.runtime import execute_step, record_cache_hit
+from interlock.core.run.runtime import StopRequested, execute_step, record_cache_hit
 from interlock.core.run.state import RunContext
 
-from .fanout import DEFAULT_CONCURRENCY, run_map
+from .fanout import DEFAULT_CONCURRENCY, stop_items, run_map
 
 
 @dataclass
@@ -92,11 +92,22 @@ class CallMap:
             error = StepFailed(first.name, _zip_error({})[0], str(exc.args[0]), pipeline=self.spec.name)
             return CallMapRun({}, {first.name: Seen(Status.FAILED, error=error)}, report)
         items = [_Item() for _ in range(n)]
+        running: dict[int, int] = {}  # item index -> the thread running it (a stop reaches each)
+        lock = threading.Lock()
 
         def one(i: int) -> None:
-            if self.stop.is_set():
-                return
-            self._item(i, {**params, **elements[i]}, outputs, items[i])
+            with lock:
+                if self.stop.is_set():
+                    return  # stopped: this item never starts (not run)
+                running[i] = threading.get_ident()
+            try:
+                self._item(i, {**params, **elements[i]}, outputs, items[i])
+            except StopRequested:  # the stop reached the thread outside a step's own call
+                items[i].stopped = True
+                self.stop.set()
+            finally:
+                with lock:
+                    running.pop(i, None)
 
         workers = min(self.m.concurrency or DEFAULT_CONCURRENCY, max(n, 1))
         if any(self.spec.step_of(x).timeout_s is not None for x in self.body):
@@ -105,9 +116,13 @@ class CallMap:
             for i in range(n):
                 one(i)
         else:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"il-map-{self.call.name}") as pool:
+            with stop_items(self.stop, running, lock), ThreadPoolExecutor(
+                    max_workers=workers, thread_name_prefix=f"il-map-{self.call.name}") as pool:
                 for f in [pool.submit(one, i) for i in range(n)]:
-                    f.result()
+                    try:
+                        f.result()
+                    except StopRequested:  # delivered to an item's thread just outside its step: stopped
+                        pass
         return self._settle(n, items)
 
     # -- one item --------------------------------------------------------------------------------
