@@ -35,7 +35,7 @@ from interlock.core.run.output_failure import output_failed
 from interlock.core.run.runtime import StopRequested, execute_step, record_cache_hit
 from interlock.core.run.state import RunContext
 
-from .fanout import DEFAULT_CONCURRENCY, stop_items, run_map
+from .fanout import DEFAULT_CONCURRENCY, run_map, stop_items
 
 
 @dataclass
