@@ -42,7 +42,7 @@ from interlock.core.run.map_items import MapReport, aggregate
 from interlock.core.run.runtime import record_cache_hit
 
 from . import values
-from .submap import CallMaps, param_type
+from .submap import CallMaps, call_reports, param_type, read_call_reports
 from .task import current_local, run_context
 
 DEFAULT_CONCURRENCY = 8  # items at once when the map does not say (as the local backend)
@@ -241,6 +241,7 @@ class Driver(CallMaps):
             "failed_scopes": sorted(self.downstream.failed_scopes) if self.downstream is not None else [],
             "seen": {n: s.status.value for n, s in self.seen.items() if n not in skip},
             "sizes": self.sizes,
+            "call_maps": call_reports(self.spec, self.maps),  # a mapped call's items, for the caller's RunResult.maps
         })
 
     @classmethod
@@ -274,6 +275,7 @@ class Driver(CallMaps):
             self.downstream.down.update(data["down"])
             self.downstream.failed_scopes.update(data["failed_scopes"])
         self.sizes.update(data["sizes"])
+        self.maps.update(read_call_reports(data.get("call_maps", {})))
         for name, status in data["seen"].items():
             st = Status(status)
             if st in (Status.FAILED, Status.STOPPED):

@@ -18,10 +18,11 @@ from interlock.core.base.errors import StepFailed
 from interlock.core.base.status import FailureKind, Status
 from interlock.core.model.codecs import to_jsonable
 from interlock.core.model.subcalls import call as call_of
-from interlock.core.model.submaps import ITEMS, item_param, item_port, items_key
+from interlock.core.model.submaps import ITEMS, item_param, item_port, items_key, mapped_calls
 from interlock.core.record.outcomes import Seen
 from interlock.core.run.bindings import gate_open, resolve
 from interlock.core.run.call_items import ItemEnd, fold_call
+from interlock.core.run.map_items import MapReport
 
 if TYPE_CHECKING:
     from interlock.core.model.pipeline_spec import PipelineSpec
@@ -36,6 +37,17 @@ def param_type(spec: PipelineSpec, name: str) -> TypeSpec:
     p = spec.param(name) or item_port(spec, name)
     assert p is not None, name
     return p.type
+
+
+def call_reports(spec: PipelineSpec, maps: dict[str, MapReport]) -> dict[str, Any]:
+    """The mapped calls' reports among a driver's maps, as JSON for its books."""
+    calls = {c.name for c in mapped_calls(spec)}
+    return {k: r.to_json() for k, r in maps.items() if k in calls}
+
+
+def read_call_reports(data: dict[str, Any]) -> dict[str, MapReport]:
+    return {k: MapReport(k, d["items"], d["failed"], d["cached"], d["allowed_failures"], d["stopped"],
+                         d.get("skipped", [])) for k, d in data.items()}
 
 
 class CallMaps:

@@ -243,3 +243,22 @@ def sweep_continue(lrs: list[float] = [1.0, -1.0]):  # noqa: B006 - recorded, ne
     scores = il.map(trial, over=lrs, data="ab")
     independent(x=1)  # does not read the map: runs under failure_policy="continue"
     return best(scores=scores)
+
+
+@il.pipeline(name="wrapper")
+def wrapper(lrs: list[float]) -> float:
+    return best(scores=il.map(trial, over=lrs, data="abc"))  # a mapped call inside a plain call
+
+
+@il.step
+def flag(on: bool) -> bool:
+    return on
+
+
+@il.pipeline(name="submap-placed")
+def placed(on: bool = True, lrs: list[float] = [1.0, 2.0]):  # noqa: B006 - recorded, never mutated
+    inner = wrapper(lrs=lrs)
+    with il.when(flag(on=on)):
+        gated = il.map(trial.named("gated"), over=lrs, data="a")  # a mapped call inside an il.when block
+        kept(scores=gated)
+    return inner

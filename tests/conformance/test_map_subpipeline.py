@@ -312,3 +312,18 @@ def test_under_continue_a_failed_mapped_call_stops_only_what_reads_it(backend: s
     r = _run(sp.sweep_continue, backend, tmp_path)
     assert not r.succeeded and r.error is not None and r.error.step == "trial.fit"
     assert _statuses(r) == {"trial.fit": F, "trial.score": S, "independent": S, "best": N}
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "gates"))
+def test_a_mapped_call_inside_a_plain_call_and_inside_a_closed_block(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.placed, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs["o0"] == 7.0  # max(1*3+1, 2*3+1)
+    assert _statuses(r) == {"wrapper.trial.fit": S, "wrapper.trial.score": S, "wrapper.best": S, "flag": S,
+                            "gated.fit": S, "gated.score": S, "kept": S}
+    assert r.maps["wrapper.trial"].items == 2 and r.maps["gated"].items == 2
+    closed = _run(sp.placed, backend, tmp_path / "closed", on=False)
+    assert closed.succeeded, closed.error
+    assert {k: v for k, v in _statuses(closed).items() if k.startswith("gated") or k == "kept"} == {
+        "gated.fit": "skipped", "gated.score": "skipped", "kept": "skipped"}
+    assert "gated" not in closed.maps
