@@ -327,3 +327,14 @@ def test_a_mapped_call_inside_a_plain_call_and_inside_a_closed_block(backend: st
     assert {k: v for k, v in _statuses(closed).items() if k.startswith("gated") or k == "kept"} == {
         "gated.fit": "skipped", "gated.score": "skipped", "kept": "skipped"}
     assert "gated" not in closed.maps
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "cache"))
+def test_a_rerun_of_items_that_all_succeeded_is_a_cache_hit_for_the_cached_body_step(backend: str,
+                                                                                      tmp_path: Path) -> None:
+    first = _run(sp.sweep_cached, backend, tmp_path, lrs=[1.0, 2.0])
+    again = _run(sp.sweep_cached, backend, tmp_path, lrs=[1.0, 2.0])
+    assert again.succeeded and again.outputs == first.outputs == {"o0": [3.0, 5.0]}
+    assert _statuses(first)["cached-trial.cached_fit"] == S
+    # every item of the cached step hit the cache; the uncached step ran again
+    assert _statuses(again) == {"cached-trial.cached_fit": C, "cached-trial.score": S, "kept": S}
