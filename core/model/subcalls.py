@@ -175,6 +175,13 @@ def validate_subs(spec: PipelineSpec) -> None:
         if s.gate is not None and s.gate not in gates:
             raise PipelineDefinitionError(f"sub-pipeline call {s.name!r} sits in unknown gate {s.gate!r}",
                                           pipeline=spec.name)
+        if s.map is not None:  # il.map over it: the item list is bound, each mapped parameter declared
+            declared = {p.name for p in s.items}
+            if s.map.item not in dict(s.inputs) or not set(s.map.takes) <= declared:
+                raise PipelineDefinitionError(
+                    f"mapped sub-pipeline call {s.name!r}: its list {s.map.item!r} is not bound or a mapped "
+                    f"parameter of {list(s.map.takes)} is not declared", pipeline=spec.name, step=s.name,
+                )
         for out_name, b in s.outputs:
             if b.kind is BindingKind.OUTPUT and b.node not in names:
                 raise PipelineDefinitionError(

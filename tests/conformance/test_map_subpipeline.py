@@ -338,3 +338,15 @@ def test_a_rerun_of_items_that_all_succeeded_is_a_cache_hit_for_the_cached_body_
     assert _statuses(first)["cached-trial.cached_fit"] == S
     # every item of the cached step hit the cache; the uncached step ran again
     assert _statuses(again) == {"cached-trial.cached_fit": C, "cached-trial.score": S, "kept": S}
+
+
+def test_a_spec_whose_mapped_call_lost_its_list_is_refused() -> None:
+    import dataclasses
+
+    from interlock.core.model.graph import validate
+
+    spec = spec_of(sp.sweep)
+    call = next(c for c in spec.subs if c.name == "trial")
+    broken = dataclasses.replace(spec, subs=(dataclasses.replace(call, inputs=(("data", dict(call.inputs)["data"]),)),))
+    with pytest.raises(PipelineDefinitionError, match="its list 'lr' is not bound"):
+        validate(broken)
