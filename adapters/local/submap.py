@@ -35,7 +35,7 @@ from interlock.core.run.output_failure import output_failed
 from interlock.core.run.runtime import StopRequested, execute_step, record_cache_hit
 from interlock.core.run.state import RunContext
 
-from .fanout import DEFAULT_CONCURRENCY, run_map, stop_items
+from .fanout import DEFAULT_CONCURRENCY, Finished, run_map, stop_items
 
 
 @dataclass
@@ -71,6 +71,8 @@ class CallMap:
         self.body = [n for n in plan.nodes() if n.name in inside]
         self.depth = len(maps_around(spec, self.body[0].name)) if self.body else 0
         self.stop = threading.Event()
+        self._finished: dict[str, Finished] = {}  # per body step: its items done in this run (a resume keeps them)
+        self._lock = threading.Lock()
 
     def run(self, params: dict[str, Any], outputs: dict[str, dict[str, Any]]) -> CallMapRun:
         ports = {p.name: p for p in self.call.items}
@@ -154,7 +156,7 @@ class CallMap:
                 continue  # reads what this item never made (a closed block, a skipped step)
             inputs = node_inputs(self.spec, node.name, params, seen_out)
             name = item_name(node.name, names)
-            values = self._node(node, name, inputs, item)
+            values = self._node(node, name, inputs, item, i)
             if values is None:
                 if item.failed or item.stopped:
                     return  # a failed step ends its item
@@ -162,7 +164,18 @@ class CallMap:
             seen_out[node.name] = values
             item.outputs[node.name] = values
 
-    def _node(self, node: Node, name: str, inputs: dict[str, Any], item: _Item) -> dict[str, Any] | None:
+    def _done(self, node: Node) -> Finished:
+        """The items of body step ``node`` that succeeded earlier in this run (``values/<node>/finished.jsonl``)."""
+        level = item_name(node.name, self.indices)
+        with self._lock:
+            if level not in self._finished:
+                step = self.spec.step_of(node)
+                # Every input is the item's own here: the key hashes them all.
+                self._finished[level] = Finished(self.options.run_dir / "values" / level, step,
+                                                 tuple(p.name for p in step.inputs), {})
+            return self._finished[level]
+
+    def _node(self, node: Node, name: str, inputs: dict[str, Any], item: _Item, i: int) -> dict[str, Any] | None:
         step = self.spec.step_of(node)
         opts = self.options
         item.ran += 1
@@ -176,6 +189,11 @@ class CallMap:
             if mapped.seen.status is Status.CACHED:
                 item.cached += 1
             return mapped.outputs
+        done = self._done(node)
+        earlier = done.earlier(i, inputs, self.run_ctx, name)
+        if earlier is not None:  # succeeded in an earlier attempt of this run, with these inputs
+            opts.emit(name, Status.SUCCEEDED, "done in an earlier attempt of this run")
+            return earlier
         use_cache = opts.cache and step.cache is not None and step.cache.enabled
         key = cache_key(step, inputs) if use_cache else None
         hit = self.cache.get(step, key) if key else None
@@ -198,9 +216,10 @@ class CallMap:
         except StepSkipped as exc:
             opts.emit(name, Status.SKIPPED, exc.why)
             return None
-        values_dir = opts.run_dir / "values" / name
+        values_dir = done.folder / str(i)  # where a resume finds what is not JSON (Finished)
         try:
             values = {p.name: passed_value(result.outputs[p.name], p.type, values_dir / p.name) for p in step.outputs}
+            done.add(i, done.key(inputs), values)
         except Exception as exc:  # noqa: BLE001 - an unserializable value, a full disk: the item failed
             error = output_failed(self.run_ctx, step, name, exc)
             item.failed = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import interlock as il
 
@@ -262,3 +263,29 @@ def placed(on: bool = True, lrs: list[float] = [1.0, 2.0]):  # noqa: B006 - reco
         gated = il.map(trial.named("gated"), over=lrs, data="a")  # a mapped call inside an il.when block
         kept(scores=gated)
     return inner
+
+
+@il.step
+def logged_fit(lr: float, gate: str, log: str) -> float:
+    with open(log, "a") as f:
+        f.write(f"fit {lr}\n")
+    if lr < 0 and not Path(gate).exists():
+        raise ValueError(f"bad config: learning rate {lr} is negative")
+    return abs(lr)
+
+
+@il.step
+def logged_score(model: float, log: str) -> float:
+    with open(log, "a") as f:
+        f.write(f"score {model}\n")
+    return model + 1
+
+
+@il.pipeline(name="logged-trial")
+def logged_trial(lr: float, gate: str, log: str) -> float:
+    return logged_score(model=logged_fit(lr=lr, gate=gate, log=log), log=log)
+
+
+@il.pipeline(name="submap-resume")
+def sweep_resume(gate: str, log: str, lrs: list[float] = [1.0, -2.0, 3.0]):  # noqa: B006 - recorded, never mutated
+    return best(scores=il.map(logged_trial, over=lrs, gate=gate, log=log))

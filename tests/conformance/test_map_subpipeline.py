@@ -350,3 +350,20 @@ def test_a_spec_whose_mapped_call_lost_its_list_is_refused() -> None:
     broken = dataclasses.replace(spec, subs=(dataclasses.replace(call, inputs=(("data", dict(call.inputs)["data"]),)),))
     with pytest.raises(PipelineDefinitionError, match="its list 'lr' is not bound"):
         validate(broken)
+
+
+def test_a_resumed_run_keeps_the_items_that_finished_and_runs_the_failed_one(tmp_path: Path) -> None:
+    """local: a resume (the same run id) does not run again a body step that succeeded in an item
+    with the same code and inputs, as it keeps finished steps and a step map's finished items."""
+    gate, log = tmp_path / "gate", tmp_path / "log"
+    params = {"gate": str(gate), "log": str(log)}
+    first = il.run(sp.sweep_resume, backend="local", workdir=tmp_path / "work", run_id="r1", raise_on_failure=False,
+                   **params)
+    assert not first.succeeded and first.maps["logged-trial"].failed == [1]
+    assert sorted(log.read_text().split("\n")[:-1]) == ["fit -2.0", "fit 1.0", "fit 3.0", "score 1.0", "score 3.0"]
+    log.write_text("")
+    gate.write_text("")  # the cause is fixed
+    again = il.run(sp.sweep_resume, backend="local", workdir=tmp_path / "work", resume="r1", **params)
+    assert again.succeeded and again.outputs == {"o0": 4.0}
+    assert log.read_text().split("\n")[:-1] == ["fit -2.0", "score 2.0"]  # only the failed item ran
+    assert _statuses(again) == {"logged-trial.logged_fit": S, "logged-trial.logged_score": S, "best": S}
