@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from interlock.core.dsl.pipeline import Pipeline
     from interlock.core.model.fanout import MapSpec
 
+
 def _bare(exc: PipelineDefinitionError) -> str:
     """An error's message without its "pipeline ..., step ..., port ...: " prefix (re-raised with a wider one)."""
     where = ", ".join(f"{k} {v!r}" for k, v in (("pipeline", exc.pipeline), ("step", exc.step), ("port", exc.port)) if v)
