@@ -72,10 +72,10 @@ _FEATURES = {
     "them in a task, and each iteration reads its elements from its record; lists of different lengths fail "
     "that task)",
     "map.subpipeline": (
-        "unsupported: run it with --backend local or flyte2-local, or map each step of the body in turn, each over the list "
-        "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
-        "make the body one @il.step (a dsl.ParallelFor around the body's pipeline component is not rendered "
-        "yet)"
+        "native (dsl.ParallelFor around the call's nested pipeline component, over the enumerate-items task's "
+        "list; parallelism: concurrency; readers get dsl.Collected of the call's outputs; each body task takes the "
+        "item and runs as <call>.<step>[i]; tolerate=, fields=, a map nested in the body and an il.finally_ inside "
+        "it are refused at build)"
     ),
     "map.fields": (
         "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "

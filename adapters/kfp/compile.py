@@ -97,6 +97,9 @@ def _build_pipeline(spec: PipelineSpec, opts: KfpOptions | None) -> BuiltPipelin
     if spec.subs:  # each sub-pipeline call as a pipeline component, innermost first (subpipeline.py)
         from .subpipeline import build_calls
 
+        from .submap import check as check_mapped_calls
+
+        check_mapped_calls(spec)  # what KFP cannot render of il.map over a sub-pipeline, before kfp sees it
         calls = build_calls(plan, components, selectors, opts, task_names)
 
     def body(*args: Any) -> Any:
@@ -181,7 +184,7 @@ def emit_units(
         elif isinstance(u, Call):
             from .subpipeline import emit_call
 
-            emit_call(spec, u, calls[u.call.name], values, tasks, components)
+            emit_call(spec, u, calls[u.call.name], values, tasks, components, opts, task_names)
         elif isinstance(u, FinallyScope):
             from .finally_task import open_block
 
@@ -311,6 +314,10 @@ def _task(
         if value is None and not json_text(declared):
             continue  # an Optional artifact left at None: the component's own default
         kwargs[comp.inputs[port_name]] = encode(value, declared)
+    from .submap import CALL_ITEM, CALL_ITEM_ARG
+
+    if CALL_ITEM in values:  # a step of a mapped sub-pipeline's body: the call's item (submap.py)
+        kwargs[CALL_ITEM_ARG] = values[CALL_ITEM]
     try:
         task = comp.component(**kwargs)
     except Exception as exc:

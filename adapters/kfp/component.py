@@ -113,6 +113,9 @@ def declared_inputs(spec: PipelineSpec, node: str) -> dict[str, TypeSpec]:
     n = spec.node(node)
     bindings = n.bindings
     zipped = n.map.zipped if n.map is not None else ()
+    from .submap import item_ports
+
+    zipped = (*zipped, *(item_ports(spec, node) or ()))  # a mapped call's item feeds these too
     return {
         p.name: input_type(spec, step, node, p.name)
         for p in step.inputs
@@ -155,6 +158,10 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
             artifact_outs.append(f"{names_out[p.name]}: {kt.output_annotation()}")
         else:
             returned.append(f"({names_out[p.name]!r}, {kt.parameter})")
+    from .submap import CALL_ITEM_ARG, around
+
+    if around(spec, node) is not None:  # a step of a mapped sub-pipeline's body: the call's item
+        required.append(f"{CALL_ITEM_ARG}: dict")
     params = ", ".join([*required, *artifact_outs, *optional])
     if tolerant(spec, node):  # il.map(tolerate=...): each item returns an envelope (fanout.py)
         ret = " -> str"
@@ -162,7 +169,8 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
         ret = f" -> {kfp_type(step.outputs[0].type).parameter}"
     else:
         ret = f" -> NamedTuple('Outputs', [{', '.join(returned)}])" if returned else ""
-    args = ", ".join(f"{n!r}: {n}" for n in [*(names_in[p] for p in declared), *(names_out[p.name] for p in step.outputs if p.type.is_artifact)])
+    args = ", ".join(f"{n!r}: {n}" for n in [*(names_in[p] for p in declared), *(names_out[p.name] for p in step.outputs if p.type.is_artifact),
+                                             *([CALL_ITEM_ARG] if around(spec, node) is not None else [])])
     if launcher is not None:  # a distributed step: the task launches its ranks (launcher.py)
         return (
             f"def {function_name}({params}){ret}:\n"

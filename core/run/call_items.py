@@ -48,3 +48,18 @@ def fold_call(spec: PipelineSpec, state: RunState, call: SubCall, body: list[Nod
         frag = state.read_fragment(level.name)
         statuses[node.name] = frag.status if frag is not None else Status.SUCCEEDED
     return report, statuses
+
+
+def ends_of(state: RunState, body: list[Node], indices: tuple[int, ...], n: int) -> list[ItemEnd]:
+    """How each of ``n`` items ended, read from the body nodes' item fragments, for a backend
+    that learns it after the run (kfp-local): failed (a body step failed), stopped, or every
+    body step it ran a cache hit."""
+    ends: list[ItemEnd] = []
+    for i in range(n):
+        frags = [f for node in body if (f := state.read_fragment(item_name(node.name, (*indices, i)))) is not None]
+        ends.append(ItemEnd(
+            failed=any(f.status is Status.FAILED for f in frags),
+            stopped=any(f.status is Status.STOPPED for f in frags),
+            cached=bool(frags) and all(f.status is Status.CACHED for f in frags),
+        ))
+    return ends
