@@ -314,9 +314,9 @@ def _task(
         if value is None and not json_text(declared):
             continue  # an Optional artifact left at None: the component's own default
         kwargs[comp.inputs[port_name]] = encode(value, declared)
-    from .submap import CALL_ITEM, CALL_ITEM_ARG
+    from .submap import CALL_ITEM, CALL_ITEM_ARG, around
 
-    if CALL_ITEM in values:  # a step of a mapped sub-pipeline's body: the call's item (submap.py)
+    if around(spec, node_name) is not None:  # a step of a mapped sub-pipeline's body: the call's item (submap.py)
         kwargs[CALL_ITEM_ARG] = values[CALL_ITEM]
     try:
         task = comp.component(**kwargs)

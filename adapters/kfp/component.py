@@ -84,6 +84,9 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     if b is not None and b.kind is BindingKind.OUTPUT:
         src = binding_type(spec, b.__class__.of_output(b.node or "", b.port or ""))  # a map's output: a list
         assert src is not None
+        from interlock.core.model.submaps import lifted
+
+        src = lifted(spec, b, src, node) or src  # a mapped call's output outside it: a list (dsl.Collected)
         if b.field:
             return src
         if collected_text(spec, b.node or "", src):

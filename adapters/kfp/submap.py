@@ -46,6 +46,32 @@ def item_ports(spec: PipelineSpec, node: str) -> dict[str, int] | None:
     return out
 
 
+def call_inputs(spec: PipelineSpec, c: SubCall, inputs: tuple[tuple[str, Any], ...]) -> list[tuple[str, Any]]:
+    """A call's component inputs on KFP: the plan's (core/model/subcalls.py ``call_inputs``) less
+    the item parameters of mapped calls (the item arrives as ``interlock_call_item``), plus the
+    lists of the mapped calls inside it, which its body loops over."""
+    from .names import identifier
+
+    ins = [(k, b) for k, b in inputs if not (b.kind is BindingKind.PARAM and ITEM in (b.param or ""))]
+    inside = set(c.nodes)
+    for s in mapped_calls(spec):
+        if s.name == c.name or not set(s.nodes) <= inside or s.map is None:
+            continue
+        bound = dict(s.inputs)
+        for p in s.map.ports:
+            b = bound[p]
+            if b in [x for _, x in ins] or (b.kind is BindingKind.OUTPUT and b.node in inside):
+                continue
+            if b.kind in (BindingKind.PARAM, BindingKind.OUTPUT):
+                ins.append((f"{identifier(s.name)}_{identifier(p)}_list", b))
+    return ins
+
+
+def takes_item(spec: PipelineSpec, c: SubCall) -> bool:
+    """Does the call's component take a mapped call's item (it is one, or sits in one's body)?"""
+    return c.map is not None or any(s.name != c.name and set(c.nodes) <= set(s.nodes) for s in mapped_calls(spec))
+
+
 def check(spec: PipelineSpec) -> None:
     """What KFP cannot do yet with a mapped call: refused while the pipeline is built."""
     for c in mapped_calls(spec):

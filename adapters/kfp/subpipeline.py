@@ -121,7 +121,10 @@ def _after_body(spec: PipelineSpec, unit: Call, body_component: Any, opts: Any, 
 
     from .finally_task import make_finally_task
 
-    c, name, ins = unit.call, unit.call.name, unit.inputs
+    from .submap import call_inputs
+
+    c, name = unit.call, unit.call.name
+    ins = call_inputs(spec, c, unit.inputs)
     outs = kfp_call_outputs(spec, name)
     ret = typing.NamedTuple("Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs])  # type: ignore[misc]
 
@@ -159,7 +162,10 @@ def _component(
     from .compile import _value, emit_units, one_of_memo
     from .finally_task import check_blocks
 
-    c, name, ins = unit.call, unit.call.name, unit.inputs
+    from .submap import CALL_ITEM, CALL_ITEM_ARG, call_inputs, takes_item
+
+    c, name = unit.call, unit.call.name
+    ins = call_inputs(spec, c, unit.inputs)
     outs = kfp_call_outputs(spec, name)
     if single(outs):  # one unnamed output: returned plainly, KFP's "Output", as at the top level
         ret = _annotation(spec, outs[0][1], output=True)
@@ -178,9 +184,7 @@ def _component(
                 holder.outputs[components[b.node or ""].outputs[b.port or ""]] = channel
             else:  # a branch value from outside
                 inner_tasks[one_of_memo(b)] = channel
-        if c.map is not None:  # il.map over it: the last input is the call's enumerated item (submap.py)
-            from .submap import CALL_ITEM
-
+        if takes_item(spec, c):  # il.map over it (or one around it): the last input is the item (submap.py)
             inner_values[CALL_ITEM] = args[-1]
             for n in c.nodes:  # the body's wait for the list (after=) is the loop's
                 for up in spec.node(n).after:
@@ -207,9 +211,7 @@ def _component(
 
     params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_annotation(spec, b, output=False))
               for k, b in ins]
-    if c.map is not None:
-        from .submap import CALL_ITEM_ARG
-
+    if takes_item(spec, c):
         params.append(inspect.Parameter(CALL_ITEM_ARG, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=dict))
     body.__signature__ = inspect.Signature(params, return_annotation=ret or inspect.Signature.empty)  # type: ignore[attr-defined]
     body.__name__ = (name + suffix).replace("-", "_").replace(".", "_")
@@ -275,20 +277,25 @@ def emit_call(spec: PipelineSpec, unit: Call, component: Any, values: dict[str, 
     ``dsl.Collected`` (submap.py)."""
     from .compile import _value, one_of_memo
 
+    from .submap import CALL_ITEM, CALL_ITEM_ARG, call_inputs
+
     c, name = unit.call, unit.call.name
-    kwargs = {k: _value(b, values, tasks, components) for k, b in unit.inputs}
+    ins = call_inputs(spec, c, unit.inputs)
+    kwargs = {k: _value(b, values, tasks, components) for k, b in ins}
+    if CALL_ITEM in values:  # a call in a mapped call's body: the item goes on to its tasks
+        kwargs[CALL_ITEM_ARG] = values[CALL_ITEM]
     loop = None
     if c.map is not None:
         from .fanout import ENUMERATED, carried_key
         from .component import DEFAULT_IMAGE
-        from .submap import CALL_ITEM_ARG, open_call_loop
+        from .submap import open_call_loop
 
         bound = dict(c.inputs)
         items = _value(bound[c.map.item], values, tasks, components)
         zipped = tuple(_value(bound[p], values, tasks, components) for p in c.map.zipped)
         carried: dict[str, tuple[Any, Any]] = {}
         if opts is not None and opts.local_conditions:  # kfp-local: task outputs into the loop through its item
-            carried = {k: (kwargs[k], binding_type(spec, b)) for k, b in unit.inputs
+            carried = {k: (kwargs[k], binding_type(spec, b)) for k, b in ins
                        if b.kind in (BindingKind.OUTPUT, BindingKind.ONE_OF)}
         loop, item, enum = open_call_loop(spec, c, items, zipped, (opts.image if opts else None) or DEFAULT_IMAGE,
                                           carried)

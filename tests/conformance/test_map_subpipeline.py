@@ -51,7 +51,7 @@ def test_an_empty_list_runs_no_item_and_gathers_empty_lists(backend: str, tmp_pa
     assert _statuses(r)["trial.fit"] == S and _statuses(r)["best"] == F
 
 
-@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.tolerate"))
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.tolerate", "map.subpipeline.tolerate"))
 def test_a_tolerant_map_of_a_sub_pipeline_reports_its_failed_item(backend: str, tmp_path: Path) -> None:
     r = _run(sp.sweep_tolerant, backend, tmp_path)
     assert r.succeeded, r.error
@@ -82,7 +82,7 @@ def test_a_branch_inside_the_body_is_decided_per_item(backend: str, tmp_path: Pa
     assert r.steps["judge.high"].attempts == 2 and r.steps["judge.low"].attempts == 1
 
 
-@pytest.mark.parametrize("backend", backend_params("map.subpipeline"))
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.subpipeline.nested"))
 def test_a_step_map_inside_a_mapped_sub_pipeline(backend: str, tmp_path: Path) -> None:
     r = _run(sp.grid, backend, tmp_path)
     assert r.succeeded, r.error
@@ -92,7 +92,7 @@ def test_a_step_map_inside_a_mapped_sub_pipeline(backend: str, tmp_path: Path) -
     assert r.steps["grid-row.square"].attempts == 6  # two items in each of three
 
 
-@pytest.mark.parametrize("backend", backend_params("map.subpipeline"))
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.subpipeline.nested"))
 def test_a_mapped_sub_pipeline_inside_a_mapped_sub_pipeline(backend: str, tmp_path: Path) -> None:
     r = _run(sp.nested, backend, tmp_path)
     assert r.succeeded, r.error
@@ -111,7 +111,7 @@ def test_a_zipped_map_of_a_sub_pipeline_that_calls_another(backend: str, tmp_pat
     assert _statuses(r) == {"prep-score.trial.fit": S, "prep-score.trial.score": S, "prep-score.score": S, "best": S}
 
 
-@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.tolerate", "cache"))
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.tolerate", "map.subpipeline.tolerate", "cache"))
 def test_a_rerun_hits_the_cache_per_item_and_reruns_the_failed_one(backend: str, tmp_path: Path) -> None:
     first = _run(sp.sweep_cached, backend, tmp_path)
     assert first.succeeded and first.maps["cached-trial"].failed == [1]
@@ -329,7 +329,7 @@ def test_a_mapped_call_inside_a_plain_call_and_inside_a_closed_block(backend: st
     assert "gated" not in closed.maps
 
 
-@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "cache"))
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.subpipeline.tolerate", "cache"))
 def test_a_rerun_of_items_that_all_succeeded_is_a_cache_hit_for_the_cached_body_step(backend: str,
                                                                                       tmp_path: Path) -> None:
     first = _run(sp.sweep_cached, backend, tmp_path, lrs=[1.0, 2.0])
