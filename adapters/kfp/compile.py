@@ -73,6 +73,10 @@ def _build_pipeline(spec: PipelineSpec, opts: KfpOptions | None) -> BuiltPipelin
     from kfp import dsl
 
     opts = opts or KfpOptions()
+    if spec.subs:  # what KFP cannot render of il.map over a sub-pipeline, before kfp sees it
+        from .submap import check as check_mapped_calls
+
+        check_mapped_calls(spec)
     launchers: dict[str, dict[str, Any]] = {}
     if any(s.distributed is not None for s in spec.steps):  # the launcher's modules cost 70 ms to import
         from .distributed import job_templates
@@ -97,9 +101,6 @@ def _build_pipeline(spec: PipelineSpec, opts: KfpOptions | None) -> BuiltPipelin
     if spec.subs:  # each sub-pipeline call as a pipeline component, innermost first (subpipeline.py)
         from .subpipeline import build_calls
 
-        from .submap import check as check_mapped_calls
-
-        check_mapped_calls(spec)  # what KFP cannot render of il.map over a sub-pipeline, before kfp sees it
         calls = build_calls(plan, components, selectors, opts, task_names)
 
     def body(*args: Any) -> Any:

@@ -42,12 +42,12 @@ from interlock.core.run.state import RunState
 from .compile import BuiltPipeline, build_pipeline
 from .entry import to_value
 from .fanout import ENUMERATED, collected_output, kfp_local_globals_kept, stopped
-from .submap import body_nodes
 from .finally_task import with_finally
 from .lineage import record_lineage
 from .local_policy import LocalPolicy, driven, loop_tasks
 from .output import TaskOutput, kfp_output
 from .policies import KfpLocalOptions, KfpOptions
+from .submap import body_nodes
 from .types import run_parameters
 
 log = logging.getLogger("interlock.kfp")

@@ -53,7 +53,6 @@ class NodeTask:
     def of(cls, spec: PipelineSpec, node: str, declared: dict[str, TypeSpec] | None = None) -> NodeTask:
         """``declared``: component.declared_inputs(spec, node), where the caller has it already."""
         from .component import declared_inputs
-
         from .submap import item_ports
 
         n = spec.node(node)

@@ -19,8 +19,8 @@ from typing import Any
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import BindingKind
-from interlock.core.model.submaps import ITEM, mapped_calls, maps_around
 from interlock.core.model.subcalls import SubCall
+from interlock.core.model.submaps import ITEM, mapped_calls, maps_around
 
 CALL_ITEM_ARG = "interlock_call_item"  # the body's input (and each body task's) holding the enumerated item
 CALL_ITEM = "\0call-item"  # among a body's values: that input's channel
@@ -103,6 +103,13 @@ def check(spec: PipelineSpec) -> None:
                 hint="make the inner map's body one @il.step that takes the whole row, or run it with --backend "
                 "local or flyte2-local",
             )
+        launched = [n for n in c.nodes if spec.step_of(n).distributed is not None]
+        if launched:
+            raise PipelineDefinitionError(
+                f"distributed step {launched[0]!r} inside the mapped sub-pipeline call {c.name!r}: each item would "
+                "launch a job of its own", pipeline=spec.name, step=launched[0],
+                hint="map a plain step, or make the distributed step take the whole list outside the map",
+            )
         if c.finally_ is not None:
             raise PipelineDefinitionError(
                 f"il.finally_ inside the mapped sub-pipeline {c.pipeline!r} (called as {c.name!r})",
@@ -141,8 +148,8 @@ def call_reports(spec: PipelineSpec, state: Any, sizes: dict[str, int], seen: di
     """kfp-local, after the run: each mapped call's items folded (core/run/call_items.py), its
     ``MapReport`` by the call's name; ``seen`` gets each body node's status from its items (kfp's
     own record of a body task holds its last iteration only)."""
-    from interlock.core.run.call_items import ends_of, fold_call
     from interlock.core.record.outcomes import Seen
+    from interlock.core.run.call_items import ends_of, fold_call
 
     out: dict[str, Any] = {}
     for c in mapped_calls(spec):

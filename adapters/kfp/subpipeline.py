@@ -120,7 +120,6 @@ def _after_body(spec: PipelineSpec, unit: Call, body_component: Any, opts: Any, 
     from kfp import dsl
 
     from .finally_task import make_finally_task
-
     from .submap import call_inputs
 
     c, name = unit.call, unit.call.name
@@ -161,7 +160,6 @@ def _component(
 
     from .compile import _value, emit_units, one_of_memo
     from .finally_task import check_blocks
-
     from .submap import CALL_ITEM, CALL_ITEM_ARG, call_inputs, takes_item
 
     c, name = unit.call, unit.call.name
@@ -276,7 +274,6 @@ def emit_call(spec: PipelineSpec, unit: Call, component: Any, values: dict[str, 
     A mapped call (il.map over it): the call task in a ``dsl.ParallelFor``, its outputs
     ``dsl.Collected`` (submap.py)."""
     from .compile import _value, one_of_memo
-
     from .submap import CALL_ITEM, CALL_ITEM_ARG, call_inputs
 
     c, name = unit.call, unit.call.name
@@ -286,8 +283,8 @@ def emit_call(spec: PipelineSpec, unit: Call, component: Any, values: dict[str, 
         kwargs[CALL_ITEM_ARG] = values[CALL_ITEM]
     loop = None
     if c.map is not None:
-        from .fanout import ENUMERATED, carried_key
         from .component import DEFAULT_IMAGE
+        from .fanout import ENUMERATED, carried_key
         from .submap import open_call_loop
 
         bound = dict(c.inputs)
