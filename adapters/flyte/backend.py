@@ -65,7 +65,7 @@ CLUSTER_FEATURES = {
     "map.zip": "native (the array node maps every list input it does not bind, element i of each; lists of "
     "different lengths fail the node)",
     "map.subpipeline": (
-        "unsupported: run it with --backend local or flyte2-local, or map each step of the body in turn, each over the list "
+        "unsupported: run it with --backend local, flyte2-local or kfp-local, or map each step of the body in turn, each over the list "
         "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
         "make the body one @il.step (a map over the sub-workflow, or a dynamic workflow calling it per item, "
         "is not rendered yet)"
