@@ -42,6 +42,14 @@ LEFT_OUT: dict[str, dict[str, str]] = {
         "flyte-local": "an array node takes min_success_ratio only: il.map(tolerate=<an int>) is refused when the "
         "workflow is built, with a hint to give a fraction (tests/conformance/test_fanout.py)",
     },
+    "map.subpipeline.tolerate": {
+        "kfp-local": "a loop iteration of a nested pipeline cannot report a failed item and still succeed: "
+        "il.map(tolerate=...) over a sub-pipeline is refused at build with a hint (test_map_subpipeline.py)",
+    },
+    "map.subpipeline.nested": {
+        "kfp-local": "a map inside a mapped sub-pipeline's body (a step map or another mapped call) is refused at "
+        "build with a hint (test_map_subpipeline.py)",
+    },
     "lineage.recorded_by_core": {
         "kfp-local": "records its run in ML Metadata itself (KfpLocalOptions.lineage; tests/plugins/test_mlmd_lineage.py)",
     },

@@ -37,6 +37,16 @@ _FEATURES = {
     "tolerance; failed items are None to readers)",
     "map.zip": "native (each mapped instance reads element i of each list; lists of different lengths fail "
     "<node>.items)",
+    "map.subpipeline": (
+        "unsupported: run it with --backend local, flyte2-local or kfp-local, or map each step of the body in turn, each over the list "
+        "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
+        "make the body one @il.step (a mapped task group, @task_group with .expand, is not rendered yet)"
+    ),
+    "map.fields": (
+        "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "
+        "over the records as they are, without fields=; or run it with --backend local or flyte2-local (expand_kwargs over "
+        "the records is not rendered yet)"
+    ),
     "fan_in": "native (a map's readers depend on <node>.collect; lists are read from the run state)",
     "finally": "native (a task with trigger rule all_done after the body, with the body's il.RunStatus settled "
     "from the run state)",

@@ -54,6 +54,16 @@ FEATURES = {
     "the list with None at failed items (Argo's continueOn would leave failed items out of the aggregated list; "
     "not for artifact outputs; tolerant items are not memoized)",
     "map.zip": "native (the withParam expression zips the lists by index)",
+    "map.subpipeline": (
+        "unsupported: run it with --backend local, flyte2-local or kfp-local, or map each step of the body in turn, each over the list "
+        "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
+        "make the body one @il.step (withParam over the body's DAG template is not rendered yet)"
+    ),
+    "map.fields": (
+        "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "
+        "over the records as they are, without fields=; or run it with --backend local or flyte2-local (the withParam item's "
+        "fields are not rendered yet)"
+    ),
     "fan_in": "native (tasks.M.outputs.parameters.P: Argo's aggregated list; a map's artifact outputs cannot be "
     "aggregated)",
     "finally": "native (onExit; the step reads {{workflow.status}} and settles the body's status from the run state)",

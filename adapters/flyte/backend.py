@@ -64,6 +64,17 @@ CLUSTER_FEATURES = {
     "map.tolerate": "native for a fraction (min_success_ratio; failed items are None); a count is refused",
     "map.zip": "native (the array node maps every list input it does not bind, element i of each; lists of "
     "different lengths fail the node)",
+    "map.subpipeline": (
+        "unsupported: run it with --backend local, flyte2-local or kfp-local, or map each step of the body in turn, each over the list "
+        "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
+        "make the body one @il.step (a map over the sub-workflow, or a dynamic workflow calling it per item, "
+        "is not rendered yet)"
+    ),
+    "map.fields": (
+        "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "
+        "over the records as they are, without fields=; or run it with --backend local or flyte2-local (an array node maps "
+        "list inputs, not the fields of one record)"
+    ),
     "fan_in": "native (a list of promises bound as a collection; a map's output is a list)",
     "subpipeline": "native (a sub-workflow per call, <pipeline>.<call>, called as a workflow node; its inputs "
     "and outputs are the sub-pipeline's parameters and outputs; branches, maps and calls nest inside it)",

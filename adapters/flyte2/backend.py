@@ -50,6 +50,11 @@ CLUSTER_FEATURES = {
     "once; not flyte.map, which maps a single parameter when others are bound and cannot name each item)",
     "map.tolerate": "native (gather(return_exceptions=True); failed items are None)",
     "map.zip": "native (element i of each list to its item's task; lists of different lengths fail the node)",
+    "map.subpipeline": (
+        "native (the call's nested driver task once per item, awaited together, at most `concurrency` at "
+        "once; each body step's task runs as <call>.<step>[i], its outputs gathered into lists)"
+    ),
+    "map.fields": "native (each item's fields, read by the driver, to the inputs of their names)",
     "fan_in": "native (a list value)",
     "subpipeline": "native (a nested driver task per call, call_<call>, handed the caller's books as JSON and "
     "returning what its steps did; the inner steps are named <call>.<step>)",

@@ -35,6 +35,7 @@ from interlock.core.model.finally_blocks import (
 )
 from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
+from interlock.core.model.submaps import ITEMS, item_name
 from interlock.core.model.types import TypeSpec
 from interlock.core.record.outcomes import Seen, run_status, settle
 from interlock.core.run.bindings import gate_decisions, gate_open, node_inputs, pipeline_output
@@ -42,6 +43,7 @@ from interlock.core.run.map_items import MapReport, aggregate
 from interlock.core.run.runtime import record_cache_hit
 
 from . import values
+from .submap import CallMaps, call_reports, param_type, read_call_reports
 from .task import current_local, run_context, value_store
 
 DEFAULT_CONCURRENCY = 8  # items at once when the map does not say (as the local backend)
@@ -49,7 +51,7 @@ DEFAULT_CONCURRENCY = 8  # items at once when the map does not say (as the local
 _MISSING = (KeyError, AttributeError, TypeError, IndexError)
 
 
-class Driver:
+class Driver(CallMaps):
     def __init__(self, spec: PipelineSpec, params: dict[str, Any], store: str, *, nested: bool = False):
         self.spec, self.store = spec, value_store(store)
         self.plan = lower(spec)
@@ -65,6 +67,9 @@ class Driver:
         self._given: set[str] = set()  # a nested driver: the nodes its caller had reached
         self._given_seen: dict[str, Status] = {}  # and how they ended (for the join rules)
         self.downstream = Downstream(self.plan) if spec.failure_policy == CONTINUE else None
+        # An item driver of a mapped sub-pipeline (submap.py): the item index of each mapped call
+        # around it, outermost first; its steps run under their item names (trial.fit[2]).
+        self.indices: tuple[int, ...] = ()
         self.local = current_local()
         self.run = run_context(spec, store)
         if self.local is not None and not nested:
@@ -95,22 +100,26 @@ class Driver:
             inputs = fallback_inputs(self.spec, name, inputs,
                                      run_status(settle(attempt_spec(self.spec, backup), self.run.state, None)))
         refs = {p.name: values.put(self.store, inputs[p.name], p.type) for p in step.inputs if p.name in inputs}
+        rt = item_name(name, self.indices)  # the name its shim runs under
         try:
-            out = await task(**refs)
+            # A step of a mapped call's body runs under its item's name, which its task takes.
+            out = await (task(node=rt, **refs) if self.indices else task(**refs))
         except Exception as exc:  # noqa: BLE001 - the task failed: the shim said why, in its fragment
-            why = self._skipped(name)
+            why = self._skipped(rt)
             if why is not None:  # il.Skip: skipped; what reads it follows its join rule
                 self.seen[name] = Seen(Status.SKIPPED)
-                self._emit(name, Status.SKIPPED, why)
+                self._emit(rt, Status.SKIPPED, why)
                 return
-            self._failed(name, exc)
+            self._failed(name, exc, rt)
             return
         self.outputs[name] = self._read(step, out)
-        ran = self.local is None or name in self.local.started
+        ran = self.local is None or rt in self.local.started
         if not ran:  # served from the SDK's cache: no fragment (as flyte-local), the status says so
-            self._emit(name, Status.CACHED, step.fingerprint[:12])
+            if self.indices:
+                record_cache_hit(self.run, step, rt, {})  # the item's fragment says so, for its call's fold
+            self._emit(rt, Status.CACHED, step.fingerprint[:12])
         else:
-            self._emit(name, Status.SUCCEEDED, self.local.done.get(name, "") if self.local is not None else "")
+            self._emit(rt, Status.SUCCEEDED, self.local.done.get(rt, "") if self.local is not None else "")
         self.seen[name] = Seen(Status.SUCCEEDED if ran else Status.CACHED)
 
     def _ready(self, node: Node) -> dict[str, Any] | None:
@@ -173,9 +182,15 @@ class Driver:
         n = lengths[m.item]
         self.sizes[node.name] = n
         types = {p.name: p.type for p in step.inputs}
-        base = {k: values.put(self.store, v, types[k]) for k, v in inputs.items() if k in types and k not in m.ports}
-        names = [item_node(node.name, i) for i in range(n)]
-        columns = [[values.put(self.store, v, types[p]) for v in lists[p]] for p in m.ports]
+        base = {k: values.put(self.store, v, types[k]) for k, v in inputs.items() if k in types and k not in m.takes}
+        names = [item_node(item_name(node.name, self.indices), i) for i in range(n)]
+        try:  # each item's value of every port that takes one (fields=: of each field's input)
+            per_item = [m.item_values(lists, i, f"item {i}") for i in range(n)]
+        except KeyError as exc:  # an item without a field: no item runs, as on every backend
+            self._down(node.name, Seen(Status.FAILED, error=StepFailed(
+                node.name, FailureKind.FATAL, str(exc.args[0]), pipeline=self.spec.name)))
+            return
+        columns = [[values.put(self.store, item[p], types[p]) for item in per_item] for p in m.takes]
         self._emit(node.name)
         # Each item its own task call, awaited together (Flyte 2's fan-out), at most `concurrency`
         # at once. Not flyte.map: with broadcast inputs it maps one parameter only (functools.partial),
@@ -184,7 +199,7 @@ class Driver:
 
         async def one(i: int) -> Any:
             async with limit:
-                return await task(node=names[i], **base, **{p: columns[j][i] for j, p in enumerate(m.ports)})
+                return await task(node=names[i], **base, **{p: columns[j][i] for j, p in enumerate(m.takes)})
 
         results = await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True)
         outs: list[dict[str, Any] | None] = []
@@ -199,7 +214,8 @@ class Driver:
             if self.local is not None and item not in self.local.started:
                 record_cache_hit(self.run, step, item, {})
             outs.append(self._read(step, result))
-        report = aggregate(self.spec, self.run.state, node, n) or MapReport(node.name, 0)
+        level = replace(node, name=item_name(node.name, self.indices))  # in a mapped call's item: its own name
+        report = aggregate(self.spec, self.run.state, level, n) or MapReport(node.name, 0)
         self.maps[node.name] = report
         if stopped is not None:
             self.halted = True
@@ -230,15 +246,16 @@ class Driver:
     def books(self, skip: set[str] | frozenset[str] = frozenset()) -> str:
         """What a nested driver task needs to go on: the parameters, every output so far (as
         references), the failures and what they keep from starting; ``skip``: nodes left out."""
-        types = {p.name: p.type for p in self.spec.params}
         return json.dumps({
-            "params": {k: to_jsonable(v, types[k]) for k, v in self.params.items()},
+            "params": {k: to_jsonable(v, param_type(self.spec, k)) for k, v in self.params.items()},
+            "indices": list(self.indices),
             "outputs": {n: self._refs(n, v) for n, v in self.outputs.items() if n not in skip},
             "failed": self.failed, "halted": self.halted,
             "down": sorted(self.downstream.down) if self.downstream is not None else [],
             "failed_scopes": sorted(self.downstream.failed_scopes) if self.downstream is not None else [],
             "seen": {n: s.status.value for n, s in self.seen.items() if n not in skip},
             "sizes": self.sizes, "closed": sorted(self._closed),
+            "call_maps": call_reports(self.spec, self.maps),  # a mapped call's items, for the caller's RunResult.maps
         })
 
     @classmethod
@@ -246,6 +263,11 @@ class Driver:
         """A nested driver, from its caller's books: it returns only what it adds."""
         data = json.loads(books)
         d = cls(spec, data["params"], store, nested=True)
+        d.indices = tuple(data.get("indices", ()))
+        for k, v in data["params"].items():  # a mapped call's item parameters (trial[].lr)
+            if k not in d.params:
+                t = param_type(spec, k)
+                d.params[k] = revive(from_jsonable(v, t), t)
         d.outputs = {n: d._values(n, refs) for n, refs in data["outputs"].items()}
         d.failed, d.halted = data["failed"], data["halted"]
         if d.downstream is not None:
@@ -269,6 +291,7 @@ class Driver:
             self.downstream.failed_scopes.update(data["failed_scopes"])
         self.sizes.update(data["sizes"])
         self._closed.update(data.get("closed", ()))
+        self.maps.update(read_call_reports(data.get("call_maps", {})))
         for name, status in data["seen"].items():
             st = Status(status)
             if st in (Status.FAILED, Status.STOPPED):
@@ -280,11 +303,15 @@ class Driver:
             if node.map is not None and name in self.sizes:
                 self.maps[name] = aggregate(self.spec, self.run.state, node, self.sizes[name]) or MapReport(name, 0)
 
-    def _refs(self, node: str, values_: dict[str, Any]) -> dict[str, str]:
+    def _refs(self, node: str, values_: Any) -> Any:
+        if node.endswith(ITEMS):  # a mapped call's items: each item's outputs (None: a failed item)
+            return [None if o is None else {k: self._refs(k, v) for k, v in o.items()} for o in values_]
         types = self._output_types(node)
         return {port: values.put(self.store, v, types[port]) for port, v in values_.items()}
 
-    def _values(self, node: str, refs: dict[str, str]) -> dict[str, Any]:
+    def _values(self, node: str, refs: Any) -> Any:
+        if node.endswith(ITEMS):
+            return [None if o is None else {k: self._values(k, r) for k, r in o.items()} for o in refs]
         types = self._output_types(node)
         return {port: values.get(self.store, ref, types[port]) for port, ref in refs.items()}
 
@@ -376,14 +403,15 @@ class Driver:
         refs = json.loads(out)
         return {p.name: values.get(self.store, refs[p.name], p.type) for p in step.outputs}
 
-    def _failed(self, name: str, exc: BaseException) -> None:
-        if self.local is not None and self.local.stopped and name not in self.local.started:
+    def _failed(self, name: str, exc: BaseException, rt: str | None = None) -> None:
+        rt = rt or name
+        if self.local is not None and self.local.stopped and rt not in self.local.started:
             self.halted = True  # told to stop before it started: not run
             return
-        seen = self._seen_failed(name, exc)
+        seen = self._seen_failed(rt, exc)
         self._down(name, seen)
         err = seen.error
-        self._emit(name, seen.status, err.reason if isinstance(err, StepStopped) else
+        self._emit(rt, seen.status, err.reason if isinstance(err, StepStopped) else
                    f"{err.kind}: {err.reason}" if err is not None else str(exc))
 
     def _seen_failed(self, name: str, exc: BaseException) -> Seen:

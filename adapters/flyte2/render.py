@@ -18,6 +18,7 @@ from interlock.core.backend.plan import SUB, Block, Call, Chain, FinallyScope, S
 from interlock.core.base.status import FailureKind
 from interlock.core.model.codecs import TypeKind
 from interlock.core.model.pipeline_spec import PipelineSpec
+from interlock.core.model.submaps import outermost
 from interlock.core.run.env import RunEnv
 
 from . import policies
@@ -80,7 +81,8 @@ def render(spec: PipelineSpec, *, store: str, image: str | None = None,
                 torch = True
             env_lines.append(f"{var} = flyte.TaskEnvironment({', '.join(args)})")
         fn = tasks[node.name] = py_name("step_", node.name, taken)
-        mapped = node.map is not None  # one task for every item: each call names its item (node)
+        # one task for every item (a map's, or a mapped call's body step): each call names its item (node)
+        mapped = node.map is not None or outermost(spec, node.name) is not None
         kw = policies.task_kwargs(step, in_process, mapped=mapped)
         pods = pods or "pod_template" in kw
         deco = ", ".join([f"short_name={node.name!r}", *(f"{k}={v}" for k, v in kw.items())])
@@ -229,6 +231,9 @@ def emit(units: tuple[Unit, ...], tasks: dict[str, str], out: list[str], pad: st
             for i, block in enumerate(unit.blocks):
                 out.append(f"{pad}{'if' if i == 0 else 'elif'} d.opens({block.gate.id!r}):  # {_label(block)}")
                 _inner(block.units, tasks, out, pad, concurrent)
+        elif isinstance(unit, Call) and unit.call.map is not None:  # its driver task once per item (submap.py)
+            out.append(f"{pad}await d.call_map({unit.call.name!r}, {tasks[SUB + unit.call.name]})"
+                       f"  # il.map over sub-pipeline {unit.call.pipeline!r}")
         elif isinstance(unit, Call):  # its own driver task (call_tasks), handed the books
             out.append(f"{pad}await d.call({unit.call.name!r}, {tasks[SUB + unit.call.name]})"
                        f"  # sub-pipeline {unit.call.pipeline!r}")

@@ -71,6 +71,17 @@ _FEATURES = {
     "map.zip": "native (the enumerate-items task zips the lists into one list of records, as a KFP user zips "
     "them in a task, and each iteration reads its elements from its record; lists of different lengths fail "
     "that task)",
+    "map.subpipeline": (
+        "native (dsl.ParallelFor around the call's nested pipeline component, over the enumerate-items task's "
+        "list; parallelism: concurrency; readers get dsl.Collected of the call's outputs; each body task takes the "
+        "item and runs as <call>.<step>[i]; tolerate=, fields=, a map nested in the body and an il.finally_ inside "
+        "it are refused at build)"
+    ),
+    "map.fields": (
+        "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "
+        "over the records as they are, without fields=; or run it with --backend local or flyte2-local (the ParallelFor's "
+        "item fields, item.a, are not rendered yet)"
+    ),
     "fan_in": "native for a map's output (dsl.Collected); a list written in the body goes through a "
     "<node>-<port>-gather task (one input per item; a literal list of artifacts is refused)",
     "finally": "native (dsl.ExitHandler around the body, the finally step as its exit task with "

@@ -73,6 +73,10 @@ def _build_pipeline(spec: PipelineSpec, opts: KfpOptions | None) -> BuiltPipelin
     from kfp import dsl
 
     opts = opts or KfpOptions()
+    if spec.subs:  # what KFP cannot render of il.map over a sub-pipeline, before kfp sees it
+        from .submap import check as check_mapped_calls
+
+        check_mapped_calls(spec)
     launchers: dict[str, dict[str, Any]] = {}
     if any(s.distributed is not None for s in spec.steps):  # the launcher's modules cost 70 ms to import
         from .distributed import job_templates
@@ -181,7 +185,7 @@ def emit_units(
         elif isinstance(u, Call):
             from .subpipeline import emit_call
 
-            emit_call(spec, u, calls[u.call.name], values, tasks, components)
+            emit_call(spec, u, calls[u.call.name], values, tasks, components, opts, task_names)
         elif isinstance(u, FinallyScope):
             from .finally_task import close_nested, open_block
 
@@ -318,6 +322,10 @@ def _task(
         if value is None and not json_text(declared):
             continue  # an Optional artifact left at None: the component's own default
         kwargs[comp.inputs[port_name]] = encode(value, declared)
+    from .submap import CALL_ITEM, CALL_ITEM_ARG, around
+
+    if around(spec, node_name) is not None:  # a step of a mapped sub-pipeline's body: the call's item (submap.py)
+        kwargs[CALL_ITEM_ARG] = values[CALL_ITEM]
     try:
         task = comp.component(**kwargs)
     except Exception as exc:

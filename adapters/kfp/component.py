@@ -84,6 +84,9 @@ def input_type(spec: PipelineSpec, step: StepSpec, node: str, port: str) -> Type
     if b is not None and b.kind is BindingKind.OUTPUT:
         src = binding_type(spec, b.__class__.of_output(b.node or "", b.port or ""))  # a map's output: a list
         assert src is not None
+        from interlock.core.model.submaps import lifted
+
+        src = lifted(spec, b, src, node) or src  # a mapped call's output outside it: a list (dsl.Collected)
         if b.field:
             return src
         if collected_text(spec, b.node or "", src):
@@ -113,6 +116,9 @@ def declared_inputs(spec: PipelineSpec, node: str) -> dict[str, TypeSpec]:
     n = spec.node(node)
     bindings = n.bindings
     zipped = n.map.zipped if n.map is not None else ()
+    from .submap import item_ports
+
+    zipped = (*zipped, *(item_ports(spec, node) or ()))  # a mapped call's item feeds these too
     return {
         p.name: input_type(spec, step, node, p.name)
         for p in step.inputs
@@ -155,6 +161,10 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
             artifact_outs.append(f"{names_out[p.name]}: {kt.output_annotation()}")
         else:
             returned.append(f"({names_out[p.name]!r}, {kt.parameter})")
+    from .submap import CALL_ITEM_ARG, around
+
+    if around(spec, node) is not None:  # a step of a mapped sub-pipeline's body: the call's item
+        required.append(f"{CALL_ITEM_ARG}: dict")
     params = ", ".join([*required, *artifact_outs, *optional])
     if tolerant(spec, node):  # il.map(tolerate=...): each item returns an envelope (fanout.py)
         ret = " -> str"
@@ -162,7 +172,8 @@ def component_source(spec: PipelineSpec, node: str, function_name: str, launcher
         ret = f" -> {kfp_type(step.outputs[0].type).parameter}"
     else:
         ret = f" -> NamedTuple('Outputs', [{', '.join(returned)}])" if returned else ""
-    args = ", ".join(f"{n!r}: {n}" for n in [*(names_in[p] for p in declared), *(names_out[p.name] for p in step.outputs if p.type.is_artifact)])
+    args = ", ".join(f"{n!r}: {n}" for n in [*(names_in[p] for p in declared), *(names_out[p.name] for p in step.outputs if p.type.is_artifact),
+                                             *([CALL_ITEM_ARG] if around(spec, node) is not None else [])])
     if launcher is not None:  # a distributed step: the task launches its ranks (launcher.py)
         return (
             f"def {function_name}({params}){ret}:\n"

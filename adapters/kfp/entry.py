@@ -106,6 +106,13 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
         knames = io_names(step)[0]
         name, item, zipped = unpack_item(node, args[knames[t.map_item]])
         args = {**args, knames[t.map_item]: item, **{knames[p]: v for p, v in zip(t.map_zipped, zipped, strict=True)}}
+    if t.call_item is not None:  # a step of a mapped sub-pipeline's body: one item of the call (submap.py)
+        from .submap import CALL_ITEM_ARG, unpack
+
+        knames = io_names(step)[0]
+        name, values = unpack(node, args[CALL_ITEM_ARG])
+        args = {**{k: v for k, v in args.items() if k != CALL_ITEM_ARG},
+                **{knames[p]: values[i] for p, i in t.call_item.items()}}
     run = run_context_for(t.pipeline)
     if t.stop_after_failure and run.on_cluster:  # kfp-local: the backend itself starts nothing new
         refuse_after_failure(run, node)
@@ -221,7 +228,7 @@ def node_inputs_of(t: NodeTask, args: dict[str, Any]) -> dict[str, Any]:
     inputs: dict[str, Any] = {}
     for port in step.inputs:
         raw = args.get(names_in[port.name])
-        if port.name in t.map_zipped:  # il.zip: this iteration's element, from the enumerated item
+        if port.name in t.map_zipped or (t.call_item and port.name in t.call_item):  # from the enumerated item
             inputs[port.name] = from_jsonable(raw, port.type)
             continue
         if port.name not in declared or (raw is None and port.name not in bindings):

@@ -47,6 +47,7 @@ from .lineage import record_lineage
 from .local_policy import LocalPolicy, driven, loop_tasks
 from .output import TaskOutput, kfp_output
 from .policies import KfpLocalOptions, KfpOptions
+from .submap import body_nodes
 from .types import run_parameters
 
 log = logging.getLogger("interlock.kfp")
@@ -448,7 +449,7 @@ class KfpLocalRun:
         )
         observer = _TaskObserver(built.task_names, RunState(self.state_dir, options.run_id), options.sleeper, options.emit,
                                  redactor=Redactor.for_values(params),
-                                 mapped=frozenset(n.name for n in spec.nodes if n.map is not None),
+                                 mapped=frozenset(n.name for n in spec.nodes if n.map is not None) | body_nodes(spec),
                                  policy=LocalPolicy(spec, built.pipeline, built.task_names))
         env = {
             **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND,
@@ -478,6 +479,10 @@ class KfpLocalRun:
             frag = observer.state.read_fragment(name)
             if frag is not None:
                 seen[name] = Seen(frag.status)
+        if spec.subs:  # il.map over a sub-pipeline: each call's items -> its body nodes (submap.py)
+            from .submap import call_reports
+
+            maps.update(call_reports(spec, observer.state, observer.sizes, seen))
         gates = self._gates(observer, params)
         outcome = settle(
             spec, observer.state, seen, gates=gates,
@@ -563,7 +568,7 @@ class KfpLocalRun:
                 continue  # behind a closed gate
             from .names import io_names
 
-            if spec.node(b.node or "").map is not None:  # a task record holds one iteration: the
+            if spec.node(b.node or "").map is not None or b.node in body_nodes(spec):  # a task record: one iteration; the
                 out[name] = collected_output(spec, getattr(self, "_returned", None), name, b, types[name])
                 continue  # pipeline's own output holds the dsl.Collected list
 

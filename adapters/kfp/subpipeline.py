@@ -46,6 +46,25 @@ class _Outputs:
         self.outputs: dict[str, Any] = {}
 
 
+class _Collected(_Outputs):
+    """A body node of a mapped call as readers after its loop see it: a fresh ``dsl.Collected``
+    of the call task's output at each read (kfp ties one to the task that reads it)."""
+
+    def __init__(self, task: Any, name: str):
+        super().__init__(task, name)
+        self.channels: dict[str, Any] = {}
+
+    @property  # type: ignore[override]
+    def outputs(self) -> dict[str, Any]:
+        from kfp import dsl
+
+        return {k: dsl.Collected(v) for k, v in self.channels.items()}
+
+    @outputs.setter
+    def outputs(self, value: dict[str, Any]) -> None:
+        self.channels = dict(value)
+
+
 def _annotation(spec: PipelineSpec, b: Binding, *, output: bool) -> Any:
     from kfp import dsl
 
@@ -101,8 +120,10 @@ def _after_body(spec: PipelineSpec, unit: Call, body_component: Any, opts: Any, 
     from kfp import dsl
 
     from .finally_task import make_finally_task
+    from .submap import call_inputs
 
-    c, name, ins = unit.call, unit.call.name, unit.inputs
+    c, name = unit.call, unit.call.name
+    ins = call_inputs(spec, c, unit.inputs)
     outs = kfp_call_outputs(spec, name)
     ret = typing.NamedTuple("Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs])  # type: ignore[misc]
 
@@ -139,8 +160,10 @@ def _component(
 
     from .compile import _value, emit_units, one_of_memo
     from .finally_task import check_blocks
+    from .submap import CALL_ITEM, CALL_ITEM_ARG, call_inputs, takes_item
 
-    c, name, ins = unit.call, unit.call.name, unit.inputs
+    c, name = unit.call, unit.call.name
+    ins = call_inputs(spec, c, unit.inputs)
     outs = kfp_call_outputs(spec, name)
     if single(outs):  # one unnamed output: returned plainly, KFP's "Output", as at the top level
         ret = _annotation(spec, outs[0][1], output=True)
@@ -151,7 +174,7 @@ def _component(
     def body(*args: Any) -> Any:
         inner_values: dict[str, Any] = {}
         inner_tasks: dict[str, Any] = {}
-        for (_, b), channel in zip(ins, args, strict=True):
+        for (_, b), channel in zip(ins, args[:len(ins)], strict=True):
             if b.kind is BindingKind.PARAM:
                 inner_values[b.param or ""] = channel
             elif b.kind is BindingKind.OUTPUT:
@@ -159,6 +182,12 @@ def _component(
                 holder.outputs[components[b.node or ""].outputs[b.port or ""]] = channel
             else:  # a branch value from outside
                 inner_tasks[one_of_memo(b)] = channel
+        if takes_item(spec, c):  # il.map over it (or one around it): the last input is the item (submap.py)
+            inner_values[CALL_ITEM] = args[-1]
+            for n in c.nodes:  # the body's wait for the list (after=) is the loop's
+                for up in spec.node(n).after:
+                    if up not in c.nodes:
+                        inner_tasks.setdefault(up, _Outputs(None, up))
         exit_handler = None
         if c.finally_ is not None and handler:  # the call's il.finally_: an ExitHandler around its whole body
             from .finally_task import make_finally_task
@@ -180,6 +209,8 @@ def _component(
 
     params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_annotation(spec, b, output=False))
               for k, b in ins]
+    if takes_item(spec, c):
+        params.append(inspect.Parameter(CALL_ITEM_ARG, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=dict))
     body.__signature__ = inspect.Signature(params, return_annotation=ret or inspect.Signature.empty)  # type: ignore[attr-defined]
     body.__name__ = (name + suffix).replace("-", "_").replace(".", "_")
     body.__doc__ = f"interlock sub-pipeline {c.pipeline!r}, called as {name!r}" + (" (its body)" if suffix else "")
@@ -238,19 +269,46 @@ def _declared_outputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]
 
 
 def emit_call(spec: PipelineSpec, unit: Call, component: Any, values: dict[str, Any], tasks: dict[str, Any],
-              components: dict[str, Any]) -> None:
-    """Call a sub-pipeline's component in the current body; its outputs stand for the inner nodes'."""
+              components: dict[str, Any], opts: Any = None, task_names: dict[str, str] | None = None) -> None:
+    """Call a sub-pipeline's component in the current body; its outputs stand for the inner nodes'.
+    A mapped call (il.map over it): the call task in a ``dsl.ParallelFor``, its outputs
+    ``dsl.Collected`` (submap.py)."""
     from .compile import _value, one_of_memo
+    from .submap import CALL_ITEM, CALL_ITEM_ARG, call_inputs
 
     c, name = unit.call, unit.call.name
+    ins = call_inputs(spec, c, unit.inputs)
+    kwargs = {k: _value(b, values, tasks, components) for k, b in ins}
+    if CALL_ITEM in values:  # a call in a mapped call's body: the item goes on to its tasks
+        kwargs[CALL_ITEM_ARG] = values[CALL_ITEM]
+    loop = None
+    if c.map is not None:
+        from .component import DEFAULT_IMAGE
+        from .fanout import ENUMERATED, carried_key
+        from .submap import open_call_loop
+
+        bound = dict(c.inputs)
+        items = _value(bound[c.map.item], values, tasks, components)
+        zipped = tuple(_value(bound[p], values, tasks, components) for p in c.map.zipped)
+        carried: dict[str, tuple[Any, Any]] = {}
+        if opts is not None and opts.local_conditions:  # kfp-local: task outputs into the loop through its item
+            carried = {k: (kwargs[k], binding_type(spec, b)) for k, b in ins
+                       if b.kind in (BindingKind.OUTPUT, BindingKind.ONE_OF)}
+        loop, item, enum = open_call_loop(spec, c, items, zipped, (opts.image if opts else None) or DEFAULT_IMAGE,
+                                          carried)
+        if task_names is not None:
+            task_names[ENUMERATED + enum.name] = name  # kfp-local reads the list's length from it
+        kwargs = {**kwargs, **{k: getattr(item, carried_key(i)) for i, k in enumerate(carried)}, CALL_ITEM_ARG: item}
     try:
-        task = component(**{k: _value(b, values, tasks, components) for k, b in unit.inputs})
+        task = component(**kwargs)
     except PipelineDefinitionError:
         raise
     except Exception as exc:
         raise PipelineDefinitionError(f"kfp refused sub-pipeline {c.pipeline!r} (called as {name!r}): {exc}",
                                       pipeline=spec.name, step=name) from exc
     task.set_display_name(name)
+    if loop is not None:
+        loop.__exit__(None, None, None)
     for up in c.after:  # after=: the call task waits for them, as a KFP user writes .after()
         if up not in tasks:
             raise PipelineDefinitionError(
@@ -266,8 +324,15 @@ def emit_call(spec: PipelineSpec, unit: Call, component: Any, values: dict[str, 
         if b.kind is BindingKind.OUTPUT:
             holder = tasks.get(b.node or "")
             if not isinstance(holder, _Outputs):
-                holder = tasks[b.node or ""] = _Outputs(task, b.node or "")
-            holder.outputs[components[b.node or ""].outputs[b.port or ""]] = channel
+                holder = tasks[b.node or ""] = (_Collected if loop is not None else _Outputs)(task, b.node or "")
+            if isinstance(holder, _Collected):
+                holder.channels[components[b.node or ""].outputs[b.port or ""]] = channel
+            else:
+                holder.outputs[components[b.node or ""].outputs[b.port or ""]] = channel
+        elif loop is not None:
+            from kfp import dsl
+
+            tasks[one_of_memo(b)] = dsl.Collected(channel)
         else:
             tasks[one_of_memo(b)] = channel
     for n in c.nodes:  # after= on an inner node from outside waits for the whole call

@@ -21,6 +21,7 @@ from interlock.core.model.failure_policy import CONTINUE
 from interlock.core.model.joins import AFTER_FAILURE, READS_MISSING, join_decision, rule_of
 from interlock.core.model.pipeline_spec import FinallyBlock, PipelineSpec
 from interlock.core.model.spec import StepSpec
+from interlock.core.model.submaps import outermost
 from interlock.core.model.values import read_value, value_hash, write_value
 from interlock.core.record.outcomes import RunResult, Seen, run_status, settle
 from interlock.core.record.receipt import assemble_receipt, prefetch_git_info
@@ -39,6 +40,7 @@ from interlock.core.run.state import RunContext
 from .distributed import run_distributed
 from .fanout import run_map
 from .finally_run import block_ends, run_block_finally, run_finally
+from .submap import CallMap
 
 NATIVE = "native"
 
@@ -82,6 +84,11 @@ class LocalBackend:
                 "map": "native (threads, at most `concurrency` items at once; each item through the shim)",
                 "map.tolerate": "native (shim: failed items are None, their indices in RunResult.maps)",
                 "map.zip": "native (element i of each list to its input; lists of different lengths fail the map)",
+                "map.fields": "native (each item's fields to the inputs of their names; a missing field fails the map)",
+                "map.subpipeline": (
+                    "native (the body once per item on threads, at most `concurrency` at once; each body step "
+                    "runs as <call>.<step>[i], its outputs gathered into lists)"
+                ),
                 "fan_in": NATIVE,
                 "finally": "native (runs last, with the body's il.RunStatus)",
                 "subpipeline": "native (the inner steps run as steps named <call>.<step>)",
@@ -145,6 +152,7 @@ class LocalBackend:
         ends = block_ends(spec, order)  # a block's finally step runs as the block ends, nested ones first
         early: dict[str, Any] = {}
         tries = Tries(spec)  # il.attempt() blocks: which failed
+        mapped_calls: set[str] = set()  # il.map over a sub-pipeline: run whole, at its first node
         for node in [item for n in order for item in (n, *ends.get(n.name, ()))]:
             if isinstance(node, FinallyBlock):  # whatever failed in it, as Python's `finally:`
                 done = early[node.node.name] = run_block_finally(spec, node, run, typed_params, options, seen,
@@ -155,6 +163,30 @@ class LocalBackend:
             step = spec.step_of(node)
             if halted or (failed and downstream is None):
                 break  # what follows is NOT_RUN (or SKIPPED behind a closed gate): settle() says which
+            call = outermost(spec, node.name)
+            if call is not None:
+                if call.name in mapped_calls:
+                    continue
+                mapped_calls.add(call.name)
+                if downstream is not None and not downstream.can_start(node.name):
+                    for x in call.nodes:
+                        downstream.fail(x)
+                    continue
+                if not _gate_open(spec, call.gate, outputs, typed_params):
+                    continue
+                options.emit(call.name, "started", "")
+                ran = CallMap(spec, plan, call, run, cache, options).run(typed_params, outputs)
+                seen.update(ran.seen)
+                maps[call.name] = ran.report
+                outputs.update(ran.outputs)
+                if not ran.succeeded:
+                    failed, halted = True, halted or ran.stopped
+                    if downstream is not None:
+                        for x in call.nodes:
+                            downstream.fail(x)
+                options.emit(call.name, Status.SUCCEEDED if ran.succeeded else Status.FAILED,
+                             f"{ran.report.items} item(s)")
+                continue
             why_not = tries.blocked(node.name)  # il.attempt(): after its failure, or a fallback not needed
             if why_not is not None:
                 if why_not == "skipped":

@@ -60,7 +60,12 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
                            hint="zip lists of one length", pipeline=spec.name)
         return MapRun(None, Seen(Status.FAILED, error=error), None)  # no item ran: no map report
     n = lengths[m.item]
-    items = [{p: v[i] for p, v in lists.items()} for i in range(n)]
+    try:
+        items = [m.item_values(lists, i, f"item {i}") for i in range(n)]
+    except KeyError as exc:  # fields=: an item without a field (an untyped dict); no item runs
+        error = StepFailed(node.name, FailureKind.FATAL, str(exc.args[0]), pipeline=spec.name,
+                           hint="give every item the fields the map reads, or type the list's records")
+        return MapRun(None, Seen(Status.FAILED, error=error), None)
     results: list[dict[str, Any] | None] = [None] * n
     errors: dict[int, StepFailed] = {}
     stop = threading.Event()
@@ -85,7 +90,7 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             with lock:
                 running.pop(i, None)
 
-    finished = Finished(options.run_dir / "values" / node.name, step, m.ports, inputs)
+    finished = Finished(options.run_dir / "values" / node.name, step, m.takes, inputs)
 
     def run_item(i: int) -> None:
         name = item_node(node.name, i)
@@ -138,7 +143,7 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
             for i in range(n):
                 one(i)
         else:
-            with _stop_items(stop, running, lock), ThreadPoolExecutor(
+            with stop_items(stop, running, lock), ThreadPoolExecutor(
                     max_workers=workers, thread_name_prefix=f"il-map-{node.name}") as pool:
                 for f in [pool.submit(one, i) for i in range(n)]:
                     try:
@@ -161,7 +166,7 @@ def run_map(spec: PipelineSpec, node: Node, inputs: dict[str, Any], run: RunCont
 
 
 @contextmanager
-def _stop_items(stop: threading.Event, running: dict[int, int], lock: threading.Lock) -> Iterator[None]:
+def stop_items(stop: threading.Event, running: dict[int, int], lock: threading.Lock) -> Iterator[None]:
     """SIGTERM / SIGINT while items run on threads: start no new item and stop the running ones.
 
     Signal handlers run on the main thread, which only waits for the items here; the shim's

@@ -188,7 +188,8 @@ def _describe(units: tuple[Unit, ...], depth: int, lines: list[str]) -> None:
         elif isinstance(u, Call):
             ins = ", ".join(k for k, _ in u.inputs)
             outs = ", ".join(k for k, _ in u.outputs)
-            lines.append(f"{pad}call {u.key} (pipeline {u.call.pipeline}) in: {ins or '-'} out: {outs or '-'}"
+            over = f", map over {', '.join(u.call.map.ports)}" if u.call.map is not None else ""
+            lines.append(f"{pad}call {u.key} (pipeline {u.call.pipeline}{over}) in: {ins or '-'} out: {outs or '-'}"
                          + (f" finally {u.finally_.name}" if u.finally_ is not None else ""))
             _describe(u.units, depth + 1, lines)
         else:

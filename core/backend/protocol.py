@@ -50,6 +50,8 @@ FEATURES = (
     "secrets", "labels", "queue", "distributed", "run",
     "trigger.cron", "trigger.every", "trigger.data", "trigger.drift",  # il.pipeline(triggers=[...]); schedule= is one il.Cron
     "map", "map.tolerate", "map.zip", "fan_in",  # map.zip: il.map(step, over=il.zip(a=xs, b=ys))
+    "map.subpipeline",  # il.map over an @il.pipeline: its body once per item (core/model/submaps.py)
+    "map.fields",  # il.map(..., fields=True): each field of a record item to its input (core/model/map_fields.py)
     "resume",  # `interlock run --resume RUN_ID`: what a resumed run keeps and re-runs
     "failure_policy.stop", "failure_policy.continue",  # il.pipeline(failure_policy=...)
     "on_failure",  # il.on_failure: a finally step that runs only when its scope failed
@@ -277,6 +279,8 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
                 mark("map.tolerate", node.name)
             if node.map.zipped:
                 mark("map.zip", node.name)
+            if node.map.fields:
+                mark("map.fields", node.name)
         if any(b.kind == "list" for _, b in node.inputs):
             mark("fan_in", node.name)
     if spec.gates:
@@ -298,6 +302,14 @@ def features_used(spec: PipelineSpec) -> dict[str, list[str]]:
         mark("finally", spec.finally_.name)
     for c in spec.subs:
         mark("subpipeline", c.name)
+        if c.map is not None:
+            mark("map.subpipeline", c.name)
+            if c.map.tolerant:
+                mark("map.tolerate", c.name)
+            if c.map.zipped:
+                mark("map.zip", c.name)
+            if c.map.fields:
+                mark("map.fields", c.name)
     from interlock.core.model.finally_blocks import is_call_finally, outer_block
 
     for block in spec.finally_blocks:

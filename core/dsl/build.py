@@ -19,7 +19,7 @@ from interlock.core.base.suggest import did_you_mean
 from interlock.core.dsl.conditions import Condition, as_cond, combine, compare
 from interlock.core.model.codecs import TypeKind, is_structured, to_jsonable, value_matches
 from interlock.core.model.conditions import Cond, Op
-from interlock.core.model.fanout import element_of, list_of, mapped_output
+from interlock.core.model.fanout import element_of, mapped_output
 from interlock.core.model.joins import DEFAULT, READS_MISSING, check_run_if
 from interlock.core.model.pipeline_spec import Gate, Node
 from interlock.core.model.spec import Binding, BindingKind
@@ -284,14 +284,14 @@ class Builder:
         bindings: list[tuple[str, Binding]] = []
         for port in spec.inputs:
             if port.name not in kwargs:
-                if not port.has_default:
+                if not port.has_default and not (map_spec is not None and port.name in map_spec.takes):  # fields=
                     self.wiring_errors.append(PipelineDefinitionError(
                         f"missing required input of type {port.type.describe()}",
                         pipeline=self.name, step=name, port=port.name,
                     ))
                 continue
             # il.map: the item input is bound to the whole list (core/model/fanout.py).
-            want = list_of(port.type) if map_spec is not None and port.name in map_spec.ports else port.type
+            want = map_spec.list_type(port.type) if map_spec is not None and port.name in map_spec.ports else port.type
             try:
                 bindings.append((port.name, self._bind(kwargs[port.name], name, port.name, want,
                                                        reads_missing=rule in READS_MISSING and port.type.optional)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.base.errors import PipelineDefinitionError
@@ -12,6 +13,7 @@ from interlock.core.model.types import TypeSpec
 
 if TYPE_CHECKING:
     from interlock.core.dsl.build import Builder
+    from interlock.core.dsl.pipeline import Pipeline
     from interlock.core.dsl.step import Step
 
 
@@ -39,15 +41,17 @@ def zip(**lists: Any) -> Zip:  # noqa: A001 - il.zip reads as Python's zip, by i
 
 
 def map(  # noqa: A001 - il.map reads as the verb it is
-    step: Step,
+    step: Step | Pipeline,
     over: Any,
     *,
     item: str | None = None,
     concurrency: int | None = None,
     tolerate: int | float = 0,
+    fields: bool | Mapping[str, str] = False,
     **broadcast: Any,
 ) -> Any:
-    """Run ``step`` once per element of ``over``; return a list of its output, one per item.
+    """Run ``step`` (an ``@il.step``, or an ``@il.pipeline``: its whole body per item) once per
+    element of ``over``; return a list of its output, one per item (a sub-pipeline: each output).
 
     ``over`` is a list: a pipeline parameter, a step output, or a list written here. Each
     element goes to the input named ``item`` (default: the one required input that
@@ -56,7 +60,9 @@ def map(  # noqa: A001 - il.map reads as the verb it is
     ``concurrency`` bounds how many items run at once. ``tolerate`` lets up to that many
     items (an int: ``tolerate=2``) or that fraction of them (a float: ``tolerate=0.1``;
     ``1.0``: every item) fail: their elements are None (the output is ``list[Optional[T]]``)
-    and the failed indices are reported.
+    and the failed indices are reported. ``fields=True``: each item is a record (a dict, a
+    dataclass, a pydantic model) and each of its fields goes to the input of its name (KFP's
+    ``op(a=item.a, b=item.b)``); ``fields={"x": "a"}`` names the input of each field.
     """
     from interlock.core.dsl.build import current_builder
     from interlock.core.dsl.step import Step as StepClass
@@ -68,16 +74,20 @@ def map(  # noqa: A001 - il.map reads as the verb it is
         from interlock.core.dsl.pipeline import Pipeline
 
         if isinstance(step, Pipeline):  # a loop body of several steps (KFP ParallelFor over a block)
-            raise PipelineDefinitionError(
-                f"il.map over a sub-pipeline ({step.name!r}) is not supported yet: il.map takes an @il.step",
-                pipeline=builder.name,
-                hint="map each step of the body in turn, each over the list the previous map returned (element i "
-                "of each list belongs to item i; il.map(step, over=il.zip(a=xs, b=ys)) when a step reads two), "
-                "or make the body one @il.step",
-            )
+            from interlock.core.dsl.submap import map_pipeline
+
+            return map_pipeline(builder, step, over, item, concurrency, tolerate, broadcast, fields)
         raise PipelineDefinitionError(f"il.map takes an @il.step, got {step!r}", pipeline=builder.name)
     spec = step.spec
     node = step._node_name or spec.name
+    if fields is not False:  # each item a record, its fields to the inputs of their names
+        from interlock.core.dsl.map_fields import fields_map
+        from interlock.core.model.fanout import check_map
+
+        m = fields_map(builder.name, node, f"step {spec.name!r}", list(spec.inputs), over, item, broadcast, fields,
+                       concurrency, tolerate)
+        check_map(builder.name, node, spec, m, None)
+        return builder.add_node(step, {**broadcast, m.item: over}, step._node_name, map_spec=m)
     if isinstance(over, Zip):
         return _map_zip(builder, step, over, item, concurrency, tolerate, broadcast)
     if item is None:

@@ -35,11 +35,7 @@ from interlock.core.model.subcalls import SEP, SubCall
 if TYPE_CHECKING:
     from interlock.core.dsl.build import Builder
     from interlock.core.dsl.pipeline import Pipeline
-
-
-
-
-
+    from interlock.core.model.fanout import MapSpec
 
 
 def _bare(exc: PipelineDefinitionError) -> str:
@@ -49,9 +45,13 @@ def _bare(exc: PipelineDefinitionError) -> str:
     return msg[len(where) + 2:] if where and msg.startswith(where + ": ") else msg
 
 
-def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], call_name: str | None) -> Any:
-    """Record ``sub``'s body into ``builder`` as one call; return its outputs like a step's."""
+def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], call_name: str | None,
+                     mapped: MapSpec | None = None) -> Any:
+    """Record ``sub``'s body into ``builder`` as one call; return its outputs like a step's.
+    ``mapped``: il.map over the sub-pipeline (core/dsl/submap.py): its item parameters are bound
+    to lists, the body reads one element of each, and each output is a list."""
     from interlock.core.dsl.build import Promise
+    from interlock.core.dsl.submap import MappedCall
 
     active = builder.__dict__.setdefault("_sub_fns", [])  # the sub-pipeline bodies being recorded
     if sub.fn in active or sub.name == builder.name:
@@ -83,7 +83,13 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
         )
     inputs: list[tuple[str, Binding]] = []
     args: dict[str, Any] = {}
+    fan = MappedCall(builder, name, where, mapped) if mapped is not None else None
     for p in params:
+        if fan is not None and p.name in fan.map.takes:  # the list; the body reads its element
+            item_b, args[p.name] = fan.bind_item(p, kwargs.get(p.name))
+            if item_b is not None:
+                inputs.append((p.name, item_b))
+            continue
         if p.name not in kwargs:
             if not p.has_default:
                 raise PipelineDefinitionError(
@@ -138,6 +144,8 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
     nodes = tuple(n.name for n in builder.nodes[before_nodes:])
     if not nodes:
         raise PipelineDefinitionError(f"{where} records no steps", pipeline=builder.name, step=name)
+    if fan is not None:
+        fan.close(before_nodes, own_finally is not None)
     try:
         outs, types_ = sub._outputs(builder, returned)
     except PipelineDefinitionError as exc:
@@ -150,9 +158,12 @@ def call_subpipeline(sub: Pipeline, builder: Builder, kwargs: dict[str, Any], ca
         name=name, pipeline=sub.name, ref=sub.ref, parent=parent, gate=gate, inputs=tuple(inputs),
         outputs=tuple(outs), nodes=nodes, gates=tuple(g.id for g in builder.gates[before_gates:]),
         finally_=own_finally.name if own_finally is not None else None, after=after,
+        map=mapped, items=tuple(fan.items) if fan is not None else (),
     ))
     # Nothing may attach to a block of the sub-pipeline from outside it (il.elif_ after the call).
     builder.last_block = None
+    if fan is not None:
+        types_ = [(k, fan.lift(t)) for k, t in types_]
     return _promises(builder, returned, outs, types_, nodes)
 
 

@@ -46,6 +46,10 @@ class MapSpec:
     tolerate: int | float = 0
     # il.zip: the other input ports bound to a list each, zipped with ``item``'s (same length)
     zipped: tuple[str, ...] = ()
+    # fields= (core/model/map_fields.py): each item a record, (field, input port) pairs; ``item``
+    # is the first field's port, bound to the list of records of type ``record``
+    fields: tuple[tuple[str, str], ...] = ()
+    record: TypeSpec | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
@@ -69,6 +73,23 @@ class MapSpec:
     def ports(self) -> tuple[str, ...]:
         """Every input port that takes one element per item (``item``, then the zipped ones)."""
         return (self.item, *self.zipped)
+
+    @property
+    def takes(self) -> tuple[str, ...]:
+        """Every input port that gets a value per item (a field's port, with ``fields=``)."""
+        return tuple(p for _, p in self.fields) if self.fields else self.ports
+
+    def list_type(self, port_type: TypeSpec) -> TypeSpec:
+        """What the list bound to the item port is: of records with ``fields=``, else of the port's type."""
+        return list_of(self.record) if self.fields and self.record is not None else list_of(port_type)
+
+    def item_values(self, lists: dict[str, list[Any]], i: int, where: str) -> dict[str, Any]:
+        """Item ``i``'s value of each port that takes one (``lists``: the mapped lists, by port)."""
+        if self.fields:
+            from interlock.core.model.map_fields import field_of
+
+            return {port: field_of(lists[self.item][i], f, where) for f, port in self.fields}
+        return {p: v[i] for p, v in lists.items()}
 
     @property
     def tolerant(self) -> bool:
@@ -97,11 +118,16 @@ class MapSpec:
             out["tolerate"] = self.tolerate
         if self.zipped:
             out["zip"] = list(self.zipped)
+        if self.fields:
+            out["fields"] = [list(f) for f in self.fields]
+            out["record"] = self.record.to_json() if self.record is not None else None
         return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MapSpec:
-        return cls(d["item"], d.get("concurrency"), d.get("tolerate", 0), tuple(d.get("zip", ())))
+        record = TypeSpec.from_json(d["record"]) if d.get("record") else None
+        return cls(d["item"], d.get("concurrency"), d.get("tolerate", 0), tuple(d.get("zip", ())),
+                   tuple((f, p) for f, p in d.get("fields", ())), record)
 
 
 # -- types -------------------------------------------------------------------------------------

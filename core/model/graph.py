@@ -73,7 +73,9 @@ def binding_type(spec: PipelineSpec, b: Binding) -> TypeSpec | None:
     if b.kind is BindingKind.ONE_OF:
         return binding_type(spec, b.options[0]) if b.options else None
     if b.kind is BindingKind.PARAM:
-        p = spec.param(b.param or "")
+        from interlock.core.model.submaps import item_port
+
+        p = spec.param(b.param or "") or item_port(spec, b.param or "")
         return p.type if p else None
     if b.kind is BindingKind.LIST:
         return fanout.list_binding_type(spec, b, binding_type)
@@ -102,6 +104,7 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
     for s in spec.steps:
         check_step_name(s.name, pipeline=name)
     from interlock.core.model.subcalls import check_node_name, validate_subs
+    from interlock.core.model.submaps import lifted
 
     for n in spec.nodes:  # a second call's node ("train-2") may outgrow the limit; "sub.node" is qualified
         check_node_name(n.name, pipeline=name)
@@ -114,7 +117,7 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
         step = spec.step(n.step)
         bound = n.bindings
         for port in step.inputs:
-            if port.name not in bound and not port.has_default:
+            if port.name not in bound and not port.has_default and not (n.map is not None and port.name in n.map.takes):
                 raise PipelineDefinitionError(
                     f"missing required input of type {port.type.describe()}", pipeline=name, step=n.name, port=port.name
                 )
@@ -125,12 +128,12 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
             unknown = sorted(b.nodes() - node_names)
             if unknown:
                 raise PipelineDefinitionError(f"reads unknown node {unknown[0]!r}", pipeline=name, step=n.name, port=pname)
-            src = binding_type(spec, b)
+            src = lifted(spec, b, binding_type(spec, b), n.name)  # a mapped call's output outside it: a list
             if b.kind is not BindingKind.CONST and src is None:
                 raise PipelineDefinitionError(f"{b.describe()} does not exist", pipeline=name, step=n.name, port=pname)
             want = target.type
             if n.map is not None and pname in n.map.ports:
-                want = fanout.list_of(target.type)  # the item input is bound to the whole list
+                want = n.map.list_type(target.type)  # the item input is bound to the whole list
             if src is not None and not assignable(src, want):
                 raise PipelineDefinitionError(
                     f"type mismatch: {b.describe()} is {src.describe()}, but the input expects {want.describe()}",
@@ -148,7 +151,7 @@ def validate(spec: PipelineSpec) -> PipelineSpec:
             raise PipelineDefinitionError(f"gate {g.id} follows {g.follows!r}, not a block of its scope", pipeline=name)
         cond = condition_of(g)
         for b in cond.bindings():
-            known = b.node in node_names if b.kind is BindingKind.OUTPUT else spec.param(b.param or "") is not None
+            known = b.node in node_names if b.kind is BindingKind.OUTPUT else binding_type(spec, b) is not None
             if not known or binding_type(spec, b) is None:
                 raise PipelineDefinitionError(f"gate {g.id} condition reads unknown {b.describe()}", pipeline=name)
         for leaf in _bool_leaves(cond):

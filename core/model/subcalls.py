@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.base.errors import PipelineDefinitionError
+from interlock.core.model.fanout import MapSpec
 from interlock.core.model.names import check_step_name
 from interlock.core.model.pipeline_spec import PipelineSpec
-from interlock.core.model.spec import Binding, BindingKind
+from interlock.core.model.spec import Binding, BindingKind, Port
 
 if TYPE_CHECKING:
     from interlock.core.model.pipeline_spec import Node
@@ -35,6 +36,10 @@ class SubCall:
     gates: tuple[str, ...] = ()  # every il.when block opened inside it
     finally_: str | None = None  # its body's il.finally_ step (a FinallyBlock over ``nodes``), if any
     after: tuple[str, ...] = ()  # ``after=``: nodes outside it that the whole call waits for (no data)
+    # il.map over the sub-pipeline (core/model/submaps.py): how it fans out, and each mapped
+    # parameter as the body reads it (one element; its ``inputs`` binding is the whole list)
+    map: MapSpec | None = None
+    items: tuple[Port, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -52,6 +57,9 @@ class SubCall:
             out["finally"] = self.finally_
         if self.after:
             out["after"] = list(self.after)
+        if self.map is not None:
+            out["map"] = self.map.to_json()
+            out["items"] = [p.to_json() for p in self.items]
         return out
 
     @classmethod
@@ -61,6 +69,7 @@ class SubCall:
             tuple((k, Binding.from_json(b)) for k, b in d.get("inputs", ())),
             tuple((k, Binding.from_json(b)) for k, b in d.get("outputs", ())),
             tuple(d.get("nodes", ())), tuple(d.get("gates", ())), d.get("finally"), tuple(d.get("after", ())),
+            MapSpec.from_json(d["map"]) if d.get("map") else None, tuple(Port.from_json(p) for p in d.get("items", ())),
         )
 
 
@@ -166,6 +175,13 @@ def validate_subs(spec: PipelineSpec) -> None:
         if s.gate is not None and s.gate not in gates:
             raise PipelineDefinitionError(f"sub-pipeline call {s.name!r} sits in unknown gate {s.gate!r}",
                                           pipeline=spec.name)
+        if s.map is not None:  # il.map over it: the item list is bound, each mapped parameter declared
+            declared = {p.name for p in s.items}
+            if s.map.item not in dict(s.inputs) or not set(s.map.takes) <= declared:
+                raise PipelineDefinitionError(
+                    f"mapped sub-pipeline call {s.name!r}: its list {s.map.item!r} is not bound or a mapped "
+                    f"parameter of {list(s.map.takes)} is not declared", pipeline=spec.name, step=s.name,
+                )
         for out_name, b in s.outputs:
             if b.kind is BindingKind.OUTPUT and b.node not in names:
                 raise PipelineDefinitionError(
@@ -194,7 +210,8 @@ def call_inputs(spec: PipelineSpec, name: str) -> list[tuple[str, Binding]]:
     found: list[Binding] = []
 
     def consider(x: Binding) -> None:
-        if x.kind is BindingKind.PARAM or (x.kind is BindingKind.OUTPUT and x.node not in inside):
+        own_item = x.kind is BindingKind.PARAM and (x.param or "").startswith(name + "[].")  # a mapped call's item
+        if (x.kind is BindingKind.PARAM and not own_item) or (x.kind is BindingKind.OUTPUT and x.node not in inside):
             w = _whole(x)
             if w not in found:
                 found.append(w)

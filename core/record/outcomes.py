@@ -128,7 +128,8 @@ def settle(
         failure = _failure_of(state, node.name, frag, saw)
         tries, log = max(attempts, 1), frag.attempts if frag else []
         items = frag.facts.get("map", {}).get("items") if frag is not None else None
-        item = first_failure(state, node.name, items) if node.map is not None else None
+        folded = node.map is not None or (frag is not None and "map" in frag.facts)  # a mapped call's body node too
+        item = first_failure(state, node.name, items) if folded else None
         if item is not None and item.failures():  # il.map: its first failed item, named as the map
             failure, tries, log = item.failures()[-1], len(item.attempts), item.attempts
         steps[node.name] = StepOutcome(Status.FAILED, attempts=attempts, failure=failure.to_dict(), duration_s=duration)

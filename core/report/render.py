@@ -34,7 +34,8 @@ def text(spec: PipelineSpec) -> str:
     for c in spec.subs:  # sub-pipeline calls: their nodes are listed above as <call>.<node>
         ins = ", ".join(f"{k}<-{b.describe()}" for k, b in c.inputs)
         outs = ", ".join(f"{k} = {b.describe()}" for k, b in c.outputs) or "-"
-        lines.append(f"  [{c.name}: sub-pipeline {c.pipeline}({ins}) -> {outs}]")
+        over = f" mapped over {', '.join(c.map.ports)}, once per item" if c.map is not None else ""
+        lines.append(f"  [{c.name}: sub-pipeline {c.pipeline}({ins}) -> {outs}{over}]")
     for name, b in spec.outputs:
         lines.append(f"  => {name} = {b.describe()}")
     return "\n".join(lines)

@@ -1,0 +1,73 @@
+"""``il.map`` over a sub-pipeline compiled for KFP (issue 24): a ``dsl.ParallelFor`` around the
+call's pipeline component over its enumerate-items task, the body's tasks taking the item,
+readers fed by the loop's collected outputs; the IR loaded back through kfp; what KFP cannot
+render refused at compile, naming the call, with a hint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conformance import submap_pipelines as sp
+from kfp import components
+
+import interlock as il
+from interlock.adapters.kfp.compile import compile_pipeline
+from interlock.adapters.kfp.node_task import NodeTask
+from interlock.adapters.kfp.submap import CALL_ITEM_ARG
+from interlock.core.base.errors import PipelineDefinitionError
+
+
+def _ir(pipeline: Any, tmp_path: Path) -> dict[str, Any]:
+    path = compile_pipeline(il.spec(pipeline), tmp_path / "ir.yaml")
+    components.load_component_from_file(str(path))  # kfp reads it back
+    return next(iter(yaml.safe_load_all(path.read_text())))
+
+
+def _loop(ir: dict[str, Any], dag: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    name = next(k for k, t in dag["tasks"].items() if "parameterIterator" in t)
+    return name, dag["tasks"][name]
+
+
+def test_a_mapped_call_is_a_parallel_for_around_its_pipeline_component(tmp_path: Path) -> None:
+    ir = _ir(sp.sweep_strict, tmp_path)
+    root = ir["root"]["dag"]
+    assert "trial-enumerate-items" in root["tasks"]
+    name, loop = _loop(ir, root)
+    assert loop["iteratorPolicy"]["parallelismLimit"] == 1  # concurrency=1
+    assert loop["parameterIterator"]["items"]["inputParameter"].endswith("trial-enumerate-items-Output")
+    assert loop["dependentTasks"] == ["trial-enumerate-items"]
+    inner = ir["components"][loop["componentRef"]["name"]]["dag"]["tasks"]
+    assert inner["trial"]["componentRef"]["name"] == "comp-trial"  # the body's nested pipeline
+    assert CALL_ITEM_ARG in inner["trial"]["inputs"]["parameters"]
+    body = ir["components"]["comp-trial"]["dag"]["tasks"]
+    assert set(body) == {"trial-fit", "trial-score"}
+    for t in body.values():  # every body task takes the item: it runs as <call>.<step>[i]
+        assert t["inputs"]["parameters"][CALL_ITEM_ARG]["componentInputParameter"] == CALL_ITEM_ARG
+    # best reads the loop's collected output (dsl.Collected)
+    fed = root["tasks"]["best"]["inputs"]["parameters"]
+    assert any(p.get("taskOutputParameter", {}).get("producerTask") == name for p in fed.values())
+
+
+def test_each_body_task_knows_which_ports_the_item_feeds(tmp_path: Path) -> None:
+    spec = il.spec(sp.sweep_zip)
+    fit = NodeTask.of(spec, "prep-score.trial.fit")  # a plain call inside the mapped body
+    assert fit.call_item == {"lr": 0, "data": 1}  # il.zip: the item, then the other list's element
+    assert "lr" not in fit.declared and "data" not in fit.declared
+    assert NodeTask.loads(fit.dumps()).call_item == fit.call_item
+    assert NodeTask.of(spec, "best").call_item is None
+    _ir(sp.sweep_zip, tmp_path)
+
+
+@pytest.mark.parametrize("pipeline, match", [
+    (sp.sweep_tolerant, r"tolerate=1.*'trial'"),
+    (sp.grid, r"'grid-row\.square'.*nested loops"),
+    (sp.nested, r"'outer-pair\.inner-pair'.*nested loops"),
+    (sp.fields_subpipeline, r"fields="),
+])
+def test_what_kfp_cannot_render_is_refused_at_compile_with_a_hint(pipeline: Any, match: str, tmp_path: Path) -> None:
+    with pytest.raises(PipelineDefinitionError, match=match) as err:
+        compile_pipeline(il.spec(pipeline), tmp_path / "ir.yaml")
+    assert err.value.hint and "local" in err.value.hint
