@@ -100,14 +100,14 @@ def _items_class() -> type:
 
         from .tasks import _local_run, _step_failed
 
-        class ItemsMapTask(ArrayNodeMapTask):  # type: ignore[misc]
+        class ItemsMapTask(ArrayNodeMapTask):
             def local_execute(self, ctx: Any, **kwargs: Any) -> Any:
                 if _local_run() is None or not self._min_success_ratio or not self.metadata.cache:
                     return super().local_execute(ctx, **kwargs)
                 # A tolerant map: flytekit's local cache would keep the node whole, failed items
                 # (None) included, and serve them on a rerun; its items are not cached one by one
                 # under flyte-local, so the node runs (as a tolerant map's items do on kfp-local).
-                saved = self._metadata
+                saved = self.metadata
                 self._metadata = dataclasses.replace(saved, cache=False)
                 try:
                     return super().local_execute(ctx, **kwargs)

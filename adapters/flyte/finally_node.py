@@ -83,7 +83,7 @@ def finally_body(spec: PipelineSpec, node: Node | None = None, types: dict[str, 
         if is_handler(spec, node.name) and not handler_runs(status):
             return None  # il.on_failure: its scope did not fail
         names = params_from or {p.name: p.name for p in spec.params}
-        params = {param: from_flyte(kwargs[k], spec.param(param).type) for k, param in names.items()  # type: ignore[union-attr]
+        params = {param: from_flyte(kwargs[k], spec.param(param).type) for k, param in names.items()
                   if k in kwargs and spec.param(param) is not None}
         inputs = finally_inputs(spec, node, node_inputs(spec, node.name, params, {}), status)
         try:

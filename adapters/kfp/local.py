@@ -136,12 +136,12 @@ class _TaskObserver:
         task_dispatcher.run_single_task_implementation = dispatch
         task_executor.time = _Clock(self._sleep)  # kfp's retry backoff goes through our sleeper
         # kfp.local echoes a task's output with the builtin print: a module global shadows it.
-        subprocess_task_handler.print = self._print  # type: ignore[attr-defined]
+        subprocess_task_handler.print = self._print
         subprocess_task_handler.run_local_subprocess = self._run_task_process
         try:
             yield
         finally:
-            del subprocess_task_handler.print  # type: ignore[attr-defined]
+            del subprocess_task_handler.print
             subprocess_task_handler.run_local_subprocess = orig_subprocess
             task_executor.execute_single_task = orig_execute
             task_dispatcher.run_single_task_implementation = orig_dispatch
@@ -447,10 +447,11 @@ class KfpLocalRun:
             enable_caching=options.cache,
             cache_root=str(self.cache_root),
         )
+        policy = LocalPolicy(spec, built.pipeline, built.task_names)
         observer = _TaskObserver(built.task_names, RunState(self.state_dir, options.run_id), options.sleeper, options.emit,
                                  redactor=Redactor.for_values(params),
                                  mapped=frozenset(n.name for n in spec.nodes if n.map is not None) | body_nodes(spec),
-                                 policy=LocalPolicy(spec, built.pipeline, built.task_names))
+                                 policy=policy)
         env = {
             **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND,
                      checkpoint_root=options.checkpoint_store).to_env(),
@@ -459,7 +460,7 @@ class KfpLocalRun:
         }
         crashed: Exception | None = None
         with exported(env), observer.installed(), _stops_reach_the_task(observer), warnings.catch_warnings(), \
-                kfp_local_globals_kept(), kfp_output(), driven(observer.policy, loop_tasks(built.pipeline)):
+                kfp_local_globals_kept(), kfp_output(), driven(policy, loop_tasks(built.pipeline)):
             # Resources and display names compile for the cluster; kfp.local warns per task.
             warnings.filterwarnings("ignore", message=r".*no effect in the current local runner.*")
             try:

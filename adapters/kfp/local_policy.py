@@ -156,7 +156,7 @@ def driven(policy: LocalPolicy, loops: frozenset[str] = frozenset()) -> Iterator
             raise
 
     graph_utils.topological_sort_tasks = policy.plan_order
-    io.IOStore.get_task_output = get_task_output  # type: ignore[method-assign]
+    io.IOStore.get_task_output = get_task_output
     if policy.spec.failure_policy == CONTINUE:  # the plain DAG runner stops at the first failure
         dag_orchestrator.run_dag = enhanced_dag_orchestrator.run_enhanced_dag
     try:
@@ -164,4 +164,4 @@ def driven(policy: LocalPolicy, loops: frozenset[str] = frozenset()) -> Iterator
     finally:
         graph_utils.topological_sort_tasks = saved_sort
         dag_orchestrator.run_dag = saved_dag
-        io.IOStore.get_task_output = saved_get  # type: ignore[method-assign]
+        io.IOStore.get_task_output = saved_get

@@ -49,8 +49,8 @@ def setters_without_source() -> Iterator[None]:
     if pipeline_task.__dict__.get("inspect") is not inspect:  # kfp changed, or already inside: as is
         yield
         return
-    pipeline_task.inspect = _PROXY  # type: ignore[attr-defined]
+    pipeline_task.inspect = _PROXY
     try:
         yield
     finally:
-        pipeline_task.inspect = inspect  # type: ignore[attr-defined]
+        pipeline_task.inspect = inspect

@@ -54,7 +54,7 @@ class _Collected(_Outputs):
         super().__init__(task, name)
         self.channels: dict[str, Any] = {}
 
-    @property  # type: ignore[override]
+    @property
     def outputs(self) -> dict[str, Any]:
         from kfp import dsl
 
@@ -136,7 +136,7 @@ def _after_body(spec: PipelineSpec, unit: Call, body_component: Any, opts: Any, 
         components[comp.node] = comp
         task_names[exit_task.name] = comp.node
         exit_task.after(task).ignore_upstream_failure()
-        return ret(*(task.outputs[k] for k, _ in outs))  # type: ignore[misc]
+        return ret(*(task.outputs[k] for k, _ in outs))
 
     params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_annotation(spec, b, output=False))
               for k, b in ins]
@@ -168,7 +168,7 @@ def _component(
     if single(outs):  # one unnamed output: returned plainly, KFP's "Output", as at the top level
         ret = _annotation(spec, outs[0][1], output=True)
     else:
-        ret = typing.NamedTuple(  # type: ignore[misc]
+        ret = typing.NamedTuple(
             "Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs]) if outs else None
 
     def body(*args: Any) -> Any:
@@ -205,7 +205,7 @@ def _component(
         if not outs:
             return None
         returned = [_value(b, inner_values, inner_tasks, components) for _, b in outs]
-        return returned[0] if single(outs) else ret(*returned)  # type: ignore[misc]
+        return returned[0] if single(outs) else ret(*returned)
 
     params = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_annotation(spec, b, output=False))
               for k, b in ins]

@@ -220,13 +220,12 @@ class LocalBackend:
                 seen[node.name] = mapped.seen
                 if mapped.report is not None:
                     maps[node.name] = mapped.report
-                if mapped.outputs is None and not (mapped.seen.status is Status.FAILED
-                                                   and tries.record_failure(node.name)):
+                if mapped.outputs is not None:
+                    outputs[node.name] = mapped.outputs
+                elif not (mapped.seen.status is Status.FAILED and tries.record_failure(node.name)):
                     failed, halted = True, halted or mapped.seen.status is Status.STOPPED
                     if downstream is not None:
                         downstream.fail(node.name)
-                else:
-                    outputs[node.name] = mapped.outputs
                 options.emit(node.name, mapped.seen.status, f"{mapped.report.items if mapped.report else 0} item(s)")
                 continue
             use_cache = options.cache and step.cache is not None and step.cache.enabled

@@ -15,6 +15,7 @@ client: ``StoreLock.none()`` holds nothing, and callers re-check what they wrote
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from .store import MlflowError
 DEFAULT_TIMEOUT_S = 120.0  # a migration takes seconds, a promotion milliseconds
 _POLL_S = 0.02
 
-if os.name == "nt":  # pragma: no cover - exercised on Windows only
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only (sys.platform: mypy reads it)
     import msvcrt
 
     def _try_lock(fd: int) -> bool:
