@@ -32,7 +32,7 @@ def _pipelines() -> list[tuple[str, Pipeline]]:
 PIPELINES = _pipelines()
 # Refused at build time: by a capability line that says "unsupported" (the feature), or by the
 # renderer for a case a capability line names (the pipeline, and the line).
-REFUSED = {"skip", "fallback", "types.model_files"}
+REFUSED = {"skip", "fallback", "types.model_files", "map.subpipeline", "map.fields"}
 REFUSED_HERE = {
     "fanout_pipelines:tolerant_datasets": "map.tolerate: not for artifact outputs",
 }

@@ -66,6 +66,7 @@ def store(tmp_path_factory):
     cwd.mkdir()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HOME", str(home))
+        mp.setenv("INTERLOCK_HOME", str(root / "interlock-home"))  # the plugin's empty-store template
         mp.setenv("MLFLOW_DISABLE_TELEMETRY", "true")  # no phone-home, no ~/.config write
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         mp.delenv("MLFLOW_REGISTRY_URI", raising=False)
@@ -376,8 +377,11 @@ def test_describe_device_from_torch_figures():
     assert unknown["gpu_architecture"] == "sm_132" and "minimum_vram_gb" not in unknown
 
 
-def test_nothing_was_written_outside_the_store(store):
-    # Runs last in this module: MLflow must not have fallen back to ./mlruns or $HOME.
+def test_nothing_was_written_outside_the_store(store, reg, tmp_path):
+    # MLflow must not have fallen back to ./mlruns or $HOME. Under xdist this test may run on a
+    # worker where no other test of the module wrote, so it writes a run and a version itself.
+    run_id = reg.log_run("outside-check", metrics={"auc": 0.5}, artifacts={"model": _model_dir(tmp_path, "m", "o")})
+    reg.register("outside-check", f"runs:/{run_id}/model", run_id=run_id)
     assert not (store["cwd"] / "mlruns").exists()
     assert list(store["cwd"].iterdir()) == []
     assert list(store["home"].iterdir()) == []
