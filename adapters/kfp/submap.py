@@ -32,17 +32,20 @@ def around(spec: PipelineSpec, node: str) -> SubCall | None:
     return found[0] if found else None
 
 
-def item_ports(spec: PipelineSpec, node: str) -> dict[str, int] | None:
+def item_ports(spec: PipelineSpec, node: str) -> dict[str, int | str] | None:
     """For a node in a mapped call's body: each port fed by the call's item -> its place among the
-    item's values (the item, then il.zip's other lists); None for a node outside every mapped call."""
+    item's values (the item, then il.zip's other lists), or with ``fields=`` the name of the
+    record's field it reads; None for a node outside every mapped call."""
     c = around(spec, node)
     if c is None or c.map is None:
         return None
     n = spec.node(node)
-    out: dict[str, int] = {}
+    field_of = {param: f for f, param in c.map.fields}
+    out: dict[str, int | str] = {}
     for port, b in n.inputs:
         if b.kind is BindingKind.PARAM and (b.param or "").startswith(c.name + ITEM):
-            out[port] = list(c.map.ports).index((b.param or "")[len(c.name + ITEM):])
+            param = (b.param or "")[len(c.name + ITEM):]
+            out[port] = field_of[param] if param in field_of else list(c.map.ports).index(param)
     return out
 
 
@@ -85,12 +88,6 @@ def check(spec: PipelineSpec) -> None:
                 pipeline=spec.name, step=c.name,
                 hint=f"drop tolerate= for KFP, or {hint_split} (a step map's tolerate= works on KFP)",
             )
-        if c.map.fields:
-            raise PipelineDefinitionError(
-                f"il.map(fields=...) over sub-pipeline {c.pipeline!r} (called as {c.name!r}) is not rendered on KFP",
-                pipeline=spec.name, step=c.name,
-                hint="take the whole record as the sub-pipeline's parameter, or run it with --backend local",
-            )
         inner = [n.name for n in spec.nodes if n.name in c.nodes and n.map is not None]
         inner += [s.name for s in mapped_calls(spec) if s.name != c.name and set(s.nodes) <= set(c.nodes)]
         outer = [s.name for s in mapped_calls(spec) if s.name != c.name and set(c.nodes) <= set(s.nodes)]
@@ -127,7 +124,8 @@ def open_call_loop(spec: PipelineSpec, c: SubCall, items: Any, zipped: tuple[Any
     assert c.map is not None
     bound = dict(c.inputs)
     forms = tuple(list_form(spec, bound[p]) for p in c.map.ports)
-    enum = _enumerate_component(c.name, image, {p: t for p, (_, t) in carried.items()}, len(zipped), forms)(
+    enum = _enumerate_component(c.name, image, {p: t for p, (_, t) in carried.items()}, len(zipped), forms,
+                                tuple(f for f, _ in c.map.fields))(
         items=items, **{carried_key(k): v for k, (v, _) in enumerate(carried.values())},
         **{zip_key(k): v for k, v in enumerate(zipped)})
     enum.set_display_name(f"{c.name}-{ENUMERATE}")

@@ -198,6 +198,16 @@ def fields_dicts():
     return il.map(combine, over=[{"a": 1, "b": 2.0}, {"a": 3, "b": 4.5}], fields=True, scale=2.0)
 
 
+@il.step
+def gappy_records() -> list[dict]:  # the second record has no field b
+    return [{"a": 1, "b": 2.0}, {"a": 2}]
+
+
+@il.pipeline(name="fields-missing")  # module level: kfp-local imports the step in its task
+def fields_missing():
+    return il.map(combine, over=gappy_records(), fields=True)
+
+
 @il.pipeline(name="fields-records")
 def fields_records(n: int = 3):
     return il.map(combine, over=pairs(n=n), fields=True)  # typed records: checked at build
