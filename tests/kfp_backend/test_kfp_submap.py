@@ -65,9 +65,32 @@ def test_each_body_task_knows_which_ports_the_item_feeds(tmp_path: Path) -> None
     (sp.sweep_tolerant, r"tolerate=1.*'trial'"),
     (sp.grid, r"'grid-row\.square'.*nested loops"),
     (sp.nested, r"'outer-pair\.inner-pair'.*nested loops"),
-    (sp.fields_subpipeline, r"fields="),
 ])
 def test_what_kfp_cannot_render_is_refused_at_compile_with_a_hint(pipeline: Any, match: str, tmp_path: Path) -> None:
     with pytest.raises(PipelineDefinitionError, match=match) as err:
         compile_pipeline(il.spec(pipeline), tmp_path / "ir.yaml")
     assert err.value.hint and "local" in err.value.hint
+
+
+def test_fields_of_a_mapped_call_reach_each_body_task_as_the_record(tmp_path: Path) -> None:
+    spec = il.spec(sp.fields_subpipeline)
+    combine = NodeTask.of(spec, "pair-trial.combine")
+    assert combine.call_item == {"a": "a", "b": "b"}  # fields=: the record's field each port reads
+    assert "a" not in combine.declared and "b" not in combine.declared
+    assert NodeTask.loads(combine.dumps()).call_item == combine.call_item
+    assert NodeTask.of(spec, "pair-trial.score").call_item == {"bonus": "b"}
+    ir = _ir(sp.fields_subpipeline, tmp_path)
+    enum = ir["deploymentSpec"]["executors"]["exec-pair-trial-enumerate-items"]["container"]["command"][-1]
+    assert "has no field" in enum and "['a', 'b']" in enum  # every record is checked before any item
+
+
+def test_fields_of_a_step_map_come_in_the_loop_item(tmp_path: Path) -> None:
+    spec = il.spec(sp.fields_renamed)
+    task = NodeTask.of(spec, "renamed")
+    assert task.map_item == "x" and task.map_fields == (("a", "x"), ("b", "y"))
+    assert "y" not in task.declared  # its field comes in the record, not as an input of its own
+    assert NodeTask.loads(task.dumps()).map_fields == task.map_fields
+    ir = _ir(sp.fields_renamed, tmp_path)
+    _, loop = _loop(ir, ir["root"]["dag"])
+    inner = ir["components"][loop["componentRef"]["name"]]["dag"]["tasks"]
+    assert set(inner["renamed"]["inputs"]["parameters"]) == {"x"}  # the item: the whole record
