@@ -110,7 +110,12 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
         from .submap import CALL_ITEM_ARG, unpack
 
         knames = io_names(step)[0]
+        inner = name  # a step map inside the body: this iteration's own item, under the call's
         name, values = unpack(node, args[CALL_ITEM_ARG])
+        if t.map_item is not None:
+            from interlock.core.model.submaps import item_name
+
+            name = item_name(node, (*_indices(name, node), *_indices(inner, node)))
         args = {**{k: v for k, v in args.items() if k != CALL_ITEM_ARG},  # fields=: the record, read in prepare
                 **{knames[p]: values[i] if isinstance(i, int) else values[0] for p, i in t.call_item.items()}}
     run = run_context_for(t.pipeline)
@@ -220,6 +225,11 @@ def _task_process() -> bool:
 
 def node_inputs(spec: PipelineSpec, step: StepSpec, node: str, args: dict[str, Any]) -> dict[str, Any]:
     return node_inputs_of(NodeTask.of(spec, node), args)
+
+
+def _indices(name: str, node: str) -> tuple[int, ...]:
+    """The item indices of ``name`` (``node[1][0]`` -> (1, 0))."""
+    return tuple(int(x) for x in name[len(node):].strip("[]").split("][") if x)
 
 
 def node_inputs_of(t: NodeTask, args: dict[str, Any]) -> dict[str, Any]:

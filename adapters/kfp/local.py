@@ -486,7 +486,8 @@ class KfpLocalRun:
     ) -> RunResult:
         spec, options = self.spec, self.options
         seen = observer.seen()
-        maps = reports(spec, observer.state, observer.sizes)  # il.map: the items' fragments -> the mapped node
+        body = body_nodes(spec)  # a step map in a mapped call's body: folded with the call's items below
+        maps = {k: v for k, v in reports(spec, observer.state, observer.sizes).items() if k not in body}
         for name in maps:
             frag = observer.state.read_fragment(name)
             if frag is not None:

@@ -20,7 +20,7 @@ from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import BindingKind
 from interlock.core.model.subcalls import SubCall
-from interlock.core.model.submaps import ITEM, mapped_calls, maps_around
+from interlock.core.model.submaps import ITEM, item_name, mapped_calls, maps_around
 
 CALL_ITEM_ARG = "interlock_call_item"  # the body's input (and each body task's) holding the enumerated item
 CALL_ITEM = "\0call-item"  # among a body's values: that input's channel
@@ -88,17 +88,16 @@ def check(spec: PipelineSpec) -> None:
                 pipeline=spec.name, step=c.name,
                 hint=f"drop tolerate= for KFP, or {hint_split} (a step map's tolerate= works on KFP)",
             )
-        inner = [n.name for n in spec.nodes if n.name in c.nodes and n.map is not None]
-        inner += [s.name for s in mapped_calls(spec) if s.name != c.name and set(s.nodes) <= set(c.nodes)]
+        inner = [s.name for s in mapped_calls(spec) if s.name != c.name and set(s.nodes) <= set(c.nodes)]
         outer = [s.name for s in mapped_calls(spec) if s.name != c.name and set(c.nodes) <= set(s.nodes)]
         if inner or outer:
             what = inner[0] if inner else c.name
             raise PipelineDefinitionError(
-                f"a map inside the mapped sub-pipeline call {(outer[0] if outer else c.name)!r} ({what!r}): nested "
-                "loops of sub-pipelines are not rendered on KFP yet",
+                f"a mapped sub-pipeline inside the mapped sub-pipeline call {(outer[0] if outer else c.name)!r} "
+                f"({what!r}): nested loops of sub-pipelines are not rendered on KFP yet (a step map inside is)",
                 pipeline=spec.name, step=what,
-                hint="make the inner map's body one @il.step that takes the whole row, or run it with --backend "
-                "local or flyte2-local",
+                hint="make the inner map's body one @il.step (il.map over a step inside the body works on KFP), or "
+                "run it with --backend local or flyte2-local",
             )
         launched = [n for n in c.nodes if spec.step_of(n).distributed is not None]
         if launched:
@@ -157,6 +156,14 @@ def call_reports(spec: PipelineSpec, state: Any, sizes: dict[str, int], seen: di
         if n is None:  # its list was never made: settle says why
             continue
         body = [spec.node(x) for x in c.nodes]
+        for node in body:  # a step map inside the body: each call item's own items first, as local folds them
+            if node.map is not None:
+                import dataclasses
+
+                from interlock.core.run.map_items import aggregate
+
+                for i in range(n):  # the inner list's length per call item is not kept: its items seen
+                    aggregate(spec, state, dataclasses.replace(node, name=item_name(node.name, (i,))))
         report, statuses = fold_call(spec, state, c, body, (), ends_of(state, body, (), n))
         out[c.name] = report
         seen.update({k: Seen(v) for k, v in statuses.items()})

@@ -63,7 +63,6 @@ def test_each_body_task_knows_which_ports_the_item_feeds(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("pipeline, match", [
     (sp.sweep_tolerant, r"tolerate=1.*'trial'"),
-    (sp.grid, r"'grid-row\.square'.*nested loops"),
     (sp.nested, r"'outer-pair\.inner-pair'.*nested loops"),
 ])
 def test_what_kfp_cannot_render_is_refused_at_compile_with_a_hint(pipeline: Any, match: str, tmp_path: Path) -> None:
@@ -94,3 +93,15 @@ def test_fields_of_a_step_map_come_in_the_loop_item(tmp_path: Path) -> None:
     _, loop = _loop(ir, ir["root"]["dag"])
     inner = ir["components"][loop["componentRef"]["name"]]["dag"]["tasks"]
     assert set(inner["renamed"]["inputs"]["parameters"]) == {"x"}  # the item: the whole record
+
+
+def test_a_step_map_inside_a_mapped_call_is_a_parallel_for_in_its_pipeline_component(tmp_path: Path) -> None:
+    ir = _ir(sp.grid, tmp_path)
+    _, outer = _loop(ir, ir["root"]["dag"])
+    body = ir["components"]["comp-grid-row"]["dag"]
+    assert "grid-row-square-enumerate-items" in body["tasks"]
+    _, inner = _loop(ir, body)  # the nested ParallelFor, inside the call's component
+    square = ir["components"][inner["componentRef"]["name"]]["dag"]["tasks"]["grid-row-square"]
+    assert CALL_ITEM_ARG in square["inputs"]["parameters"]  # the call's item too: it runs as square[i][j]
+    task = NodeTask.of(il.spec(sp.grid), "grid-row.square")
+    assert task.map_item == "x" and task.call_item == {}
