@@ -74,8 +74,10 @@ _FEATURES = {
     "map.subpipeline": (
         "native (dsl.ParallelFor around the call's nested pipeline component, over the enumerate-items task's "
         "list; parallelism: concurrency; readers get dsl.Collected of the call's outputs; each body task takes the "
-        "item and runs as <call>.<step>[i]; with fields= each body task reads its field of the record; tolerate=, "
-        "a map nested in the body and an il.finally_ inside it are refused at build)"
+        "item and runs as <call>.<step>[i]; with fields= each body task reads its field of the record; a map inside "
+        "the body is a ParallelFor inside the call's component, its items under <call>.<step>[i][j] (an inner "
+        "call's items carry the outer item); tolerate=, fields= of a call inside a mapped call and an il.finally_ "
+        "inside it are refused at build)"
     ),
     "map.fields": (
         "native (the ParallelFor's item is the record, as with a KFP user's item.a; each task takes the record "

@@ -32,6 +32,7 @@ from interlock.core.model.types import TypeSpec
 
 ITEM_TYPE = TypeSpec(TypeKind.DICT)  # what the per-item component declares for the item port
 ENUMERATE = "enumerate-items"
+OUTER = "outer"  # in an enumerated item of a call inside a mapped call: the outer call's item
 ENUMERATED = "\0enumerate:"  # among the task names: ENUMERATED + the enumerate task's name -> its map node
 
 
@@ -67,7 +68,7 @@ def list_form(spec: PipelineSpec, b: Any) -> str:
 
 
 def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | None = None, zipped: int = 0,
-                         forms: tuple[str, ...] = (), fields: tuple[str, ...] = ()) -> Any:
+                         forms: tuple[str, ...] = (), fields: tuple[str, ...] = (), outer: bool = False) -> Any:
     """``zipped``: how many more lists (il.zip) go into each pair, as ``"zip": [w0, w1, ...]``
     (the lists must have one length); ``carried``: see carried_inputs; ``forms``: each list's
     ``list_form`` (the item's first; all LIST if empty). Elements that travel as JSON text stay
@@ -87,7 +88,7 @@ def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | N
 
     fname = f"{identifier(node)}_enumerate_items"
     forms = forms or (LIST,) * (zipped + 1)
-    if not carried and not zipped and not fields and forms[0] == LIST:
+    if not carried and not zipped and not fields and not outer and forms[0] == LIST:
         source = _ENUMERATE_SOURCE.replace("def enumerate_items(", f"def {fname}(", 1)
         return dsl.component(_function_from_source(source, fname, "<interlock-kfp enumerate-items>"),
                              base_image=image, install_kfp_package=False)
@@ -98,6 +99,9 @@ def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | N
     args = "".join(f", {z}: {kinds[f]}" for z, f in zip(lists, forms[1:], strict=True))
     args += "".join(f", {key}: {kfp_type(t).parameter}" for key, t in zip(keys, carried.values(), strict=True))
     pairs = "".join(f", {key!r}: {key}" for key in keys)
+    if outer:  # submap.open_call_loop: the outer call's item, carried on in each item
+        args += f", {OUTER}: dict"
+        pairs += f", {OUTER!r}: {OUTER}"
     check = "    import json\n" if TEXT in forms else ""
     for name, f in zip(["items", *lists], forms, strict=True):
         if f == TEXT:  # the list's JSON text -> one JSON text per element
@@ -122,7 +126,7 @@ def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | N
     source = (f"def {fname}(items: {kinds[forms[0]]}{args}) -> list:\n{check}"
               f"    return [{{'index': i, 'item': v{pairs}}} for i, v in enumerate(items)]\n")
     filename = (f"<interlock-kfp enumerate-items zipping {zipped} carrying {list(carried)} of {list(forms)}"
-                f" reading {list(fields)}>")
+                f" reading {list(fields)}{' inside a mapped call' if outer else ''}>")
     fn = _function_from_source(source, fname, filename)
     return dsl.component(fn, base_image=image, install_kfp_package=False)
 

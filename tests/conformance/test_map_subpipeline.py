@@ -92,7 +92,7 @@ def test_a_step_map_inside_a_mapped_sub_pipeline(backend: str, tmp_path: Path) -
     assert r.steps["grid-row.square"].attempts == 6  # two items in each of three
 
 
-@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.subpipeline.nested_call"))
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.subpipeline.nested"))
 def test_a_mapped_sub_pipeline_inside_a_mapped_sub_pipeline(backend: str, tmp_path: Path) -> None:
     r = _run(sp.nested, backend, tmp_path)
     assert r.succeeded, r.error
