@@ -74,13 +74,14 @@ _FEATURES = {
     "map.subpipeline": (
         "native (dsl.ParallelFor around the call's nested pipeline component, over the enumerate-items task's "
         "list; parallelism: concurrency; readers get dsl.Collected of the call's outputs; each body task takes the "
-        "item and runs as <call>.<step>[i]; tolerate=, fields=, a map nested in the body and an il.finally_ inside "
-        "it are refused at build)"
+        "item and runs as <call>.<step>[i]; with fields= each body task reads its field of the record; a map inside "
+        "the body is a ParallelFor inside the call's component, its items under <call>.<step>[i][j] (an inner "
+        "call's items carry the outer item); tolerate=, fields= of a call inside a mapped call and an il.finally_ "
+        "inside it are refused at build)"
     ),
     "map.fields": (
-        "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "
-        "over the records as they are, without fields=; or run it with --backend local or flyte2-local (the ParallelFor's "
-        "item fields, item.a, are not rendered yet)"
+        "native (the ParallelFor's item is the record, as with a KFP user's item.a; each task takes the record "
+        "and its shim reads each field into the input of its name, so a missing field fails that item naming it)"
     ),
     "fan_in": "native for a map's output (dsl.Collected); a list written in the body goes through a "
     "<node>-<port>-gather task (one input per item; a literal list of artifacts is refused)",

@@ -116,6 +116,8 @@ def declared_inputs(spec: PipelineSpec, node: str) -> dict[str, TypeSpec]:
     n = spec.node(node)
     bindings = n.bindings
     zipped = n.map.zipped if n.map is not None else ()
+    if n.map is not None and n.map.fields:  # fields=: each field comes in the enumerated record
+        zipped = (*zipped, *(port for _, port in n.map.fields if port != n.map.item))
     from .submap import item_ports
 
     zipped = (*zipped, *(item_ports(spec, node) or ()))  # a mapped call's item feeds these too

@@ -110,9 +110,14 @@ def run_node(pipeline_ref: str, node: str, fingerprint: str, args: dict[str, Any
         from .submap import CALL_ITEM_ARG, unpack
 
         knames = io_names(step)[0]
+        inner = name  # a step map inside the body: this iteration's own item, under the call's
         name, values = unpack(node, args[CALL_ITEM_ARG])
-        args = {**{k: v for k, v in args.items() if k != CALL_ITEM_ARG},
-                **{knames[p]: values[i] for p, i in t.call_item.items()}}
+        if t.map_item is not None:
+            from interlock.core.model.submaps import item_name
+
+            name = item_name(node, (*_indices(name, node), *_indices(inner, node)))
+        args = {**{k: v for k, v in args.items() if k != CALL_ITEM_ARG},  # fields=: the record, read in prepare
+                **{knames[p]: values[i] if isinstance(i, int) else values[0] for p, i in t.call_item.items()}}
     run = run_context_for(t.pipeline)
     if t.stop_after_failure and run.on_cluster:  # kfp-local: the backend itself starts nothing new
         refuse_after_failure(run, node)
@@ -222,12 +227,25 @@ def node_inputs(spec: PipelineSpec, step: StepSpec, node: str, args: dict[str, A
     return node_inputs_of(NodeTask.of(spec, node), args)
 
 
+def _indices(name: str, node: str) -> tuple[int, ...]:
+    """The item indices of ``name`` (``node[1][0]`` -> (1, 0))."""
+    return tuple(int(x) for x in name[len(node):].strip("[]").split("][") if x)
+
+
 def node_inputs_of(t: NodeTask, args: dict[str, Any]) -> dict[str, Any]:
     step, bindings, declared = t.step, t.bindings, t.declared
     names_in, _ = io_names(step)
     inputs: dict[str, Any] = {}
+    fields = {p: f for f, p in t.map_fields}  # fields=: every field's port reads the item's record
+    fields.update({p: f for p, f in (t.call_item or {}).items() if isinstance(f, str)})
     for port in step.inputs:
         raw = args.get(names_in[port.name])
+        if port.name in fields:  # a missing field fails the item here, inside the shim, naming the field
+            from interlock.core.model.map_fields import field_of
+
+            record = args.get(names_in[t.map_item]) if t.map_item is not None and t.map_fields else raw
+            inputs[port.name] = from_jsonable(field_of(record, fields[port.name], f"node {t.node!r}"), port.type)
+            continue
         if port.name in t.map_zipped or (t.call_item and port.name in t.call_item):  # from the enumerated item
             inputs[port.name] = from_jsonable(raw, port.type)
             continue

@@ -32,6 +32,7 @@ from interlock.core.model.types import TypeSpec
 
 ITEM_TYPE = TypeSpec(TypeKind.DICT)  # what the per-item component declares for the item port
 ENUMERATE = "enumerate-items"
+OUTER = "outer"  # in an enumerated item of a call inside a mapped call: the outer call's item
 ENUMERATED = "\0enumerate:"  # among the task names: ENUMERATED + the enumerate task's name -> its map node
 
 
@@ -67,12 +68,13 @@ def list_form(spec: PipelineSpec, b: Any) -> str:
 
 
 def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | None = None, zipped: int = 0,
-                         forms: tuple[str, ...] = ()) -> Any:
+                         forms: tuple[str, ...] = (), fields: tuple[str, ...] = (), outer: bool = False) -> Any:
     """``zipped``: how many more lists (il.zip) go into each pair, as ``"zip": [w0, w1, ...]``
     (the lists must have one length); ``carried``: see carried_inputs; ``forms``: each list's
     ``list_form`` (the item's first; all LIST if empty). Elements that travel as JSON text stay
     text in the record (kfp.local cannot pass a list of dicts holding a null), listed by index
-    under ``"text"``; ``unpack_item`` decodes them.
+    under ``"text"``; ``unpack_item`` decodes them. ``fields`` (fields=): the fields every record
+    must have; a record without one fails this task, so no item runs, as on local.
 
     Named for its map node (``<node>_enumerate_items``): KFP names a task after its component,
     per DAG, and kfp-local tells the map its list's length by the task's name, so two maps of
@@ -86,7 +88,7 @@ def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | N
 
     fname = f"{identifier(node)}_enumerate_items"
     forms = forms or (LIST,) * (zipped + 1)
-    if not carried and not zipped and forms[0] == LIST:
+    if not carried and not zipped and not fields and not outer and forms[0] == LIST:
         source = _ENUMERATE_SOURCE.replace("def enumerate_items(", f"def {fname}(", 1)
         return dsl.component(_function_from_source(source, fname, "<interlock-kfp enumerate-items>"),
                              base_image=image, install_kfp_package=False)
@@ -97,6 +99,9 @@ def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | N
     args = "".join(f", {z}: {kinds[f]}" for z, f in zip(lists, forms[1:], strict=True))
     args += "".join(f", {key}: {kfp_type(t).parameter}" for key, t in zip(keys, carried.values(), strict=True))
     pairs = "".join(f", {key!r}: {key}" for key in keys)
+    if outer:  # submap.open_call_loop: the outer call's item, carried on in each item
+        args += f", {OUTER}: dict"
+        pairs += f", {OUTER!r}: {OUTER}"
     check = "    import json\n" if TEXT in forms else ""
     for name, f in zip(["items", *lists], forms, strict=True):
         if f == TEXT:  # the list's JSON text -> one JSON text per element
@@ -104,6 +109,14 @@ def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | N
     texts = [k for k, f in enumerate(forms) if f != LIST]
     if texts:
         pairs += f", 'text': {texts!r}"
+    if fields:  # each record's fields, before any item runs
+        loads = "json.loads(v) if isinstance(v, str) else v" if forms[0] != LIST else "v"
+        check += ("    import json\n" if "import json" not in check else "")
+        check += (f"    for i, v in enumerate(items):\n        r = {loads}\n"
+                  f"        for f in {list(fields)!r}:\n"
+                  "            if not isinstance(r, dict) or f not in r:\n"
+                  "                raise ValueError(f'item {i}: the item has no field {f!r} (its fields are '\n"
+                  "                                 f'{sorted(r) if isinstance(r, dict) else type(r).__name__})')\n")
     if zipped:  # the zip of KFP's own samples: one list of records, each input from its field
         names = ", ".join(["items", *lists])
         pairs += ", 'zip': [" + ", ".join(f"{z}[i]" for z in lists) + "]"
@@ -112,7 +125,8 @@ def _enumerate_component(node: str, image: str, carried: dict[str, TypeSpec] | N
                  "        raise ValueError(f'il.zip over lists of different lengths {lengths}')\n")
     source = (f"def {fname}(items: {kinds[forms[0]]}{args}) -> list:\n{check}"
               f"    return [{{'index': i, 'item': v{pairs}}} for i, v in enumerate(items)]\n")
-    filename = f"<interlock-kfp enumerate-items zipping {zipped} carrying {list(carried)} of {list(forms)}>"
+    filename = (f"<interlock-kfp enumerate-items zipping {zipped} carrying {list(carried)} of {list(forms)}"
+                f" reading {list(fields)}{' inside a mapped call' if outer else ''}>")
     fn = _function_from_source(source, fname, filename)
     return dsl.component(fn, base_image=image, install_kfp_package=False)
 
@@ -319,7 +333,8 @@ def open_loop(spec: PipelineSpec, node_name: str, items: Any, image: str,
     carried = carried or {}
     node = spec.node(node_name)
     forms = tuple(list_form(spec, node.bindings[p]) for p in m.ports)
-    enum = _enumerate_component(node_name, image, {p: t for p, (_, t) in carried.items()}, len(zipped), forms)(
+    enum = _enumerate_component(node_name, image, {p: t for p, (_, t) in carried.items()}, len(zipped), forms,
+                                tuple(f for f, _ in m.fields))(
         items=items, **{carried_key(k): v for k, (v, _) in enumerate(carried.values())},
         **{zip_key(k): v for k, v in enumerate(zipped)})
     enum.set_display_name(f"{node_name}-{ENUMERATE}")
@@ -389,3 +404,29 @@ def unpack_item(node: str, raw: Any) -> tuple[str, Any, list[Any]]:
     for k in pair.get("text", ()):  # elements that travelled as JSON text (_enumerate_component)
         values[int(k)] = json.loads(values[int(k)])  # a KFP struct makes every number a float
     return item_node(node, int(pair["index"])), values[0], values[1:]
+
+
+def fields_gap(spec: PipelineSpec, mapped: str, items: Any) -> str | None:
+    """kfp-local, after a map's enumerate task failed: the first record without a field that
+    ``fields=`` reads, said as local says it (the task's own error is in kfp's log only)."""
+    import json
+
+    from interlock.core.model.map_fields import field_of
+    from interlock.core.model.submaps import mapped_calls
+
+    maps = [n.map for n in spec.nodes if n.name == mapped] + [c.map for c in mapped_calls(spec) if c.name == mapped]
+    m = maps[0] if maps else None
+    if isinstance(items, str):  # the list as JSON text (list_form TEXT)
+        try:
+            items = json.loads(items)
+        except ValueError:
+            return None
+    if m is None or not m.fields or not isinstance(items, list):
+        return None
+    for i, v in enumerate(items):
+        for f, _ in m.fields:
+            try:
+                field_of(json.loads(v) if isinstance(v, str) else v, f, f"item {i}")
+            except KeyError as exc:
+                return str(exc.args[0])
+    return None

@@ -76,6 +76,7 @@ class TaskRecord:
     kfp_attempts: int = 0  # subprocesses kfp actually started for this task
     stopped_by_marker: int = 0  # kfp retries skipped because the shim gave up on the node (a stop marker)
     stopped: bool = False  # not started: the run was told to stop (SIGTERM, Ctrl-C) first
+    detail: str | None = None  # why it failed before the shim ran, where interlock can tell
 
 
 @dataclass
@@ -99,6 +100,7 @@ class _TaskObserver:
     failed_tasks: list[str] = field(default_factory=list)
     sizes: dict[str, int] = field(default_factory=dict)  # il.map node -> its list's length, as it ran
     policy: LocalPolicy | None = None  # the pipeline's failure policy, kept whatever kfp.local's order
+    spec: PipelineSpec | None = None  # for telling why a map's enumerate task failed (fields=)
 
 
     @contextlib.contextmanager
@@ -196,7 +198,16 @@ class _TaskObserver:
                 self.sizes[mapped] = len(outputs["Output"])  # the map report counts every item
             elif mapped is not None and task_status != status.Status.SUCCESS:  # il.zip of unequal lists
                 now = time.time()
-                self.records[mapped] = TaskRecord(mapped, Status.FAILED, {}, {}, False, now, now)
+                detail = None
+                if self.spec is not None:  # fields=: a record without a field, named as local names it
+                    from .fanout import fields_gap
+
+                    try:
+                        items = OrchestratorUtils.make_task_arguments(kw["task_spec"].inputs, kw["io_store"]).get("items")
+                    except Exception:  # only the message depends on it
+                        items = None
+                    detail = fields_gap(self.spec, mapped, items)
+                self.records[mapped] = TaskRecord(mapped, Status.FAILED, {}, {}, False, now, now, detail=detail)
                 self.failed_tasks.append(task_name)
             return outputs, task_status
         try:
@@ -282,7 +293,7 @@ class _TaskObserver:
             r.node: Seen(
                 Status.STOPPED if r.stopped else Status.CACHED if r.cached else r.status, shim_ran=r.fragment_written,
                 detail=self.stop_signal if r.stopped else None if r.fragment_written
-                else "the task failed before the shim ran (see the kfp log above)",
+                else r.detail or "the task failed before the shim ran (see the kfp log above)",
                 duration_s=r.ended - r.started,
             )
             for r in self.records.values()
@@ -451,7 +462,7 @@ class KfpLocalRun:
         observer = _TaskObserver(built.task_names, RunState(self.state_dir, options.run_id), options.sleeper, options.emit,
                                  redactor=Redactor.for_values(params),
                                  mapped=frozenset(n.name for n in spec.nodes if n.map is not None) | body_nodes(spec),
-                                 policy=policy)
+                                 policy=policy, spec=spec)
         env = {
             **RunEnv(run_id=options.run_id, state_dir=self.state_dir.resolve(), backend=BACKEND,
                      checkpoint_root=options.checkpoint_store).to_env(),
@@ -475,7 +486,8 @@ class KfpLocalRun:
     ) -> RunResult:
         spec, options = self.spec, self.options
         seen = observer.seen()
-        maps = reports(spec, observer.state, observer.sizes)  # il.map: the items' fragments -> the mapped node
+        body = body_nodes(spec)  # a step map in a mapped call's body: folded with the call's items below
+        maps = {k: v for k, v in reports(spec, observer.state, observer.sizes).items() if k not in body}
         for name in maps:
             frag = observer.state.read_fragment(name)
             if frag is not None:

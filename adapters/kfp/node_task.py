@@ -45,9 +45,12 @@ class NodeTask:
     # that does not depend on a failure, so the task itself refuses to start after one.
     stop_after_failure: bool = False
     map_zipped: tuple[str, ...] = ()  # il.zip: the other mapped ports, their elements in the item
+    # fields= (core/model/map_fields.py): each (field, port); the item is a record, each port its field
+    map_fields: tuple[tuple[str, str], ...] = ()
     # il.map over the sub-pipeline holding the node (submap.py): the task takes the call's
-    # enumerated item; each port fed by it -> its place among the item's values
-    call_item: dict[str, int] | None = None
+    # enumerated item; each port fed by it -> its place among the item's values, or (fields=) the
+    # name of the record's field it takes
+    call_item: dict[str, int | str] | None = None
 
     @classmethod
     def of(cls, spec: PipelineSpec, node: str, declared: dict[str, TypeSpec] | None = None) -> NodeTask:
@@ -60,6 +63,7 @@ class NodeTask:
             pipeline=spec.name, node=node, step=spec.step_of(n), bindings=n.bindings,
             declared=declared if declared is not None else declared_inputs(spec, node), map_item=n.map.item if n.map is not None else None,
             map_tolerant=bool(n.map is not None and n.map.tolerant), map_zipped=n.map.zipped if n.map is not None else (),
+            map_fields=n.map.fields if n.map is not None else (),
             stop_after_failure=spec.failure_policy == STOP, call_item=item_ports(spec, node),
         )
 
@@ -75,6 +79,7 @@ class NodeTask:
             **({"map_tolerant": True} if self.map_tolerant else {}),
             **({"stop": True} if self.stop_after_failure else {}),
             **({"map_zipped": list(self.map_zipped)} if self.map_zipped else {}),
+            **({"map_fields": [list(f) for f in self.map_fields]} if self.map_fields else {}),
             **({"call_item": dict(self.call_item)} if self.call_item is not None else {}),
         }
 
@@ -113,6 +118,7 @@ class NodeTask:
             map_item=d.get("map_item"), map_tolerant=bool(d.get("map_tolerant", False)),
             stop_after_failure=bool(d.get("stop", False)),
             map_zipped=tuple(d.get("map_zipped", ())),
+            map_fields=tuple((str(f), str(p)) for f, p in d.get("map_fields", ())),
             call_item=dict(d["call_item"]) if d.get("call_item") is not None else None,
         )
 

@@ -6,6 +6,9 @@ with ``parallelism`` the map's ``concurrency``. The pipeline component takes the
 more input (``interlock_call_item``) and hands it to every task of its body: the shim runs each
 body step under its item name (``trial.fit[2]``, core/model/submaps.py) and reads the mapped
 parameters from it. Readers outside the loop get ``dsl.Collected`` of the call task's outputs.
+A map inside the body is a ``ParallelFor`` inside the call's component: an inner mapped call's
+enumerated items carry the outer item (``"outer"``), so its tasks run as ``outer.inner.step[i][j]``
+and read both items' values; ``fields=`` hands each task the record, its shim reads the fields.
 
 kfp.local 2.17 replaces every task-output input of a loop task with the loop item (fanout.py,
 ``carried_inputs``): under kfp-local a broadcast step output travels in the enumerated item and
@@ -20,7 +23,7 @@ from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import BindingKind
 from interlock.core.model.subcalls import SubCall
-from interlock.core.model.submaps import ITEM, mapped_calls, maps_around
+from interlock.core.model.submaps import ITEM, item_name, mapped_calls, maps_around
 
 CALL_ITEM_ARG = "interlock_call_item"  # the body's input (and each body task's) holding the enumerated item
 CALL_ITEM = "\0call-item"  # among a body's values: that input's channel
@@ -32,17 +35,24 @@ def around(spec: PipelineSpec, node: str) -> SubCall | None:
     return found[0] if found else None
 
 
-def item_ports(spec: PipelineSpec, node: str) -> dict[str, int] | None:
+def item_ports(spec: PipelineSpec, node: str) -> dict[str, int | str] | None:
     """For a node in a mapped call's body: each port fed by the call's item -> its place among the
-    item's values (the item, then il.zip's other lists); None for a node outside every mapped call."""
-    c = around(spec, node)
-    if c is None or c.map is None:
+    item's values (the item, then il.zip's other lists), or with ``fields=`` the name of the
+    record's field it reads; None for a node outside every mapped call."""
+    calls = maps_around(spec, node)
+    if not calls:
         return None
     n = spec.node(node)
-    out: dict[str, int] = {}
-    for port, b in n.inputs:
-        if b.kind is BindingKind.PARAM and (b.param or "").startswith(c.name + ITEM):
-            out[port] = list(c.map.ports).index((b.param or "")[len(c.name + ITEM):])
+    out: dict[str, int | str] = {}
+    offset = 0  # a call inside mapped calls: their items' values come first, outermost first (unpack)
+    for c in calls:
+        assert c.map is not None
+        field_of = {param: f for f, param in c.map.fields}
+        for port, b in n.inputs:
+            if b.kind is BindingKind.PARAM and (b.param or "").startswith(c.name + ITEM):
+                param = (b.param or "")[len(c.name + ITEM):]
+                out[port] = field_of[param] if param in field_of else offset + list(c.map.ports).index(param)
+        offset += len(c.map.ports)
     return out
 
 
@@ -85,23 +95,13 @@ def check(spec: PipelineSpec) -> None:
                 pipeline=spec.name, step=c.name,
                 hint=f"drop tolerate= for KFP, or {hint_split} (a step map's tolerate= works on KFP)",
             )
-        if c.map.fields:
-            raise PipelineDefinitionError(
-                f"il.map(fields=...) over sub-pipeline {c.pipeline!r} (called as {c.name!r}) is not rendered on KFP",
-                pipeline=spec.name, step=c.name,
-                hint="take the whole record as the sub-pipeline's parameter, or run it with --backend local",
-            )
-        inner = [n.name for n in spec.nodes if n.name in c.nodes and n.map is not None]
-        inner += [s.name for s in mapped_calls(spec) if s.name != c.name and set(s.nodes) <= set(c.nodes)]
         outer = [s.name for s in mapped_calls(spec) if s.name != c.name and set(c.nodes) <= set(s.nodes)]
-        if inner or outer:
-            what = inner[0] if inner else c.name
+        if outer and c.map.fields:
             raise PipelineDefinitionError(
-                f"a map inside the mapped sub-pipeline call {(outer[0] if outer else c.name)!r} ({what!r}): nested "
-                "loops of sub-pipelines are not rendered on KFP yet",
-                pipeline=spec.name, step=what,
-                hint="make the inner map's body one @il.step that takes the whole row, or run it with --backend "
-                "local or flyte2-local",
+                f"il.map(fields=...) over sub-pipeline {c.pipeline!r} (called as {c.name!r}) inside the mapped "
+                f"sub-pipeline call {outer[0]!r} is not rendered on KFP",
+                pipeline=spec.name, step=c.name,
+                hint="take the whole record as the inner sub-pipeline's parameter, or run it with --backend local",
             )
         launched = [n for n in c.nodes if spec.step_of(n).distributed is not None]
         if launched:
@@ -118,18 +118,21 @@ def check(spec: PipelineSpec) -> None:
 
 
 def open_call_loop(spec: PipelineSpec, c: SubCall, items: Any, zipped: tuple[Any, ...], image: str,
-                   carried: dict[str, tuple[Any, Any]]) -> tuple[Any, Any, Any]:
-    """Enter ``ParallelFor`` over the call's enumerated list; (context manager, loop item, enumerate task)."""
+                   carried: dict[str, tuple[Any, Any]], outer: Any = None) -> tuple[Any, Any, Any]:
+    """Enter ``ParallelFor`` over the call's enumerated list; (context manager, loop item, enumerate task).
+    ``outer``: a call inside a mapped call's body: that call's item, which each enumerated item
+    carries on (``"outer"``), so the body's tasks know every item they run under."""
     from kfp import dsl
 
-    from .fanout import ENUMERATE, _enumerate_component, carried_key, list_form, zip_key
+    from .fanout import ENUMERATE, OUTER, _enumerate_component, carried_key, list_form, zip_key
 
     assert c.map is not None
     bound = dict(c.inputs)
     forms = tuple(list_form(spec, bound[p]) for p in c.map.ports)
-    enum = _enumerate_component(c.name, image, {p: t for p, (_, t) in carried.items()}, len(zipped), forms)(
+    enum = _enumerate_component(c.name, image, {p: t for p, (_, t) in carried.items()}, len(zipped), forms,
+                                tuple(f for f, _ in c.map.fields), outer is not None)(
         items=items, **{carried_key(k): v for k, (v, _) in enumerate(carried.values())},
-        **{zip_key(k): v for k, v in enumerate(zipped)})
+        **{zip_key(k): v for k, v in enumerate(zipped)}, **({OUTER: outer} if outer is not None else {}))
     enum.set_display_name(f"{c.name}-{ENUMERATE}")
     enum.set_caching_options(enable_caching=False)
     loop = dsl.ParallelFor(enum.output, parallelism=c.map.concurrency or 0, name=f"{c.name}-map")
@@ -137,11 +140,18 @@ def open_call_loop(spec: PipelineSpec, c: SubCall, items: Any, zipped: tuple[Any
 
 
 def unpack(node: str, raw: Any) -> tuple[str, list[Any]]:
-    """In a body task: the shim's name for this item of the node, and the item's values."""
-    from .fanout import unpack_item
+    """In a body task: the shim's name for this item of the node (``node[i][j]`` inside two mapped
+    calls), and the items' values, the outermost call's first."""
+    from .fanout import OUTER, unpack_item
 
-    name, item, zipped = unpack_item(node, raw)
-    return name, [item, *zipped]
+    indices: list[int] = []
+    values: list[Any] = []
+    while raw is not None:
+        name, item, zipped = unpack_item(node, raw)
+        indices.insert(0, int(name[len(node) + 1:-1]))
+        values[:0] = [item, *zipped]
+        raw = raw.get(OUTER) if isinstance(raw, dict) else None
+    return item_name(node, tuple(indices)), values
 
 
 def call_reports(spec: PipelineSpec, state: Any, sizes: dict[str, int], seen: dict[str, Any]) -> dict[str, Any]:
@@ -152,13 +162,35 @@ def call_reports(spec: PipelineSpec, state: Any, sizes: dict[str, int], seen: di
     from interlock.core.run.call_items import ends_of, fold_call
 
     out: dict[str, Any] = {}
-    for c in mapped_calls(spec):
+    calls = sorted(mapped_calls(spec), key=lambda c: -len(maps_around(spec, c.nodes[0])) if c.nodes else 0)
+    for c in calls:  # innermost first: a call inside a mapped call is folded per outer item first
         n = sizes.get(c.name)
         for node in c.nodes:
             seen.pop(node, None)
         if n is None:  # its list was never made: settle says why
             continue
         body = [spec.node(x) for x in c.nodes]
+        depth = len(maps_around(spec, c.nodes[0])) - 1 if c.nodes else 0
+        if depth:  # inside mapped calls: one fold per item of the outer call (one level of nesting)
+            import dataclasses
+
+            from interlock.core.run.map_items import item_fragments
+
+            outer_n = sizes.get(maps_around(spec, c.nodes[0])[0].name, 0)
+            for i in range(outer_n):  # each outer item's own list: its length is the items seen
+                seen_items = [j for x in body for j in item_fragments(state, item_name(x.name, (i,)))]
+                k = max(seen_items) + 1 if seen_items else 0
+                fold_call(spec, state, c, body, (i,), ends_of(state, body, (i,), k))
+            continue
+        body = [spec.node(x) for x in c.nodes]
+        for node in body:  # a step map inside the body: each call item's own items first, as local folds them
+            if node.map is not None:
+                import dataclasses
+
+                from interlock.core.run.map_items import aggregate
+
+                for i in range(n):  # the inner list's length per call item is not kept: its items seen
+                    aggregate(spec, state, dataclasses.replace(node, name=item_name(node.name, (i,))))
         report, statuses = fold_call(spec, state, c, body, (), ends_of(state, body, (), n))
         out[c.name] = report
         seen.update({k: Seen(v) for k, v in statuses.items()})
@@ -168,3 +200,18 @@ def call_reports(spec: PipelineSpec, state: Any, sizes: dict[str, int], seen: di
 def body_nodes(spec: PipelineSpec) -> frozenset[str]:
     """The nodes of every mapped call's body: kfp-local tells each once, after the run."""
     return frozenset(x for c in mapped_calls(spec) for x in c.nodes)
+
+
+def lifted_in(spec: PipelineSpec, b: Any, t: Any, call: SubCall) -> Any:
+    """The type of ``b`` (read by an output of ``call``'s component) inside that component: a list
+    per mapped call inside ``call`` around what ``b`` reads (its loop's ``dsl.Collected``)."""
+    import dataclasses
+
+    from interlock.core.model.fanout import list_of
+
+    src, own = b.nodes(), set(call.nodes)
+    for s in sorted(mapped_calls(spec), key=lambda s: -len(s.name)):  # innermost first
+        if s.name != call.name and set(s.nodes) < own and src & set(s.nodes):
+            assert s.map is not None
+            t = list_of(dataclasses.replace(t, optional=True) if s.map.tolerant else t)
+    return t

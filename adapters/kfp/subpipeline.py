@@ -65,10 +65,15 @@ class _Collected(_Outputs):
         self.channels = dict(value)
 
 
-def _annotation(spec: PipelineSpec, b: Binding, *, output: bool) -> Any:
+def _annotation(spec: PipelineSpec, b: Binding, *, output: bool, within: Any = None) -> Any:
+    """``within``: the call whose output ``b`` is; read from a mapped call inside it, a list."""
     from kfp import dsl
 
     t = binding_type(spec, b)
+    if within is not None and t is not None:
+        from .submap import lifted_in
+
+        t = lifted_in(spec, b, t, within)
     if t is None:
         raise PipelineDefinitionError(f"cannot type {b.describe()}", pipeline=spec.name)
     kt = kfp_type(t)
@@ -125,7 +130,7 @@ def _after_body(spec: PipelineSpec, unit: Call, body_component: Any, opts: Any, 
     c, name = unit.call, unit.call.name
     ins = call_inputs(spec, c, unit.inputs)
     outs = kfp_call_outputs(spec, name)
-    ret = typing.NamedTuple("Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs])  # type: ignore[misc]
+    ret = typing.NamedTuple("Outputs", [(k, _annotation(spec, b, output=True, within=c)) for k, b in outs])  # type: ignore[misc]
 
     def wrapper(*args: Any) -> Any:
         values = dict(zip([k for k, _ in ins], args, strict=True))
@@ -166,10 +171,10 @@ def _component(
     ins = call_inputs(spec, c, unit.inputs)
     outs = kfp_call_outputs(spec, name)
     if single(outs):  # one unnamed output: returned plainly, KFP's "Output", as at the top level
-        ret = _annotation(spec, outs[0][1], output=True)
+        ret = _annotation(spec, outs[0][1], output=True, within=c)
     else:
         ret = typing.NamedTuple(
-            "Outputs", [(k, _annotation(spec, b, output=True)) for k, b in outs]) if outs else None
+            "Outputs", [(k, _annotation(spec, b, output=True, within=c)) for k, b in outs]) if outs else None
 
     def body(*args: Any) -> Any:
         inner_values: dict[str, Any] = {}
@@ -295,7 +300,7 @@ def emit_call(spec: PipelineSpec, unit: Call, component: Any, values: dict[str, 
             carried = {k: (kwargs[k], binding_type(spec, b)) for k, b in ins
                        if b.kind in (BindingKind.OUTPUT, BindingKind.ONE_OF)}
         loop, item, enum = open_call_loop(spec, c, items, zipped, (opts.image if opts else None) or DEFAULT_IMAGE,
-                                          carried)
+                                          carried, values.get(CALL_ITEM))
         if task_names is not None:
             task_names[ENUMERATED + enum.name] = name  # kfp-local reads the list's length from it
         kwargs = {**kwargs, **{k: getattr(item, carried_key(i)) for i, k in enumerate(carried)}, CALL_ITEM_ARG: item}

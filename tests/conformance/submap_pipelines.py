@@ -198,6 +198,16 @@ def fields_dicts():
     return il.map(combine, over=[{"a": 1, "b": 2.0}, {"a": 3, "b": 4.5}], fields=True, scale=2.0)
 
 
+@il.step
+def gappy_records() -> list[dict]:  # the second record has no field b
+    return [{"a": 1, "b": 2.0}, {"a": 2}]
+
+
+@il.pipeline(name="fields-missing")  # module level: kfp-local imports the step in its task
+def fields_missing():
+    return il.map(combine, over=gappy_records(), fields=True)
+
+
 @il.pipeline(name="fields-records")
 def fields_records(n: int = 3):
     return il.map(combine, over=pairs(n=n), fields=True)  # typed records: checked at build
@@ -289,3 +299,46 @@ def logged_trial(lr: float, gate: str, log: str) -> float:
 @il.pipeline(name="submap-resume")
 def sweep_resume(gate: str, log: str, lrs: list[float] = [1.0, -2.0, 3.0]):  # noqa: B006 - recorded, never mutated
     return best(scores=il.map(logged_trial, over=lrs, gate=gate, log=log))
+
+
+# -- a tolerant step map and a step map over fields inside a mapped body ----------------------------
+@il.step
+def row_cells(row: int) -> list[int]:
+    return [row, -row, row + 1]
+
+
+@il.step
+def safe_root(x: int) -> float:
+    if x < 0:
+        raise ValueError(f"bad config: x={x} is negative")
+    return x**0.5
+
+
+@il.step
+def row_total(xs: list[float | None]) -> float:
+    return sum(x for x in xs if x is not None)
+
+
+@il.pipeline(name="tolerant-row")
+def tolerant_row(row: int) -> float:
+    return row_total(xs=il.map(safe_root, over=row_cells(row=row), tolerate=1))  # the -row item fails
+
+
+@il.pipeline(name="submap-tolerant-inner")
+def tolerant_inner(rows: list[int] = [1, 4]):  # noqa: B006 - recorded, never mutated
+    return il.map(tolerant_row, over=rows)
+
+
+@il.step
+def row_records(row: int) -> list[dict]:
+    return [{"a": row, "b": 1.5}, {"a": row * 2, "b": 0.5}]
+
+
+@il.pipeline(name="fields-row")
+def fields_row(row: int) -> list[float]:
+    return il.map(combine, over=row_records(row=row), fields=True)  # a step map over fields inside the body
+
+
+@il.pipeline(name="submap-fields-inner")
+def fields_inner(rows: list[int] = [1, 2]):  # noqa: B006 - recorded, never mutated
+    return il.map(fields_row, over=rows)

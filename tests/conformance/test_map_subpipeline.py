@@ -253,15 +253,7 @@ def test_fields_of_each_item_to_the_parameters_of_a_mapped_sub_pipeline(backend:
 
 @pytest.mark.parametrize("backend", backend_params("map.fields"))
 def test_an_item_without_a_field_fails_the_map_before_any_item(backend: str, tmp_path: Path) -> None:
-    @il.step
-    def records() -> list[dict]:
-        return [{"a": 1, "b": 2.0}, {"a": 2}]
-
-    @il.pipeline(name="fields-missing")
-    def missing():
-        return il.map(sp.combine, over=records(), fields=True)
-
-    r = _run(missing, backend, tmp_path)
+    r = _run(sp.fields_missing, backend, tmp_path)
     assert not r.succeeded and r.error is not None and r.error.step == "combine"
     assert "no field 'b'" in str(r.error)
 
@@ -367,3 +359,21 @@ def test_a_resumed_run_keeps_the_items_that_finished_and_runs_the_failed_one(tmp
     assert again.succeeded and again.outputs == {"o0": 4.0}
     assert log.read_text().split("\n")[:-1] == ["fit -2.0", "score 2.0"]  # only the failed item ran
     assert _statuses(again) == {"logged-trial.logged_fit": S, "logged-trial.logged_score": S, "best": S}
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.tolerate", "map.subpipeline.nested"))
+def test_a_tolerant_step_map_inside_a_mapped_sub_pipeline(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.tolerant_inner, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs["o0"] == [1.0 + 2**0.5, 2.0 + 5**0.5]  # the -row item of each row tolerated
+    assert _statuses(r) == {"tolerant-row.row_cells": S, "tolerant-row.safe_root": S, "tolerant-row.row_total": S}
+    assert _map(r, "tolerant-row") == {"items": 2, "failed": [], "allowed": 0}
+
+
+@pytest.mark.parametrize("backend", backend_params("map.subpipeline", "map.fields", "map.subpipeline.nested"))
+def test_a_step_map_over_fields_inside_a_mapped_sub_pipeline(backend: str, tmp_path: Path) -> None:
+    r = _run(sp.fields_inner, backend, tmp_path)
+    assert r.succeeded, r.error
+    assert r.outputs["o0"] == [[2.5, 2.5], [3.5, 4.5]]  # a + b of each record, per row
+    assert _statuses(r) == {"fields-row.row_records": S, "fields-row.combine": S}
+    assert r.steps["fields-row.combine"].attempts == 4  # two records in each of two rows
