@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.core.backend.plan import Call, Plan
 from interlock.core.model.spec import Binding, BindingKind
+from interlock.core.model.submaps import item_param
 
 if TYPE_CHECKING:
     from .workflow import Builder
@@ -73,6 +74,9 @@ def make(b: Builder, unit: Call) -> Any:
     spec, name = b.spec, unit.call.name
     ins, outs = unit.inputs, unit.outputs
     types = {k: python_type(type_of_binding(spec, x)) for k, x in ins}
+    from .submap import CALL_INDEX, CALL_INDEX_ARG, item_inputs, item_key
+
+    types |= item_inputs(spec, unit)  # il.map over the call: one item's parameters and index (submap.py)
     ret = outputs_type(tuple(OutputPort(k, type_of_binding(spec, x)) for k, x in outs),
                        py_ident(f"{spec.name}_{name}_outputs"))
     fin = b.call_finally_tasks.get(name)
@@ -84,6 +88,10 @@ def make(b: Builder, unit: Call) -> Any:
                 values["__outputs__"].setdefault(x.node or "", {})[x.port or ""] = kwargs[k]
             else:
                 values[_wkey(x)] = kwargs[k]
+        if unit.call.map is not None:
+            for p in unit.call.items:
+                values[item_param(name, p.name)] = kwargs[item_key(name, p.name)]
+            values[CALL_INDEX] = kwargs[CALL_INDEX_ARG]
         b.emit_scope(unit.key, values)
         if fin is not None and unit.finally_ is not None:  # the success path's last node: the call's finally step
             from .finally_node import call_last

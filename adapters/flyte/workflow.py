@@ -71,6 +71,9 @@ class Builder:
     def __init__(self, spec: PipelineSpec, options: TaskOptions):
         self.spec = spec
         self.options = options
+        from interlock.core.model.submaps import mapped_calls
+
+        self._in_maps = frozenset(x for c in mapped_calls(spec) for x in c.nodes)
         self.tasks = {n.name: build_task(spec, n.name, options) for n in spec.nodes}
         for n in spec.nodes:
             if n.map is not None:  # il.map: an array node over the per-item task
@@ -102,6 +105,12 @@ class Builder:
                                   for k, b in self.external_bindings(gid).items()} for gid in self.blocks}
         self.block_tasks: dict[str, Any] = {gid: self.block_task(gid, t) for gid, t in self.block_types.items()}
         self.call_finally_tasks = subworkflow.finally_tasks(self.plan, options)  # il.finally_ in a sub-pipeline
+        if spec.subs:  # il.map over a sub-pipeline: a dynamic task per mapped call (submap.py)
+            from . import submap
+
+            submap.check(spec)
+            for c in submap.mapped_calls(spec):
+                self.tasks[c.name] = submap.build_dynamic(self, self.plan.call(c.name))
         for g in spec.gates:
             for c in condition_of(g).bindings():
                 if not c.field:
@@ -174,6 +183,10 @@ class Builder:
 
         if isinstance(u, Step):
             self.emit_node(u.key, values, handles)
+        elif isinstance(u, Call) and u.call.map is not None:  # il.map over a sub-pipeline
+            from .submap import emit_map
+
+            emit_map(self, u, values)
         elif isinstance(u, Call):
             subworkflow.emit_sub(self, u, values, handles)
         elif isinstance(u, Chain):  # il.when/il.elif_/il.otherwise
@@ -228,6 +241,10 @@ class Builder:
             if b.kind is BindingKind.CONST:
                 v = to_flyte(v, t)  # dataclass from its JSON form, untyped list/dict as JSON text
             kwargs[port] = v
+        if node.name in self._in_maps:  # a step of a mapped sub-pipeline's body: the item's index (submap.py)
+            from .submap import CALL_INDEX, CALL_INDEX_ARG
+
+            kwargs[CALL_INDEX_ARG] = values[CALL_INDEX]
         result = self.tasks[name](**kwargs)
         if hasattr(result, "with_overrides") and not _is_local(result):
             result.with_overrides(node_name=name)
