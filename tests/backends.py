@@ -45,10 +45,14 @@ LEFT_OUT: dict[str, dict[str, str]] = {
     "map.subpipeline.tolerate": {
         "kfp-local": "a loop iteration of a nested pipeline cannot report a failed item and still succeed: "
         "il.map(tolerate=...) over a sub-pipeline is refused at build with a hint (test_map_subpipeline.py)",
+        "flyte-local": "a Flyte dynamic workflow fails when one of its sub-workflow nodes fails: il.map(tolerate=...) "
+        "over a sub-pipeline is refused at build with a hint (adapters/flyte/submap.py)",
     },
     "map.subpipeline.nested": {
         "kfp-local": "a map inside a mapped sub-pipeline's body (a step map or another mapped call) is refused at "
         "build with a hint (test_map_subpipeline.py)",
+        "flyte-local": "a map inside a mapped sub-pipeline's body is refused at build with a hint "
+        "(adapters/flyte/submap.py)",
     },
     "lineage.recorded_by_core": {
         "kfp-local": "records its run in ML Metadata itself (KfpLocalOptions.lineage; tests/plugins/test_mlmd_lineage.py)",

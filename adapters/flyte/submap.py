@@ -25,7 +25,7 @@ from interlock.core.backend.plan import Call
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import BindingKind
-from interlock.core.model.submaps import item_param, mapped_calls
+from interlock.core.model.submaps import ITEM, item_param, mapped_calls
 
 if TYPE_CHECKING:
     from .workflow import Builder
@@ -56,12 +56,12 @@ def check(spec: PipelineSpec) -> None:
                 hint="make the inner map's body one @il.step that takes the whole row, or run it with --backend "
                 "local or flyte2-local",
             )
-        outer = [s.name for s in spec.subs if s.name != c.name and set(c.nodes) < set(s.nodes)]
-        if outer:
+        blocks = [blk.node.name for blk in spec.finally_blocks if set(blk.members) <= set(c.nodes)]
+        if blocks:
             raise PipelineDefinitionError(
-                f"mapped sub-pipeline call {c.name!r} inside the sub-pipeline call {outer[0]!r} is not rendered "
-                "on Flyte 1 yet", pipeline=spec.name, step=c.name,
-                hint="map the sub-pipeline at the top level of the pipeline, or run it with --backend local",
+                f"with il.finally_({blocks[0]!r}) inside the mapped sub-pipeline {c.pipeline!r} (called as "
+                f"{c.name!r}) is not rendered on Flyte 1 yet", pipeline=spec.name, step=blocks[0],
+                hint="put the il.finally_ around the il.map call, or run it with --backend local or flyte2-local",
             )
         launched = [n for n in c.nodes if spec.step_of(n).distributed is not None]
         if launched:
@@ -75,6 +75,29 @@ def check(spec: PipelineSpec) -> None:
                 f"il.finally_ inside the mapped sub-pipeline {c.pipeline!r} (called as {c.name!r})",
                 pipeline=spec.name, step=c.name, hint="put the il.finally_ around the il.map call",
             )
+
+
+def call_inputs(spec: PipelineSpec, unit: Call) -> tuple[tuple[str, Any], ...]:
+    """A call's sub-workflow inputs: the plan's, plus the lists the mapped calls inside it map over
+    where they come from outside it (no node of the call reads them: the body reads the item)."""
+    from .tasks import py_ident
+
+    inside = set(unit.call.nodes)
+    within = {s.name for s in mapped_calls(spec) if s.name != unit.call.name and set(s.nodes) <= inside}
+    # the item parameter of a mapped call inside: its dynamic hands it to the body per item
+    ins = [(k, b) for k, b in unit.inputs
+           if not (b.kind is BindingKind.PARAM and (b.param or "").rpartition(ITEM)[0] in within)]
+    for s in mapped_calls(spec):
+        if s.name == unit.call.name or not set(s.nodes) <= inside or s.map is None:
+            continue
+        bound = dict(s.inputs)
+        for p in s.map.ports:
+            b = bound[p]
+            if b in [x for _, x in ins] or (b.kind is BindingKind.OUTPUT and b.node in inside):
+                continue
+            if b.kind in (BindingKind.PARAM, BindingKind.OUTPUT):
+                ins.append((py_ident(f"{s.name}_{p}__list"), b))
+    return tuple(ins)
 
 
 def list_key(port: str) -> str:

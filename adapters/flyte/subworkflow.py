@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from interlock.core.backend.plan import Call, Plan
 from interlock.core.model.spec import Binding, BindingKind
-from interlock.core.model.submaps import item_param
 
 if TYPE_CHECKING:
     from .workflow import Builder
@@ -71,12 +70,15 @@ def make(b: Builder, unit: Call) -> Any:
         workflow_function,
     )
 
+    from .submap import call_inputs
+
     spec, name = b.spec, unit.call.name
-    ins, outs = unit.inputs, unit.outputs
+    ins, outs = call_inputs(spec, unit), unit.outputs
     types = {k: python_type(type_of_binding(spec, x)) for k, x in ins}
     from .submap import CALL_INDEX, CALL_INDEX_ARG, item_inputs, item_key
 
-    types |= item_inputs(spec, unit)  # il.map over the call: one item's parameters and index (submap.py)
+    # il.map over the call: one item's parameters and index; a call inside a mapped body: the index (submap.py)
+    types |= item_inputs(spec, unit) if unit.call.map is not None else b.index_input(unit.key)
     ret = outputs_type(tuple(OutputPort(k, type_of_binding(spec, x)) for k, x in outs),
                        py_ident(f"{spec.name}_{name}_outputs"))
     fin = b.call_finally_tasks.get(name)
@@ -90,7 +92,9 @@ def make(b: Builder, unit: Call) -> Any:
                 values[_wkey(x)] = kwargs[k]
         if unit.call.map is not None:
             for p in unit.call.items:
-                values[item_param(name, p.name)] = kwargs[item_key(name, p.name)]
+                values[item_key(name, p.name)] = kwargs[item_key(name, p.name)]
+            values[CALL_INDEX] = kwargs[CALL_INDEX_ARG]
+        elif CALL_INDEX_ARG in kwargs:
             values[CALL_INDEX] = kwargs[CALL_INDEX_ARG]
         b.emit_scope(unit.key, values)
         if fin is not None and unit.finally_ is not None:  # the success path's last node: the call's finally step
@@ -116,7 +120,10 @@ def emit_sub(b: Builder, unit: Call, values: dict[str, Any], handles: dict[str, 
 
     outputs = values.setdefault("__outputs__", {})
     sub = b.subworkflow(unit.key)
-    result = sub(**{k: b.value_of(x, values, outputs) for k, x in unit.inputs})
+    from .submap import call_inputs
+
+    ins = call_inputs(b.spec, unit)
+    result = sub(**{k: b.value_of(x, values, outputs) for k, x in ins}, **b.item_index(values))
     _name_workflow_node(unit.call.name)
     if handles is not None:
         node = _handle(result)
