@@ -165,6 +165,7 @@ def build_dynamic(b: Builder, unit: Call) -> Any:
 def run_items(b: Builder, unit: Call, ret: Any, kwargs: dict[str, Any]) -> Any:
     """The dynamic's body: the sub-workflow per item (promises in a pod, values under flyte-local),
     each output gathered into a list in item order."""
+    from .subworkflow import _name_workflow_node
     from .tasks import _local_run
     from .workflow import _local_execution
 
@@ -188,6 +189,7 @@ def run_items(b: Builder, unit: Call, ret: Any, kwargs: dict[str, Any]) -> Any:
         item = {item_key(c.name, p): v for p, v in m.item_values(lists, i, f"item {i}").items()}
         try:
             results.append(sub(**broadcast, **item, **{CALL_INDEX_ARG: i}))
+            _name_workflow_node(f"{c.name}-{i}")
         except Exception as exc:  # noqa: BLE001 - under flyte-local every item runs, then the first failure
             if local is None:
                 raise

@@ -1,0 +1,100 @@
+"""``il.map`` over a sub-pipeline compiled for Flyte 1 (issue 24): a dynamic task per mapped call,
+serialized as protobufs; in a pod it compiles to one sub-workflow node per item, each body task
+taking the item's index; what Flyte 1 does not render is refused while the pipeline is built.
+(flyte-local runs the conformance cases: tests/conformance/test_map_subpipeline.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conformance import submap_pipelines as sp
+from flyteidl.admin import task_pb2, workflow_pb2
+from flyteidl.core import types_pb2
+
+import interlock as il
+from interlock.adapters.flyte.resolver import resolver
+from interlock.adapters.flyte.submap import CALL_INDEX_ARG
+from interlock.core.base.errors import PipelineDefinitionError
+
+
+def _compile(pipeline: object, out: Path) -> dict[str, Path]:
+    files = il.compile(pipeline, backend="flyte", out=out, project="p", domain="d", version="v1", image="img:1")
+    return {f.name: f for f in files}
+
+
+def _one(files: dict[str, Path], suffix: str) -> Path:
+    [path] = [p for n, p in files.items() if n.endswith(suffix)]
+    return path
+
+
+def test_a_mapped_call_is_a_dynamic_task_node_between_its_list_and_its_reader(tmp_path: Path) -> None:
+    files = _compile(sp.sweep, tmp_path)
+    wf = workflow_pb2.WorkflowSpec()
+    wf.ParseFromString(_one(files, "_submap-sweep_2.pb").read_bytes())
+    nodes = {n.id: n for n in wf.template.nodes}
+    assert list(nodes) == ["make-lrs", "trial", "best"]
+    assert nodes["trial"].task_node.reference_id.name == "submap-sweep.trial"
+    inputs = {b.var: b.binding for b in nodes["trial"].inputs}
+    assert inputs["lr__items"].promise.node_id == "make-lrs"  # the list, from the step that makes it
+    assert inputs["data"].promise.var == "data"  # a broadcast parameter
+    assert nodes["best"].inputs[0].binding.promise.node_id == "trial"  # fan-in: the dynamic's list
+    task = task_pb2.TaskSpec()
+    task.ParseFromString(_one(files, "_submap-sweep.trial_1.pb").read_bytes())
+    variables = task.template.interface.inputs.variables
+    assert sorted(variables) == ["data", "lr__items"]
+    assert variables["lr__items"].type.collection_type.simple == types_pb2.FLOAT
+    assert variables["data"].type.simple == types_pb2.STRING
+    assert task.template.interface.outputs.variables["o0"].type.HasField("collection_type")
+    args = list(task.template.container.args)
+    assert args[args.index("--") + 1:] == ["pipeline", "conformance.submap_pipelines:sweep", "node", "trial",
+                                           "step", "trial"]
+    # The body's tasks are compiled in the pod, by the dynamic: none is registered beside it.
+    assert not any(n.endswith("trial.fit_1.pb") for n in files)
+
+
+def test_in_a_pod_the_dynamic_calls_the_body_sub_workflow_once_per_item() -> None:
+    from flytekit.configuration import Image, ImageConfig, SerializationSettings
+    from flytekit.core.context_manager import ExecutionState, FlyteContextManager
+    from flytekit.core.type_engine import TypeEngine
+
+    task = resolver.load_task(["pipeline", "conformance.submap_pipelines:sweep", "node", "trial", "step", "trial"])
+    settings = SerializationSettings(image_config=ImageConfig(default_image=Image(name="d", fqn="img", tag="1")),
+                                     project="p", domain="d", version="v1")
+    ctx = FlyteContextManager.current_context().with_serialization_settings(settings)
+    with FlyteContextManager.with_context(ctx) as ctx:
+        pod = ctx.new_execution_state().with_params(mode=ExecutionState.Mode.TASK_EXECUTION)
+        with FlyteContextManager.with_context(ctx.with_execution_state(pod)) as ctx:
+            literals = TypeEngine.dict_to_literal_map(ctx, {"lr__items": [0.5, 1.0, 1.5], "data": "ab"},
+                                                      {"lr__items": list[float], "data": str})
+            job = task.dispatch_execute(ctx, literals)
+    assert [(n.id, n.workflow_node.sub_workflow_ref.name) for n in job.nodes] == [
+        ("trial-0", "submap-sweep.trial"), ("trial-1", "submap-sweep.trial"), ("trial-2", "submap-sweep.trial")]
+    [sub] = job.subworkflows
+    assert sorted(sub.interface.inputs) == sorted(["data", "trial___lr", CALL_INDEX_ARG])
+    # Each body task takes the item's index: its shim runs under trial.fit[i].
+    assert {t.id.name: sorted(t.interface.inputs) for t in job.tasks} == {
+        "submap-sweep.trial.fit": sorted(["lr", "data", CALL_INDEX_ARG]),
+        "submap-sweep.trial.score": sorted(["model", "bonus", CALL_INDEX_ARG]),
+    }
+    [out] = job.outputs
+    assert [b.promise.node_id for b in out.binding.collection.bindings] == ["trial-0", "trial-1", "trial-2"]
+
+
+def test_a_body_with_a_branch_compiles_to_a_dynamic_over_the_list_alone(tmp_path: Path) -> None:
+    files = _compile(sp.sweep_branch, tmp_path)
+    task = task_pb2.TaskSpec()
+    task.ParseFromString(_one(files, "_submap-branch.judge_1.pb").read_bytes())
+    assert sorted(task.template.interface.inputs.variables) == ["lr__items"]  # data="ab" is a constant of the body
+
+
+@pytest.mark.parametrize(("pipeline", "match"), [
+    (sp.sweep_tolerant, r"il.map\(tolerate=1\) over sub-pipeline 'trial'"),
+    (sp.grid, r"a map inside the mapped sub-pipeline call 'grid-row' \('grid-row.square'\)"),
+    (sp.nested, r"a map inside the mapped sub-pipeline call 'outer-pair'"),
+])
+def test_what_flyte_1_does_not_render_is_refused_at_build_with_a_hint(pipeline: object, match: str,
+                                                                     tmp_path: Path) -> None:
+    with pytest.raises(PipelineDefinitionError, match=match) as err:
+        _compile(pipeline, tmp_path)
+    assert "--backend local" in (err.value.hint or "")
