@@ -166,7 +166,9 @@ def run_items(b: Builder, unit: Call, ret: Any, kwargs: dict[str, Any]) -> Any:
     """The dynamic's body: the sub-workflow per item (promises in a pod, values under flyte-local),
     each output gathered into a list in item order."""
     from .subworkflow import _name_workflow_node
-    from .tasks import _local_run
+    from interlock.core.base.errors import StepStopped
+
+    from .tasks import _local_run, _step_failed
     from .workflow import _local_execution
 
     c = unit.call
@@ -191,8 +193,8 @@ def run_items(b: Builder, unit: Call, ret: Any, kwargs: dict[str, Any]) -> Any:
             results.append(sub(**broadcast, **item, **{CALL_INDEX_ARG: i}))
             _name_workflow_node(f"{c.name}-{i}")
         except Exception as exc:  # noqa: BLE001 - under flyte-local every item runs, then the first failure
-            if local is None:
-                raise
+            if local is None or isinstance(_step_failed(exc), StepStopped):
+                raise  # told to stop: no further item starts
             failed.append(exc)
     if failed:
         raise failed[0]
