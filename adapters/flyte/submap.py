@@ -165,9 +165,9 @@ def build_dynamic(b: Builder, unit: Call) -> Any:
 def run_items(b: Builder, unit: Call, ret: Any, kwargs: dict[str, Any]) -> Any:
     """The dynamic's body: the sub-workflow per item (promises in a pod, values under flyte-local),
     each output gathered into a list in item order."""
-    from .subworkflow import _name_workflow_node
     from interlock.core.base.errors import StepStopped
 
+    from .subworkflow import _name_workflow_node
     from .tasks import _local_run, _step_failed
     from .workflow import _local_execution
 

@@ -60,6 +60,7 @@ def make(b: Builder, unit: Call) -> Any:
     for a ``with il.finally_`` block (finally_blocks.py); a failed body still fails the caller."""
     from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
+    from .submap import call_inputs
     from .tasks import py_ident
     from .types import outputs_type, python_type
     from .workflow import (
@@ -69,8 +70,6 @@ def make(b: Builder, unit: Call) -> Any:
         workflow_defaults,
         workflow_function,
     )
-
-    from .submap import call_inputs
 
     spec, name = b.spec, unit.call.name
     ins, outs = call_inputs(spec, unit), unit.outputs
