@@ -231,16 +231,15 @@ def emit_map(b: Builder, unit: Call, values: dict[str, Any]) -> None:
 
 def call_reports(spec: PipelineSpec, state: Any, sizes: dict[str, int], seen: dict[str, Any]) -> dict[str, Any]:
     """flyte-local, after the run: each mapped call's items folded (core/run/call_items.py), its
-    ``MapReport`` by the call's name; ``seen`` gets each body node's status from its items."""
+    ``MapReport`` by the call's name; ``seen`` gets each body node's status from its items (a body
+    node whose items flytekit's cache served wrote no item fragment: it keeps what flytekit showed,
+    cached)."""
     from interlock.core.record.outcomes import Seen
     from interlock.core.run.call_items import ends_of, fold_call
 
     out: dict[str, Any] = {}
     for c in mapped_calls(spec):
         n = sizes.get(c.name)
-        for node in c.nodes:
-            seen.pop(node, None)
-        seen.pop(c.name, None)
         if n is None:  # the dynamic never ran: settle says why
             continue
         body = [spec.node(x) for x in c.nodes]

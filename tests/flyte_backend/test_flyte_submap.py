@@ -98,3 +98,22 @@ def test_what_flyte_1_does_not_render_is_refused_at_build_with_a_hint(pipeline: 
     with pytest.raises(PipelineDefinitionError, match=match) as err:
         _compile(pipeline, tmp_path)
     assert "--backend local" in (err.value.hint or "")
+
+
+@il.pipeline(name="submap-cached-strict")
+def _cached_strict(lrs: list[float] = [1.0, 2.0]):  # noqa: B006 - recorded, never mutated
+    return sp.kept(scores=il.map(sp.cached_trial, over=lrs, data="ab"))
+
+
+@pytest.mark.parametrize("backend", ["local", "flyte-local"])
+def test_a_rerun_serves_the_cached_body_step_of_every_item_as_local_does(backend: str, tmp_path: Path) -> None:
+    # flytekit's cache serves the body task without running the shim (no item fragment): the step
+    # still reports cached, as on local (the conformance case of this runs with tolerate=, refused here).
+    runs = [il.run(_cached_strict, backend=backend, workdir=tmp_path / "w", raise_on_failure=False) for _ in range(2)]
+    assert [r.outputs for r in runs] == [{"o0": [3.0, 5.0]}] * 2
+    statuses = [{k: (str(v.status), v.attempts) for k, v in r.steps.items()} for r in runs]
+    assert statuses == [
+        {"cached-trial.cached_fit": ("succeeded", 2), "cached-trial.score": ("succeeded", 2), "kept": ("succeeded", 1)},
+        {"cached-trial.cached_fit": ("cached", 0), "cached-trial.score": ("succeeded", 2), "kept": ("succeeded", 1)},
+    ]
+    assert [(r.maps["cached-trial"].items, r.maps["cached-trial"].failed) for r in runs] == [(2, [])] * 2
