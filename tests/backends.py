@@ -51,8 +51,8 @@ LEFT_OUT: dict[str, dict[str, str]] = {
     "map.subpipeline.nested": {
         "kfp-local": "a map inside a mapped sub-pipeline's body (a step map or another mapped call) is refused at "
         "build with a hint (test_map_subpipeline.py)",
-        "flyte-local": "a map inside a mapped sub-pipeline's body is refused at build with a hint "
-        "(adapters/flyte/submap.py)",
+        "flyte-local": "a mapped sub-pipeline call inside a mapped body is refused at build with a hint "
+        "(adapters/flyte/submap.py); a step map inside the body runs (tests/flyte_backend/test_flyte_submap.py)",
     },
     "lineage.recorded_by_core": {
         "kfp-local": "records its run in ML Metadata itself (KfpLocalOptions.lineage; tests/plugins/test_mlmd_lineage.py)",

@@ -67,8 +67,8 @@ CLUSTER_FEATURES = {
     "map.subpipeline": (
         "native (a dynamic task <pipeline>.<call> calls the body's sub-workflow once per item, with the item's "
         "parameters and index, and gathers each output into a list; concurrency is not enforced on a dynamic's "
-        "nodes: propeller runs them as it schedules; tolerate=, maps nested in the body and a mapped call inside "
-        "another call are refused at build)"
+        "nodes: propeller runs them as it schedules; a step map in the body is an array node binding the item's "
+        "index; tolerate=, a mapped call inside the body and an il.finally_ inside it are refused at build)"
     ),
     "map.fields": (
         "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "

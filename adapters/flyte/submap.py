@@ -12,20 +12,22 @@ sub-workflow hands to every body task: the shim runs each body step under its it
 as many at once as propeller schedules (``concurrency`` has no Flyte form on a dynamic's
 nodes: it is the map's, not enforced there); under flyte-local flytekit runs the items in order.
 
-Under flyte-local every item runs before a failed one fails the call (as for a step map,
+A step map inside the body is an array node (fanout.py) that binds the item's index as one more
+input: its items run as ``grid-row.square[1][0]``. Under flyte-local every item runs before a failed one fails the call (as for a step map,
 fanout.py), and the items' fragments fold into each body step's and into
 ``RunResult.maps[<call>]`` (core/run/call_items.py), as on every backend.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from interlock.core.backend.plan import Call
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.spec import BindingKind
-from interlock.core.model.submaps import ITEM, item_param, mapped_calls
+from interlock.core.model.submaps import ITEM, item_name, item_param, mapped_calls
 
 if TYPE_CHECKING:
     from .workflow import Builder
@@ -47,14 +49,13 @@ def check(spec: PipelineSpec) -> None:
                 pipeline=spec.name, step=c.name,
                 hint=f"drop tolerate= for Flyte, or {hint_split} (a step map's fractional tolerate= works on Flyte)",
             )
-        inner = [n.name for n in spec.nodes if n.name in c.nodes and n.map is not None]
-        inner += [s.name for s in mapped_calls(spec) if s.name != c.name and set(s.nodes) <= set(c.nodes)]
+        inner = [s.name for s in mapped_calls(spec) if s.name != c.name and set(s.nodes) <= set(c.nodes)]
         if inner:
             raise PipelineDefinitionError(
-                f"a map inside the mapped sub-pipeline call {c.name!r} ({inner[0]!r}): nested loops of "
-                "sub-pipelines are not rendered on Flyte 1 yet", pipeline=spec.name, step=inner[0],
-                hint="make the inner map's body one @il.step that takes the whole row, or run it with --backend "
-                "local or flyte2-local",
+                f"a mapped sub-pipeline call inside the mapped sub-pipeline call {c.name!r} ({inner[0]!r}): "
+                "nested loops of sub-pipelines are not rendered on Flyte 1 yet", pipeline=spec.name, step=inner[0],
+                hint="make the inner map's body one @il.step that takes the whole row (a step map inside a mapped "
+                "body works), or run it with --backend local or flyte2-local",
             )
         blocks = [blk.node.name for blk in spec.finally_blocks if set(blk.members) <= set(c.nodes)]
         if blocks:
@@ -236,6 +237,7 @@ def call_reports(spec: PipelineSpec, state: Any, sizes: dict[str, int], seen: di
     cached)."""
     from interlock.core.record.outcomes import Seen
     from interlock.core.run.call_items import ends_of, fold_call
+    from interlock.core.run.map_items import aggregate
 
     out: dict[str, Any] = {}
     for c in mapped_calls(spec):
@@ -243,6 +245,11 @@ def call_reports(spec: PipelineSpec, state: Any, sizes: dict[str, int], seen: di
         if n is None:  # the dynamic never ran: settle says why
             continue
         body = [spec.node(x) for x in c.nodes]
+        for node in body:  # a step map inside the body: its items, item by item of the call
+            if node.map is not None:
+                for i in range(n):
+                    level = item_name(node.name, (i,))
+                    aggregate(spec, state, dataclasses.replace(node, name=level), sizes.get(level))
         report, statuses = fold_call(spec, state, c, body, (), ends_of(state, body, (), n))
         out[c.name] = report
         seen.update({k: Seen(v) for k, v in statuses.items()})

@@ -258,9 +258,10 @@ def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bo
         # Inside the shim: an output that cannot be converted fails the attempt like any failure.
         return outputs_to_flyte(step.outputs, outputs, ret_type, _LazyScratch())  # type: ignore[arg-type]
 
-    name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
-    if CALL_INDEX_ARG in kwargs:  # a step of a mapped sub-pipeline's body: the call's item (submap.py)
-        name = item_name(name, (kwargs[CALL_INDEX_ARG],))
+    # A step of a mapped sub-pipeline's body runs for the call's item (submap.py): trial.fit[2]; a
+    # mapped step there for one item of its own inside it: grid-row.square[1][0].
+    level = item_name(node, (kwargs[CALL_INDEX_ARG],)) if CALL_INDEX_ARG in kwargs else node
+    name = fanout.item_name(level) if mapped else level  # il.map: this instance runs one item
     if local is not None:  # flyte-local: say "started" as flytekit reaches the node
         local.step_started(node)
     try:

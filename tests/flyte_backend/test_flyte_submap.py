@@ -6,6 +6,7 @@ taking the item's index; what Flyte 1 does not render is refused while the pipel
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conformance import submap_pipelines as sp
@@ -53,21 +54,25 @@ def test_a_mapped_call_is_a_dynamic_task_node_between_its_list_and_its_reader(tm
     assert not any(n.endswith("trial.fit_1.pb") for n in files)
 
 
-def test_in_a_pod_the_dynamic_calls_the_body_sub_workflow_once_per_item() -> None:
+def _pod_job(ref: str, call: str, inputs: dict[str, Any], types: dict[str, Any]) -> Any:
+    """What the mapped call's dynamic task compiles to in a pod (Flyte's DynamicJobSpec)."""
     from flytekit.configuration import Image, ImageConfig, SerializationSettings
     from flytekit.core.context_manager import ExecutionState, FlyteContextManager
     from flytekit.core.type_engine import TypeEngine
 
-    task = resolver.load_task(["pipeline", "conformance.submap_pipelines:sweep", "node", "trial", "step", "trial"])
+    task = resolver.load_task(["pipeline", ref, "node", call, "step", call])
     settings = SerializationSettings(image_config=ImageConfig(default_image=Image(name="d", fqn="img", tag="1")),
                                      project="p", domain="d", version="v1")
     ctx = FlyteContextManager.current_context().with_serialization_settings(settings)
     with FlyteContextManager.with_context(ctx) as ctx:
         pod = ctx.new_execution_state().with_params(mode=ExecutionState.Mode.TASK_EXECUTION)
         with FlyteContextManager.with_context(ctx.with_execution_state(pod)) as ctx:
-            literals = TypeEngine.dict_to_literal_map(ctx, {"lr__items": [0.5, 1.0, 1.5], "data": "ab"},
-                                                      {"lr__items": list[float], "data": str})
-            job = task.dispatch_execute(ctx, literals)
+            return task.dispatch_execute(ctx, TypeEngine.dict_to_literal_map(ctx, inputs, types))
+
+
+def test_in_a_pod_the_dynamic_calls_the_body_sub_workflow_once_per_item() -> None:
+    job = _pod_job("conformance.submap_pipelines:sweep", "trial", {"lr__items": [0.5, 1.0, 1.5], "data": "ab"},
+                   {"lr__items": list[float], "data": str})
     assert [(n.id, n.workflow_node.sub_workflow_ref.name) for n in job.nodes] == [
         ("trial-0", "submap-sweep.trial"), ("trial-1", "submap-sweep.trial"), ("trial-2", "submap-sweep.trial")]
     [sub] = job.subworkflows
@@ -90,8 +95,7 @@ def test_a_body_with_a_branch_compiles_to_a_dynamic_over_the_list_alone(tmp_path
 
 @pytest.mark.parametrize(("pipeline", "match"), [
     (sp.sweep_tolerant, r"il.map\(tolerate=1\) over sub-pipeline 'trial'"),
-    (sp.grid, r"a map inside the mapped sub-pipeline call 'grid-row' \('grid-row.square'\)"),
-    (sp.nested, r"a map inside the mapped sub-pipeline call 'outer-pair'"),
+    (sp.nested, r"a mapped sub-pipeline call inside the mapped sub-pipeline call 'outer-pair'"),
 ])
 def test_what_flyte_1_does_not_render_is_refused_at_build_with_a_hint(pipeline: object, match: str,
                                                                      tmp_path: Path) -> None:
@@ -117,3 +121,24 @@ def test_a_rerun_serves_the_cached_body_step_of_every_item_as_local_does(backend
         {"cached-trial.cached_fit": ("cached", 0), "cached-trial.score": ("succeeded", 2), "kept": ("succeeded", 1)},
     ]
     assert [(r.maps["cached-trial"].items, r.maps["cached-trial"].failed) for r in runs] == [(2, [])] * 2
+
+
+def test_a_step_map_inside_the_body_is_an_array_node_binding_the_item_index() -> None:
+    job = _pod_job("conformance.submap_pipelines:grid", "grid-row", {"row__items": [1, 2], "width": 2},
+                   {"row__items": list[int], "width": int})
+    assert [n.id for n in job.nodes] == ["grid-row-0", "grid-row-1"]
+    [sub] = job.subworkflows
+    [array] = [n for n in sub.nodes if n.array_node is not None]
+    assert array.id == "grid-row-square"
+    assert CALL_INDEX_ARG in array.array_node.to_flyte_idl().bound_inputs  # the call's item, the same for each
+
+
+@pytest.mark.parametrize("backend", ["local", "flyte-local"])
+def test_a_step_map_inside_the_body_runs_per_item_of_the_call(backend: str, tmp_path: Path) -> None:
+    r = il.run(sp.grid, backend=backend, workdir=tmp_path / "w", raise_on_failure=False)
+    assert r.succeeded, r.error
+    assert r.outputs == {"o0": 2923}
+    assert {k: (str(v.status), v.attempts) for k, v in r.steps.items()} == {
+        "grid-row.cells": ("succeeded", 3), "grid-row.square": ("succeeded", 6), "grid-row.row_sum": ("succeeded", 3),
+        "grand_total": ("succeeded", 1)}
+    assert r.maps["grid-row"].items == 3
