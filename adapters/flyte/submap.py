@@ -206,10 +206,12 @@ def run_items(b: Builder, unit: Call, ret: Any, kwargs: dict[str, Any]) -> Any:
     return gathered[0] if len(outs) == 1 and outs[0][0] == "o0" else ret(*gathered)
 
 
-def emit_map(b: Builder, unit: Call, values: dict[str, Any]) -> None:
-    """Call the mapped call's dynamic task and publish its lists to the caller's scope."""
+def emit_map(b: Builder, unit: Call, values: dict[str, Any], handles: dict[str, Any]) -> None:
+    """Call the mapped call's dynamic task and publish its lists to the caller's scope; ``after=``
+    to and from the call orders its node (Flyte ``>>``), as for a plain call (subworkflow.py)."""
     from flytekit.core.promise import Promise
 
+    from .subworkflow import _handle
     from .workflow import binding_key
 
     c = unit.call
@@ -221,6 +223,12 @@ def emit_map(b: Builder, unit: Call, values: dict[str, Any]) -> None:
     result = b.tasks[c.name](**kwargs)
     if hasattr(result, "with_overrides") and not (isinstance(result, Promise) and result.is_ready):
         result.with_overrides(node_name=c.name)
+    node = _handle(result)
+    for up in c.after:
+        if node is not None and _handle(handles.get(up)) is not None:
+            _handle(handles[up]) >> node
+    for n in c.nodes:
+        handles.setdefault(n, result)
     outs = unit.outputs
     for k, x in outs:
         v = result if len(outs) == 1 and outs[0][0] == "o0" else getattr(result, k)

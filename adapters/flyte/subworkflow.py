@@ -60,7 +60,7 @@ def make(b: Builder, unit: Call) -> Any:
     for a ``with il.finally_`` block (finally_blocks.py); a failed body still fails the caller."""
     from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
-    from .submap import call_inputs
+    from .submap import CALL_INDEX, CALL_INDEX_ARG, call_inputs, item_inputs, item_key
     from .tasks import py_ident
     from .types import outputs_type, python_type
     from .workflow import (
@@ -74,8 +74,6 @@ def make(b: Builder, unit: Call) -> Any:
     spec, name = b.spec, unit.call.name
     ins, outs = call_inputs(spec, unit), unit.outputs
     types = {k: python_type(type_of_binding(spec, x)) for k, x in ins}
-    from .submap import CALL_INDEX, CALL_INDEX_ARG, item_inputs, item_key
-
     # il.map over the call: one item's parameters and index; a call inside a mapped body: the index (submap.py)
     types |= item_inputs(spec, unit) if unit.call.map is not None else b.index_input(unit.key)
     ret = outputs_type(tuple(OutputPort(k, type_of_binding(spec, x)) for k, x in outs),

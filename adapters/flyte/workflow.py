@@ -198,7 +198,7 @@ class Builder:
         elif isinstance(u, Call) and u.call.map is not None:  # il.map over a sub-pipeline
             from .submap import emit_map
 
-            emit_map(self, u, values)
+            emit_map(self, u, values, handles)
         elif isinstance(u, Call):
             subworkflow.emit_sub(self, u, values, handles)
         elif isinstance(u, Chain):  # il.when/il.elif_/il.otherwise
