@@ -45,11 +45,15 @@ LEFT_OUT: dict[str, dict[str, str]] = {
     "map.subpipeline.tolerate": {
         "kfp-local": "a loop iteration of a nested pipeline cannot report a failed item and still succeed: "
         "il.map(tolerate=...) over a sub-pipeline is refused at build with a hint (test_map_subpipeline.py)",
+        "flyte-local": "a Flyte dynamic workflow fails when one of its sub-workflow nodes fails: il.map(tolerate=...) "
+        "over a sub-pipeline is refused at build with a hint (adapters/flyte/submap.py)",
     },
-    # A map inside a mapped sub-pipeline's body, a step map or another mapped call: every backend that maps
-    # sub-pipelines now (KFP: a ParallelFor inside the call's pipeline component, each item under
-    # <call>.<step>[i][j]).
-    "map.subpipeline.nested": {},
+    # A map inside a mapped sub-pipeline's body, a step map or another mapped call: KFP renders both
+    # (a ParallelFor inside the call's pipeline component, each item under <call>.<step>[i][j]).
+    "map.subpipeline.nested": {
+        "flyte-local": "a mapped sub-pipeline call inside a mapped body is refused at build with a hint "
+        "(adapters/flyte/submap.py); a step map inside the body runs (tests/flyte_backend/test_flyte_submap.py)",
+    },
     "lineage.recorded_by_core": {
         "kfp-local": "records its run in ML Metadata itself (KfpLocalOptions.lineage; tests/plugins/test_mlmd_lineage.py)",
     },

@@ -38,7 +38,7 @@ _FEATURES = {
     "map.zip": "native (each mapped instance reads element i of each list; lists of different lengths fail "
     "<node>.items)",
     "map.subpipeline": (
-        "unsupported: run it with --backend local, flyte2-local or kfp-local, or map each step of the body in turn, each over the list "
+        "unsupported: run it with --backend local, flyte-local, flyte2-local or kfp-local, or map each step of the body in turn, each over the list "
         "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
         "make the body one @il.step (a mapped task group, @task_group with .expand, is not rendered yet)"
     ),

@@ -55,7 +55,7 @@ FEATURES = {
     "not for artifact outputs; tolerant items are not memoized)",
     "map.zip": "native (the withParam expression zips the lists by index)",
     "map.subpipeline": (
-        "unsupported: run it with --backend local, flyte2-local or kfp-local, or map each step of the body in turn, each over the list "
+        "unsupported: run it with --backend local, flyte-local, flyte2-local or kfp-local, or map each step of the body in turn, each over the list "
         "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
         "make the body one @il.step (withParam over the body's DAG template is not rendered yet)"
     ),

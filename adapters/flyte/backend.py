@@ -65,10 +65,10 @@ CLUSTER_FEATURES = {
     "map.zip": "native (the array node maps every list input it does not bind, element i of each; lists of "
     "different lengths fail the node)",
     "map.subpipeline": (
-        "unsupported: run it with --backend local, flyte2-local or kfp-local, or map each step of the body in turn, each over the list "
-        "the previous map returned: element i of each list is item i, and il.zip maps two lists together; or "
-        "make the body one @il.step (a map over the sub-workflow, or a dynamic workflow calling it per item, "
-        "is not rendered yet)"
+        "native (a dynamic task <pipeline>.<call> calls the body's sub-workflow once per item, with the item's "
+        "parameters and index, and gathers each output into a list; concurrency is not enforced on a dynamic's "
+        "nodes: propeller runs them as it schedules; a step map in the body is an array node binding the item's "
+        "index; tolerate=, a mapped call inside the body and an il.finally_ inside it are refused at build)"
     ),
     "map.fields": (
         "unsupported: take the whole record in the step, an input typed as the dataclass or dict, and map "

@@ -97,7 +97,9 @@ def _items_class() -> type:
         from flytekit.core.array_node_map_task import ArrayNodeMapTask
 
         from interlock.core.base.errors import StepStopped
+        from interlock.core.model.submaps import item_name as submap_item
 
+        from .submap import CALL_INDEX_ARG
         from .tasks import _local_run, _step_failed
 
         class ItemsMapTask(ArrayNodeMapTask):
@@ -122,8 +124,10 @@ def _items_class() -> type:
                 if len(set(lengths.values())) > 1:  # as propeller, which refuses the array node's inputs
                     raise ValueError(f"il.zip over lists of different lengths {lengths}")
                 count = len(kwargs[mapped[0]]) if mapped else 0
-                if local is not None:
-                    local.sizes[self.interlock_node] = count
+                if local is not None:  # in a mapped sub-pipeline's body: the map of one item of the call
+                    index = kwargs.get(CALL_INDEX_ARG)
+                    level = self.interlock_node if index is None else submap_item(self.interlock_node, (index,))
+                    local.sizes[level] = count
                 if local is None:
                     return super()._raw_execute(**kwargs)
                 outputs, failed = [], []
@@ -161,6 +165,12 @@ def map_task(spec: PipelineSpec, node_name: str, inner: Any) -> Any:
     bound = {p for p, _ in node.inputs if p not in m.ports}
     # Optional inputs left at their default are bound too: they are not lists to map over.
     bound |= {p.name for p in spec.step_of(node).inputs if p.name not in m.ports and p.name not in dict(node.inputs)}
+    from interlock.core.model.submaps import outermost
+
+    from .submap import CALL_INDEX_ARG
+
+    if outermost(spec, node_name) is not None:  # in a mapped sub-pipeline's body: the call's item index
+        bound.add(CALL_INDEX_ARG)
     # The interlock mixin: registered as "<pipeline>.<node>" (flytekit would name it after the
     # task function's module, the same for every pipeline), and flyte-local sees it run.
     from .tasks import _task_class, task_name

@@ -190,6 +190,10 @@ class FlyteLocalRunner:
                 error = exc
         seen = observed(spec, local, since=started)
         maps = fanout.observe(spec, run.state, seen, local.returned, local.sizes)  # il.map: items -> the mapped node
+        if spec.subs:  # il.map over a sub-pipeline: each call's items -> its body nodes (submap.py)
+            from .submap import call_reports
+
+            maps.update(call_reports(spec, run.state, local.sizes, seen))
         fanout.reset_counters(run.run_id)
         gates = gate_values(spec, local.returned, _typed(spec, params))
         outcome = settle(

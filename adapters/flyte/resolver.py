@@ -19,6 +19,7 @@ from flytekit.core.python_auto_container import PythonAutoContainerTask
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.pipeline_spec import PipelineSpec
 from interlock.core.model.refs import load_spec
+from interlock.core.model.submaps import mapped_calls
 
 LOCATION = "interlock.adapters.flyte.resolver.resolver"
 
@@ -70,7 +71,8 @@ class InterlockTaskResolver(TaskResolverMixin):
             from .finally_node import build_finally_task
 
             return build_finally_task(spec)
-        if any(b.node.name == node for b in spec.finally_blocks):  # a block's: typed by its sub-workflow
+        if any(b.node.name == node for b in spec.finally_blocks) or any(c.name == node for c in mapped_calls(spec)):
+            # a block's finally task (typed by its sub-workflow), a mapped call's dynamic task (submap.py)
             from .workflow import build_entities
 
             return build_entities(spec).tasks[node]

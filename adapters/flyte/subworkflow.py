@@ -60,6 +60,7 @@ def make(b: Builder, unit: Call) -> Any:
     for a ``with il.finally_`` block (finally_blocks.py); a failed body still fails the caller."""
     from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
+    from .submap import CALL_INDEX, CALL_INDEX_ARG, call_inputs, item_inputs, item_key
     from .tasks import py_ident
     from .types import outputs_type, python_type
     from .workflow import (
@@ -71,8 +72,10 @@ def make(b: Builder, unit: Call) -> Any:
     )
 
     spec, name = b.spec, unit.call.name
-    ins, outs = unit.inputs, unit.outputs
+    ins, outs = call_inputs(spec, unit), unit.outputs
     types = {k: python_type(type_of_binding(spec, x)) for k, x in ins}
+    # il.map over the call: one item's parameters and index; a call inside a mapped body: the index (submap.py)
+    types |= item_inputs(spec, unit) if unit.call.map is not None else b.index_input(unit.key)
     ret = outputs_type(tuple(OutputPort(k, type_of_binding(spec, x)) for k, x in outs),
                        py_ident(f"{spec.name}_{name}_outputs"))
     fin = b.call_finally_tasks.get(name)
@@ -84,6 +87,12 @@ def make(b: Builder, unit: Call) -> Any:
                 values["__outputs__"].setdefault(x.node or "", {})[x.port or ""] = kwargs[k]
             else:
                 values[_wkey(x)] = kwargs[k]
+        if unit.call.map is not None:
+            for p in unit.call.items:
+                values[item_key(name, p.name)] = kwargs[item_key(name, p.name)]
+            values[CALL_INDEX] = kwargs[CALL_INDEX_ARG]
+        elif CALL_INDEX_ARG in kwargs:
+            values[CALL_INDEX] = kwargs[CALL_INDEX_ARG]
         b.emit_scope(unit.key, values)
         if fin is not None and unit.finally_ is not None:  # the success path's last node: the call's finally step
             from .finally_node import call_last
@@ -108,7 +117,10 @@ def emit_sub(b: Builder, unit: Call, values: dict[str, Any], handles: dict[str, 
 
     outputs = values.setdefault("__outputs__", {})
     sub = b.subworkflow(unit.key)
-    result = sub(**{k: b.value_of(x, values, outputs) for k, x in unit.inputs})
+    from .submap import call_inputs
+
+    ins = call_inputs(b.spec, unit)
+    result = sub(**{k: b.value_of(x, values, outputs) for k, x in ins}, **b.item_index(values))
     _name_workflow_node(unit.call.name)
     if handles is not None:
         node = _handle(result)

@@ -246,6 +246,10 @@ class _LazyScratch(os.PathLike[str]):
 
 def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool, kwargs: dict[str, Any]) -> Any:
     """What a node's task does when flytekit calls it: the shim, with Flyte's values converted."""
+    from interlock.core.model.submaps import item_name
+
+    from .submap import CALL_INDEX_ARG
+
     local = _local_run()
     run = run_context(pipeline, local)
     inputs = {p.name: from_flyte(kwargs[p.name], p.type) for p in step.inputs if p.name in kwargs}
@@ -254,7 +258,10 @@ def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bo
         # Inside the shim: an output that cannot be converted fails the attempt like any failure.
         return outputs_to_flyte(step.outputs, outputs, ret_type, _LazyScratch())  # type: ignore[arg-type]
 
-    name = fanout.item_name(node) if mapped else node  # il.map: this instance runs one item
+    # A step of a mapped sub-pipeline's body runs for the call's item (submap.py): trial.fit[2]; a
+    # mapped step there for one item of its own inside it: grid-row.square[1][0].
+    level = item_name(node, (kwargs[CALL_INDEX_ARG],)) if CALL_INDEX_ARG in kwargs else node
+    name = fanout.item_name(level) if mapped else level  # il.map: this instance runs one item
     if local is not None:  # flyte-local: say "started" as flytekit reaches the node
         local.step_started(node)
     try:
@@ -267,7 +274,8 @@ def run_node(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bo
     return result.written
 
 
-def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool = False) -> Callable[..., Any]:
+def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: bool = False,
+              call_item: bool = False) -> Callable[..., Any]:
     """The Python function flytekit runs for ``node``: a typed signature around the shim."""
 
     # Two lines on purpose: flytekit reads (tokenizes) the source of every task function when
@@ -282,6 +290,10 @@ def step_body(pipeline: str, node: str, step: StepSpec, ret_type: Any, mapped: b
         )
         for p in step.inputs
     ]
+    if call_item:  # in a mapped sub-pipeline's body: which item of the call this run is (submap.py)
+        from .submap import CALL_INDEX_ARG
+
+        params.append(inspect.Parameter(CALL_INDEX_ARG, inspect.Parameter.KEYWORD_ONLY, annotation=int))
     body.__signature__ = inspect.Signature(params, return_annotation=ret_type)  # type: ignore[attr-defined]
     body.__annotations__ = {p.name: p.annotation for p in params} | {"return": ret_type}
     body.__name__ = body.__qualname__ = py_ident(node)
@@ -307,7 +319,10 @@ def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None
     options = options or TaskOptions()
     step = spec.step_of(node)
     ret_type = outputs_type(step.outputs, f"{py_ident(node)}_outputs")
-    body = step_body(spec.name, node, step, ret_type, mapped=spec.node(node).map is not None)
+    from interlock.core.model.submaps import outermost
+
+    body = step_body(spec.name, node, step, ret_type, mapped=spec.node(node).map is not None,
+                     call_item=outermost(spec, node) is not None)
     # The container's env (flyte-local runs in this process and never applies it): on a cluster
     # SIGTERM to an interruptible step is a spot reclaim (checkpoint, PREEMPTED, Flyte retries).
     env = {**_container_env(spec.name, options.in_process), **options.environment}

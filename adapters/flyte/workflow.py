@@ -22,7 +22,7 @@ from flytekit.core.promise import Promise, VoidPromise
 from flytekit.core.workflow import PythonFunctionWorkflow, WorkflowMetadata
 
 from interlock.core.backend.failure_scope import Downstream
-from interlock.core.backend.plan import Block, Call, Chain, FinallyScope, Step, lower
+from interlock.core.backend.plan import SUB, Block, Call, Chain, FinallyScope, Step, lower
 from interlock.core.base.errors import PipelineDefinitionError
 from interlock.core.model.chains import own_condition
 from interlock.core.model.conditions import COMPARISONS, Cond, Op, condition_of
@@ -31,6 +31,7 @@ from interlock.core.model.fanout import list_of
 from interlock.core.model.graph import binding_type
 from interlock.core.model.pipeline_spec import Node, PipelineSpec
 from interlock.core.model.spec import Binding, BindingKind
+from interlock.core.model.submaps import ITEM, mapped_calls
 
 from . import fanout, subworkflow
 from .tasks import TaskOptions, build_noop, build_task, py_ident
@@ -52,6 +53,8 @@ class Entities:
 
 def binding_key(b: Binding) -> str:
     if b.kind is BindingKind.PARAM:
+        if ITEM in (b.param or ""):  # a mapped call's item parameter, "trial[].lr": an identifier (submap.py)
+            return py_ident(b.param or "")
         return b.param or ""  # workflow inputs keep the pipeline's parameter names
     if b.kind is BindingKind.ONE_OF:  # an option may be a nested chain's value
         return py_ident("__".join(["oneof", *(binding_key(o) for o in b.options)]))
@@ -71,6 +74,7 @@ class Builder:
     def __init__(self, spec: PipelineSpec, options: TaskOptions):
         self.spec = spec
         self.options = options
+        self._in_maps = frozenset(x for c in mapped_calls(spec) for x in c.nodes)
         self.tasks = {n.name: build_task(spec, n.name, options) for n in spec.nodes}
         for n in spec.nodes:
             if n.map is not None:  # il.map: an array node over the per-item task
@@ -102,6 +106,12 @@ class Builder:
                                   for k, b in self.external_bindings(gid).items()} for gid in self.blocks}
         self.block_tasks: dict[str, Any] = {gid: self.block_task(gid, t) for gid, t in self.block_types.items()}
         self.call_finally_tasks = subworkflow.finally_tasks(self.plan, options)  # il.finally_ in a sub-pipeline
+        if spec.subs:  # il.map over a sub-pipeline: a dynamic task per mapped call (submap.py)
+            from . import submap
+
+            submap.check(spec)
+            for c in submap.mapped_calls(spec):
+                self.tasks[c.name] = submap.build_dynamic(self, self.plan.call(c.name))
         for g in spec.gates:
             for c in condition_of(g).bindings():
                 if not c.field:
@@ -140,6 +150,17 @@ class Builder:
                 for _, b in block.node.inputs:
                     if b.kind is BindingKind.PARAM:
                         found[binding_key(b)] = b
+        # A mapped call inside: its dynamic hands its body the item; the list it maps over comes in (submap.py).
+        within = {c.name: c for c in mapped_calls(self.spec) if set(c.nodes) <= inside}
+        for k, b in list(found.items()):
+            if b.kind is BindingKind.PARAM and (b.param or "").rpartition(ITEM)[0] in within:
+                del found[k]
+        for c in within.values():
+            assert c.map is not None
+            for p in c.map.ports:
+                b = dict(c.inputs)[p]
+                if b.kind is BindingKind.PARAM or (b.kind is BindingKind.OUTPUT and b.node not in inside):
+                    found[binding_key(b)] = b
         return dict(sorted(found.items()))
 
     # -- emitting --------------------------------------------------------------------------
@@ -174,6 +195,10 @@ class Builder:
 
         if isinstance(u, Step):
             self.emit_node(u.key, values, handles)
+        elif isinstance(u, Call) and u.call.map is not None:  # il.map over a sub-pipeline
+            from .submap import emit_map
+
+            emit_map(self, u, values, handles)
         elif isinstance(u, Call):
             subworkflow.emit_sub(self, u, values, handles)
         elif isinstance(u, Chain):  # il.when/il.elif_/il.otherwise
@@ -228,6 +253,10 @@ class Builder:
             if b.kind is BindingKind.CONST:
                 v = to_flyte(v, t)  # dataclass from its JSON form, untyped list/dict as JSON text
             kwargs[port] = v
+        if node.name in self._in_maps:  # a step of a mapped sub-pipeline's body: the item's index (submap.py)
+            from .submap import CALL_INDEX, CALL_INDEX_ARG
+
+            kwargs[CALL_INDEX_ARG] = values[CALL_INDEX]
         result = self.tasks[name](**kwargs)
         if hasattr(result, "with_overrides") and not _is_local(result):
             result.with_overrides(node_name=name)
@@ -249,6 +278,7 @@ class Builder:
         sub = self.subworkflow(gate_id)
         ext = self.external_bindings(gate_id)
         kwargs = {k: self.value_of(b, values, values["__outputs__"]) for k, b in ext.items()}
+        kwargs |= self.item_index(values)
         taken = _local_taken(cond, operands)
         saved = _branch_mode()
         case = conditional(gate_id).if_(flyte_expression(cond, operands))
@@ -295,7 +325,7 @@ class Builder:
                     [Promise(var=f"v{k}", val=_void()) for k in range(len(chain_vals))])
             else:
                 kwargs = {k: self.value_of(b, values, outputs) for k, b in self.external_bindings(g.id).items()}
-                out = sub(**kwargs)
+                out = sub(**kwargs, **self.item_index(values))
             section = case.then(out)
         if own_condition(chain[-1]) is not None:  # no il.otherwise: a no-op else, as for one block
             section = section.else_().then(self.noop())  # type: ignore[misc]
@@ -312,6 +342,7 @@ class Builder:
             ext = self.external_bindings(gate_id)
             types = (self.block_types.get(gate_id)
                      or {k: python_type(type_of_binding(self.spec, b)) for k, b in ext.items()})
+            types = {**types, **self.index_input(gate_id)}
 
             returns = self.branch_returns(gate_id)
             if gate_id in self.blocks:  # what is read after the block: its sub-workflow's outputs
@@ -324,6 +355,7 @@ class Builder:
             def body(**kwargs: Any) -> Any:
                 values = dict(kwargs)
                 values["__outputs__"] = {}
+                self.take_index(values)
                 self.emit_scope(gate_id, values)
                 if gate_id in self.blocks:  # the success path's last node: the block's finally step
                     from .finally_node import call_last
@@ -341,6 +373,30 @@ class Builder:
             wf._name = f"{self.spec.name}.{gate_id}"
             self.subworkflows[gate_id] = wf
         return self.subworkflows[gate_id]
+
+    # -- the item index of a mapped call, through the scopes of its body (submap.py) ---------------
+    def index_input(self, key: str) -> dict[str, Any]:
+        """A scope inside a mapped call's body takes the item's index as one more input."""
+        from .submap import CALL_INDEX_ARG
+
+        nodes = set(self.nodes_in(key))
+        inside = nodes and any(nodes <= set(c.nodes) and SUB + c.name != key for c in mapped_calls(self.spec))
+        return {CALL_INDEX_ARG: int} if inside else {}
+
+    @staticmethod
+    def item_index(values: dict[str, Any]) -> dict[str, Any]:
+        """What a call of a nested scope's sub-workflow passes on of the item's index, if any."""
+        from .submap import CALL_INDEX, CALL_INDEX_ARG
+
+        return {CALL_INDEX_ARG: values[CALL_INDEX]} if CALL_INDEX in values else {}
+
+    @staticmethod
+    def take_index(values: dict[str, Any]) -> None:
+        """In a nested scope's body: the item's index among its values, where the body's tasks find it."""
+        from .submap import CALL_INDEX, CALL_INDEX_ARG
+
+        if CALL_INDEX_ARG in values:
+            values[CALL_INDEX] = values.pop(CALL_INDEX_ARG)
 
     def block_task(self, gate_id: str, types: dict[str, Any]) -> Any:
         """The finally task of an il.finally_ block: its sub-workflow's failure node and last node."""

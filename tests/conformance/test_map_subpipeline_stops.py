@@ -56,8 +56,9 @@ def stop_submap(xs: list[int] = [5] * int(os.environ["STOP_TEST_ITEMS"])):
 
 
 # kfp.local runs at most two iterations of a ParallelFor at once (its ParallelExecutor's
-# conservative_max): every item must be running when the signal comes.
-AT_ONCE = {"kfp-local": 2}
+# conservative_max), flyte-local one (flytekit's local execution of the call's dynamic runs the
+# items in order): every item must be running when the signal comes.
+AT_ONCE = {"kfp-local": 2, "flyte-local": 1}
 
 
 @pytest.mark.parametrize("backend", runnable_backends("map.subpipeline"))

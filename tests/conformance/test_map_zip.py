@@ -146,7 +146,7 @@ def test_a_map_over_a_sub_pipeline_is_refused_with_a_hint_that_works() -> None:
 
     spec = spec_of(mapped)
     with pytest.raises(CapabilityError, match="map.subpipeline") as caught:
-        check_capabilities(spec, get_backend("flyte").capabilities())  # kfp renders it now
+        check_capabilities(spec, get_backend("argo").capabilities())  # kfp and flyte render it now
     assert caught.value.hint is not None and "il.zip" in caught.value.hint
     spec_of(zp.body_chained)  # the hint's form builds (and runs: below)
 
