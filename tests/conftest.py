@@ -32,14 +32,19 @@ def pytest_configure(config: pytest.Config) -> None:
     # runs' processes reuse it), not once per test's work directory.
     if "INTERLOCK_AIRFLOW_DB_CACHE" not in os.environ:
         os.environ["INTERLOCK_AIRFLOW_DB_CACHE"] = _AIRFLOW_DB_CACHE[0] = tempfile.mkdtemp(prefix="airflow-db-")
+    # Hypothesis keeps its example database and caches in ./.hypothesis (the checkout) unless told.
+    if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = _HYPOTHESIS_DIR[0] = tempfile.mkdtemp(prefix="hypothesis-")
 
 
 _AIRFLOW_DB_CACHE = [""]
+_HYPOTHESIS_DIR = [""]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _AIRFLOW_DB_CACHE[0]:
-        shutil.rmtree(_AIRFLOW_DB_CACHE[0], ignore_errors=True)
+    for made in (_AIRFLOW_DB_CACHE[0], _HYPOTHESIS_DIR[0]):
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 # The core-only environment (tox -e core) has none of the extras. A test that needs one
