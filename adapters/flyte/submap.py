@@ -57,24 +57,12 @@ def check(spec: PipelineSpec) -> None:
                 hint="make the inner map's body one @il.step that takes the whole row (a step map inside a mapped "
                 "body works), or run it with --backend local or flyte2-local",
             )
-        blocks = [blk.node.name for blk in spec.finally_blocks if set(blk.members) <= set(c.nodes)]
-        if blocks:
-            raise PipelineDefinitionError(
-                f"with il.finally_({blocks[0]!r}) inside the mapped sub-pipeline {c.pipeline!r} (called as "
-                f"{c.name!r}) is not rendered on Flyte 1 yet", pipeline=spec.name, step=blocks[0],
-                hint="put the il.finally_ around the il.map call, or run it with --backend local or flyte2-local",
-            )
         launched = [n for n in c.nodes if spec.step_of(n).distributed is not None]
         if launched:
             raise PipelineDefinitionError(
                 f"distributed step {launched[0]!r} inside the mapped sub-pipeline call {c.name!r}: each item would "
                 "launch a job of its own", pipeline=spec.name, step=launched[0],
                 hint="map a plain step, or make the distributed step take the whole list outside the map",
-            )
-        if c.finally_ is not None:
-            raise PipelineDefinitionError(
-                f"il.finally_ inside the mapped sub-pipeline {c.pipeline!r} (called as {c.name!r})",
-                pipeline=spec.name, step=c.name, hint="put the il.finally_ around the il.map call",
             )
 
 

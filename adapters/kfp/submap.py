@@ -110,11 +110,6 @@ def check(spec: PipelineSpec) -> None:
                 "launch a job of its own", pipeline=spec.name, step=launched[0],
                 hint="map a plain step, or make the distributed step take the whole list outside the map",
             )
-        if c.finally_ is not None:
-            raise PipelineDefinitionError(
-                f"il.finally_ inside the mapped sub-pipeline {c.pipeline!r} (called as {c.name!r})",
-                pipeline=spec.name, step=c.name, hint="put the il.finally_ around the il.map call",
-            )
 
 
 def open_call_loop(spec: PipelineSpec, c: SubCall, items: Any, zipped: tuple[Any, ...], image: str,

@@ -182,6 +182,14 @@ def validate_subs(spec: PipelineSpec) -> None:
                     f"mapped sub-pipeline call {s.name!r}: its list {s.map.item!r} is not bound or a mapped "
                     f"parameter of {list(s.map.takes)} is not declared", pipeline=spec.name, step=s.name,
                 )
+            inside = set(s.nodes)
+            blocks = [b.node.name for b in spec.finally_blocks if set(b.members) <= inside]
+            if s.finally_ is not None or blocks:  # what il.map refuses while the pipeline is built
+                raise PipelineDefinitionError(
+                    f"mapped sub-pipeline call {s.name!r} holds an il.finally_ "
+                    f"({s.finally_ or blocks[0]!r}): a finally inside a mapped body is not supported",
+                    pipeline=spec.name, step=s.name, hint="put the il.finally_ around the il.map call",
+                )
         for out_name, b in s.outputs:
             if b.kind is BindingKind.OUTPUT and b.node not in names:
                 raise PipelineDefinitionError(

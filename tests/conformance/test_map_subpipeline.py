@@ -377,3 +377,16 @@ def test_a_step_map_over_fields_inside_a_mapped_sub_pipeline(backend: str, tmp_p
     assert r.outputs["o0"] == [[2.5, 2.5], [3.5, 4.5]]  # a + b of each record, per row
     assert _statuses(r) == {"fields-row.row_records": S, "fields-row.combine": S}
     assert r.steps["fields-row.combine"].attempts == 4  # two records in each of two rows
+
+
+def test_a_spec_with_a_finally_inside_a_mapped_call_is_refused() -> None:
+    import dataclasses
+
+    from interlock.core.model.graph import validate
+
+    spec = spec_of(sp.sweep)
+    call = next(c for c in spec.subs if c.name == "trial")
+    # what il.map refuses while the pipeline is built, refused the same way in a spec edited or read back
+    broken = dataclasses.replace(spec, subs=(dataclasses.replace(call, finally_=call.nodes[0]),))
+    with pytest.raises(PipelineDefinitionError, match="holds an il.finally_"):
+        validate(broken)
