@@ -31,9 +31,6 @@ from interlock.core.base.errors import InterlockError
 REFERENCE = "local"  # what the other backends are compared with
 
 LEFT_OUT: dict[str, dict[str, str]] = {
-    # A block inside the whole pipeline's il.finally_: every backend now (KFP: the block's finally task
-    # after its tasks with .ignore_upstream_failure() inside the pipeline's exit handler).
-    "finally.block.in_finally": {},
     "finally.block.output_read_after": {
         "kfp-local": "KFP refuses outputs from inside an ExitHandler: a step reading an output of an il.finally_ "
         "block after it is refused at build time",

@@ -183,7 +183,7 @@ def validate_subs(spec: PipelineSpec) -> None:
                     f"parameter of {list(s.map.takes)} is not declared", pipeline=spec.name, step=s.name,
                 )
             inside = set(s.nodes)
-            blocks = [b.node.name for b in spec.finally_blocks if set(b.members) <= inside]
+            blocks = [b.node.name for b in spec.finally_blocks if b.members and set(b.members) <= inside]
             if s.finally_ is not None or blocks:  # what il.map refuses while the pipeline is built
                 raise PipelineDefinitionError(
                     f"mapped sub-pipeline call {s.name!r} holds an il.finally_ "
