@@ -1,6 +1,6 @@
 """flyte2-local's cost per step beside native Flyte 2 tasks doing the same work in local mode.
 
-    python benchmarks/flyte2_overhead.py [--sizes 50,200] [--repeat 3] [--json PATH]
+    python benchmarks/flyte2_overhead.py [--sizes 50,200] [--repeat 3] [--floor] [--json PATH]
 
 The shape is a chain of N trivial steps (``x + 1``), one task per step, every task cached:
 - interlock: ``il.run(..., backend="flyte2-local")`` of the chain (the compiled module, run in
@@ -24,6 +24,12 @@ The figures, per phase (first run, cached rerun):
   the per-step slopes (T(b) - T(a)) / (b - a), what one more step costs each side with the
   fixed costs cancelled out; the note gives the slopes in ms a step and each side's fixed cost
   per run, T(a) - a * slope (the intercept of the line through both sizes).
+- with ``--floor``, ``flyte2-local first run, shim as a bare call`` (and its slope): the same
+  first run with each step's shim (``execute_step``: its fragments, stop markers, retry
+  taxonomy, redaction and signals) replaced by a bare call of the step function. A diagnostic,
+  not a mode of interlock: it shows what the driver, the value store, the receipt and the
+  report cost without the shim, so what the shim's durable records add per step is the
+  difference between the two first-run slopes.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +68,30 @@ def native_driver(n: int) -> Any:
     return env.task(chain)
 
 
+@contextmanager
+def bare_shim() -> Iterator[None]:
+    """Each flyte2 step task calls its function directly instead of through the shim (--floor)."""
+    import interlock.adapters.flyte2.task as step_task
+    from interlock.core.run.runtime import StepResult, outputs_of
+
+    def bare(run: Any, step: Any, node: str, inputs: Callable[[], dict[str, Any]], fn: Any) -> StepResult:
+        t0 = time.time()
+        return StepResult(node, step.name, outputs_of(step, fn(**inputs())), [], t0, time.time(), [])
+
+    shim, step_task.execute_step = step_task.execute_step, bare
+    try:
+        yield
+    finally:
+        step_task.execute_step = shim
+
+
 def clocked(fn: Callable[[], Any]) -> tuple[float, float]:
     c0, t0 = time.process_time(), time.perf_counter()
     fn()
     return time.process_time() - c0, time.perf_counter() - t0
 
 
-def measure(n: int, repeat: int, tmp: Path) -> list[Row]:
+def measure(n: int, repeat: int, tmp: Path, floor: bool = False) -> list[Row]:
     import flyte
 
     from interlock.adapters.flyte2.local import isolated_flyte
@@ -89,12 +113,21 @@ def measure(n: int, repeat: int, tmp: Path) -> list[Row]:
                                              run_base_dir=str(cache / "base")).run(driver, x=0)
             assert done.outputs()[0] == n
 
-        for side, fn in (("il-first", il_run), ("il-rerun", il_run), ("native-first", native_run),
-                         ("native-rerun", native_run)):
+        def il_bare(work: Path = tmp / f"bare-{n}-{r}") -> None:
+            with bare_shim():
+                il_run(work)
+
+        sides = [("il-first", il_run), ("il-rerun", il_run), ("native-first", native_run), ("native-rerun", native_run)]
+        for side, fn in sides + ([("bare-first", il_bare)] if floor else []):
             got = clocked(fn)
             if r and (side not in best or got[0] < best[side][0]):
                 best[side] = got
     rows = []
+    if floor:
+        (bc, bw), (nc, nw) = best["bare-first"], best["native-first"]
+        rows.append(Row("flyte2-local first run, shim as a bare call", n, bc, nc,
+                        note=f"CPU s, best of {repeat}; diagnostic (--floor): no fragments, markers or retries; "
+                             f"wall {bw:.2f} vs {nw:.2f} s"))
     for phase in ("first", "rerun"):
         (ic, iw), (nc, nw) = best[f"il-{phase}"], best[f"native-{phase}"]
         rows.append(Row(f"flyte2-local {'first run' if phase == 'first' else 'cached rerun'}", n, ic, nc,
@@ -107,7 +140,7 @@ def slopes(rows: list[Row]) -> list[Row]:
     """The per-step slope of each phase between the smallest and the largest size measured
     (one row a phase; none with a single size): see the module's docstring."""
     out = []
-    for phase in ("first run", "cached rerun"):
+    for phase in ("first run", "cached rerun", "first run, shim as a bare call"):
         mine = sorted((r for r in rows if r.figure == f"flyte2-local {phase}"), key=lambda r: r.size)
         if len(mine) < 2 or mine[0].native_s is None or mine[-1].native_s is None:
             continue
@@ -126,9 +159,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(ap, "50,200")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per side and size; the best counts")
+    ap.add_argument("--floor", action="store_true",
+                    help="also time the first run with each step's shim replaced by a bare call (a diagnostic)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="flyte2-bench-") as tmp:
-        rows = [row for n in sizes(args.sizes) for row in measure(n, args.repeat, Path(tmp))]
+        rows = [row for n in sizes(args.sizes) for row in measure(n, args.repeat, Path(tmp), args.floor)]
     rows += slopes(rows)
     report(rows, args.json, argv)
     return rows
