@@ -173,14 +173,9 @@ def map_task(spec: PipelineSpec, node_name: str, inner: Any) -> Any:
         bound.add(CALL_INDEX_ARG)
     # The interlock mixin: registered as "<pipeline>.<node>" (flytekit would name it after the
     # task function's module, the same for every pipeline), and flyte-local sees it run.
-    from .tasks import _task_class, task_name
+    from .tasks import blank_task, task_name
 
-    cls = _task_class(_items_class())
-    task = cls.__new__(cls)
-    task.interlock_name = task_name(spec, node_name)
-    task.interlock_node = node_name
-    task.interlock_pipeline_ref = spec.ref
-    task.interlock_step = spec.step_of(node).name
+    task = blank_task(_items_class(), task_name(spec, node_name), node_name, spec.step_of(node).name, spec.ref)
     task.interlock_tolerate = m.tolerate
     ArrayNodeMapTask.__init__(task, inner, concurrency=m.concurrency, min_success_ratio=m.min_success_ratio(),
                               bound_inputs=bound)

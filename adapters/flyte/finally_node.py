@@ -43,7 +43,7 @@ from interlock.core.run.bindings import node_inputs
 from interlock.core.run.runtime import execute_step
 
 from . import policies
-from .tasks import BACKEND, TaskOptions, _local_run, _task_class, py_ident, run_context, task_name
+from .tasks import BACKEND, TaskOptions, _local_run, blank_task, py_ident, run_context, task_name
 from .types import from_flyte, python_type
 
 ERR = "err"  # the failure node's error input: flytekit and propeller fill it by this name
@@ -130,12 +130,7 @@ def build_finally_task(spec: PipelineSpec, options: TaskOptions | None = None, n
     # Never cached: a finally step runs on every run (as KFP's exit task).
     kwargs = policies.task_kwargs(step, in_process=options.in_process, cache=False, image=options.image,
                                   environment=env)
-    cls = _task_class(PythonFunctionTask)
-    task = cls.__new__(cls)
-    task.interlock_name = task_name(spec, node.name)
-    task.interlock_node = node.name
-    task.interlock_pipeline_ref = spec.ref
-    task.interlock_step = step.name
+    task = blank_task(PythonFunctionTask, task_name(spec, node.name), node.name, step.name, spec.ref)
     try:
         PythonFunctionTask.__init__(task, task_config=None, task_function=finally_body(spec, node, types, params_from),
                                     task_resolver=resolver, **kwargs)

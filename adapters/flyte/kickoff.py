@@ -32,15 +32,9 @@ def build_kickoff(pipeline: str, image: str | None = None) -> PythonFunctionTask
     from flytekit import Resources
 
     from .resolver import resolver
-    from .tasks import _task_class
+    from .tasks import blank_task
 
-    cls = _task_class(PythonFunctionTask)
-    task = cls.__new__(cls)
-    task.interlock_name = kickoff_name(pipeline)
-    task.interlock_node = KICKOFF_SUFFIX
-    task.interlock_pipeline_ref = None
-    task.interlock_pipeline = pipeline
-    task.interlock_step = KICKOFF_SUFFIX
+    task = blank_task(PythonFunctionTask, kickoff_name(pipeline), KICKOFF_SUFFIX, KICKOFF_SUFFIX, None, pipeline)
     tiny = Resources(cpu="100m", mem="64Mi")
     extra = {"container_image": image} if image else {}
     PythonFunctionTask.__init__(task, task_config=None, task_function=kickoff_text, task_resolver=resolver,

@@ -121,7 +121,7 @@ def build_dynamic(b: Builder, unit: Call) -> Any:
     from interlock.core.model.submaps import lifted
 
     from .resolver import resolver
-    from .tasks import _task_class, py_ident, task_name
+    from .tasks import blank_task, py_ident, task_name
     from .types import outputs_type, python_type
     from .workflow import OutputPort, type_of_binding, workflow_function
 
@@ -139,12 +139,7 @@ def build_dynamic(b: Builder, unit: Call) -> Any:
         return run_items(b, unit, ret, kwargs)
 
     fn = workflow_function(py_ident(f"{spec.name}_{c.name}_items"), types, {}, ret, body)
-    cls = _task_class(PythonFunctionTask)
-    task = cls.__new__(cls)
-    task.interlock_name = task_name(spec, c.name)
-    task.interlock_node = c.name
-    task.interlock_pipeline_ref = spec.ref
-    task.interlock_step = c.name
+    task = blank_task(PythonFunctionTask, task_name(spec, c.name), c.name, c.name, spec.ref)
     kwargs = {"container_image": b.options.image} if b.options.image else {}
     PythonFunctionTask.__init__(task, task_config=None, task_function=fn, task_resolver=resolver,
                                 execution_mode=PythonFunctionTask.ExecutionBehavior.DYNAMIC, **kwargs)

@@ -191,6 +191,19 @@ def _task_class(base: type) -> Any:
     return _classes[base]
 
 
+def blank_task(base: type, name: str, node: str, step: str, ref: str | None, pipeline: str | None = None) -> Any:
+    """An interlock task of flytekit class ``base``, for the caller to initialise with
+    ``base.__init__``: registered as ``name``, seen by flyte-local as node ``node`` running
+    ``step``, its pipeline found by ``ref`` (else by the pipeline's name, ``pipeline``)."""
+    cls = _task_class(base)
+    task = cls.__new__(cls)
+    task.interlock_name, task.interlock_node, task.interlock_step = name, node, step
+    task.interlock_pipeline_ref = ref
+    if pipeline is not None:
+        task.interlock_pipeline = pipeline
+    return task
+
+
 _UNSET: Any = object()
 
 
@@ -338,12 +351,7 @@ def build_task(spec: PipelineSpec, node: str, options: TaskOptions | None = None
         task_config = distributed.task_config(step.distributed, spawn=options.spawn)
         kwargs.setdefault("shared_memory", True)  # NCCL and DataLoader workers need more than 64Mi
         base = TaskPlugins.find_pythontask_plugin(type(task_config))
-    cls = _task_class(base)
-    task = cls.__new__(cls)
-    task.interlock_name = task_name(spec, node)
-    task.interlock_node = node
-    task.interlock_pipeline_ref = spec.ref
-    task.interlock_step = step.name
+    task = blank_task(base, task_name(spec, node), node, step.name, spec.ref)
     try:
         base.__init__(task, task_config=task_config, task_function=body, task_resolver=resolver, **kwargs)
     except (TypeError, ValueError, AssertionError) as exc:
@@ -370,13 +378,7 @@ def build_noop(pipeline: str, options: TaskOptions | None = None) -> PythonFunct
         from flytekit.core.task import Echo
 
         return Echo(name=noop_name(pipeline))
-    cls = _task_class(PythonFunctionTask)
-    task = cls.__new__(cls)
-    task.interlock_name = noop_name(pipeline)
-    task.interlock_node = NOOP_SUFFIX
-    task.interlock_pipeline_ref = None
-    task.interlock_pipeline = pipeline
-    task.interlock_step = NOOP_SUFFIX
+    task = blank_task(PythonFunctionTask, noop_name(pipeline), NOOP_SUFFIX, NOOP_SUFFIX, None, pipeline)
     # The smallest pod Kubernetes will schedule: the branch only has to exist.
     tiny = Resources(cpu="100m", mem="64Mi")
     extra = {"container_image": options.image} if options.image else {}
