@@ -182,7 +182,8 @@ def test_git_environment_is_followed(repo: Path, tmp_path: Path, monkeypatch: py
     assert git_info(tmp_path) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": False}
 
 
-def test_a_change_inside_a_submodule_is_seen(repo: Path, tmp_path: Path) -> None:
+def add_submodule(repo: Path, tmp_path: Path) -> Path:
+    """``repo`` with a committed submodule ``sub``, cloned from a one-file repository (returned)."""
     inner = tmp_path / "inner"
     inner.mkdir()
     git(inner, "init", "-q")
@@ -193,6 +194,11 @@ def test_a_change_inside_a_submodule_is_seen(repo: Path, tmp_path: Path) -> None
     settle()
     git(repo, "commit", "-q", "-m", "with a submodule")
     settle()
+    return inner
+
+
+def test_a_change_inside_a_submodule_is_seen(repo: Path, tmp_path: Path) -> None:
+    add_submodule(repo, tmp_path)
     assert git_info(repo) == truth(repo, []) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": False}
     (repo / "sub" / "lib.py").write_text("v = 2\n")
     assert git_info(repo) == truth(repo, []) == {"sha": git(repo, "rev-parse", "HEAD"), "dirty": True}
@@ -201,15 +207,7 @@ def test_a_change_inside_a_submodule_is_seen(repo: Path, tmp_path: Path) -> None
 def test_an_untracked_source_inside_a_submodule_is_seen(repo: Path, tmp_path: Path) -> None:
     # The work tree holding the source is the submodule's (its .git is a file): the source is
     # looked up there, as git itself finds it.
-    inner = tmp_path / "inner2"
-    inner.mkdir()
-    git(inner, "init", "-q")
-    (inner / "lib.py").write_text("v = 1\n")
-    git(inner, "add", ".")
-    git(inner, "commit", "-q", "-m", "inner")
-    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "sub")
-    settle()
-    git(repo, "commit", "-q", "-m", "with a submodule")
+    inner = add_submodule(repo, tmp_path)
     source = repo / "sub" / "new_pipe.py"
     source.write_text("x = 2\n")
     assert (repo / "sub" / ".git").is_file()
